@@ -1,0 +1,125 @@
+"""`albert-lens`: the command line. Thin: parses arguments, calls the core, prints tables or JSON."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from app.core import runtime
+
+runtime.prepare()
+
+from app.core.errors import LensError  # noqa: E402
+
+log = logging.getLogger("albert_lens")
+
+
+def _pair_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--pair", help="a preset pair (sst2, rte, ..., offline); default: TextAttack SST-2 if "
+                   "reachable or cached, else offline")
+    g.add_argument("--models", nargs=2, metavar=("A", "B"), help="any two hub ids or local model directories")
+    p.add_argument("--task", help="task of --models (a preset name such as rte) when their configs don't say")
+
+
+def _pair(args):
+    from app.core.pair import Pair
+
+    return Pair.resolve(args.pair, args.models, getattr(args, "task", None))
+
+
+def cmd_predict(args) -> int:
+    from app.core.data import Example
+
+    pair = _pair(args)
+    ex = Example(tuple(t for t in (args.text, args.text2) if t is not None))
+    preds = pair.predict([ex])
+    records = [p.record(0) | {"seconds": round(p.seconds, 4)} for p in preds]
+    if args.json:
+        print(json.dumps({"pair": pair.name, "task": pair.task.name, "input": list(ex.texts),
+                          "predictions": records}, indent=2, ensure_ascii=False))
+        return 0
+    print(f"pair: {pair.name} ({pair.reason})")
+    for clf, rec in zip(pair.models, records):
+        if "score" in rec:
+            print(f"  {clf.name:<8} score {rec['score']:.4f}   [{clf.spec.source}]")
+        else:
+            probs = "  ".join(f"{k}={v:.4f}" for k, v in rec["probabilities"].items())
+            print(f"  {clf.name:<8} {rec['label']:<16} {probs}   [{clf.spec.source}]")
+    return 0
+
+
+def cmd_train_offline(args) -> int:
+    from app.core.training import TrainSettings, train_offline
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    settings = TrainSettings(seed=args.seed, bert_epochs=args.bert_epochs, albert_epochs=args.albert_epochs,
+                             train_limit=args.limit)
+    export = Path(args.export) if args.export else None
+    res = train_offline(args.train, args.out, dev_path=args.dev, settings=settings, export_to=export)
+    print(json.dumps(res.get("final", {}), indent=2))
+    return 0
+
+
+def cmd_benchmark(args) -> int:
+    from app.core.benchmark import benchmark, format_table
+    from app.core.data import load_dataset
+
+    pair = _pair(args)
+    ds = load_dataset(args.dataset, task=pair.spec.task.name).head(args.limit)
+    res = benchmark(pair, ds, progress_bar=not args.json)
+    print(json.dumps(res, indent=2) if args.json else format_table(res))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="albert-lens", description="A BERT and an ALBERT, side by side.")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("predict", help="both models' labels and probabilities for one input")
+    _pair_args(p)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("text")
+    p.add_argument("text2", nargs="?", help="second text for pair tasks (premise/hypothesis, ...)")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("train-offline", help="train the offline BERT and ALBERT from the shipped MiniLM")
+    p.add_argument("--train", required=True, help="SST-2 train.tsv")
+    p.add_argument("--dev", help="SST-2 dev.tsv, evaluated after each epoch")
+    p.add_argument("--out", required=True, help="work dir: checkpoints, logs, results (re-run to resume)")
+    p.add_argument("--export", help="write shipped weights and model cards here (e.g. assets/offline)")
+    p.add_argument("--seed", type=int, default=13)
+    p.add_argument("--bert-epochs", type=float, default=1.5)
+    p.add_argument("--albert-epochs", type=float, default=2.0)
+    p.add_argument("--limit", type=int, help="use only the first N training sentences")
+    p.set_defaults(func=cmd_train_offline)
+
+    p = sub.add_parser("benchmark", help="accuracy, parameters, latency and throughput of both models")
+    _pair_args(p)
+    p.add_argument("--dataset", required=True, help="a dataset file (GLUE tsv, csv, jsonl) or datasets id")
+    p.add_argument("--limit", type=int, help="first N examples only")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_benchmark)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except LensError as exc:
+        print(f"albert-lens: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("albert-lens: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

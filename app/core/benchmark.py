@@ -1,0 +1,93 @@
+"""Accuracy and speed of both models on one dataset, measured in the same run so the ratio means something."""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+from .data import Dataset
+from .errors import InputError
+from .inference import predict
+from .facts import count_parameters, parameter_split
+from .pair import Pair
+
+LATENCY_SAMPLES = 20
+
+
+def quality(clf, pred, gold: list) -> dict:
+    """Accuracy for classifiers; Pearson and Spearman for regression (STS-B)."""
+    if clf.is_regression:
+        from scipy.stats import pearsonr, spearmanr
+
+        y = np.asarray(gold, dtype=float)
+        return {"pearson": float(pearsonr(pred.scores, y)[0]), "spearman": float(spearmanr(pred.scores, y)[0])}
+    unknown = sorted({g for g in gold if g not in clf.labels})
+    if unknown:
+        raise InputError(f"dataset: gold labels {unknown[:5]} are not among {clf.name}'s labels {list(clf.labels)}")
+    hits = [p == g for p, g in zip(pred.predicted, gold)]
+    return {"accuracy": float(np.mean(hits))}
+
+
+def latency(clf, examples, n: int = LATENCY_SAMPLES) -> dict:
+    """Single-example latency (batch of one), median and p95 over `n` examples, after one warm-up call."""
+    sample = examples[: max(1, n)]
+    predict(clf, sample[:1])
+    times = []
+    for ex in sample:
+        t0 = time.perf_counter()
+        predict(clf, [ex])
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return {"latency_ms_median": 1000 * statistics.median(times),
+            "latency_ms_p95": 1000 * times[min(len(times) - 1, int(0.95 * len(times)))]}
+
+
+def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_bar: bool = False,
+              progress=None) -> dict:
+    labelled = [ex for ex in dataset.examples if ex.label is not None]
+    if not labelled:
+        raise InputError(f"dataset: {dataset.name} has no labelled examples to score")
+    gold = [ex.label for ex in labelled]
+    rows = []
+    bar = None
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=2 * len(labelled), desc="benchmark", unit="ex")
+    for k, clf in enumerate(pair.models):
+        def step(done, total, k=k):
+            if bar is not None:
+                bar.n = k * total + done
+                bar.refresh()
+            if progress:
+                progress(k * total + done, 2 * total)
+
+        pred = predict(clf, labelled, batch_size=batch_size, progress=step)
+        rows.append({
+            "model": clf.name, "source": clf.spec.source, "n": len(labelled),
+            **quality(clf, pred, gold),
+            "parameters": count_parameters(clf.model), **{f"parameters_{k}": v for k, v in parameter_split(clf.model).items()},
+            "throughput_per_s": len(labelled) / pred.seconds, "seconds": pred.seconds,
+            **latency(clf, labelled),
+        })
+    if bar is not None:
+        bar.close()
+    a, b = rows
+    return {"pair": pair.name, "dataset": dataset.name, "n": len(labelled), "models": rows,
+            "ratios": {"parameters_b_over_a": b["parameters"] / a["parameters"],
+                       "throughput_b_over_a": b["throughput_per_s"] / a["throughput_per_s"],
+                       "latency_b_over_a": b["latency_ms_median"] / a["latency_ms_median"]}}
+
+
+def format_table(res: dict) -> str:
+    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
+    lines = [f"{res['pair']} on {res['dataset']} (n={res['n']})",
+             f"{'model':<10}{metric:>10}{'params':>14}{'ex/s':>10}{'ms p50':>10}{'ms p95':>10}"]
+    for r in res["models"]:
+        lines.append(f"{r['model']:<10}{r[metric]:>10.4f}{r['parameters']:>14,}{r['throughput_per_s']:>10.1f}"
+                     f"{r['latency_ms_median']:>10.1f}{r['latency_ms_p95']:>10.1f}")
+    rat = res["ratios"]
+    lines.append(f"second/first: parameters {rat['parameters_b_over_a']:.2f}x, throughput "
+                 f"{rat['throughput_b_over_a']:.2f}x, latency {rat['latency_b_over_a']:.2f}x")
+    return "\n".join(lines)

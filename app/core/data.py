@@ -1,0 +1,362 @@
+"""One `Example` type and readers for the files researchers actually have.
+
+Gold labels are stored by *name* (e.g. "positive", "entailment"), never by index: TextAttack's BERT SNLI/MNLI
+models order their outputs differently from the datasets, so only names compare safely across models.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+csv.field_size_limit(10**8)
+
+
+from .errors import LensError
+
+
+class DataError(LensError, ValueError):
+    """A dataset file or field that can't be read; the message names the file, line and problem."""
+
+
+@dataclass(frozen=True)
+class Example:
+    texts: tuple[str, ...]
+    label: str | float | None = None
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.texts, str):
+            object.__setattr__(self, "texts", (self.texts,))
+        else:
+            object.__setattr__(self, "texts", tuple(self.texts))
+
+    @property
+    def text(self) -> str:
+        return self.texts[0]
+
+
+@dataclass
+class Dataset:
+    name: str
+    examples: list[Example]
+    task: str | None = None  # preset task name when known (sst2, rte, ...)
+    source: str = ""
+
+    def __len__(self) -> int:
+        return len(self.examples)
+
+    def __iter__(self):
+        return iter(self.examples)
+
+    def head(self, n: int | None) -> "Dataset":
+        return Dataset(self.name, self.examples[:n] if n else self.examples, self.task, self.source)
+
+
+# ------------------------------------------------------------------ helpers
+
+GLUE_LABELS: dict[str, tuple[str, ...] | None] = {
+    "sst2": ("negative", "positive"),
+    "rte": ("entailment", "not_entailment"),
+    "mrpc": ("not_equivalent", "equivalent"),
+    "qqp": ("not_duplicate", "duplicate"),
+    "cola": ("unacceptable", "acceptable"),
+    "wnli": ("not_entailment", "entailment"),
+    "qnli": ("entailment", "not_entailment"),
+    "mnli": ("entailment", "neutral", "contradiction"),
+    "snli": ("entailment", "neutral", "contradiction"),
+    "stsb": None,
+    "ag_news": ("World", "Sports", "Business", "Sci/Tech"),
+    "imdb": ("negative", "positive"),
+    "rotten_tomatoes": ("negative", "positive"),
+    "yelp_polarity": ("negative", "positive"),
+}
+
+
+def _read_text(path: Path) -> str:
+    if not path.exists():
+        raise DataError(f"{path}: file not found")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder, expected a file")
+    raw = path.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DataError(
+            f"{path}, line {line}: not valid UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start}); "
+            "re-save the file as UTF-8"
+        ) from None
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        raise DataError(f"{path}, line {line}: contains a NUL byte; is this a binary file?")
+    return text.lstrip("\ufeff")
+
+
+def _label_name(value: str, labels: Sequence[str] | None, path: Path, line: int) -> str | float | None:
+    value = value.strip()
+    if value == "":
+        return None
+    if labels is None:
+        try:
+            return float(value)
+        except ValueError:
+            raise DataError(f"{path}, line {line}: score {value!r} is not a number") from None
+    if value in labels:
+        return value
+    try:
+        idx = int(float(value))
+    except ValueError:
+        raise DataError(
+            f"{path}, line {line}: unknown label {value!r}; expected one of {list(labels)} or 0..{len(labels) - 1}"
+        ) from None
+    if not 0 <= idx < len(labels):
+        raise DataError(f"{path}, line {line}: label {value!r} out of range 0..{len(labels) - 1}")
+    return labels[idx]
+
+
+def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting))
+
+
+def _header_index(header: list[str], wanted: Sequence[str], path: Path) -> list[int]:
+    lower = [h.strip().lower() for h in header]
+    out = []
+    for name in wanted:
+        if name.lower() not in lower:
+            raise DataError(f"{path}, line 1: missing column {name!r}; the header has {header}")
+        out.append(lower.index(name.lower()))
+    return out
+
+
+def _check_width(row: list[str], need: int, path: Path, line: int) -> None:
+    if len(row) < need:
+        raise DataError(f"{path}, line {line}: expected at least {need} columns, found {len(row)}")
+
+
+# ------------------------------------------------------------------ GLUE and the shared corpora
+
+
+def read_glue(path: str | Path, task: str) -> Dataset:
+    """GLUE-format TSV of `task` (sst2, rte, mrpc, stsb, cola, wnli, qnli, qqp, mnli)."""
+    path = Path(path)
+    labels = GLUE_LABELS[task]
+    text = _read_text(path)
+    examples: list[Example] = []
+    if task == "cola":
+        rows = _rows(text, "\t", csv.QUOTE_NONE)
+        for i, row in enumerate(rows, 1):
+            if not row:
+                continue
+            _check_width(row, 4, path, i)
+            examples.append(Example((row[3],), _label_name(row[1], labels, path, i)))
+        return Dataset(path.stem, examples, task, str(path))
+    quoting = csv.QUOTE_NONE if task in {"mrpc", "stsb", "sst2", "rte", "wnli", "qnli", "qqp", "mnli"} else csv.QUOTE_MINIMAL
+    rows = _rows(text, "\t", quoting)
+    if not rows:
+        raise DataError(f"{path}: empty file")
+    header, body = rows[0], rows[1:]
+    columns = {
+        "sst2": ("sentence", "label"),
+        "rte": ("sentence1", "sentence2", "label"),
+        "wnli": ("sentence1", "sentence2", "label"),
+        "mrpc": ("#1 String", "#2 String", "Quality"),
+        "stsb": ("sentence1", "sentence2", "score"),
+        "qnli": ("question", "sentence", "label"),
+        "qqp": ("question1", "question2", "is_duplicate"),
+        "mnli": ("sentence1", "sentence2", "gold_label"),
+    }[task]
+    idx = _header_index(header, columns, path)
+    need = max(idx) + 1
+    for i, row in enumerate(body, 2):
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        if len(row) < need and task == "stsb" and len(row) == need - 1:
+            row = row + [""]  # unlabelled test rows
+        _check_width(row, need, path, i)
+        texts = tuple(row[j] for j in idx[:-1])
+        examples.append(Example(texts, _label_name(row[idx[-1]], labels, path, i)))
+    return Dataset(path.parent.name + "/" + path.stem, examples, task, str(path))
+
+
+def read_ag_news(path: str | Path) -> Dataset:
+    """The original AG News csv: class (1-4), title, description; text = title + ' ' + description."""
+    path = Path(path)
+    labels = GLUE_LABELS["ag_news"]
+    examples = []
+    for i, row in enumerate(_rows(_read_text(path), ","), 1):
+        if not row:
+            continue
+        _check_width(row, 3, path, i)
+        try:
+            cls = int(row[0])
+        except ValueError:
+            raise DataError(f"{path}, line {i}: class {row[0]!r} is not 1-4") from None
+        if not 1 <= cls <= 4:
+            raise DataError(f"{path}, line {i}: class {cls} is not 1-4")
+        body = " ".join(p.strip() for p in row[1:3]).replace("\\", " ")
+        examples.append(Example((body,), labels[cls - 1]))
+    return Dataset("ag_news/" + path.stem, examples, "ag_news", str(path))
+
+
+def read_imdb(path: str | Path) -> Dataset:
+    """The IMDB sample TSV (file, rating, label, text); `<br />` becomes a space."""
+    path = Path(path)
+    rows = _rows(_read_text(path), "\t")
+    idx = _header_index(rows[0], ("text", "label"), path)
+    labels = GLUE_LABELS["imdb"]
+    examples = []
+    for i, row in enumerate(rows[1:], 2):
+        if not row:
+            continue
+        _check_width(row, max(idx) + 1, path, i)
+        examples.append(Example((row[idx[0]].replace("<br />", " "),), _label_name(row[idx[1]], labels, path, i)))
+    return Dataset("imdb/" + path.stem, examples, "imdb", str(path))
+
+
+def read_snli(folder: str | Path, split: str = "dev") -> Dataset:
+    """SNLI as three line-aligned files s1.<split>, s2.<split>, labels.<split>."""
+    folder = Path(folder)
+    parts = [
+        _read_text(folder / f"{n}.{split}").rstrip("\n").split("\n") for n in ("s1", "s2", "labels")
+    ]
+    if not len(parts[0]) == len(parts[1]) == len(parts[2]):
+        raise DataError(
+            f"{folder}: s1/s2/labels.{split} have {len(parts[0])}/{len(parts[1])}/{len(parts[2])} lines; "
+            "they must be line-aligned"
+        )
+    labels = GLUE_LABELS["snli"]
+    examples = [
+        Example((a.strip(), b.strip()), _label_name(c, labels, folder / f"labels.{split}", i))
+        for i, (a, b, c) in enumerate(zip(*parts), 1)
+    ]
+    return Dataset("snli/" + split, examples, "snli", str(folder))
+
+
+# ------------------------------------------------------------------ generic files
+
+
+TEXT_COLUMNS = [("text",), ("sentence",), ("sentence1", "sentence2"), ("premise", "hypothesis"),
+                ("question1", "question2"), ("question", "sentence"), ("text_a", "text_b")]
+
+
+def _pick_columns(header: Sequence[str], n_fields: int | None, path: Path) -> tuple[str, ...]:
+    lower = {h.strip().lower() for h in header}
+    for cols in sorted(TEXT_COLUMNS, key=len, reverse=True):
+        if all(c in lower for c in cols) and (n_fields is None or len(cols) == n_fields):
+            return cols
+    for cols in TEXT_COLUMNS:
+        if cols[0] in lower and n_fields == 2 and len(cols) == 1:
+            break
+    raise DataError(
+        f"{path}, line 1: no text column found; name it 'text' or 'sentence' "
+        f"(pairs: 'sentence1'+'sentence2' or 'premise'+'hypothesis'); the header has {list(header)}"
+    )
+
+
+def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: int | None = None) -> Dataset:
+    """A local CSV/TSV with a header, or JSONL. `labels=None` means a regression score; `()` accepts any name."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    records: list[tuple[int, dict]] = []
+    text = _read_text(path)
+    if suffix in {".jsonl", ".json"}:
+        for i, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}, line {i}: not valid JSON ({exc.msg})") from None
+            if not isinstance(obj, dict):
+                raise DataError(f"{path}, line {i}: expected a JSON object per line")
+            records.append((i, {str(k).lower(): v for k, v in obj.items()}))
+    elif suffix in {".csv", ".tsv", ".txt"}:
+        rows = _rows(text, "\t" if suffix != ".csv" else ",")
+        if not rows:
+            raise DataError(f"{path}: empty file")
+        header = [h.strip().lower() for h in rows[0]]
+        for i, row in enumerate(rows[1:], 2):
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{path}, line {i}: expected {len(header)} columns, found {len(row)}")
+            records.append((i, dict(zip(header, row))))
+    else:
+        raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .tsv or .jsonl")
+    if not records:
+        raise DataError(f"{path}: no rows")
+    cols = _pick_columns(list(records[0][1].keys()), n_fields, path)
+    examples = []
+    for i, rec in records:
+        texts = []
+        for c in cols:
+            v = rec.get(c)
+            if v is None or not isinstance(v, str | int | float):
+                raise DataError(f"{path}, line {i}: column {c!r} is missing or not text")
+            texts.append(str(v))
+        label = rec.get("label", rec.get("score"))
+        if label is not None and str(label).strip() != "":
+            if labels == ():
+                label = str(label).strip()
+            else:
+                label = _label_name(str(label), labels, path, i)
+        else:
+            label = None
+        examples.append(Example(tuple(texts), label))
+    return Dataset(path.stem, examples, None, str(path))
+
+
+def load_dataset(spec: str | Path, task: str | None = None, split: str | None = None) -> Dataset:
+    """Read a dataset from a path (format guessed from its name and place) or a `datasets` hub id.
+
+    Known layouts: GLUE task folders (`glue/<task>/*.tsv`), AG News csv, the IMDB sample, SNLI line files.
+    Anything else: a CSV/TSV/JSONL with a `text`/`sentence` (or pair) column and an optional `label`.
+    """
+    path = Path(spec)
+    if path.is_dir() and (path / "s1.dev").is_file():
+        return read_snli(path, split or "dev")
+    if path.is_dir():
+        raise DataError(f"{path}: is a folder; name a file inside it")
+    if path.exists():
+        parent = path.parent.name.lower().replace("-", "")
+        if parent in GLUE_LABELS and path.suffix == ".tsv" and parent not in {"imdb", "ag_news"}:
+            return read_glue(path, parent)
+        if parent == "ag_news" and path.suffix == ".csv":
+            return read_ag_news(path)
+        if parent == "imdb" and path.suffix == ".tsv":
+            return read_imdb(path)
+        labels = GLUE_LABELS.get(task) if task else ()
+        return read_table(path, labels=labels)
+    if "/" in str(spec) and not str(spec).startswith((".", "/")) or str(spec) in {"glue", "imdb", "ag_news", "snli"}:
+        return _load_hub_dataset(str(spec), task, split)
+    raise DataError(f"{spec}: no such file, and not a `datasets` hub id")
+
+
+def _load_hub_dataset(spec: str, task: str | None, split: str | None) -> Dataset:
+    from .runtime import hub_reachable
+
+    if not hub_reachable():
+        raise DataError(f"{spec}: not a local file, and the Hugging Face hub can't be reached to load it as a dataset")
+    import datasets  # noqa: PLC0415 - heavy, online-only path
+
+    name, _, config = spec.partition(":")
+    ds = datasets.load_dataset(name, config or None, split=split or "validation")
+    cols = _pick_columns(ds.column_names, None, Path(spec))
+    labels = GLUE_LABELS.get(task or (config or name).split("/")[-1])
+    examples = []
+    for row in ds:
+        lab = row.get("label")
+        if labels and isinstance(lab, int) and lab >= 0:
+            lab = labels[lab]
+        elif isinstance(lab, int) and lab < 0:
+            lab = None
+        examples.append(Example(tuple(str(row[c]) for c in cols), lab))
+    return Dataset(spec, examples, task, "datasets:" + spec)
+
+
+def examples_from_texts(texts: Iterable[str | Sequence[str]]) -> list[Example]:
+    return [Example((t,) if isinstance(t, str) else tuple(t)) for t in texts]

@@ -1,0 +1,64 @@
+"""Sentence embeddings (CLS or mean-pooled, any layer) and per-layer hidden states, batched like prediction."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .data import Example
+from .errors import InputError
+from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, length_batches, pad, tokenize
+from .loading import Classifier
+
+POOLINGS = ("cls", "mean")
+
+
+def n_layers(clf: Classifier) -> int:
+    return int(clf.model.config.num_hidden_layers)
+
+
+def _layer_index(clf: Classifier, layer: int) -> int:
+    """Layer 0 is the embedding output, 1..L the encoder layers; negative counts from the top."""
+    total = n_layers(clf) + 1
+    idx = layer if layer >= 0 else total + layer
+    if not 0 <= idx < total:
+        raise InputError(f"layer: {layer} is out of range for {clf.name} (0..{total - 1}, or -1 for the top)")
+    return idx
+
+
+@torch.inference_mode()
+def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
+          batch_size: int = DEFAULT_BATCH * 2, progress: Progress | None = None) -> np.ndarray:
+    """(n, hidden) float32. Mean pooling averages every unmasked token, [CLS]/[SEP] included, as
+    sentence-transformers does, so the two agree on the same model."""
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling: {pooling!r} is not one of {POOLINGS}")
+    examples = check_examples(clf.task, examples)
+    idx_layer = _layer_index(clf, layer)
+    enc = tokenize(clf, examples)
+    out = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
+    base = clf.model.base_model
+    done = 0
+    for idx in length_batches(enc, batch_size):
+        batch = pad(clf, enc, idx)
+        hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
+        if pooling == "cls":
+            vec = hidden[:, 0]
+        else:
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
+        out[idx] = vec.float().numpy()
+        done += len(idx)
+        if progress:
+            progress(done, len(examples))
+    return out
+
+
+@torch.inference_mode()
+def hidden_states(clf: Classifier, example: Example) -> tuple[np.ndarray, list[str]]:
+    """(layers + 1, tokens, hidden) for one example, and its tokens."""
+    enc, _ = encode_one(clf, example)
+    out = clf.model.base_model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_hidden_states=True)
+    states = torch.stack(out.hidden_states)[:, 0].float().numpy()
+    return states, clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])

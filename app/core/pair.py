@@ -1,0 +1,86 @@
+"""A `Pair`: the two classifiers every front end shows side by side, answering each call for both."""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from .data import Example
+from .inference import DEFAULT_BATCH, Prediction, Progress, predict
+from .loading import Classifier, get_classifier
+from .registry import PRESETS, PairSpec, custom_pair, get_pair
+from .runtime import hub_reachable
+
+log = logging.getLogger("albert_lens")
+
+
+class Pair:
+    def __init__(self, spec: PairSpec, reason: str = ""):
+        self.spec = spec
+        self.reason = reason  # why this pair was chosen, for the banner and logs
+        self._models: tuple[Classifier, Classifier] | None = None
+
+    @classmethod
+    def resolve(cls, pair: str | None = None, models: Sequence[str] | None = None, task: str | None = None) -> "Pair":
+        """`--models A B` wins, then `--pair NAME`, then the default pair."""
+        if models:
+            if len(models) != 2:
+                from .errors import InputError
+
+                raise InputError(f"models: give exactly two model ids or directories, got {len(models)}")
+            return cls(custom_pair(models[0], models[1], task), "models given by the user")
+        if pair:
+            return cls(get_pair(pair), f"pair {pair!r} chosen by the user")
+        spec, reason = default_pair_spec()
+        return cls(spec, reason)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def task(self):
+        return self.models[0].task
+
+    @property
+    def models(self) -> tuple[Classifier, Classifier]:
+        if self._models is None:
+            self._models = tuple(get_classifier(s) for s in self.spec.models)  # type: ignore[assignment]
+        return self._models
+
+    def predict(self, examples: Sequence[Example], *, batch_size: int = DEFAULT_BATCH,
+                progress: Progress | None = None) -> list[Prediction]:
+        out = []
+        for k, clf in enumerate(self.models):
+            step = (lambda d, n, k=k: progress(k * n + d, 2 * n)) if progress else None
+            out.append(predict(clf, examples, batch_size=batch_size, progress=step))
+        return out
+
+    def banner(self) -> str:
+        parts = [f"pair **{self.name}** ({self.reason})" if self.reason else f"pair **{self.name}**"]
+        parts += [m.describe() for m in self.models]
+        return " · ".join(parts)
+
+
+def _in_local_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        hit = try_to_load_from_cache(repo_id, "config.json")
+        return isinstance(hit, str)
+    except Exception:  # noqa: BLE001 - a broken cache just means "not cached"
+        return False
+
+
+def default_pair_spec() -> tuple[PairSpec, str]:
+    """TextAttack's SST-2 pair when it is cached or the hub answers within 3 s, else the offline pair."""
+    sst2 = PRESETS["sst2"]
+    if all(_in_local_cache(m.source) for m in sst2.models):
+        reason = "default: TextAttack SST-2 pair found in the local Hugging Face cache"
+    elif hub_reachable(3.0):
+        reason = "default: TextAttack SST-2 pair, the Hugging Face hub answered"
+    else:
+        reason = "default: offline pair, the Hugging Face hub can't be reached and TextAttack's models are not cached"
+        log.info(reason)
+        return PRESETS["offline"], reason
+    log.info(reason)
+    return sst2, reason

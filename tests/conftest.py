@@ -1,0 +1,120 @@
+"""Shared fixtures: tiny random BERT/ALBERT (real tokenizers), the real MiniLM, and the shared data folder."""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "data"
+
+# Hermetic caches, and the shared NLTK data, before anything imports the core.
+os.environ.setdefault("ALBERT_LENS_CACHE", tempfile.mkdtemp(prefix="albert-lens-test-"))
+if (SHARED / "nltk_data").is_dir():
+    os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
+
+import torch  # noqa: E402
+
+from app.core import runtime  # noqa: E402
+
+runtime.prepare()
+torch.set_num_threads(2)
+
+SENTENCES = [
+    "it 's a charming and often affecting journey .",
+    "unflinchingly bleak and desperate",
+    "the acting , costumes , music , cinematography and sound are all astounding .",
+    "a gorgeous , witty , seductive movie .",
+    "the movie fails to live up to the sum of its parts .",
+    "I loved it!!! 😍 Best film of 2024, café crème & naïve charm.",
+    "Terrible. Just terrible — don't watch it.",
+]
+
+
+def shared(*parts: str) -> Path:
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.fail(f"shared data missing: {path} (tests need ../shared/data beside the checkout)")
+    return path
+
+
+def _tiny_bert(path: Path, num_labels: int = 2) -> Path:
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    from app.core.offline import minilm_dir
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=512, num_labels=num_labels)
+    BertForSequenceClassification(config).save_pretrained(path)
+    BertTokenizerFast.from_pretrained(minilm_dir()).save_pretrained(path)
+    return path
+
+
+def _tiny_albert(path: Path, num_labels: int = 2) -> Path:
+    """A tiny ALBERT whose tokenizer is a real SentencePiece model trained here on SST-2 sentences."""
+    import sentencepiece as spm
+    from transformers import AlbertConfig, AlbertForSequenceClassification, AlbertTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    corpus = [line.split("\t")[0] for line in shared("glue", "sst2", "dev.tsv").read_text().splitlines()[1:]]
+    corpus += SENTENCES * 3
+    (path / "corpus.txt").write_text("\n".join(corpus), encoding="utf-8")
+    spm.SentencePieceTrainer.train(
+        input=str(path / "corpus.txt"), model_prefix=str(path / "spiece"), vocab_size=800, model_type="unigram",
+        pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>", unk_piece="<unk>", bos_piece="[CLS]",
+        eos_piece="[SEP]", user_defined_symbols=["[MASK]"], character_coverage=1.0, minloglevel=2,
+    )
+    (path / "corpus.txt").unlink()
+    tok = AlbertTokenizerFast(vocab_file=str(path / "spiece.model"))
+    tok.save_pretrained(path)
+    torch.manual_seed(1)
+    config = AlbertConfig(vocab_size=tok.vocab_size, embedding_size=16, hidden_size=32, num_hidden_layers=3,
+                          num_attention_heads=2, intermediate_size=37, num_labels=num_labels)
+    AlbertForSequenceClassification(config).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("tiny")
+    return {
+        "bert": _tiny_bert(root / "bert"),
+        "albert": _tiny_albert(root / "albert"),
+        "albert3": _tiny_albert(root / "albert3", num_labels=3),
+    }
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tiny_dirs):
+    from app.core.pair import Pair
+
+    return Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])], task="sst2")
+
+
+@pytest.fixture(scope="session")
+def tiny_nli_pair(tiny_dirs, tmp_path_factory):
+    from app.core.pair import Pair
+
+    bert3 = _tiny_bert(tmp_path_factory.mktemp("bert3") / "m", num_labels=2)
+    return Pair.resolve(models=[str(bert3), str(tiny_dirs["albert"])], task="rte")
+
+
+@pytest.fixture(scope="session")
+def minilm_classifier():
+    """The real pretrained MiniLM with a seeded classification head."""
+    from app.core.loading import get_classifier
+    from app.core.offline import minilm_dir
+    from app.core.registry import TASKS, ModelSpec
+
+    torch.manual_seed(0)
+    return get_classifier(ModelSpec("MiniLM", str(minilm_dir()), "bert", TASKS["sst2"]))
+
+
+@pytest.fixture(scope="session")
+def offline_pair():
+    from app.core.pair import Pair
+
+    return Pair.resolve("offline")

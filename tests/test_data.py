@@ -1,0 +1,77 @@
+import pytest
+
+from app.core.data import DataError, load_dataset, read_glue, read_table
+
+from .conftest import shared
+
+
+@pytest.mark.parametrize("rel,n,task,first_label,fields", [
+    (("glue", "sst2", "dev.tsv"), 872, "sst2", "positive", 1),
+    (("glue", "rte", "dev.tsv"), 277, "rte", "not_entailment", 2),
+    (("glue", "mrpc", "dev.tsv"), 408, "mrpc", "equivalent", 2),
+    (("glue", "stsb", "dev.tsv"), 1500, "stsb", 5.0, 2),
+    (("glue", "cola", "dev.tsv"), 1043, "cola", "acceptable", 1),
+    (("glue", "wnli", "dev.tsv"), 71, "wnli", "not_entailment", 2),
+    (("ag_news", "test.csv"), 7600, "ag_news", "Business", 1),
+    (("imdb", "test_1000.tsv"), 1000, "imdb", "negative", 1),
+    (("snli",), 9842, "snli", "neutral", 2),
+])
+def test_shared_files_read_completely(rel, n, task, first_label, fields):
+    ds = load_dataset(shared(*rel))
+    assert len(ds) == n and ds.task == task
+    assert ds.examples[0].label == first_label
+    assert all(len(e.texts) == fields for e in ds.examples)
+    assert all(t.strip() for e in ds.examples for t in e.texts)
+
+
+def test_mrpc_bom_and_quotes_survive():
+    ds = load_dataset(shared("glue", "mrpc", "dev.tsv"))
+    assert ds.examples[0].texts[1].startswith('"The foodservice pie business')
+
+
+def test_imdb_html_breaks_removed():
+    ds = load_dataset(shared("imdb", "test_1000.tsv"))
+    assert not any("<br />" in e.text for e in ds.examples)
+
+
+def test_generic_jsonl_and_csv(tmp_path):
+    p = tmp_path / "d.jsonl"
+    p.write_text('{"text": "good", "label": "positive"}\n\n{"text": "bad", "label": 0}\n')
+    ds = read_table(p, labels=("negative", "positive"))
+    assert [(e.text, e.label) for e in ds] == [("good", "positive"), ("bad", "negative")]
+    c = tmp_path / "pairs.csv"
+    c.write_text("premise,hypothesis,label\nA man sleeps.,A person rests.,entailment\n")
+    ds = load_dataset(c)
+    assert ds.examples[0].texts == ("A man sleeps.", "A person rests.")
+
+
+def test_bad_files_name_file_line_and_problem(tmp_path):
+    p = tmp_path / "x.tsv"
+    p.write_text("sentence\tlabel\ngood\t1\nbad\tmaybe\n")
+    with pytest.raises(DataError, match=r"x\.tsv, line 3: unknown label 'maybe'"):
+        read_glue(p, "sst2")
+    p.write_text("text\tlabel\nfine\t1\n")
+    with pytest.raises(DataError, match=r"line 1: missing column 'sentence'"):
+        read_glue(p, "sst2")
+    p.write_bytes("sentence\tlabel\ncaf\xe9\t1\n".encode("latin-1"))
+    with pytest.raises(DataError, match=r"line 2: not valid UTF-8"):
+        read_glue(p, "sst2")
+    j = tmp_path / "y.jsonl"
+    j.write_text('{"text": "ok"}\n{"text": \n')
+    with pytest.raises(DataError, match=r"y\.jsonl, line 2: not valid JSON"):
+        load_dataset(j)
+    c = tmp_path / "z.csv"
+    c.write_text("body,label\nhello,1\n")
+    with pytest.raises(DataError, match=r"no text column"):
+        load_dataset(c)
+    with pytest.raises(DataError, match=r"unsupported file type '\.xlsx'"):
+        (tmp_path / "a.xlsx").write_text("x")
+        load_dataset(tmp_path / "a.xlsx")
+    with pytest.raises(DataError, match=r"no such file"):
+        load_dataset(tmp_path / "missing.tsv")
+
+
+def test_bom_in_generic_file(tmp_path):
+    p = tmp_path / "bom.csv"
+    p.write_bytes("\ufefftext,label\nhi,pos\n".encode("utf-8"))
+    assert load_dataset(p).examples[0].text == "hi"

@@ -1,0 +1,102 @@
+import pickle
+import shutil
+import time
+
+import pytest
+import torch
+
+from app.core.data import Example
+from app.core.inference import predict
+from app.core.loading import ModelLoadError, get_classifier, load
+from app.core.registry import TASKS, ModelSpec
+
+
+def spec(source, task="sst2"):
+    return ModelSpec("M", str(source), "bert", TASKS[task])
+
+
+def test_missing_directory(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"no such directory"):
+        load(spec(tmp_path / "nope" / "model"))
+
+
+def test_directory_without_config(tmp_path):
+    with pytest.raises(ModelLoadError, match=r"no config\.json"):
+        load(spec(tmp_path))
+
+
+def test_directory_without_weights(tiny_dirs, tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["bert"], d)
+    (d / "model.safetensors").unlink()
+    with pytest.raises(ModelLoadError, match=r"no weights file"):
+        load(spec(d))
+
+
+def test_corrupt_weights(tiny_dirs, tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["bert"], d)
+    (d / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    with pytest.raises(ModelLoadError, match=r"model\.safetensors is corrupt or unreadable"):
+        load(spec(d))
+
+
+def test_invalid_id():
+    with pytest.raises(ModelLoadError, match=r"neither an existing directory nor a valid Hugging Face hub id"):
+        load(spec("not a model id!"))
+
+
+def test_hub_unreachable_fails_fast_with_a_clear_message():
+    t0 = time.perf_counter()
+    with pytest.raises(ModelLoadError) as err:
+        load(spec("textattack/bert-base-uncased-SST-2"))
+    assert time.perf_counter() - t0 < 5
+    msg = str(err.value)
+    assert "textattack/bert-base-uncased-SST-2" in msg and "hub can't be reached" in msg
+
+
+def test_label_count_mismatch(tiny_dirs):
+    with pytest.raises(ModelLoadError, match=r"has 2 outputs but task 'snli' expects 3"):
+        load(spec(tiny_dirs["bert"], "snli"))
+
+
+def test_bin_checkpoint_loads_with_weights_only_and_same_outputs(tiny_dirs, tmp_path):
+    d = tmp_path / "bin"
+    shutil.copytree(tiny_dirs["bert"], d)
+    ref = load(spec(tiny_dirs["bert"]))
+    torch.save(ref.model.state_dict(), d / "pytorch_model.bin")
+    (d / "model.safetensors").unlink()
+    clf = load(spec(d))
+    ex = [Example(("a fine film",))]
+    assert abs(predict(clf, ex).probs - predict(ref, ex).probs).max() < 1e-6
+
+
+class Evil:
+    def __reduce__(self):
+        return (print, ("pwned",))
+
+
+def test_pickled_code_in_bin_is_refused(tiny_dirs, tmp_path):
+    d = tmp_path / "evil"
+    shutil.copytree(tiny_dirs["bert"], d)
+    (d / "model.safetensors").unlink()
+    with open(d / "pytorch_model.bin", "wb") as f:
+        pickle.dump({"x": Evil()}, f)
+    with pytest.raises(ModelLoadError, match=r"corrupt or unreadable"):
+        load(spec(d))
+
+
+def test_models_are_loaded_once(tiny_dirs):
+    a = get_classifier(spec(tiny_dirs["bert"]))
+    b = get_classifier(spec(tiny_dirs["bert"]))
+    assert a is b
+    assert not a.model.training
+
+
+def test_custom_pair_takes_labels_from_config(tiny_dirs):
+    from app.core.pair import Pair
+
+    pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert3"])])
+    assert pair.models[0].labels == ("LABEL_0", "LABEL_1")
+    assert pair.models[1].labels == ("LABEL_0", "LABEL_1", "LABEL_2")
+    assert pair.models[1].family == "albert"

@@ -1,0 +1,40 @@
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from app.core import runtime
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_hub_probe_is_fast_and_honest_offline():
+    t0 = time.perf_counter()
+    runtime.hub_reachable.cache_clear()
+    reachable = runtime.hub_reachable(3.0)
+    assert time.perf_counter() - t0 < 4
+    assert reachable is False  # this machine has no route to the hub
+
+
+def test_offline_switch_short_circuits(monkeypatch):
+    runtime.hub_reachable.cache_clear()
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert runtime.hub_reachable() is False
+    runtime.hub_reachable.cache_clear()
+
+
+def test_textattack_imports_offline_with_no_nltk_data(tmp_path):
+    """A fresh cache and no NLTK_DATA: the project materialises stop words and TextAttack's marker itself."""
+    env = {k: v for k, v in os.environ.items() if k not in {"NLTK_DATA", "TA_CACHE_DIR"}}
+    env.update(ALBERT_LENS_CACHE=str(tmp_path / "cache"), HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
+    code = ("import app.core, nltk, textattack; "
+            "print(len(nltk.corpus.stopwords.words('english')), textattack.__name__)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    n, name = out.stdout.split()[-2:]
+    assert int(n) > 100 and name == "textattack"
+    stop = tmp_path / "cache" / "nltk_data" / "corpora" / "stopwords" / "english"
+    assert "the" in stop.read_text().split()
+    assert (tmp_path / "cache" / "textattack" / "post_install_check_3").is_file()
+    assert oct(stop.parent.stat().st_mode & 0o777) == "0o755"
