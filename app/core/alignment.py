@@ -104,3 +104,26 @@ def align(texts: tuple[str, ...] | list[str], offsets, sequence_ids, at_limit: b
             continue
         (cut if at_limit and wd.start >= last_end[wd.field] else unseen).append(i)
     return Alignment(words, token_word, word_tokens, cut, unseen)
+
+
+def edit_texts(texts: tuple[str, ...], words: list[Word], replace: dict[int, str]) -> tuple[str, ...]:
+    """Replace (or, with "", remove) words by index, keeping every other character of the input as it was.
+
+    A removed word takes one neighbouring space with it, so "a very good film" minus "very" is "a good film".
+    """
+    out = []
+    for f, text in enumerate(texts):
+        edits = sorted((words[i].start, words[i].end, new) for i, new in replace.items() if words[i].field == f)
+        pieces, pos = [], 0
+        for start, end, new in edits:
+            before = text[pos:start]
+            if new == "":
+                if before.endswith(" ") and (end >= len(text) or text[end] == " "):
+                    before = before[:-1]
+                elif start == 0 and end < len(text) and text[end] == " ":
+                    end += 1
+            pieces.append(before + new)
+            pos = end
+        pieces.append(text[pos:])
+        out.append("".join(pieces))
+    return tuple(out)

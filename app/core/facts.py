@@ -29,3 +29,53 @@ def shares_layers(model) -> bool:
     config = model.config
     groups = getattr(config, "num_hidden_groups", None)
     return groups is not None and groups < config.num_hidden_layers
+
+
+def layer_transitions(clf, examples) -> dict[str, list[float]]:
+    """Mean L2 distance and cosine similarity between each layer's input and output hidden states (averaged
+    over tokens and examples): the ALBERT paper's Figure 2, where ALBERT's transitions are smoother."""
+    import numpy as np
+
+    from .embeddings import hidden_states
+
+    l2, cos = [], []
+    for ex in examples:
+        states, _ = hidden_states(clf, ex)  # (layers + 1, tokens, hidden)
+        a, b = states[:-1], states[1:]
+        l2.append(np.linalg.norm(b - a, axis=-1).mean(-1))
+        num = (a * b).sum(-1)
+        den = np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1) + 1e-12
+        cos.append((num / den).mean(-1))
+    return {"l2": np.mean(l2, 0).tolist(), "cosine": np.mean(cos, 0).tolist()}
+
+
+def speed(clf, examples, batch_size: int = 32) -> dict:
+    """Live latency (one example at a time, median) and throughput (batched) on the given examples."""
+    import statistics
+    import time
+
+    from .inference import predict
+
+    predict(clf, examples[:1])  # warm-up
+    times = []
+    for ex in examples[:10]:
+        t0 = time.perf_counter()
+        predict(clf, [ex])
+        times.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    predict(clf, examples, batch_size=batch_size)
+    total = time.perf_counter() - t0
+    return {"latency_ms": 1000 * statistics.median(times), "throughput_per_s": len(examples) / total}
+
+
+def model_facts(clf, examples) -> dict:
+    split = parameter_split(clf.model)
+    cfg = clf.model.config
+    return {
+        "model": clf.name, "source": clf.spec.source, "family": clf.family, "parameters": count_parameters(clf.model),
+        **{f"parameters_{k}": v for k, v in split.items()},
+        "layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
+        "embedding_size": getattr(cfg, "embedding_size", cfg.hidden_size), "shares_layers": shares_layers(clf.model),
+        "vocab_size": cfg.vocab_size, "tokenizer": type(clf.tokenizer).__name__,
+        "transitions": layer_transitions(clf, examples), **speed(clf, examples),
+    }

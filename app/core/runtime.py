@@ -66,28 +66,66 @@ def _has_stopwords(root: Path) -> bool:
     ).is_file()
 
 
-def prepare_nltk() -> Path:
-    """Make sure NLTK finds an English stop-word list without a download.
+LEXNAMES = (
+    "adj.all adj.pert adv.all noun.Tops noun.act noun.animal noun.artifact noun.attribute noun.body noun.cognition "
+    "noun.communication noun.event noun.feeling noun.food noun.group noun.location noun.motive noun.object "
+    "noun.person noun.phenomenon noun.plant noun.possession noun.process noun.quantity noun.relation noun.shape "
+    "noun.state noun.substance noun.time verb.body verb.change verb.cognition verb.communication verb.competition "
+    "verb.consumption verb.contact verb.creation verb.emotion verb.motion verb.perception verb.possession "
+    "verb.social verb.stative verb.weather adj.ppl"
+).split()
+LEX_POS = {"noun": 1, "verb": 2, "adj": 3, "adv": 4}
+DEBIAN_WORDNET = Path("/usr/share/wordnet")
 
-    Uses $NLTK_DATA when it already holds stopwords (tests point it at ../shared/data/nltk_data); otherwise a
-    project-owned dir, filled from scikit-learn's stop-word list when empty. NLTK >= 3.10 refuses data dirs
-    writable by others, so ours is created 0755.
+
+def lexnames_text() -> str:
+    """WordNet 3.0's `lexnames` (lexicographer file numbers, from wndb(5)); Debian's wordnet-base leaves it out."""
+    return "".join(f"{i:02d}\t{name}\t{LEX_POS[name.split('.')[0]]}\n" for i, name in enumerate(LEXNAMES))
+
+
+def _nltk_dirs() -> list[Path]:
+    return [Path(p) for p in os.environ.get("NLTK_DATA", "").split(os.pathsep) if p]
+
+
+def _has_wordnet(root: Path) -> bool:
+    return (root / "corpora" / "wordnet" / "data.noun").is_file() or (root / "corpora" / "wordnet.zip").is_file()
+
+
+def wordnet_available() -> bool:
+    return any(_has_wordnet(d) for d in _nltk_dirs())
+
+
+def prepare_nltk() -> Path:
+    """Make NLTK find an English stop-word list, and WordNet when Debian's wordnet-base is installed, offline.
+
+    Keeps any $NLTK_DATA (tests point it at ../shared/data/nltk_data) and appends a project-owned dir, filled
+    when nothing else provides: stop words from scikit-learn's list; WordNet from /usr/share/wordnet plus a
+    generated `lexnames`. NLTK >= 3.10 refuses data dirs writable by others, so ours are 0755.
     """
-    for entry in filter(None, os.environ.get("NLTK_DATA", "").split(os.pathsep)):
-        if _has_stopwords(Path(entry)):
-            return Path(entry)
     own = cache_dir() / "nltk_data"
-    stop_dir = own / "corpora" / "stopwords"
-    if not _has_stopwords(own):
-        stop_dir.mkdir(parents=True, exist_ok=True)
+    existing = [d for d in _nltk_dirs() if d != own]
+    corpora = own / "corpora"
+    corpora.mkdir(parents=True, exist_ok=True)
+    if not any(_has_stopwords(d) for d in existing + [own]):
+        stop_dir = corpora / "stopwords"
+        stop_dir.mkdir(exist_ok=True)
         from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
         (stop_dir / "english").write_text("\n".join(sorted(ENGLISH_STOP_WORDS)) + "\n", encoding="utf-8")
         (stop_dir / "README").write_text(ENGLISH_STOPWORDS_FALLBACK_NOTE + "\n", encoding="utf-8")
-    for p in (own, own / "corpora", stop_dir):
-        os.chmod(p, 0o755)
-    existing = os.environ.get("NLTK_DATA")
-    os.environ["NLTK_DATA"] = os.pathsep.join(filter(None, [existing, str(own)]))
+    if not any(_has_wordnet(d) for d in existing + [own]) and (DEBIAN_WORDNET / "data.noun").is_file():
+        wn = corpora / "wordnet"
+        wn.mkdir(exist_ok=True)
+        import shutil
+
+        for f in DEBIAN_WORDNET.iterdir():  # copies: NLTK refuses symlinks that leave its data root
+            if f.is_file() and not (wn / f.name).exists():
+                shutil.copyfile(f, wn / f.name)
+        (wn / "lexnames").write_text(lexnames_text(), encoding="utf-8")
+    for p in [own, *own.rglob("*")]:
+        if p.is_dir():
+            os.chmod(p, 0o755)
+    os.environ["NLTK_DATA"] = os.pathsep.join(str(d) for d in existing + [own])
     return own
 
 

@@ -1,0 +1,272 @@
+"""Counterfactuals: edit words, see both models before and after.
+
+Generators: word replacement from user pairs (the study's "cities -> townships"), WordNet synonym/antonym
+swaps, ablation flips (the smallest set of removed words that flips each model) and a gradient-guided,
+HotFlip-style single-token swap. Over a dataset: each model's flip rate, and the examples that flip one model
+but not the other.
+"""
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .alignment import edit_texts, split_words
+from .data import Example
+from .errors import InputError, LensError
+from .gradients import input_gradients
+from .inference import encode_one, predict
+from .loading import Classifier
+
+
+@dataclass
+class Change:
+    """One edited input and what each model said before and after."""
+
+    original: tuple[str, ...]
+    edited: tuple[str, ...]
+    edits: list[tuple[str, str]]  # (old word, new word); new "" = removed
+    generator: str
+    before: list[dict] = field(default_factory=list)  # per model: label, probabilities
+    after: list[dict] = field(default_factory=list)
+    flipped: list[bool] = field(default_factory=list)
+    deltas: list[dict] = field(default_factory=list)  # per model: probability change per label
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+def _score(models: Sequence[Classifier], originals: list[Example], edited: list[Example]) -> list[tuple]:
+    """Predict originals and edits with every model in one batch each; per pair of inputs, per model."""
+    out = []
+    preds = [predict(clf, originals + edited, validate=False) for clf in models]
+    n = len(originals)
+    for i in range(n):
+        before, after, flipped, deltas = [], [], [], []
+        for clf, p in zip(models, preds):
+            b, a = p.record(i), p.record(n + i)
+            before.append(b)
+            after.append(a)
+            if clf.is_regression:
+                flipped.append(False)
+                deltas.append({"score": a["score"] - b["score"]})
+            else:
+                flipped.append(a["label"] != b["label"])
+                deltas.append({k: a["probabilities"][k] - b["probabilities"][k] for k in b["probabilities"]})
+        out.append((before, after, flipped, deltas))
+    return out
+
+
+def compare(models: Sequence[Classifier], example: Example, edited: Example, edits, generator: str) -> Change:
+    (before, after, flipped, deltas), = _score(models, [example], [edited])
+    return Change(example.texts, edited.texts, list(edits), generator, before, after, flipped, deltas)
+
+
+# ------------------------------------------------------------------ word replacement
+
+
+def parse_pairs(spec: str) -> dict[str, str]:
+    """'cities -> townships, good=>bad; film: movie' -> {"cities": "townships", ...}. Messages name the entry."""
+    pairs = {}
+    for raw in re.split(r"[,;\n]", spec or ""):
+        if not raw.strip():
+            continue
+        m = re.match(r"^\s*(.+?)\s*(?:->|=>|:|→)\s*(.*?)\s*$", raw)
+        if not m or not m.group(1):
+            raise InputError(f"replacements: can't read {raw.strip()!r}; write 'old -> new'")
+        pairs[m.group(1)] = m.group(2)
+    if not pairs:
+        raise InputError("replacements: empty; write pairs like 'cities -> townships, good -> bad'")
+    return pairs
+
+
+def _match_case(src: str, new: str) -> str:
+    if src.isupper() and len(src) > 1:
+        return new.upper()
+    if src[:1].isupper():
+        return new[:1].upper() + new[1:]
+    return new
+
+
+def replace_words(example: Example, pairs: dict[str, str]) -> tuple[Example, list[tuple[str, str]]]:
+    """Whole-word, case-insensitive replacement that keeps the original capitalisation; multi-word keys allowed."""
+    texts, edits = [], []
+    for text in example.texts:
+        for old, new in sorted(pairs.items(), key=lambda kv: -len(kv[0])):
+            pat = re.compile(r"(?<!\w)" + re.escape(old) + r"(?!\w)", re.IGNORECASE)
+
+            def sub(m, new=new):
+                edits.append((m.group(0), _match_case(m.group(0), new)))
+                return _match_case(m.group(0), new)
+
+            text = pat.sub(sub, text)
+        texts.append(re.sub(r"  +", " ", text))
+    return Example(tuple(texts), example.label), edits
+
+
+def word_replacement(models, example: Example, pairs: dict[str, str]) -> Change:
+    edited, edits = replace_words(example, pairs)
+    return compare(models, example, edited, edits, "word_replacement")
+
+
+# ------------------------------------------------------------------ WordNet
+
+
+class WordNetMissing(LensError):
+    pass
+
+
+def _wordnet():
+    from nltk.corpus import wordnet as wn
+
+    try:
+        wn.ensure_loaded()
+    except LookupError as exc:
+        raise WordNetMissing(
+            "WordNet is not installed: run `apt-get install wordnet-base wordnet-sense-index` (Debian) or "
+            "`python -m nltk.downloader wordnet` where there is a network"
+        ) from exc
+    return wn
+
+
+def wordnet_alternatives(word: str, kind: str = "synonym", limit: int = 5) -> list[str]:
+    wn = _wordnet()
+    out: list[str] = []
+    for syn in wn.synsets(word.lower()):
+        for lemma in syn.lemmas():
+            cands = [lemma] if kind == "synonym" else lemma.antonyms()
+            for c in cands:
+                name = c.name().replace("_", " ")
+                if name.lower() != word.lower() and name not in out and "-" not in name:
+                    out.append(name)
+    return out[:limit]
+
+
+def wordnet_swaps(models, example: Example, kind: str = "antonym", per_word: int = 3, limit: int = 40) -> list[Change]:
+    """Every single-word swap WordNet offers (antonyms or synonyms), scored on both models in one batch."""
+    if kind not in ("synonym", "antonym"):
+        raise InputError(f"kind: {kind!r} is not 'synonym' or 'antonym'")
+    words = [w for f, t in enumerate(example.texts) for w in split_words(t, f)]
+    candidates = []
+    for i, w in enumerate(words):
+        if not w.text.isalpha() or len(w.text) < 3:
+            continue
+        for alt in wordnet_alternatives(w.text, kind, per_word):
+            alt = _match_case(w.text, alt)
+            candidates.append((Example(edit_texts(example.texts, words, {i: alt}), example.label), [(w.text, alt)]))
+    candidates = candidates[:limit]
+    if not candidates:
+        return []
+    scored = _score(models, [example] * len(candidates), [c[0] for c in candidates])
+    return [Change(example.texts, ex.texts, edits, f"wordnet_{kind}", *s) for (ex, edits), s in zip(candidates, scored)]
+
+
+# ------------------------------------------------------------------ ablation flip
+
+
+def ablation_flip(clf: Classifier, example: Example, max_size: int = 3, candidates: int = 8) -> dict:
+    """Smallest set of removed words that changes `clf`'s label: words ranked by occlusion, then subsets of the
+    top `candidates` tried in order of size (all of one size in one batch)."""
+    from .saliency import Occlusion
+
+    if clf.is_regression:
+        raise InputError("ablation flip: needs a classifier; this model predicts a score")
+    occ = Occlusion(clf).attribute(example)
+    al = occ.alignment
+    base_label = occ.target_label
+    top = [int(i) for i in np.argsort(-np.asarray(occ.scores))[:candidates]]
+    for size in range(1, min(max_size, len(top)) + 1):
+        subsets = list(itertools.combinations(top, size))
+        edited = [Example(edit_texts(example.texts, al.words, {i: "" for i in s})) for s in subsets]
+        pred = predict(clf, edited, validate=False)
+        for s, ex, lab in zip(subsets, edited, pred.predicted):
+            if lab != base_label:
+                return {"model": clf.name, "removed": [al.words[i].text for i in sorted(s)], "edited": ex.texts,
+                        "before": base_label, "after": lab, "size": size}
+    return {"model": clf.name, "removed": None, "edited": None, "before": base_label, "after": None,
+            "size": None, "note": f"no set of up to {max_size} of the {len(top)} most important words flips it"}
+
+
+# ------------------------------------------------------------------ HotFlip-style swap
+
+
+def _whole_word_vocab(clf: Classifier) -> tuple[torch.Tensor, list[str]]:
+    """Vocabulary entries that are whole alphabetic words (no ## continuations, no special tokens)."""
+    cache = getattr(clf, "_hotflip_vocab", None)
+    if cache is not None:
+        return cache
+    tok = clf.tokenizer
+    ids, words = [], []
+    for piece, idx in tok.get_vocab().items():
+        w = piece[1:] if piece.startswith("▁") else piece
+        if piece.startswith("##") or not w.isalpha() or len(w) < 2 or idx in tok.all_special_ids:
+            continue
+        if clf.family == "albert" and not piece.startswith("▁"):
+            continue
+        ids.append(idx)
+        words.append(w)
+    res = (torch.tensor(ids), words)
+    clf._hotflip_vocab = res  # type: ignore[attr-defined]
+    return res
+
+
+def hotflip(clf: Classifier, example: Example, top_k: int = 20) -> dict:
+    """Swap the one word whose first-order (gradient) estimate most lowers the predicted class, verified by
+    re-prediction over the `top_k` best candidates; single-token words only, replaced by whole-word tokens."""
+    if clf.is_regression:
+        raise InputError("hotflip: needs a classifier; this model predicts a score")
+    g = input_gradients(clf, example, score="logprob")
+    al = g.alignment
+    ids, vocab_words = _whole_word_vocab(clf)
+    with torch.no_grad():
+        table = clf.model.get_input_embeddings().weight[ids]  # (V, E)
+    grads = torch.as_tensor(g.gradients)
+    emb = torch.as_tensor(g.embeddings)
+    cands = []
+    for w, toks in enumerate(al.word_tokens):
+        if len(toks) != 1 or not al.words[w].text.isalpha():
+            continue
+        t = toks[0]
+        est = (table - emb[t]) @ grads[t]  # first-order change of log p(target)
+        vals, order = torch.topk(-est, k=min(3, len(est)))
+        for v, o in zip(vals, order):
+            cands.append((float(v), w, vocab_words[int(o)]))
+    if not cands:
+        return {"model": clf.name, "edited": None, "note": "no single-token word to swap"}
+    cands.sort(reverse=True)
+    cands = cands[:top_k]
+    edited = [Example(edit_texts(example.texts, al.words, {w: _match_case(al.words[w].text, new)})) for _, w, new in cands]
+    pred = predict(clf, edited, validate=False)
+    p_target = pred.probs[:, g.target]
+    best = int(np.argmin(p_target))
+    _, w, new = cands[best]
+    return {"model": clf.name, "swap": (al.words[w].text, _match_case(al.words[w].text, new)),
+            "edited": edited[best].texts, "before": g.target_label, "after": pred.predicted[best],
+            "flipped": pred.predicted[best] != g.target_label,
+            "target_prob_before": float(g.probs[g.target]), "target_prob_after": float(p_target[best])}
+
+
+# ------------------------------------------------------------------ over a dataset
+
+
+def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str], progress=None) -> dict:
+    """Apply a word replacement to every example; per model, the share of changed examples whose label flips."""
+    originals, edited, edits = [], [], []
+    for ex in examples:
+        new, e = replace_words(ex, pairs)
+        if e:
+            originals.append(ex)
+            edited.append(new)
+            edits.append(e)
+    if not originals:
+        return {"changed": 0, "flip_rate": [0.0] * len(models), "only": [[] for _ in models], "examples": []}
+    scored = _score(models, originals, edited)
+    flips = np.asarray([s[2] for s in scored])  # (n, models)
+    changes = [Change(o.texts, e.texts, ed, "word_replacement", *s) for o, e, ed, s in zip(originals, edited, edits, scored)]
+    only = [[c.to_dict() for c, f in zip(changes, flips) if f[k] and not f[1 - k]] for k in range(len(models))]
+    return {"changed": len(originals), "flip_rate": flips.mean(0).tolist(), "both": int(flips.all(1).sum()),
+            "only": only, "examples": [c.to_dict() for c in changes]}

@@ -1,0 +1,167 @@
+"""Project both models' sentence embeddings to 2-D, aligned so that agreement is visible.
+
+UMAP (the study's settings: random_state=0, transform_seed=0, metric cosine) or PCA per model; the second
+projection is then aligned to the first by orthogonal Procrustes, since rotation and reflection are arbitrary
+in either method. Agreement is also measured in the original spaces: the share of k nearest neighbours the two
+models have in common. Embeddings are cached on disk per model, dataset, layer and pooling.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .data import Example
+from .embeddings import embed
+from .errors import InputError
+from .loading import Classifier
+from .runtime import cache_dir
+
+METHODS = ("umap", "pca")
+
+
+def _key(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str) -> str:
+    h = hashlib.sha256()
+    h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length]).encode())
+    for ex in examples:
+        h.update("\x1f".join(ex.texts).encode("utf-8", "surrogatepass") + b"\x1e")
+    return h.hexdigest()[:24]
+
+
+def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
+                      progress=None) -> tuple[np.ndarray, bool]:
+    """(embeddings, came_from_cache)."""
+    folder = cache_dir() / "embeddings"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{_key(clf, examples, layer, pooling)}.npy"
+    if path.is_file():
+        try:
+            arr = np.load(path, allow_pickle=False)
+            if arr.shape[0] == len(examples):
+                return arr, True
+        except (OSError, ValueError):
+            path.unlink(missing_ok=True)  # a torn write: recompute
+    arr = embed(clf, examples, layer=layer, pooling=pooling, progress=progress)
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, arr)
+    tmp.replace(path)
+    return arr, False
+
+
+def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed: int = 0) -> np.ndarray:
+    if method not in METHODS:
+        raise InputError(f"method: {method!r} is not one of {METHODS}")
+    if len(x) < 4:
+        raise InputError(f"dataset: {len(x)} examples are too few to project; give at least 4")
+    if method == "pca":
+        from sklearn.decomposition import PCA
+
+        return PCA(n_components=2, random_state=seed).fit_transform(x).astype(np.float32)
+    import umap
+
+    reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, transform_seed=seed,
+                        n_neighbors=min(n_neighbors, len(x) - 1), n_jobs=1)
+    return reducer.fit_transform(x).astype(np.float32)
+
+
+def procrustes_align(reference: np.ndarray, moving: np.ndarray) -> tuple[np.ndarray, float]:
+    """Rotate/reflect (and scale, translate) `moving` onto `reference`; returns it and the residual disparity
+    (0 = identical shapes, 1 = unrelated)."""
+    from scipy.linalg import orthogonal_procrustes
+
+    ref_c = reference - reference.mean(0)
+    mov_c = moving - moving.mean(0)
+    ref_n = np.linalg.norm(ref_c) or 1.0
+    mov_n = np.linalg.norm(mov_c) or 1.0
+    r, _ = orthogonal_procrustes(mov_c / mov_n, ref_c / ref_n)
+    aligned = (mov_c / mov_n) @ r * ref_n + reference.mean(0)
+    disparity = float(np.sum(((mov_c / mov_n) @ r - ref_c / ref_n) ** 2))
+    return aligned.astype(np.float32), disparity
+
+
+def knn_overlap(a: np.ndarray, b: np.ndarray, k: int = 10) -> float:
+    """Mean share of each point's k nearest neighbours (cosine) that both embedding spaces agree on."""
+    from sklearn.neighbors import NearestNeighbors
+
+    k = min(k, len(a) - 1)
+    if k < 1:
+        return float("nan")
+    sets = []
+    for x in (a, b):
+        nn = NearestNeighbors(n_neighbors=k + 1, metric="cosine").fit(x)
+        idx = nn.kneighbors(x, return_distance=False)
+        sets.append([set(row[row != i][:k]) for i, row in enumerate(idx)])
+    return float(np.mean([len(s & t) / k for s, t in zip(*sets)]))
+
+
+@dataclass
+class Projection:
+    coords: list[np.ndarray]  # per model, (n, 2); the second aligned to the first
+    embeddings_cached: list[bool]
+    disparity: float
+    knn_overlap: float
+    k: int
+    method: str
+    layer: int
+    pooling: str
+
+
+def project_pair(models: Sequence[Classifier], examples: Sequence[Example], *, method: str = "umap",
+                 layer: int = -1, pooling: str = "cls", k: int = 10, progress=None) -> Projection:
+    embs, cached = [], []
+    for m, clf in enumerate(models):
+        step = (lambda d, n, m=m: progress(m * n + d, 2 * n)) if progress else None
+        e, c = cached_embeddings(clf, examples, layer=layer, pooling=pooling, progress=step)
+        embs.append(e)
+        cached.append(c)
+    coords = [project(e, method) for e in embs]
+    aligned, disparity = procrustes_align(coords[0], coords[1])
+    return Projection([coords[0], aligned], cached, disparity, knn_overlap(embs[0], embs[1], k), k, method, layer,
+                      pooling)
+
+
+def projection_table(proj: Projection, models: Sequence[Classifier], examples: Sequence[Example],
+                     predictions: Sequence) -> list[dict]:
+    """Long-format rows (one per model and example) for plots and CSV export."""
+    rows = []
+    for m, (clf, xy, pred) in enumerate(zip(models, proj.coords, predictions)):
+        labels = pred.predicted
+        for i, ex in enumerate(examples):
+            gold = ex.label
+            rows.append({"model": clf.name, "x": float(xy[i, 0]), "y": float(xy[i, 1]), "text": " / ".join(ex.texts),
+                         "gold": "" if gold is None else str(gold), "prediction": str(labels[i]),
+                         "correct": "" if gold is None else str(labels[i] == gold)})
+    return rows
+
+
+def plot_png(rows: list[dict], path, color: str = "gold", title: str = "") -> None:
+    """Side-by-side and overlaid scatter plots as one PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    cats = sorted({r[color] for r in rows})
+    cmap = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    for ax, model in zip(axes, models):
+        for c, cat in enumerate(cats):
+            pts = [(r["x"], r["y"]) for r in rows if r["model"] == model and r[color] == cat]
+            if pts:
+                ax.scatter(*zip(*pts), s=8, color=cmap(c % 10), label=cat or "(none)", alpha=0.7)
+        ax.set_title(f"{model} ({color})")
+        ax.legend(fontsize=7, markerscale=2)
+    for m, (model, marker) in enumerate(zip(models, ("o", "x"))):
+        pts = [(r["x"], r["y"]) for r in rows if r["model"] == model]
+        axes[2].scatter(*zip(*pts), s=8, marker=marker, color=cmap(m), label=model, alpha=0.6)
+    axes[2].set_title("overlay (second aligned to first)")
+    axes[2].legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,254 @@
+"""Per-word saliency, one class per method with a uniform `attribute(example, target)` (as in Captum).
+
+Scores are per *word* (see `alignment`), so BERT's and ALBERT's maps line up although their tokenizers differ.
+Gradient methods use the core's gradients; integrated gradients and LIME use Captum. Integrated gradients
+chooses its number of steps: it starts small and doubles until Captum's convergence delta is within tolerance,
+running all steps of a round as one batch.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import torch
+
+from .alignment import Alignment, edit_texts
+from .data import Example
+from .errors import InputError
+from .gradients import class_score, forward_embeds, input_gradients
+from .inference import class_index, encode_one, predict
+from .loading import Classifier
+
+
+@dataclass
+class WordSaliency:
+    model: str
+    method: str
+    words: list[str]
+    fields: list[int]
+    scores: list[float]  # one per word; positive supports the target class
+    target: int
+    target_label: str | None
+    probability: float | None  # model's probability of the target on the input
+    tokens: list[str] = field(default_factory=list)
+    token_scores: list[float] = field(default_factory=list)
+    note: str = ""  # truncation, convergence, ...
+    delta: float | None = None  # integrated gradients: completeness error
+    n_steps: int | None = None
+    seconds: float = 0.0
+    alignment: Alignment | None = field(default=None, repr=False)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("alignment")
+        return d
+
+
+def _target_prob(clf: Classifier, examples: list[Example], target: int) -> np.ndarray:
+    pred = predict(clf, examples, validate=False, batch_size=64)
+    return pred.scores if clf.is_regression else pred.probs[:, target]
+
+
+class Method:
+    name = "method"
+
+    def __init__(self, clf: Classifier):
+        self.clf = clf
+
+    def attribute(self, example: Example, target: int | str | None = None) -> WordSaliency:
+        t0 = time.perf_counter()
+        enc, al = encode_one(self.clf, example)
+        probs = _target_probs_one(self.clf, example)
+        tgt = class_index(self.clf, target, probs)
+        res = self._attribute(example, enc, al, tgt)
+        res.seconds = time.perf_counter() - t0
+        res.probability = None if probs is None else float(probs[tgt])
+        res.note = "; ".join(filter(None, [al.cut_message(self.clf.max_length), res.note]))
+        return res
+
+    def _result(self, al: Alignment, tgt: int, scores, **kw) -> WordSaliency:
+        return WordSaliency(
+            model=self.clf.name, method=self.name, words=[w.text for w in al.words], fields=[w.field for w in al.words],
+            scores=[float(s) for s in scores], target=tgt,
+            target_label=None if self.clf.is_regression else self.clf.labels[tgt], probability=None, alignment=al, **kw)
+
+    def _attribute(self, example, enc, al, tgt) -> WordSaliency:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _target_probs_one(clf: Classifier, example: Example) -> np.ndarray | None:
+    if clf.is_regression:
+        return None
+    return predict(clf, [example]).probs[0]
+
+
+class GradientNorm(Method):
+    """L2 norm of the gradient per token, summed per word and normalised to 1 (unsigned: how sensitive)."""
+
+    name = "gradient_norm"
+
+    def _attribute(self, example, enc, al, tgt):
+        g = input_gradients(self.clf, example, tgt)
+        tok = np.linalg.norm(g.gradients, axis=1)
+        tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
+        total = tok.sum() or 1.0
+        return self._result(al, tgt, np.asarray(al.pool(tok / total)), tokens=g.tokens, token_scores=(tok / total).tolist())
+
+
+class GradientXInput(Method):
+    """Gradient dot input embedding per token, summed per word (signed)."""
+
+    name = "gradient_x_input"
+
+    def _attribute(self, example, enc, al, tgt):
+        g = input_gradients(self.clf, example, tgt)
+        tok = (g.gradients * g.embeddings).sum(1)
+        tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
+        return self._result(al, tgt, al.pool(tok), tokens=g.tokens, token_scores=tok.tolist())
+
+
+class IntegratedGradients(Method):
+    """Captum's integrated gradients from a [PAD] baseline ([CLS]/[SEP] kept), steps chosen adaptively."""
+
+    name = "integrated_gradients"
+
+    def __init__(self, clf: Classifier, tolerance: float = 0.01, start_steps: int = 16, max_steps: int = 256):
+        super().__init__(clf)
+        self.tolerance, self.start_steps, self.max_steps = tolerance, start_steps, max_steps
+
+    def baseline(self, input_ids: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        special = torch.tensor(self.clf.tokenizer.get_special_tokens_mask(
+            input_ids[0].tolist(), already_has_special_tokens=True), dtype=torch.bool)
+        pad_id = self.clf.tokenizer.pad_token_id or 0
+        with torch.no_grad():
+            pad = self.clf.model.get_input_embeddings()(torch.tensor([pad_id]))[0]
+        base = embeds.clone()
+        base[0, ~special] = pad
+        return base
+
+    def _attribute(self, example, enc, al, tgt):
+        from captum.attr import IntegratedGradients as CaptumIG
+
+        clf = self.clf
+        with torch.no_grad():
+            embeds = clf.model.get_input_embeddings()(enc["input_ids"])
+        base = self.baseline(enc["input_ids"], embeds)
+        mask, tt = enc["attention_mask"], enc.get("token_type_ids")
+
+        def f(x):
+            return class_score(clf, forward_embeds(clf, x, mask, tt), tgt, "prob")
+
+        ig = CaptumIG(f)
+        steps = self.start_steps
+        while True:
+            attr, delta = ig.attribute(embeds, baselines=base, n_steps=steps, method="gausslegendre",
+                                       internal_batch_size=steps, return_convergence_delta=True)
+            delta = float(delta.abs().max())
+            if delta <= self.tolerance or steps * 2 > self.max_steps:
+                break
+            steps *= 2
+        tok = attr[0].sum(-1).detach().numpy()
+        note = "" if delta <= self.tolerance else (
+            f"convergence delta {delta:.3f} exceeds {self.tolerance} even at {steps} steps: scores are approximate")
+        return self._result(al, tgt, al.pool(tok), tokens=clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
+                            token_scores=tok.tolist(), delta=delta, n_steps=steps, note=note)
+
+
+class Occlusion(Method):
+    """Probability of the target minus its probability with the word removed from the text."""
+
+    name = "occlusion"
+
+    def _attribute(self, example, enc, al, tgt):
+        edited = [Example(edit_texts(example.texts, al.words, {i: ""})) for i in range(len(al.words))]
+        base = _target_prob(self.clf, [example], tgt)[0]
+        probs = _target_prob(self.clf, edited, tgt) if edited else np.zeros(0)
+        return self._result(al, tgt, base - probs)
+
+
+class Lime(Method):
+    """Captum's LIME over word presence: samples remove random word subsets, a ridge model fits their effect."""
+
+    name = "lime"
+
+    def __init__(self, clf: Classifier, n_samples: int = 256, seed: int = 0):
+        super().__init__(clf)
+        self.n_samples, self.seed = n_samples, seed
+
+    def _attribute(self, example, enc, al, tgt):
+        from captum.attr import Lime as CaptumLime
+        from captum._utils.models.linear_model import SkLearnRidge
+        from captum.attr._core.lime import get_exp_kernel_similarity_function
+
+        n = len(al.words)
+        if n == 0:
+            return self._result(al, tgt, [])
+
+        def f(mask: torch.Tensor) -> torch.Tensor:
+            exs = [Example(edit_texts(example.texts, al.words, {i: "" for i in np.flatnonzero(m.numpy() < 0.5)}))
+                   for m in mask]
+            return torch.as_tensor(_target_prob(self.clf, exs, tgt), dtype=torch.float32)
+
+        torch.manual_seed(self.seed)
+        lime = CaptumLime(f, interpretable_model=SkLearnRidge(alpha=1.0),
+                          similarity_func=get_exp_kernel_similarity_function("cosine", 0.75))
+        attr = lime.attribute(torch.ones(1, n), baselines=torch.zeros(1, n), n_samples=self.n_samples,
+                              perturbations_per_eval=self.n_samples)
+        return self._result(al, tgt, attr[0].numpy(), note=f"{self.n_samples} samples")
+
+
+METHODS: dict[str, type[Method]] = {m.name: m for m in (GradientNorm, GradientXInput, IntegratedGradients, Occlusion, Lime)}
+
+
+def method(name: str, clf: Classifier, **kw) -> Method:
+    if name not in METHODS:
+        raise InputError(f"method: {name!r} is not one of {sorted(METHODS)}")
+    return METHODS[name](clf, **kw)
+
+
+# ------------------------------------------------------------------ faithfulness and agreement
+
+FAITHFULNESS_BINS = (0.1, 0.2, 0.3, 0.4, 0.5)
+
+
+def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAITHFULNESS_BINS) -> dict:
+    """ERASER's comprehensiveness (probability drop when the top-k% words are removed) and sufficiency (drop
+    when only they are kept), averaged over k. Higher comprehensiveness, lower sufficiency = more faithful."""
+    al = sal.alignment
+    n = len(al.words)
+    if n == 0:
+        return {"comprehensiveness": 0.0, "sufficiency": 0.0, "bins": list(bins)}
+    order = np.argsort(-np.asarray(sal.scores), kind="stable")
+    removed, kept = [], []
+    for k in bins:
+        top = set(order[: max(1, int(round(k * n)))].tolist())
+        removed.append(Example(edit_texts(example.texts, al.words, {i: "" for i in top})))
+        kept.append(Example(edit_texts(example.texts, al.words, {i: "" for i in range(n) if i not in top})))
+    probs = _target_prob(clf, [example] + removed + kept, sal.target)
+    p0, pr, pk = probs[0], probs[1 : 1 + len(bins)], probs[1 + len(bins) :]
+    return {"comprehensiveness": float(np.mean(p0 - pr)), "sufficiency": float(np.mean(p0 - pk)),
+            "bins": list(bins)}
+
+
+def agreement(a: WordSaliency, b: WordSaliency) -> float | None:
+    """Spearman rank correlation of two models' word scores on the same words (None if undefined)."""
+    from scipy.stats import spearmanr
+
+    if a.words != b.words or len(a.words) < 2:
+        return None
+    x, y = np.asarray(a.scores), np.asarray(b.scores)
+    if np.ptp(x) == 0 or np.ptp(y) == 0:
+        return None
+    return float(spearmanr(x, y)[0])
+
+
+def explain(models, example: Example, method_name: str, target: int | str | None = None, **kw) -> dict:
+    """Saliency, faithfulness and the cross-model agreement for every model of a pair."""
+    maps, faith = [], []
+    for clf in models:
+        tgt = target if (target is None or isinstance(target, str)) else target
+        sal = method(method_name, clf, **kw).attribute(example, tgt)
+        maps.append(sal)
+        faith.append(faithfulness(clf, example, sal))
+    return {"maps": maps, "faithfulness": faith, "agreement": agreement(*maps) if len(maps) == 2 else None}

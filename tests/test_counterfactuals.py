@@ -1,0 +1,66 @@
+import pytest
+
+from app.core.counterfactuals import (ablation_flip, flip_rate, hotflip, parse_pairs, replace_words,
+                                      word_replacement, wordnet_alternatives, wordnet_swaps)
+from app.core.data import Example, load_dataset
+from app.core.errors import InputError
+from app.core.inference import predict
+
+from .conftest import shared
+
+
+def test_parse_pairs_and_errors():
+    assert parse_pairs("cities -> townships, good=>bad; film: movie") == {
+        "cities": "townships", "good": "bad", "film": "movie"}
+    with pytest.raises(InputError, match="can't read 'nonsense'"):
+        parse_pairs("nonsense")
+    with pytest.raises(InputError, match="replacements: empty"):
+        parse_pairs("  ")
+
+
+def test_replace_words_whole_word_and_case():
+    ex = Example(("Cities grow; the CITIES and citiesque cities.",))
+    new, edits = replace_words(ex, {"cities": "townships"})
+    assert new.text == "Townships grow; the TOWNSHIPS and citiesque townships."
+    assert len(edits) == 3
+
+
+def test_word_replacement_deltas(tiny_pair):
+    ch = word_replacement(tiny_pair.models, Example(("the cities were lovely",)), {"cities": "townships"})
+    assert ch.edited == ("the townships were lovely",)
+    for b, a, d in zip(ch.before, ch.after, ch.deltas):
+        for k in d:
+            assert d[k] == pytest.approx(a["probabilities"][k] - b["probabilities"][k])
+
+
+def test_wordnet_antonyms_and_swaps(tiny_pair):
+    assert "bad" in wordnet_alternatives("good", "antonym")
+    changes = wordnet_swaps(tiny_pair.models, Example(("a good and happy film",)), "antonym")
+    assert any(c.edited == ("a bad and happy film",) for c in changes)
+    assert all(len(c.before) == 2 for c in changes)
+
+
+def test_ablation_flip_really_flips(offline_pair):
+    for clf in offline_pair.models:
+        ex = Example(("a gorgeous , witty , seductive movie .",))
+        res = ablation_flip(clf, ex)
+        assert res["removed"], res
+        assert predict(clf, [Example(res["edited"])], validate=False).predicted[0] == res["after"] != res["before"]
+
+
+def test_hotflip_prediction_is_verified(offline_pair):
+    for clf in offline_pair.models:
+        res = hotflip(clf, Example(("the acting is wonderful and moving .",)))
+        assert res["edited"] is not None
+        assert predict(clf, [Example(res["edited"])]).predicted[0] == res["after"]
+        assert res["target_prob_after"] < res["target_prob_before"]
+
+
+def test_flip_rate_over_a_dataset(offline_pair):
+    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:300]
+    res = flip_rate(offline_pair.models, dev, {"good": "bad", "great": "terrible"})
+    assert res["changed"] == sum(1 for e in dev if any(w in e.text.split() for w in ("good", "great")))
+    assert res["changed"] > 10
+    for k, rate in enumerate(res["flip_rate"]):
+        assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
+        assert all(e["flipped"][k] and not e["flipped"][1 - k] for e in res["only"][k])

@@ -1,0 +1,35 @@
+import numpy as np
+
+from app.core.data import Example
+from app.core.facts import count_parameters, layer_transitions, model_facts, parameter_split, shares_layers
+
+from .conftest import SENTENCES
+
+
+def test_parameter_split_adds_up_and_counts_shared_once(tiny_pair):
+    bert, albert = (m.model for m in tiny_pair.models)
+    for m in (bert, albert):
+        assert sum(parameter_split(m).values()) == count_parameters(m)
+    assert not shares_layers(bert) and shares_layers(albert)
+    # ALBERT: 3 layers, one set of layer weights; adding layers adds no parameters
+    layer = albert.albert.encoder.albert_layer_groups[0]
+    assert parameter_split(albert)["encoder"] == sum(p.numel() for p in layer.parameters())
+
+
+def test_layer_transitions_against_hand_computation(tiny_pair):
+    from app.core.embeddings import hidden_states
+
+    clf = tiny_pair.models[1]
+    ex = Example((SENTENCES[0],))
+    t = layer_transitions(clf, [ex])
+    s, _ = hidden_states(clf, ex)
+    assert len(t["l2"]) == clf.model.config.num_hidden_layers
+    assert t["l2"][0] == np.float32(np.linalg.norm(s[1] - s[0], axis=-1).mean())
+    cos = (s[1] * s[2]).sum(-1) / (np.linalg.norm(s[1], axis=-1) * np.linalg.norm(s[2], axis=-1))
+    assert abs(t["cosine"][1] - cos.mean()) < 1e-5
+
+
+def test_model_facts_fields(tiny_pair):
+    f = model_facts(tiny_pair.models[0], [Example((s,)) for s in SENTENCES])
+    assert f["latency_ms"] > 0 and f["throughput_per_s"] > 0
+    assert f["parameters"] == count_parameters(tiny_pair.models[0].model)

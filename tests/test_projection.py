@@ -1,0 +1,59 @@
+import numpy as np
+import pytest
+
+from app.core.data import Example
+from app.core.errors import InputError
+from app.core.projection import (cached_embeddings, knn_overlap, plot_png, procrustes_align, project, project_pair,
+                                 projection_table)
+
+from .conftest import SENTENCES
+
+
+def test_procrustes_recovers_a_rotated_reflected_copy():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((50, 2))
+    theta = 1.1
+    rot = np.array([[np.cos(theta), -np.sin(theta)], [np.sin(theta), np.cos(theta)]]) @ np.diag([1, -1])
+    moved = 3.0 * x @ rot + np.array([5.0, -2.0])
+    aligned, disparity = procrustes_align(x, moved)
+    np.testing.assert_allclose(aligned, x, atol=1e-5)
+    assert disparity < 1e-10
+
+
+def test_knn_overlap_extremes():
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((60, 8))
+    assert knn_overlap(a, a * 2.0, k=5) == 1.0
+    assert knn_overlap(a, rng.standard_normal((60, 8)), k=5) < 0.3
+
+
+def test_projection_methods_and_errors():
+    x = np.random.default_rng(2).standard_normal((30, 16)).astype(np.float32)
+    assert project(x, "pca").shape == (30, 2)
+    u = project(x, "umap")
+    assert u.shape == (30, 2)
+    np.testing.assert_allclose(u, project(x, "umap"))  # seeded: reproducible
+    with pytest.raises(InputError, match="method: 'tsne'"):
+        project(x, "tsne")
+    with pytest.raises(InputError, match="too few"):
+        project(x[:3], "pca")
+
+
+def test_embeddings_are_cached(tiny_pair):
+    exs = [Example((s,)) for s in SENTENCES]
+    a, cached_a = cached_embeddings(tiny_pair.models[0], exs, layer=1, pooling="mean")
+    b, cached_b = cached_embeddings(tiny_pair.models[0], exs, layer=1, pooling="mean")
+    assert not cached_a and cached_b
+    np.testing.assert_array_equal(a, b)
+
+
+def test_project_pair_table_and_png(tiny_pair, tmp_path):
+    exs = [Example((s + f" {i}",), "positive" if i % 2 else "negative") for i in range(3) for s in SENTENCES]
+    proj = project_pair(tiny_pair.models, exs, method="pca")
+    preds = tiny_pair.predict(exs)
+    rows = projection_table(proj, tiny_pair.models, exs, preds)
+    assert len(rows) == 2 * len(exs)
+    assert {r["model"] for r in rows} == {m.name for m in tiny_pair.models}
+    assert 0 <= proj.knn_overlap <= 1
+    plot_png(rows, tmp_path / "p.png", color="correct")
+    assert (tmp_path / "p.png").stat().st_size > 10_000

@@ -1,0 +1,110 @@
+import numpy as np
+import pytest
+import torch
+
+from app.core.alignment import edit_texts
+from app.core.data import Example, load_dataset
+from app.core.gradients import forward_embeds, input_gradients
+from app.core.inference import encode_one, predict
+from app.core.saliency import (IntegratedGradients, METHODS, Occlusion, WordSaliency, agreement, explain,
+                               faithfulness, method)
+
+from .conftest import shared
+
+EX = Example(("a gorgeous , witty , seductive movie .",))
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_integrated_gradients_completeness(tiny_pair, which):
+    clf = tiny_pair.models[which]
+    ig = IntegratedGradients(clf, tolerance=1e-3)
+    sal = ig.attribute(EX, "positive")
+    enc, _ = encode_one(clf, EX)
+    with torch.no_grad():
+        emb = clf.model.get_input_embeddings()(enc["input_ids"])
+        base = ig.baseline(enc["input_ids"], emb)
+        f = lambda x: torch.softmax(forward_embeds(clf, x, enc["attention_mask"], enc.get("token_type_ids")), -1)[0, 1]
+        expected = float(f(emb) - f(base))
+    total = sum(sal.token_scores)
+    assert abs(total - expected) <= sal.delta + 1e-6
+    assert sal.delta <= 1e-3
+    assert sum(sal.scores) == pytest.approx(total, abs=1e-6)  # words carry every token's share
+
+
+def test_ig_reports_a_large_delta(tiny_pair):
+    sal = IntegratedGradients(tiny_pair.models[0], tolerance=1e-12, start_steps=2, max_steps=4).attribute(EX)
+    assert sal.n_steps == 4 and "exceeds" in sal.note
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_gradient_x_input_matches_finite_difference(tiny_pair, which):
+    """Sum of gradient x input over the words = d/da F(special tokens, a * word tokens) at a = 1."""
+    clf = tiny_pair.models[which]
+    sal = method("gradient_x_input", clf).attribute(EX, "positive")
+    enc, al = encode_one(clf, EX)
+    model = clf.model.double()
+    try:
+        with torch.no_grad():
+            emb = clf.model.get_input_embeddings()(enc["input_ids"]).double()
+        words = torch.tensor([w is not None for w in al.token_word]).view(1, -1, 1)
+
+        def f(a):
+            with torch.no_grad():
+                x = torch.where(words, a * emb, emb)
+                return torch.softmax(forward_embeds(clf, x, enc["attention_mask"], enc.get("token_type_ids")), -1)[0, 1].item()
+
+        eps = 1e-5
+        fd = (f(1 + eps) - f(1 - eps)) / (2 * eps)
+    finally:
+        model.float()
+    assert sum(sal.scores) == pytest.approx(fd, rel=1e-3, abs=1e-6)
+
+
+def test_occlusion_is_the_probability_change_of_removing_the_word(tiny_pair):
+    clf = tiny_pair.models[1]
+    sal = Occlusion(clf).attribute(EX, "positive")
+    _, al = encode_one(clf, EX)
+    p0 = predict(clf, [EX]).probs[0, 1]
+    for i in (0, 1, 5):
+        without = Example(edit_texts(EX.texts, al.words, {i: ""}))
+        assert sal.scores[i] == pytest.approx(p0 - predict(clf, [without]).probs[0, 1], abs=1e-6)
+    assert edit_texts(EX.texts, al.words, {1: ""}) == ("a , witty , seductive movie .",)
+
+
+@pytest.mark.parametrize("name", sorted(METHODS))
+def test_every_method_scores_every_word_of_both_models(tiny_pair, name):
+    text = "I ❤️ this café — don't you? 👍🏽"
+    out = explain(tiny_pair.models, Example((text,)), name)
+    a, b = out["maps"]
+    assert a.words == b.words and len(a.scores) == len(a.words) == len(b.scores)
+    assert all(np.isfinite(a.scores)) and all(np.isfinite(b.scores))
+    for f in out["faithfulness"]:
+        assert set(f) >= {"comprehensiveness", "sufficiency"}
+
+
+def test_pairs_are_explained_per_field(tiny_nli_pair):
+    out = explain(tiny_nli_pair.models, Example(("The cat sat on the mat.", "A cat sits.")), "gradient_x_input")
+    assert out["maps"][0].fields == [0] * 7 + [1] * 4
+
+
+def test_agreement_is_rank_correlation():
+    def ws(scores):
+        return WordSaliency("m", "x", list("abcd"), [0] * 4, scores, 0, None, None)
+
+    assert agreement(ws([1, 2, 3, 4]), ws([10, 20, 30, 40])) == pytest.approx(1.0)
+    assert agreement(ws([1, 2, 3, 4]), ws([4, 3, 2, 1])) == pytest.approx(-1.0)
+    assert agreement(ws([1, 1, 1, 1]), ws([1, 2, 3, 4])) is None
+
+
+def test_ig_ranking_is_more_comprehensive_than_random_on_the_offline_pair(offline_pair):
+    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples
+    sents = [e for e in dev if 8 <= len(e.text.split()) <= 20][:12]
+    rng = np.random.default_rng(0)
+    for clf in offline_pair.models:
+        ig, rnd = [], []
+        for ex in sents:
+            sal = IntegratedGradients(clf).attribute(ex)
+            ig.append(faithfulness(clf, ex, sal)["comprehensiveness"])
+            shuffled = WordSaliency(**{**sal.__dict__, "scores": list(rng.permutation(sal.scores))})
+            rnd.append(faithfulness(clf, ex, shuffled)["comprehensiveness"])
+        assert np.mean(ig) > np.mean(rnd) + 0.05, (clf.name, np.mean(ig), np.mean(rnd))
