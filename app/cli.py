@@ -74,6 +74,15 @@ def cmd_benchmark(args) -> int:
     return 0
 
 
+def cmd_app(args) -> int:
+    from app.ui import launch
+
+    pair = _pair(args)
+    print(f"albert-lens: {pair.banner()}", flush=True)
+    launch(pair, host=args.host, port=args.port)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="albert-lens", description="A BERT and an ALBERT, side by side.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -104,6 +113,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_benchmark)
 
+    p = sub.add_parser("app", help="start the Gradio app (default http://127.0.0.1:7860)")
+    _pair_args(p)
+    p.add_argument("--host", default="127.0.0.1", help="interface to bind; 0.0.0.0 only when you mean it")
+    p.add_argument("--port", type=int, default=7860)
+    p.set_defaults(func=cmd_app)
     return parser
 
 

@@ -1,0 +1,156 @@
+"""JSON-friendly answers for front ends: one function per capability, computed once in the core.
+
+The Gradio app, `gradio_client` users and the CLI's `--json` all receive these dictionaries; they hold plain
+lists, numbers and strings only. Inputs arrive as raw strings; errors are `LensError`s naming the field.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .data import Dataset, Example, load_dataset, read_table
+from .errors import InputError
+from .inference import check_examples
+from .pair import Pair
+from .runtime import ASSETS_DIR
+
+Progress = Callable[[int, int], None] | None
+EXAMPLES = ASSETS_DIR / "examples"
+
+
+def limits() -> dict:
+    """Hosted mode (ALBERT_LENS_HOSTED=1) caps what one request may cost."""
+    hosted = os.environ.get("ALBERT_LENS_HOSTED", "").lower() in {"1", "true", "yes"}
+    return {
+        "hosted": hosted,
+        "max_chars": int(os.environ.get("ALBERT_LENS_MAX_CHARS", 2000 if hosted else 100_000)),
+        "max_examples": int(os.environ.get("ALBERT_LENS_MAX_EXAMPLES", 500 if hosted else 20_000)),
+        "max_lime_samples": 256 if hosted else 2048,
+    }
+
+
+def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Example:
+    """Raw strings to a checked Example; NUL characters become spaces, over-long fields are refused."""
+    fields = pair.task.fields
+    cap = limits()["max_chars"]
+    texts = []
+    for name, t in zip(fields, [text, text2]):
+        t = "" if t is None else t
+        if not isinstance(t, str):
+            raise InputError(f"field {name!r} must be text, got {type(t).__name__}")
+        if len(t) > cap:
+            raise InputError(f"field {name!r} is {len(t):,} characters long; the limit here is {cap:,}")
+        texts.append(t.replace("\x00", " "))
+    return check_examples(pair.task, [Example(tuple(texts))])[0]
+
+
+def predict(pair: Pair, text: str, text2: str | None = None) -> dict:
+    ex = example_from(pair, text, text2)
+    preds = pair.predict([ex])
+    return {"task": pair.task.name, "fields": list(pair.task.fields), "input": list(ex.texts),
+            "models": [p.record(0) | {"latency_ms": 1000 * p.seconds} for p in preds]}
+
+
+def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
+             target: str | None = None) -> dict:
+    from .saliency import explain
+
+    ex = example_from(pair, text, text2)
+    kw = {"n_samples": min(256, limits()["max_lime_samples"])} if method == "lime" else {}
+    tgt = None if target in (None, "", "predicted") else target
+    out = explain(pair.models, ex, method, tgt, **kw)
+    return {
+        "method": method, "fields": list(pair.task.fields),
+        "maps": [m.to_dict() for m in out["maps"]],
+        "faithfulness": out["faithfulness"],
+        "agreement": out["agreement"],
+    }
+
+
+def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",
+                   replacements: str = "", dataset: str | None = None, limit: int | None = None) -> dict:
+    from . import counterfactuals as cf
+
+    if generator == "dataset_flip_rate":
+        ds = resolve_dataset(pair, dataset, limit)
+        res = cf.flip_rate(pair.models, ds.examples, cf.parse_pairs(replacements))
+        return {"generator": generator, "dataset": ds.name, "models": [m.name for m in pair.models], **res}
+    ex = example_from(pair, text, text2)
+    models = pair.models
+    if generator == "word_replacement":
+        changes = [cf.word_replacement(models, ex, cf.parse_pairs(replacements)).to_dict()]
+        if not changes[0]["edits"]:
+            raise InputError(f"replacements: none of {list(cf.parse_pairs(replacements))} occurs in the input")
+    elif generator in ("wordnet_synonym", "wordnet_antonym"):
+        changes = [c.to_dict() for c in cf.wordnet_swaps(models, ex, generator.split("_")[1])]
+    elif generator == "ablation_flip":
+        per_model = [cf.ablation_flip(clf, ex) for clf in models]
+        changes = [cf.compare(models, ex, Example(r["edited"]), [(w, "") for w in r["removed"]],
+                              f"ablation_flip ({r['model']})").to_dict() for r in per_model if r["edited"]]
+        return {"generator": generator, "models": [m.name for m in models], "per_model": per_model,
+                "changes": changes}
+    elif generator == "hotflip":
+        per_model = [cf.hotflip(clf, ex) for clf in models]
+        changes = [cf.compare(models, ex, Example(r["edited"]), [r["swap"]], f"hotflip ({r['model']})").to_dict()
+                   for r in per_model if r.get("edited")]
+        return {"generator": generator, "models": [m.name for m in models], "per_model": per_model,
+                "changes": changes}
+    else:
+        raise InputError(f"generator: {generator!r} is not one of {GENERATORS}")
+    return {"generator": generator, "models": [m.name for m in models], "changes": changes}
+
+
+GENERATORS = ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
+              "dataset_flip_rate")
+
+
+def shipped_datasets() -> dict[str, Path]:
+    return {p.stem: p for p in sorted(EXAMPLES.glob("*.jsonl"))}
+
+
+def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None) -> Dataset:
+    """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online."""
+    if not spec:
+        spec = "rte_pairs" if pair.task.is_pair else "sentiment_plain"
+    shipped = shipped_datasets()
+    if spec in shipped:
+        ds = read_table(shipped[spec], labels=pair.task.labels or (), n_fields=len(pair.task.fields))
+    else:
+        ds = load_dataset(spec, task=pair.task.name)
+    cap = limits()["max_examples"]
+    n = min(limit or cap, cap)
+    ds = ds.head(n)
+    if any(len(e.texts) != len(pair.task.fields) for e in ds.examples):
+        raise InputError(f"dataset: {ds.name} has {len(ds.examples[0].texts)} text field(s); the {pair.task.name} "
+                         f"task needs {len(pair.task.fields)}")
+    return ds
+
+
+def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
+            limit: int | None = 500, progress: Progress = None) -> dict:
+    from .projection import project_pair, projection_table
+
+    ds = resolve_dataset(pair, dataset, limit)
+    proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling,
+                        progress=progress)
+    preds = pair.predict(ds.examples)
+    rows = projection_table(proj, pair.models, ds.examples, preds)
+    return {"dataset": ds.name, "n": len(ds), "method": method, "layer": int(layer), "pooling": pooling,
+            "knn_overlap": proj.knn_overlap, "k": proj.k, "procrustes_disparity": proj.disparity,
+            "embeddings_cached": proj.embeddings_cached, "points": rows}
+
+
+def facts(pair: Pair, texts: Sequence[str] | None = None) -> dict:
+    from .facts import model_facts
+
+    if texts:
+        exs = [example_from(pair, *(t if isinstance(t, list | tuple) else [t])) for t in texts]
+    else:
+        exs = resolve_dataset(pair, None, 30).examples
+    models = [model_facts(clf, exs) for clf in pair.models]
+    a, b = models
+    return {"models": models, "n_inputs": len(exs),
+            "ratios": {"parameters": b["parameters"] / a["parameters"],
+                       "latency": b["latency_ms"] / a["latency_ms"],
+                       "throughput": b["throughput_per_s"] / a["throughput_per_s"]}}

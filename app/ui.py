@@ -1,0 +1,314 @@
+"""The Gradio front end: five tabs over `app.core.api`, BERT and ALBERT side by side in each.
+
+Thin by design: every handler calls one core API function and only reshapes its JSON for components. Each event
+has an `api_name`, and its first output is that JSON, so `gradio_client` users get the full result.
+"""
+from __future__ import annotations
+
+import functools
+import html
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from app.core import api
+from app.core.errors import LensError
+from app.core.pair import Pair
+from app.core.saliency import METHODS
+
+log = logging.getLogger("albert_lens.ui")
+MAX_UPLOAD_MB = 20
+
+
+def guarded(fn):
+    """Errors become messages in the UI (escaped), never tracebacks."""
+
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except LensError as exc:
+            raise gr.Error(html.escape(str(exc), quote=False), print_exception=False) from None
+        except Exception as exc:  # noqa: BLE001 - the app must keep serving
+            log.exception("handler %s failed", fn.__name__)
+            raise gr.Error(html.escape(f"internal error in {fn.__name__}: {type(exc).__name__}: {exc}", quote=False)[:500],
+                           print_exception=False) from None
+
+    return inner
+
+
+def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
+    """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated."""
+    from app.core.alignment import split_words
+
+    top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
+    spans = [w for f, t in enumerate(texts) for w in split_words(t, f)]
+    out: list[tuple[str, float | None]] = []
+    pos, field = 0, 0
+    for span, score in zip(spans, sal["scores"]):
+        if span.field != field:
+            out.append(("  ‖  ", None))
+            field, pos = span.field, 0
+        if span.start > pos:
+            out.append((texts[field][pos : span.start], None))
+        out.append((span.text, round(score / top, 4)))
+        pos = span.end
+    return out
+
+
+def _prob_label(rec: dict) -> dict:
+    return rec.get("probabilities") or {"score": rec.get("score", 0.0)}
+
+
+def build(pair: Pair) -> gr.Blocks:
+    names = [m.name for m in pair.models]
+    fields = pair.task.fields
+    is_pair = pair.task.is_pair
+    labels = list(pair.task.labels or [])
+    shipped = list(api.shipped_datasets())
+    examples = _examples(pair)
+
+    def text_inputs():
+        t1 = gr.Textbox(label=fields[0], lines=2, max_lines=8)
+        t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair)
+        return t1, t2
+
+    with gr.Blocks(title="albert-lens", analytics_enabled=False) as demo:
+        gr.Markdown(f"## albert-lens · {html.escape(pair.banner())}")
+
+        with gr.Tab("Compare"):
+            t1, t2 = text_inputs()
+            go = gr.Button("Predict", variant="primary")
+            with gr.Row():
+                lab = [gr.Label(label=n, num_top_classes=5) for n in names]
+            info = gr.Markdown()
+            raw = gr.JSON(label="result (JSON)", open=False)
+
+            @guarded
+            def do_predict(text, text2):
+                res = api.predict(pair, text, text2)
+                lines = " · ".join(f"**{html.escape(m['model'])}** {m['latency_ms']:.1f} ms" for m in res["models"])
+                return res, *[_prob_label(m) for m in res["models"]], "latency: " + lines
+
+            go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict")
+            gr.Examples(examples, [t1, t2] if is_pair else [t1])
+
+        with gr.Tab("Saliency"):
+            s1, s2 = text_inputs()
+            with gr.Row():
+                method = gr.Dropdown(sorted(METHODS), value="integrated_gradients", label="method")
+                target = gr.Dropdown(["predicted", *labels], value="predicted", label="explain class")
+            go = gr.Button("Explain", variant="primary")
+            with gr.Row():
+                maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
+                                           color_map=None) for n in names]
+            summary = gr.Markdown()
+            bars = gr.BarPlot(x="word", y="score", color="model", label="per-word scores", height=260)
+            sraw = gr.JSON(label="result (JSON)", open=False)
+
+            @guarded
+            def do_saliency(text, text2, method_name, target_label, progress=gr.Progress()):
+                progress(0.1, desc=f"{method_name} on both models")
+                res = api.saliency(pair, text, text2, method_name, target_label)
+                texts = [text] + ([text2] if is_pair else [])
+                hl = [_highlight(m, texts) for m in res["maps"]]
+                rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
+                        for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
+                return res, *hl, _saliency_summary(res), pd.DataFrame(rows)
+
+            go.click(do_saliency, [s1, s2, method, target], [sraw, *maps, summary, bars], api_name="saliency")
+            gr.Examples(examples, [s1, s2] if is_pair else [s1])
+
+        with gr.Tab("Counterfactuals"):
+            c1, c2 = text_inputs()
+            with gr.Row():
+                gen = gr.Dropdown(list(api.GENERATORS), value="word_replacement", label="generator")
+                repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value="cities -> townships")
+            with gr.Row():
+                cds = gr.Dropdown(shipped, value=None, allow_custom_value=True,
+                                  label="dataset for flip rate (shipped name or path)")
+                climit = gr.Number(value=500, precision=0, label="max examples")
+            go = gr.Button("Generate", variant="primary")
+            csum = gr.Markdown()
+            ctable = gr.Dataframe(label="changes", wrap=True)
+            craw = gr.JSON(label="result (JSON)", open=False)
+
+            @guarded
+            def do_counterfactual(text, text2, generator, replacements, dataset, limit, progress=gr.Progress()):
+                progress(0.1, desc=generator)
+                res = api.counterfactual(pair, text, text2, generator, replacements, dataset,
+                                         int(limit) if limit else None)
+                return res, _counterfactual_summary(res, names), _changes_frame(res, names)
+
+            go.click(do_counterfactual, [c1, c2, gen, repl, cds, climit], [craw, csum, ctable],
+                     api_name="counterfactual")
+            gr.Examples(examples, [c1, c2] if is_pair else [c1])
+
+        with gr.Tab("Projection"):
+            with gr.Row():
+                pds = gr.Dropdown(shipped, value=shipped[1 if is_pair and len(shipped) > 1 else 0] if shipped else None,
+                                  allow_custom_value=True, label="dataset (shipped name, local path or datasets id)")
+                upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
+            with gr.Row():
+                pmethod = gr.Radio(["umap", "pca"], value="umap", label="projection")
+                pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
+                layer = gr.Slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
+                                  label="layer (-1 = top, 0 = embeddings)")
+                color = gr.Radio(["gold", "prediction", "correct"], value="gold", label="colour by")
+                plimit = gr.Number(value=500, precision=0, label="max examples")
+            go = gr.Button("Project", variant="primary")
+            psum = gr.Markdown()
+            with gr.Row():
+                scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=["text", "gold", "prediction"],
+                                          label=n, height=320) for n in names]
+            overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"],
+                                     label="overlay (second aligned to first)", height=320)
+            with gr.Row():
+                csv_out = gr.File(label="CSV")
+                png_out = gr.Image(label="PNG", type="filepath")
+            praw = gr.JSON(label="summary (JSON)", open=False)
+
+            @guarded
+            def do_project(dataset, uploaded, method_name, pool, layer_idx, colour, limit, progress=gr.Progress()):
+                spec = _upload_path(uploaded) or dataset
+                res = api.project(pair, spec, method_name, int(layer_idx), pool, int(limit) if limit else None,
+                                  progress=lambda d, n: progress(d / max(n, 1), desc="embedding"))
+                frame = pd.DataFrame(res["points"])
+                out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
+                frame.to_csv(out_dir / "projection.csv", index=False)
+                from app.core.projection import plot_png
+
+                plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method_name})")
+                per_model = [gr.update(value=frame[frame.model == n], color=colour) for n in names]
+                summary = (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
+                           f"neighbours: **{res['knn_overlap']:.2f}** · Procrustes disparity "
+                           f"{res['procrustes_disparity']:.3f} · embeddings from cache: {res['embeddings_cached']}")
+                return ({k: v for k, v in res.items() if k != "points"}, summary, *per_model, frame,
+                        str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
+
+            go.click(do_project, [pds, upload, pmethod, pooling, layer, color, plimit],
+                     [praw, psum, *scatter, overlay, csv_out, png_out], api_name="project")
+
+        with gr.Tab("Model facts"):
+            ftexts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = shipped examples)",
+                                lines=3)
+            go = gr.Button("Measure", variant="primary")
+            fsum = gr.Markdown()
+            ftable = gr.Dataframe(label="facts")
+            with gr.Row():
+                l2plot = gr.LinePlot(x="layer", y="l2", color="model", label="L2 distance between layers", height=260)
+                cosplot = gr.LinePlot(x="layer", y="cosine", color="model", label="cosine similarity between layers",
+                                      height=260)
+            fraw = gr.JSON(label="result (JSON)", open=False)
+
+            @guarded
+            def do_facts(texts, progress=gr.Progress()):
+                progress(0.1, desc="measuring")
+                lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
+                if is_pair:
+                    lines = [ln.split("\t", 1) if "\t" in ln else [ln, ln] for ln in lines]
+                res = api.facts(pair, lines or None)
+                rows = [{k: v for k, v in m.items() if k != "transitions"} for m in res["models"]]
+                trans = [{"model": m["model"], "layer": i + 1, "l2": l2, "cosine": c}
+                         for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
+                                                                                m["transitions"]["cosine"]))]
+                r = res["ratios"]
+                summary = (f"{names[1]} / {names[0]}: parameters **{r['parameters']:.2f}×**, latency "
+                           f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** "
+                           f"(measured now on {res['n_inputs']} inputs)")
+                frame = pd.DataFrame(trans)
+                return res, summary, pd.DataFrame(rows).T.reset_index(), frame, frame
+
+            go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts")
+
+        _extra_tabs(pair, names)
+    demo.queue(default_concurrency_limit=int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")), max_size=64)
+    return demo
+
+
+def _extra_tabs(pair: Pair, names: list[str]) -> None:
+    """Tabs of later capabilities (attacks, behavioural suites) register here."""
+    for hook in EXTRA_TABS:
+        hook(pair, names)
+
+
+EXTRA_TABS: list = []
+
+
+def _upload_path(uploaded) -> str | None:
+    if not uploaded:
+        return None
+    path = Path(uploaded if isinstance(uploaded, str) else uploaded.name)
+    size = path.stat().st_size
+    if size > MAX_UPLOAD_MB * 2**20:
+        raise LensError(f"upload: {path.name} is {size / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
+    if path.suffix.lower() not in (".csv", ".tsv", ".jsonl"):
+        raise LensError(f"upload: {path.name} is not a .csv, .tsv or .jsonl file")
+    return str(path)
+
+
+def _examples(pair: Pair) -> list[list[str]]:
+    import json
+
+    if pair.task.is_pair:
+        rows = [json.loads(x) for x in (api.EXAMPLES / "rte_pairs.jsonl").read_text().splitlines() if x.strip()]
+        return [[r["premise"], r["hypothesis"]] for r in rows]
+    rows = [json.loads(x) for x in (api.EXAMPLES / "sentiment_plain.jsonl").read_text().splitlines() if x.strip()]
+    return [[r["text"]] for r in rows[:8]]
+
+
+def _saliency_summary(res: dict) -> str:
+    parts = []
+    for m, f in zip(res["maps"], res["faithfulness"]):
+        s = (f"**{html.escape(m['model'])}** explains *{html.escape(str(m['target_label']))}* "
+             f"(p={m['probability'] or 0:.3f}): comprehensiveness {f['comprehensiveness']:.3f}, "
+             f"sufficiency {f['sufficiency']:.3f}, {m['seconds'] * 1000:.0f} ms")
+        if m.get("delta") is not None:
+            s += f", IG delta {m['delta']:.4f} at {m['n_steps']} steps"
+        if m.get("note"):
+            s += f" — {html.escape(m['note'])}"
+        parts.append(s)
+    agree = res["agreement"]
+    parts.append(f"rank agreement between the models (Spearman): **{agree:.2f}**" if agree is not None
+                 else "rank agreement: undefined (too few words or constant scores)")
+    return "\n\n".join(parts)
+
+
+def _counterfactual_summary(res: dict, names: list[str]) -> str:
+    if res["generator"] == "dataset_flip_rate":
+        rates = " · ".join(f"**{html.escape(n)}** {r:.1%}" for n, r in zip(names, res["flip_rate"]))
+        only = " · ".join(f"only {html.escape(n)}: {len(o)}" for n, o in zip(names, res["only"]))
+        return f"{res['changed']} examples changed in {html.escape(res['dataset'])}; flip rate {rates}; {only}"
+    n = len(res["changes"])
+    flips = [sum(c["flipped"][k] for c in res["changes"]) for k in range(len(names))]
+    notes = [html.escape(p.get("note", "")) for p in res.get("per_model", []) if p.get("note")]
+    return f"{n} edit(s); label flips: " + " · ".join(f"**{html.escape(a)}** {b}" for a, b in zip(names, flips)) + (
+        "<br>" + "<br>".join(notes) if notes else "")
+
+
+def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
+    rows = []
+    for c in res.get("changes") or res.get("examples", []):
+        row = {"edited": " / ".join(c["edited"]),
+               "edits": ", ".join(f"{a}→{b or '∅'}" for a, b in c["edits"]), "generator": c["generator"]}
+        for k, n in enumerate(names):
+            b, a = c["before"][k], c["after"][k]
+            row[f"{n} before"] = b.get("label", b.get("score"))
+            row[f"{n} after"] = a.get("label", a.get("score"))
+            d = c["deltas"][k]
+            key = b.get("label") if "label" in b else "score"
+            row[f"{n} Δp({key})"] = round(d.get(key, 0.0), 4)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
+    demo = build(pair)
+    demo.launch(server_name=host, server_port=port, show_error=True,
+                max_file_size=f"{MAX_UPLOAD_MB}mb", **kw)

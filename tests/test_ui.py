@@ -1,0 +1,65 @@
+"""The Gradio app, launched here and driven through gradio_client like a user's script would."""
+import json
+
+import pytest
+
+pytest.importorskip("gradio")  # part of the pinned stack: a missing gradio fails setup, not this test
+
+
+@pytest.fixture(scope="module")
+def client(tiny_pair):
+    from gradio_client import Client
+
+    from app.ui import build
+
+    demo = build(tiny_pair)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    try:
+        yield Client(url, verbose=False)
+    finally:
+        demo.close()
+
+
+def test_predict_api(client, tiny_pair):
+    res, *rest = client.predict("a fine film", "", api_name="/predict")
+    assert [m["model"] for m in res["models"]] == [m.name for m in tiny_pair.models]
+    direct = tiny_pair.predict([__import__("app.core.data", fromlist=["Example"]).Example(("a fine film",))])
+    for m, p in zip(res["models"], direct):
+        assert m["probabilities"]["positive"] == pytest.approx(float(p.probs[0, 1]), abs=1e-6)
+
+
+def test_saliency_api_keeps_html_as_text(client):
+    res, hl_a, hl_b, summary, bars = client.predict("<b>great</b> film", "", "gradient_x_input", "predicted",
+                                                    api_name="/saliency")
+    assert res["maps"][0]["words"] == ["<", "b", ">", "great", "</", "b", ">", "film"]
+    shown = "".join(d["token"] for d in hl_a)
+    assert shown == "<b>great</b> film"
+
+
+def test_counterfactual_api(client):
+    res, summary, table = client.predict("the cities were lovely", "", "word_replacement", "cities -> townships",
+                                         None, 100, api_name="/counterfactual")
+    assert res["changes"][0]["edited"] == ["the townships were lovely"]
+    assert "edit" in summary
+
+
+def test_project_api(client):
+    res, summary, *_ = client.predict("sentiment_plain", None, "pca", "cls", -1, "gold", 30, api_name="/project")
+    assert res["n"] == 30 and 0 <= res["knn_overlap"] <= 1
+    assert "nearest" in summary
+
+
+def test_facts_api(client, tiny_pair):
+    res, summary, *_ = client.predict("", api_name="/facts")
+    assert res["models"][1]["shares_layers"] is True
+    assert res["models"][0]["parameters"] > res["models"][1]["parameters"]
+
+
+def test_errors_are_messages_not_tracebacks(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="field 'sentence' is empty"):
+        client.predict("   ", "", api_name="/predict")
+    with pytest.raises(AppError, match="none of"):
+        client.predict("no match here", "", "word_replacement", "cities -> townships", None, 10,
+                       api_name="/counterfactual")
