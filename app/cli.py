@@ -83,6 +83,17 @@ def cmd_app(args) -> int:
     return 0
 
 
+def cmd_lit(args) -> int:
+    from lit_models.server import make_server
+
+    pair = _pair(args)
+    print(f"albert-lens: LIT on {pair.banner()}", flush=True)
+    server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)
+    print(f"albert-lens: LIT at http://{args.host}:{args.port}", flush=True)
+    server.serve()
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="albert-lens", description="A BERT and an ALBERT, side by side.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -118,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1", help="interface to bind; 0.0.0.0 only when you mean it")
     p.add_argument("--port", type=int, default=7860)
     p.set_defaults(func=cmd_app)
+
+    p = sub.add_parser("lit", help="start a LIT server with both models (default http://127.0.0.1:5432)")
+    _pair_args(p)
+    p.add_argument("--dataset", nargs="*", help="dataset files or ids (default: the shipped examples)")
+    p.add_argument("--limit", type=int, default=1000, help="first N examples of each dataset")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5432)
+    p.set_defaults(func=cmd_lit)
     return parser
 
 

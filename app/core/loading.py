@@ -114,6 +114,8 @@ def _load_from_dir(spec: ModelSpec, path: Path, origin: str, **hub_kw) -> tuple[
         tok = AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False, **hub_kw)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"model {spec.source!r}: its tokenizer can't be loaded ({_short(exc)})") from exc
+    # we pad pre-tokenised, length-sorted batches on purpose; the "use __call__" advice does not apply
+    getattr(tok, "deprecation_warnings", {})["Asking-to-pad-a-fast-tokenizer"] = True
     if not getattr(tok, "is_fast", False):
         raise ModelLoadError(f"model {spec.source!r}: needs a fast tokenizer (offsets are used to align words)")
     return model, tok

@@ -1,0 +1,94 @@
+"""Everything about one forward (and backward) pass, per text field: what LIT's model API asks for.
+
+Tokens, probabilities, CLS and mean-pooled embeddings, the input word embeddings and the gradients of the target
+class's probability with respect to them (split per field), and per-layer attention. Callers may substitute a
+field's tokens (HotFlip feeds flipped tokens back) or its word embeddings (integrated gradients interpolates
+them). The sequence is built exactly as the tokenizer builds it, so probabilities equal `inference.predict`.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from .data import Example
+from .errors import InputError
+from .inference import class_index
+from .loading import Classifier
+
+
+def _field_ids(clf: Classifier, example: Example, tokens: Sequence[Sequence[str] | None] | None) -> list[list[int]]:
+    tok = clf.tokenizer
+    out = []
+    for f, text in enumerate(example.texts):
+        given = tokens[f] if tokens and f < len(tokens) else None
+        if given is not None:
+            ids = tok.convert_tokens_to_ids(list(given))
+        else:
+            ids = tok(text, add_special_tokens=False)["input_ids"]
+        out.append(list(ids))
+    budget = clf.max_length - tok.num_special_tokens_to_add(pair=len(out) == 2)
+    while sum(map(len, out)) > budget:  # longest-first truncation, as the tokenizer does
+        longest = max(range(len(out)), key=lambda i: len(out[i]))
+        out[longest].pop()
+    return out
+
+
+def inspect(clf: Classifier, example: Example, *, target: int | str | None = None,
+            tokens: Sequence[Sequence[str] | None] | None = None,
+            embeddings: Sequence[np.ndarray | None] | None = None,
+            gradients: bool = True, attention: bool = True) -> dict:
+    """One example, every per-token quantity. `tokens`/`embeddings` override fields (None keeps a field)."""
+    tok = clf.tokenizer
+    fields = _field_ids(clf, example, tokens)
+    ids = tok.build_inputs_with_special_tokens(*fields)
+    types = tok.create_token_type_ids_from_sequences(*fields)
+    n_special_before = 1
+    slices, start = [], n_special_before
+    for f in fields:
+        slices.append(slice(start, start + len(f)))
+        start += len(f) + 1
+    input_ids = torch.tensor([ids])
+    mask = torch.ones_like(input_ids)
+    type_ids = torch.tensor([types])
+    with torch.no_grad():
+        embeds = clf.model.get_input_embeddings()(input_ids)
+    if embeddings:
+        for f, sl in enumerate(slices):
+            given = embeddings[f] if f < len(embeddings) else None
+            if given is None:
+                continue
+            given = torch.as_tensor(np.asarray(given), dtype=embeds.dtype)
+            if given.shape != embeds[0, sl].shape:
+                raise InputError(f"input_embs for field {f}: shape {tuple(given.shape)} does not match the "
+                                 f"{tuple(embeds[0, sl].shape)} of its tokens")
+            embeds[0, sl] = given
+    embeds = embeds.detach().requires_grad_(gradients)
+    with torch.set_grad_enabled(gradients):
+        out = clf.model(inputs_embeds=embeds, attention_mask=mask, token_type_ids=type_ids,
+                        output_hidden_states=True, output_attentions=attention)
+        logits = out.logits
+        if clf.is_regression:
+            tgt = 0
+            value = logits[0, 0]
+            result = {"score": float(logits[0, 0])}
+        else:
+            probs = torch.softmax(logits, -1)[0]
+            tgt = class_index(clf, target, probs.detach().numpy())
+            value = probs[tgt]
+            result = {"probas": probs.detach().numpy().astype(np.float32), "target": tgt}
+        grads = torch.autograd.grad(value, embeds)[0][0].numpy() if gradients else None
+    hidden = out.hidden_states
+    all_tokens = tok.convert_ids_to_tokens(ids)
+    result.update(
+        tokens=all_tokens,
+        field_tokens=[all_tokens[sl] for sl in slices],
+        cls_emb=hidden[-1][0, 0].detach().numpy(),
+        mean_emb=hidden[-1][0].detach().mean(0).numpy(),
+        input_embs=[embeds[0, sl].detach().numpy() for sl in slices],
+        grads=[grads[sl] for sl in slices] if gradients else None,
+        attentions=[a[0].detach().numpy() for a in out.attentions] if attention and out.attentions else None,
+    )
+    return result
+

@@ -1,0 +1,98 @@
+"""Saliency speed on the offline pair, 30-token sentences (issue 4).
+
+Gradient methods: wall time for both models. Integrated gradients: ours (adaptive Gauss-Legendre steps, one batch
+per round) against Captum's tutorial setup (LayerIntegratedGradients on the embedding layer, n_steps=50, a
+[CLS] [PAD]... [SEP] baseline), same models, same sentences, same run; both convergence deltas reported.
+
+    python benchmarks/saliency_speed.py [--n 10] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+
+from app.core.data import Example, load_dataset  # noqa: E402
+from app.core.pair import Pair  # noqa: E402
+from app.core.saliency import GradientNorm, GradientXInput, IntegratedGradients  # noqa: E402
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def sentences(n: int, clf) -> list[Example]:
+    """SST-2 dev sentences of 28-32 tokens (the issue's 30-token case)."""
+    dev = load_dataset(SHARED / "glue" / "sst2" / "dev.tsv").examples
+    out = [e for e in dev if 28 <= len(clf.tokenizer(e.text)["input_ids"]) <= 32]
+    return out[:n]
+
+
+def captum_tutorial_ig(clf, ex: Example, target: int):
+    """Captum's BERT tutorial recipe: LayerIntegratedGradients over the embeddings, n_steps=50."""
+    from captum.attr import LayerIntegratedGradients
+
+    tok = clf.tokenizer
+    enc = tok(ex.text, return_tensors="pt", truncation=True, max_length=128)
+    ids = enc["input_ids"]
+    ref = torch.full_like(ids, tok.pad_token_id)
+    ref[0, 0], ref[0, -1] = tok.cls_token_id, tok.sep_token_id
+
+    def forward(input_ids, attention_mask):
+        return torch.softmax(clf.model(input_ids=input_ids, attention_mask=attention_mask).logits, -1)[:, target]
+
+    lig = LayerIntegratedGradients(forward, clf.model.base_model.embeddings)
+    attr, delta = lig.attribute(ids, baselines=ref, additional_forward_args=(enc["attention_mask"],), n_steps=50,
+                                return_convergence_delta=True)
+    return attr, float(delta.abs().max())
+
+
+def timed(fn, *a):
+    t0 = time.perf_counter()
+    out = fn(*a)
+    return out, time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=10)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    pair = Pair.resolve("offline")
+    exs = sentences(args.n, pair.models[0])
+    res = {"n_sentences": len(exs), "models": {}}
+    for clf in pair.models:
+        GradientXInput(clf).attribute(exs[0])  # warm-up
+        row = {}
+        for cls in (GradientNorm, GradientXInput):
+            row[cls.name + "_s"] = statistics.median(timed(cls(clf).attribute, e)[1] for e in exs)
+        ours_t, ours_d, tut_t, tut_d, steps = [], [], [], [], []
+        for e in exs:
+            sal, t = timed(IntegratedGradients(clf).attribute, e)
+            ours_t.append(t)
+            ours_d.append(sal.delta)
+            steps.append(sal.n_steps)
+            (_, d), t = timed(captum_tutorial_ig, clf, e, sal.target)
+            tut_t.append(t)
+            tut_d.append(d)
+        row.update(ig_ours_s=statistics.median(ours_t), ig_ours_delta_median=statistics.median(ours_d),
+                   ig_ours_delta_max=max(ours_d), ig_ours_steps_median=statistics.median(steps),
+                   ig_captum_tutorial_s=statistics.median(tut_t), ig_captum_tutorial_delta_median=statistics.median(tut_d),
+                   ig_captum_tutorial_delta_max=max(tut_d))
+        row["ig_speedup"] = row["ig_captum_tutorial_s"] / row["ig_ours_s"]
+        res["models"][clf.name] = row
+    res["gradient_methods_both_models_s"] = {
+        m: sum(r[m + "_s"] for r in res["models"].values()) for m in ("gradient_norm", "gradient_x_input")}
+    print(json.dumps(res, indent=2))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""LIT model wrapper for any classifier the core loads (BERT, ALBERT, ...; single texts and pairs).
+
+An adapter only: specs are declared here, every number comes from `app.core.inspection.inspect`. LIT 1.3.1's own
+GLUE example is TensorFlow-only and hard-codes `model.bert`; this one works for any sequence classifier.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from lit_nlp.api import model as lit_model
+from lit_nlp.api import types as lit_types
+
+from app.core.data import Example
+from app.core.inspection import inspect
+from app.core.loading import Classifier, get_classifier
+from app.core.registry import TASKS, ModelSpec, Task
+
+LABEL = "label"
+
+
+class LensModel(lit_model.BatchedModel):
+    """A BERT or ALBERT text classifier served through albert-lens's inference core."""
+
+    def __init__(self, model: str = "offline:bert-sst2", task: str = "sst2", name: str = "",
+                 classifier: Classifier | None = None, batch_size: int = 16):
+        if classifier is None:
+            if task not in TASKS:
+                raise ValueError(f"task: {task!r} is not one of {sorted(TASKS)}")
+            family = "albert" if "albert" in model.lower() else "bert"
+            classifier = get_classifier(ModelSpec(name or model, model, family, TASKS[task]))
+        self.clf = classifier
+        self.batch_size = batch_size
+
+    @classmethod
+    def init_spec(cls) -> lit_types.Spec:
+        """Lets the LIT UI load another model by hub id, local directory or `offline:<name>`."""
+        return {
+            "model": lit_types.String(default="offline:albert-sst2", required=True),
+            "task": lit_types.CategoryLabel(vocab=sorted(TASKS), default="sst2", required=False),
+            "name": lit_types.String(default="", required=False),
+        }
+
+    @classmethod
+    def from_classifier(cls, clf: Classifier) -> "LensModel":
+        return cls(classifier=clf)
+
+    @property
+    def task(self) -> Task:
+        return self.clf.task
+
+    def description(self) -> str:
+        return self.clf.describe()
+
+    def max_minibatch_size(self) -> int:
+        return self.batch_size
+
+    # ---- specs
+
+    def input_spec(self) -> lit_types.Spec:
+        spec: lit_types.Spec = {}
+        for f in self.task.fields:
+            spec[f] = lit_types.TextSegment()
+            spec[f"tokens_{f}"] = lit_types.Tokens(parent=f, required=False)
+            spec[f"input_embs_{f}"] = lit_types.TokenEmbeddings(align=f"tokens_{f}", required=False)
+        if self.clf.is_regression:
+            spec[LABEL] = lit_types.Scalar(required=False)
+        else:
+            spec[LABEL] = lit_types.CategoryLabel(vocab=list(self.clf.labels), required=False)
+        return spec
+
+    def output_spec(self) -> lit_types.Spec:
+        spec: lit_types.Spec = {"tokens": lit_types.Tokens()}
+        for f in self.task.fields:
+            spec[f"tokens_{f}"] = lit_types.Tokens(parent=f)
+        if self.clf.is_regression:
+            spec["score"] = lit_types.RegressionScore(parent=LABEL)
+        else:
+            spec["probas"] = lit_types.MulticlassPreds(vocab=list(self.clf.labels), parent=LABEL)
+            spec[LABEL] = lit_types.CategoryLabel(vocab=list(self.clf.labels), required=False)
+        spec["cls_emb"] = lit_types.Embeddings()
+        spec["mean_emb"] = lit_types.Embeddings()
+        for f in self.task.fields:
+            spec[f"input_embs_{f}"] = lit_types.TokenEmbeddings(align=f"tokens_{f}")
+            spec[f"token_grad_{f}"] = lit_types.TokenGradients(
+                align=f"tokens_{f}", grad_for=f"input_embs_{f}", grad_target_field_key=LABEL)
+        for i in range(self.clf.model.config.num_hidden_layers):
+            spec[f"layer_{i + 1}/attention"] = lit_types.AttentionHeads(align_in="tokens", align_out="tokens")
+        return spec
+
+    # ---- prediction
+
+    def _one(self, ex: dict) -> dict:
+        fields = self.task.fields
+        example = Example(tuple(str(ex.get(f, "")) for f in fields))
+        tokens = [ex.get(f"tokens_{f}") for f in fields]
+        embs = [ex.get(f"input_embs_{f}") for f in fields]
+        target = None if self.clf.is_regression else ex.get(LABEL) or None
+        r = inspect(self.clf, example, target=target,
+                    tokens=tokens if any(t is not None for t in tokens) else None,
+                    embeddings=embs if any(e is not None for e in embs) else None)
+        out = {"tokens": r["tokens"], "cls_emb": r["cls_emb"], "mean_emb": r["mean_emb"]}
+        if self.clf.is_regression:
+            out["score"] = r["score"]
+        else:
+            out["probas"] = r["probas"]
+            out[LABEL] = self.clf.labels[r["target"]]
+        for f, toks, emb, grad in zip(fields, r["field_tokens"], r["input_embs"], r["grads"]):
+            out[f"tokens_{f}"] = toks
+            out[f"input_embs_{f}"] = emb
+            out[f"token_grad_{f}"] = grad
+        for i, att in enumerate(r["attentions"] or []):
+            out[f"layer_{i + 1}/attention"] = att
+        return out
+
+    def predict_minibatch(self, inputs: list[dict]) -> list[dict]:
+        return [self._one(ex) for ex in inputs]
+
+    def get_embedding_table(self) -> tuple[list[str], np.ndarray]:
+        """(vocabulary in id order, word-embedding matrix): what HotFlip searches."""
+        vocab = self.clf.tokenizer.convert_ids_to_tokens(list(range(self.clf.model.get_input_embeddings().num_embeddings)))
+        table = self.clf.model.get_input_embeddings().weight.detach().numpy()
+        return [str(v) for v in vocab], table
+
+
+def models_for(classifiers: Iterable[Classifier]) -> dict[str, LensModel]:
+    return {clf.name: LensModel.from_classifier(clf) for clf in classifiers}

@@ -1,0 +1,40 @@
+"""`albert-lens lit`: a LIT server with both models of a pair side by side, the task's datasets, UMAP/PCA,
+salience (gradient norm, gradient x input, integrated gradients, LIME) and the generators (word replacer,
+HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from lit_nlp import dev_server
+from lit_nlp.components import core as lit_core
+
+from app.core.api import resolve_dataset
+from app.core.pair import Pair
+
+from .datasets import LensDataset
+from .models import LensModel, models_for
+
+SALIENCE = ("Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME")
+GENERATORS = ("Word Replacer", "Hotflip", "Ablation Flip", "Scrambler")
+
+
+def datasets_for(pair: Pair, specs: Sequence[str] | None, limit: int | None = None) -> dict[str, LensDataset]:
+    """The given files or ids, or the shipped examples for the pair's task."""
+    out = {}
+    for spec in specs or [None]:
+        ds = resolve_dataset(pair, spec, limit)
+        out[ds.name] = LensDataset(ds, pair.task)
+    return out
+
+
+def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
+                limit: int | None = None, **kw) -> dev_server.Server:
+    models = models_for(pair.models)
+    data = datasets_for(pair, datasets, limit)
+    interpreters = lit_core.default_interpreters(models)
+    if "umap" not in interpreters:
+        raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
+    generators = {k: v for k, v in lit_core.default_generators().items() if k in GENERATORS}
+    loaders = {"LensModel": (LensModel, LensModel.init_spec())}
+    return dev_server.Server(models, data, generators=generators, interpreters=interpreters,
+                             model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

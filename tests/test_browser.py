@@ -1,0 +1,93 @@
+"""One real browser session: headless Chromium (Debian) driven by Selenium opens the app, runs a prediction and a
+saliency map, and saves a screenshot."""
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHOTS = Path(os.environ.get("ALBERT_LENS_SCREENSHOTS", ROOT / "tests" / "screenshots"))
+
+
+@pytest.fixture(scope="module")
+def app_url(offline_pair):
+    from app.ui import build
+
+    demo = build(offline_pair)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    try:
+        yield url
+    finally:
+        demo.close()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and driver):
+        pytest.fail("Debian chromium and chromium-driver are needed (scripts/setup --browser installs them)")
+    os.environ["SE_OFFLINE"] = "true"  # never let Selenium Manager try a download
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = chromium
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--window-size=1400,1800", f"--user-data-dir={tmp_path_factory.mktemp('chrome')}"):
+        opts.add_argument(arg)
+    drv = webdriver.Chrome(service=Service(driver), options=opts)
+    drv.set_page_load_timeout(60)
+    try:
+        yield drv
+    finally:
+        drv.quit()
+
+
+def _wait(fn, timeout=90):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            value = fn()
+            if value:
+                return value
+        except Exception:  # noqa: BLE001 - the page is still rendering
+            pass
+        time.sleep(0.5)
+    raise AssertionError("timed out waiting for the page")
+
+
+def _visible(drv, css):
+    return [e for e in drv.find_elements("css selector", css) if e.is_displayed()]
+
+
+def _button(drv, text):
+    return _wait(lambda: [b for b in _visible(drv, "button") if b.text.strip() == text][0])
+
+
+def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pair):
+    drv = browser
+    drv.get(app_url)
+    _wait(lambda: "albert-lens" in drv.page_source and _visible(drv, "textarea"))
+    box = _visible(drv, "textarea")[0]
+    box.send_keys("What a wonderful, moving film!")
+    _button(drv, "Predict").click()
+    # both Label components show the predicted class
+    labels = _wait(lambda: [e.text for e in _visible(drv, "[data-testid='label-output-value']") if e.text.strip()]
+                   if len([e for e in _visible(drv, "[data-testid='label-output-value']") if e.text.strip()]) == 2
+                   else None)
+    assert all("positive" in t for t in labels), labels
+
+    [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Saliency"][0].click()
+    box = _wait(lambda: _visible(drv, "textarea")[0])
+    box.send_keys("A gorgeous, witty, seductive movie.")
+    _button(drv, "Explain").click()
+    _wait(lambda: "comprehensiveness" in drv.page_source)
+    words = _wait(lambda: [e.text for e in _visible(drv, ".textspan") if e.text.strip()])
+    assert "gorgeous" in " ".join(words)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SHOTS / "saliency.png"
+    drv.save_screenshot(str(shot))
+    assert shot.stat().st_size > 20_000
