@@ -94,6 +94,65 @@ def cmd_lit(args) -> int:
     return 0
 
 
+def cmd_attack(args) -> int:
+    from tqdm.auto import tqdm
+
+    from app.core import attacks
+    from app.core.data import load_dataset
+
+    if args.list:
+        for r in attacks.list_recipes():
+            state = "runs here" if r["available"] else r["why"]
+            print(f"{r['name']:<20} {'offline' if r['offline'] else 'needs downloads':<16} {state}")
+        return 0
+    if not args.recipe or not args.dataset:
+        from app.core.errors import InputError
+
+        raise InputError("attack: give --recipe and --dataset (or --list)")
+    ok, why = attacks.recipe_status(args.recipe)
+    if not ok:
+        raise attacks.AttackUnavailable(why)
+    pair = _pair(args)
+    ds = load_dataset(args.dataset, task=pair.spec.task.name)
+    examples = [e for e in ds.examples if e.label is not None][: args.n]
+    out = Path(args.out) if args.out else None
+    done: dict[int, dict] = {}
+    if out and out.is_file():  # resume: keep finished examples of an earlier run
+        for line in out.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                row = json.loads(line)
+                done[row["index"]] = row
+    bar = tqdm(total=len(examples), initial=len(done), desc=f"{args.recipe} on {len(pair.models)} models",
+               disable=args.json)
+    rows = list(done.values())
+
+    def record(row):
+        rows.append(row)
+        bar.update(1)
+        if out:
+            with out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+    attacks.attack_pair(pair.models, args.recipe, examples, query_budget=args.query_budget,
+                        time_limit=args.time_limit, skip=set(done), on_result=record)
+    bar.close()
+    rows.sort(key=lambda r: r["index"])
+    summary = attacks.summarize(rows, pair.models)
+    if args.json:
+        print(json.dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "examples": rows},
+                         indent=2, ensure_ascii=False))
+        return 0
+    for name, s in summary.items():
+        rate = "n/a" if s["success_rate"] is None else f"{s['success_rate']:.0%}"
+        trans = "n/a" if s["transfer_rate"] is None else f"{s['transfer_rate']:.0%} of {s['transfer_n']}"
+        print(f"{name:<10} success {rate:>5} of {s['attacked']} attacked ({s['skipped']} skipped) · "
+              f"queries {s['avg_queries'] or 0:.0f} · perturbed {s['avg_perturbed_words_pct'] or 0:.1f}% · "
+              f"{s['avg_seconds'] or 0:.2f} s/example · transfer {trans}")
+    if out:
+        print(f"per-example results: {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="albert-lens", description="A BERT and an ALBERT, side by side.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -137,6 +196,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5432)
     p.set_defaults(func=cmd_lit)
+
+    p = sub.add_parser("attack", help="attack both models with one TextAttack recipe; transfer between them")
+    _pair_args(p)
+    p.add_argument("--recipe", help="deepwordbug, pruthi, input-reduction, pwws, leap, textfooler-offline, ...")
+    p.add_argument("--dataset", help="a labelled dataset file or id")
+    p.add_argument("--n", type=int, default=20, help="first N labelled examples")
+    p.add_argument("--query-budget", type=int, default=200)
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per example and model")
+    p.add_argument("--out", help="JSONL of per-example results; an existing file is resumed")
+    p.add_argument("--list", action="store_true", help="list recipes and whether they run here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_attack)
     return parser
 
 

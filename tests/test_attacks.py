@@ -1,0 +1,121 @@
+import time
+
+import numpy as np
+import pytest
+
+from app.core import attacks
+from app.core.data import Example, load_dataset
+from app.core.inference import predict
+
+from .conftest import shared
+
+
+def _sample(pair, n=10, seed=0):
+    """Seeded sample of SST-2 dev sentences both models classify correctly (so both can be attacked)."""
+    dev = [e for e in load_dataset(shared("glue", "sst2", "dev.tsv")).examples if 6 <= len(e.text.split()) <= 18]
+    rng = np.random.default_rng(seed)
+    pick = [dev[i] for i in rng.choice(len(dev), size=60, replace=False)]
+    preds = [predict(m, pick).predicted for m in pair.models]
+    ok = [e for i, e in enumerate(pick) if all(p[i] == e.label for p in preds)]
+    return ok[:n]
+
+
+@pytest.fixture(scope="module")
+def deepwordbug_rows(offline_pair):
+    return attacks.attack_pair(offline_pair.models, "deepwordbug", _sample(offline_pair, 8), query_budget=300)
+
+
+@pytest.fixture(scope="module")
+def textfooler_rows(offline_pair):
+    return attacks.attack_pair(offline_pair.models, "textfooler-offline", _sample(offline_pair, 8, seed=1),
+                               query_budget=300)
+
+
+@pytest.mark.parametrize("rows_name", ["deepwordbug_rows", "textfooler_rows"])
+def test_successful_attacks_really_flip_the_attacked_model(request, offline_pair, rows_name):
+    rows = request.getfixturevalue(rows_name)
+    successes = 0
+    for row in rows:
+        for clf, res in zip(offline_pair.models, row["results"]):
+            assert res["outcome"] in ("success", "failed", "timeout")  # sampled so neither is skipped
+            if res["outcome"] == "success":
+                successes += 1
+                now = predict(clf, [Example(tuple(res["adversarial"]))], validate=False).predicted[0]
+                assert now != row["gold"] and now == res["adversarial_label"]
+                assert [c for c, ch in res["marked"] if ch], res["marked"]
+                assert "".join(c for c, _ in res["marked"]) == res["adversarial"][0]
+    assert successes >= len(rows)  # at least half of the 2 x n attacks succeed
+
+
+def test_similarity_constraint_is_respected(textfooler_rows):
+    pairs = [(row["texts"][0], r["adversarial"][0]) for row in textfooler_rows for r in row["results"]
+             if r["outcome"] == "success"]
+    assert pairs
+    sims = attacks.MiniLMSentenceEncoder.similarity([a for a, _ in pairs], [b for _, b in pairs])
+    assert (sims >= attacks.SIMILARITY_THRESHOLD - 1e-4).all(), sims
+
+
+def test_transfer_matches_re_prediction(offline_pair, deepwordbug_rows):
+    names = [m.name for m in offline_pair.models]
+    for row in deepwordbug_rows:
+        for t in row["transfer"]:
+            src = row["results"][names.index(t["from"])]
+            other = offline_pair.models[names.index(t["to"])]
+            after = predict(other, [Example(tuple(src["adversarial"]))], validate=False).predicted[0]
+            assert after == t["label_after"]
+            assert t["fooled"] == (t["other_was_correct"] and after != row["gold"])
+    summary = attacks.summarize(deepwordbug_rows, offline_pair.models)
+    for k, name in enumerate(names):
+        tr = [t for r in deepwordbug_rows for t in r["transfer"] if t["from"] == name and t["other_was_correct"]]
+        if tr:
+            assert summary[name]["transfer_rate"] == pytest.approx(np.mean([t["fooled"] for t in tr]))
+
+
+@pytest.mark.parametrize("recipe", ["textfooler", "bae", "iga", "faster-alzantot", "checklist", "hotflip"])
+def test_recipes_needing_downloads_are_refused_fast(offline_pair, recipe):
+    t0 = time.perf_counter()
+    with pytest.raises(attacks.AttackUnavailable) as err:
+        attacks.attack_pair(offline_pair.models, recipe, [Example(("good",), "positive")])
+    assert time.perf_counter() - t0 < 2
+    msg = str(err.value)
+    assert msg.startswith(recipe)
+    assert "get it" in msg or "LSTM" in msg
+
+
+def test_time_limit_and_cancellation(offline_pair):
+    import threading
+
+    ex = _sample(offline_pair, 1, seed=3)[0]
+    res = attacks.attack_one(offline_pair.models[0], "deepwordbug", ex, time_limit=1e-9)
+    assert res["outcome"] == "timeout"
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(attacks.AttackCancelled):
+        attacks.attack_pair(offline_pair.models, "deepwordbug", [ex], cancel=cancel)
+
+
+def test_offline_recipes_are_listed_as_offline():
+    listed = {r["name"]: r for r in attacks.list_recipes()}
+    for name in ("deepwordbug", "pruthi", "input-reduction", "pwws", "leap", "textfooler-offline"):
+        assert listed[name]["offline"] and listed[name]["available"], listed[name]
+    assert not listed["textfooler"]["available"]
+
+
+def test_cli_attack_is_resumable(offline_pair, tmp_path, capsys):
+    import json
+
+    from app.cli import main
+
+    out = tmp_path / "run.jsonl"
+    dev = str(shared("glue", "sst2", "dev.tsv"))
+    assert main(["attack", "--pair", "offline", "--recipe", "deepwordbug", "--dataset", dev, "--n", "2",
+                 "--out", str(out)]) == 0
+    first = out.read_text().splitlines()
+    assert len(first) == 2
+    assert main(["attack", "--pair", "offline", "--recipe", "deepwordbug", "--dataset", dev, "--n", "3",
+                 "--out", str(out), "--json"]) == 0
+    lines = out.read_text().splitlines()
+    assert lines[:2] == first and len(lines) == 3  # two reused, one new
+    printed = capsys.readouterr().out
+    res = json.loads(printed[printed.index('{\n  "pair"'):])
+    assert [r["index"] for r in res["examples"]] == [0, 1, 2]
