@@ -153,6 +153,40 @@ def cmd_attack(args) -> int:
     return 0
 
 
+def cmd_checklist(args) -> int:
+    from tqdm.auto import tqdm
+
+    from app.core import api
+
+    pair = _pair(args)
+    bar = tqdm(total=1, desc="checklist predictions", disable=args.json)
+
+    def step(done, total):
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    res = api.checklist(pair, args.suite, args.sample, progress=step)
+    bar.close()
+    if args.json:
+        print(json.dumps(res, indent=2, ensure_ascii=False))
+    else:
+        print(f"{res['suite']} ({res['kind']}), up to {args.sample or 'all'} cases per test\n")
+        print(res["markdown"])
+    return 0
+
+
+def cmd_report(args) -> int:
+    from app.core.report import generate
+
+    pair = _pair(args)
+    res = generate(pair, args.out, datasets=args.datasets or [], suites=args.suites, limit=args.limit,
+                   sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n)
+    print(f"report written to {res['out']}: {', '.join(res['files'])} "
+          f"({len(res['reused'])} of {len(res['sections'])} sections reused from the cache)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="albert-lens", description="A BERT and an ALBERT, side by side.")
     parser.add_argument("-v", "--verbose", action="store_true")
@@ -208,6 +242,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list", action="store_true", help="list recipes and whether they run here")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_attack)
+
+    p = sub.add_parser("checklist", help="run a released CheckList suite on both models")
+    _pair_args(p)
+    p.add_argument("--suite", required=True, help="CheckList suite export (*_suite.json.gz)")
+    p.add_argument("--sample", type=int, default=None, help="cases per test (the release's run_idxs first)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_checklist)
+
+    p = sub.add_parser("report", help="benchmark, CheckList, attacks, UMAP, parameters and speed: markdown + PNG + HTML")
+    _pair_args(p)
+    p.add_argument("--out", required=True, help="output folder (its cache/ makes re-runs resume)")
+    p.add_argument("--datasets", nargs="*", help="labelled dataset files or ids")
+    p.add_argument("--suites", nargs="*", help="CheckList suite exports (default: the task's released suite)")
+    p.add_argument("--limit", type=int, default=1000, help="examples per dataset for the benchmark")
+    p.add_argument("--sample", type=int, default=20, help="CheckList cases per test")
+    p.add_argument("--attack-n", type=int, default=10, help="examples attacked per recipe")
+    p.add_argument("--umap-n", type=int, default=500, help="examples in the UMAP figure")
+    p.set_defaults(func=cmd_report)
     return parser
 
 

@@ -23,6 +23,7 @@ from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
 MAX_UPLOAD_MB = 20
+SUITES_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "checklist"
 
 
 def guarded(fn):
@@ -235,6 +236,48 @@ def build(pair: Pair) -> gr.Blocks:
 
 def _extra_tabs(pair: Pair, names: list[str]) -> None:
     _attack_tab(pair, names)
+    _checklist_tab(pair, names)
+
+
+def _checklist_tab(pair: Pair, names: list[str]) -> None:
+    default = SUITES_DIR / ("qqp_suite.json.gz" if pair.task.is_pair else "sentiment_suite.json.gz")
+    with gr.Tab("Behavioural"):
+        with gr.Row():
+            suite = gr.Textbox(value=str(default) if default.is_file() else "",
+                               label="CheckList suite (path to *_suite.json.gz)")
+            upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
+            sample = gr.Number(value=20, precision=0, label="cases per test")
+        go = gr.Button("Run suite on both models", variant="primary")
+        bars = gr.BarPlot(x="capability", y="fail rate", color="model", label="mean fail rate per capability",
+                          height=280)
+        table = gr.Dataframe(label="fail rate per test", wrap=True)
+        fails = gr.Dataframe(label="failing examples", wrap=True)
+        craw = gr.JSON(label="result (JSON)", open=False)
+
+        @guarded
+        def do_checklist(path, uploaded, n, progress=gr.Progress()):
+            spec = (str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else path)
+            if not spec:
+                raise LensError("suite: give the path of a CheckList suite export")
+            res = api.checklist(pair, spec, int(n) if n else None,
+                                progress=lambda d, t: progress(d / max(t, 1), desc="predicting suite inputs"))
+            rows, fail_rows, bar_rows = [], [], []
+            for t in res["tests"]:
+                row = {"capability": t["capability"], "test": t["name"], "type": t["type"], "n": t["results"][0]["n"]}
+                for r in t["results"]:
+                    row[f"{r['model']} fail %"] = None if r["fail_rate"] is None else round(100 * r["fail_rate"], 1)
+                    for e in r["examples"][:2]:
+                        fail_rows.append({"model": r["model"], "test": t["name"],
+                                          "inputs": " | ".join(" / ".join(x) for x in e["inputs"])[:300],
+                                          "why": e["detail"]})
+                row["expectation"] = t["expectation"]
+                rows.append(row)
+            for cap_name, per in res["capabilities"].items():
+                for m, v in per.items():
+                    bar_rows.append({"capability": cap_name, "model": m, "fail rate": v or 0.0})
+            return res, pd.DataFrame(bar_rows), pd.DataFrame(rows), pd.DataFrame(fail_rows)
+
+        go.click(do_checklist, [suite, upload, sample], [craw, bars, table, fails], api_name="checklist")
 
 
 _CANCEL: dict[str, threading.Event] = {}

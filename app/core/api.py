@@ -184,3 +184,23 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
                         cancel=cancel, on_result=on_result)
     return {"recipe": recipe, "models": [m.name for m in pair.models], "examples": rows,
             "summary": attacks.summarize(rows, pair.models)}
+
+
+def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None) -> dict:
+    """Run a released CheckList suite (path to its JSON export) on both models."""
+    from . import checklist as cl
+
+    cap = limits()
+    if cap["hosted"]:
+        sample = min(sample or 20, 50)
+    s = cl.load_suite(suite)
+    results = cl.run_suite(s, pair.models, sample=sample, progress=progress)
+    names = [m.name for m in pair.models]
+    caps = {}
+    for cap_name, tests in cl.by_capability(results).items():
+        caps[cap_name] = {}
+        for k, n in enumerate(names):
+            rates = [t.results[k]["fail_rate"] for t in tests if t.results[k]["fail_rate"] is not None]
+            caps[cap_name][n] = float(sum(rates) / len(rates)) if rates else None
+    return {"suite": s.name, "kind": s.kind, "sample": sample, "models": names, "tests": cl.to_dict(results),
+            "capabilities": caps, "markdown": cl.table_markdown(results, names)}

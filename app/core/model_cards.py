@@ -78,8 +78,8 @@ def write_offline_cards(bert, albert, results: dict, settings, export_to: Path, 
          f"cross-entropy, AdamW lr {settings.bert_lr}, {settings.bert_epochs} epochs, batch {settings.batch_size}, "
          "word-embedding table frozen", final.get("bert_dev_accuracy"), results.get("bert", {}).get("history")),
         ("albert-sst2", albert, "ALBERT (factorised embeddings E=128, one shared layer) distilled from the BERT",
-         {}, f"initialised from the fine-tuned MiniLM BERT: SVD factorisation of its embeddings to E=128 with a "
-         f"least-squares fitted E->H mapping, shared layer from MiniLM layer {results['albert_init']['layer']} "
+         {}, f"initialised from the fine-tuned MiniLM BERT: SVD factorisation of its embeddings to E=128 (the SVD basis as the "
+         f"E->H mapping), shared layer from MiniLM layer {results['albert_init']['layer']} "
          f"(lowest KL to the teacher of the 6 tried); distillation from the BERT side (T={settings.temperature}, "
          f"weight {settings.distil_weight}) plus the labels, AdamW lr {settings.albert_lr}, "
          f"{settings.albert_epochs} epochs", final.get("albert_dev_accuracy"), results.get("albert", {}).get("history")),

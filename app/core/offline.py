@@ -102,10 +102,9 @@ def albert_layer_from_bert(albert, bert_layer) -> None:
 
 
 def factorise_embeddings(albert, bert) -> None:
-    """Low-rank (SVD) factorisation of BERT's token, position and type embeddings into ALBERT's E-dim tables.
-
-    The E->H mapping starts as the SVD basis; `calibrate_mapping` then refits it by least squares on real inputs.
-    """
+    """Low-rank (SVD) factorisation of BERT's token, position and type embeddings into ALBERT's E-dim tables;
+    the E->H mapping starts as the SVD basis. (A least-squares refit of the mapping on real inputs was tried and
+    dropped: it made the [CLS] state nearly constant across inputs and the model stopped learning.)"""
     emb = bert.bert.embeddings
     e = albert.config.embedding_size
     with torch.no_grad():
@@ -121,29 +120,6 @@ def factorise_embeddings(albert, bert) -> None:
         mapping = albert.albert.encoder.embedding_hidden_mapping_in
         mapping.weight.copy_(basis.T)
         mapping.bias.zero_()
-
-
-@torch.no_grad()
-def calibrate_mapping(albert, bert, batches) -> float:
-    """Fit ALBERT's E->H mapping so its embedding output matches BERT's on real tokens; returns the R^2."""
-    xs, ys = [], []
-    albert.eval()
-    bert.eval()
-    for batch in batches:
-        mask = batch["attention_mask"].bool()
-        x = albert.albert.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
-        y = bert.bert.embeddings(input_ids=batch["input_ids"], token_type_ids=batch.get("token_type_ids"))
-        xs.append(x[mask])
-        ys.append(y[mask])
-    x = torch.cat(xs).double()
-    y = torch.cat(ys).double()
-    x1 = torch.cat([x, torch.ones(len(x), 1, dtype=x.dtype)], dim=1)
-    sol = torch.linalg.lstsq(x1, y).solution  # (E+1, H)
-    mapping = albert.albert.encoder.embedding_hidden_mapping_in
-    mapping.weight.copy_(sol[:-1].T.float())
-    mapping.bias.copy_(sol[-1].float())
-    resid = y - x1 @ sol
-    return float(1 - resid.pow(2).sum() / (y - y.mean(0)).pow(2).sum())
 
 
 def albert_from_bert(bert, layer_index: int, id2label) -> torch.nn.Module:

@@ -237,9 +237,6 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
     if albert_final.is_file():
         albert.load_state_dict(torch.load(albert_final, map_location="cpu", weights_only=True))
     else:
-        calib = [collate(enc, b) for b in bucketed_batches(np.asarray([len(x) for x in enc["input_ids"]]),
-                                                          64, settings.seed)[:40]]
-        results["albert_init"]["mapping_r2"] = offline.calibrate_mapping(albert, bert, calib)
         t = torch.as_tensor(teacher)
         y = torch.as_tensor(labels)
         temp, w = settings.temperature, settings.distil_weight
@@ -281,11 +278,9 @@ def choose_init_layer(bert, enc, teacher: np.ndarray, settings: TrainSettings) -
                                                       replace=False)
     sub = {"input_ids": [enc["input_ids"][i] for i in idx]}
     t = torch.as_tensor(teacher[idx])
-    calib = [collate(enc, idx[i : i + 64]) for i in range(0, len(idx), 64)]
     losses = {}
     for layer in range(bert.config.num_hidden_layers):
         albert = offline.albert_from_bert(bert, layer, SST2_LABELS)
-        offline.calibrate_mapping(albert, bert, calib)
         s = torch.as_tensor(logits_for(albert, sub, desc=f"probe layer {layer}"))
         losses[layer] = float(F.kl_div(F.log_softmax(s, -1), F.softmax(t, -1), reduction="batchmean"))
     best = min(losses, key=losses.get)

@@ -1,0 +1,320 @@
+"""CheckList behavioural suites on both models, with labels mapped by name.
+
+The released suites (sentiment, QQP) load from their data-only JSON export; the original pickles need Python 3.7.
+Where the export lost a test's expectation function, it is re-implemented from the test's name and type as
+CheckList defines them: MFT compares with the labels (or a rule such as "not negative"); INV wants the prediction
+unchanged; DIR wants the confidence not to move the wrong way by more than CheckList's tolerance (0.1).
+
+Binary sentiment models meet a 3-class suite (0 negative, 1 neutral, 2 positive): a positive-class probability in
+[1/3, 2/3] counts as neutral, and a binary model's "neutral confidence" is 1 - |p(pos) - p(neg)|. Labels are
+matched by *name* ("positive", "duplicate"), never by index: the study's run compared against "POSITIVE" on
+models whose configs have no label names, and so failed "single positive words" 100% for every model.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .data import DataError, Example
+from .errors import InputError
+from .inference import predict
+from .loading import Classifier
+
+TOLERANCE = 0.1
+SENTIMENT = ("negative", "neutral", "positive")
+QQP = ("not_duplicate", "duplicate")
+
+
+@dataclass
+class Test:
+    name: str
+    type: str  # MFT, INV, DIR
+    capability: str
+    description: str
+    data: list  # MFT: inputs; INV/DIR: cases, each a list of inputs (first = original)
+    labels: int | list | None
+    run_idxs: list[int] | None = None
+    expectation: str = ""  # how the expectation was obtained, shown in reports
+
+
+@dataclass
+class Suite:
+    name: str
+    kind: str  # "sentiment" or "qqp"
+    tests: list[Test]
+    source: str = ""
+
+
+def load_suite(path: str | Path) -> Suite:
+    """A released CheckList suite from its data-only JSON(.gz) export."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: suite file not found")
+    if path.suffix == ".pkl" or path.name.endswith(".tar.gz"):
+        raise DataError(f"{path}: pickled CheckList suites don't load on Python 3.11 (and unpickling files is unsafe); "
+                        "use the data-only export (*_suite.json.gz)")
+    try:
+        raw = gzip.open(path, "rt", encoding="utf-8").read() if path.suffix == ".gz" else path.read_text("utf-8")
+        obj = json.loads(raw)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DataError(f"{path}: not a CheckList JSON export ({type(exc).__name__}: {str(exc)[:120]})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("tests"), list):
+        raise DataError(f"{path}: expected an object with a 'tests' list")
+    tests = []
+    for i, t in enumerate(obj["tests"]):
+        missing = [k for k in ("name", "type", "capability", "data") if k not in t]
+        if missing:
+            raise DataError(f"{path}: test {i + 1} lacks {missing}")
+        if t["type"] not in ("MFT", "INV", "DIR"):
+            raise DataError(f"{path}: test {t['name']!r} has unknown type {t['type']!r}")
+        tests.append(Test(t["name"], t["type"], t["capability"], t.get("description") or "", t["data"],
+                          t.get("labels"), t.get("run_idxs")))
+    first = tests[0].data[0] if tests and tests[0].data else ""
+    kind = "qqp" if (isinstance(first, list) or "qqp" in path.name.lower()) else "sentiment"
+    return Suite(obj.get("suite") or path.stem, kind, tests, str(path))
+
+
+# ------------------------------------------------------------------ predictions in the suite's label space
+
+
+@dataclass
+class Space:
+    """A model's predictions mapped to the suite's classes: preds (n,), confs (n, k)."""
+
+    preds: np.ndarray
+    confs: np.ndarray
+
+
+def sentiment_space(clf: Classifier, probs: np.ndarray) -> Space:
+    labels = [lab.lower() for lab in clf.labels]
+    if set(labels) >= {"negative", "positive"} and "neutral" not in labels:
+        p_pos, p_neg = probs[:, labels.index("positive")], probs[:, labels.index("negative")]
+        preds = np.where(p_pos > 2 / 3, 2, np.where(p_pos < 1 / 3, 0, 1))
+        confs = np.stack([p_neg, 1 - np.abs(p_pos - p_neg), p_pos], 1)
+        return Space(preds, confs)
+    if set(labels) >= set(SENTIMENT):
+        confs = probs[:, [labels.index(s) for s in SENTIMENT]]
+        return Space(confs.argmax(1), confs)
+    raise InputError(f"suite: the sentiment suite needs a model with 'negative'/'positive' labels; "
+                     f"{clf.name} predicts {list(clf.labels)}")
+
+
+def qqp_space(clf: Classifier, probs: np.ndarray) -> Space:
+    labels = [lab.lower() for lab in clf.labels]
+    if set(labels) != set(QQP):
+        raise InputError(f"suite: the QQP suite needs a model with labels {list(QQP)}; {clf.name} predicts "
+                         f"{list(clf.labels)}")
+    confs = probs[:, [labels.index(s) for s in QQP]]
+    return Space(confs.argmax(1), confs)
+
+
+# ------------------------------------------------------------------ expectations
+
+
+Outcome = tuple[bool | None, str]  # (passed; None = filtered out), detail
+
+
+def _mft_label(label: int) -> Callable:
+    def check(preds, confs, case_labels=None) -> Outcome:
+        return bool((preds == label).all()), f"expected {label}, got {preds.tolist()}"
+    return check
+
+
+def _monotonic(label: int | None, increasing: bool, tol: float = TOLERANCE) -> Callable:
+    def check(preds, confs, case_labels=None) -> Outcome:
+        k = int(preds[0]) if label is None else label
+        delta = confs[1:, k] - confs[0, k]
+        ok = (delta >= -tol) if increasing else (delta <= tol)
+        return bool(ok.all()), f"confidence of class {k} moved by {delta.min() if increasing else delta.max():+.3f}"
+    return check
+
+
+def _inv(preds, confs, case_labels=None) -> Outcome:
+    return bool((preds[1:] == preds[0]).all()), f"predictions {preds.tolist()}"
+
+
+def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool = False) -> Callable:
+    def check(preds, confs, case_labels=None) -> Outcome:
+        if only_if_original is not None and preds[0] != only_if_original:
+            return None, "original not predicted as the test requires"
+        rest = preds[1:] if skip_first else preds
+        return bool((rest == value).all()), f"predictions {preds.tolist()}"
+    return check
+
+
+def _implications(preds, confs, case_labels=None) -> Outcome:
+    """f(x,a)=1, f(x,b)=1 => f(a,b)=1; f(x,a)=1, f(x,b)=0 => f(a,b)=0; cases with a wrong f(x,.) are filtered."""
+    la, lb = case_labels[0], case_labels[1]
+    if preds[0] != la or preds[1] != lb:
+        return None, "f(x, a) or f(x, b) predicted wrongly"
+    if la == 1 and lb == 1:
+        return bool(preds[2] == 1), f"f(a, b) = {preds[2]}, expected 1"
+    if la != lb:
+        return bool(preds[2] == 0), f"f(a, b) = {preds[2]}, expected 0"
+    return None, "no implication when both are 0"
+
+
+def expectation(test: Test, kind: str) -> tuple[Callable, str]:
+    """The expectation for a test, with a note saying where it came from."""
+    name = test.name.lower()
+    if test.type == "MFT":
+        if isinstance(test.labels, int):
+            return _mft_label(test.labels), f"label {test.labels} (from the suite)"
+        if isinstance(test.labels, list):
+            return None, "per-example labels (from the suite)"  # handled per case
+        if kind == "sentiment" and ("not negative" in name or "negative, but it was not" in name
+                                    or "negation of negative" in name):
+            def not_negative(preds, confs, case_labels=None) -> Outcome:
+                return bool((preds != 0).all()), f"expected neutral or positive, got {preds.tolist()}"
+            return not_negative, "rule 'not negative' (re-implemented from the test name)"
+        raise InputError(f"suite: no expectation known for MFT test {test.name!r}")
+    if test.type == "INV":
+        return _inv, "prediction unchanged (INV)"
+    # DIR
+    if kind == "sentiment":
+        table = {
+            "intensifiers": (None, True, "confidence in the original prediction must not drop"),
+            "reducers": (1, True, "neutral confidence must not drop"),
+            "add positive phrases": (2, True, "positive confidence must not drop"),
+            "add negative phrases": (0, True, "negative confidence must not drop"),
+            '"used to" should reduce': (None, False, "confidence in the original prediction must not rise"),
+        }
+        if test.name in table:
+            label, inc, why = table[test.name]
+            return _monotonic(label, inc), f"{why} by more than {TOLERANCE} (DIR, re-implemented)"
+    else:
+        if name.startswith("change") and "one of the questions" in name:
+            return _all_equal(0, only_if_original=1, skip_first=True), \
+                "originally duplicate, perturbed must be non-duplicate (DIR, re-implemented)"
+        if "gibberish" in name:
+            return _all_equal(0, skip_first=True), "perturbed must be non-duplicate (DIR, re-implemented)"
+        if "paraphrase" in name:
+            return _all_equal(1), "every (q, paraphrase(q)) must be duplicate (DIR, re-implemented)"
+        if "implications" in name:
+            return _implications, "f(x,a), f(x,b) imply f(a,b) (DIR, re-implemented)"
+    raise InputError(f"suite: no expectation known for DIR test {test.name!r}")
+
+
+# ------------------------------------------------------------------ running
+
+
+def _key(x) -> tuple[str, ...]:
+    return tuple(x) if isinstance(x, list | tuple) else (x,)
+
+
+def _is_input(x, kind: str) -> bool:
+    if kind == "qqp":
+        return isinstance(x, list | tuple) and len(x) == 2 and all(isinstance(t, str) for t in x)
+    return isinstance(x, str)
+
+
+def case_inputs(test: Test, i: int, kind: str) -> list:
+    """The inputs of case i: one input for a plain MFT item, else the case's list (first = original)."""
+    item = test.data[i]
+    if test.type == "MFT" and _is_input(item, kind):
+        return [item]
+    bad = [x for x in item if not _is_input(x, kind)]
+    if bad:
+        raise DataError(f"suite: test {test.name!r}, case {i}: {str(bad[0])[:80]!r} is not a "
+                        f"{'question pair' if kind == 'qqp' else 'text'}")
+    return list(item)
+
+
+def _cases(test: Test, sample: int | None, seed: int) -> list[int]:
+    n = len(test.data)
+    if not sample or sample >= n:
+        return list(range(n))
+    if test.run_idxs:
+        return [i for i in test.run_idxs if i < n][:sample]
+    return sorted(np.random.default_rng(seed).choice(n, size=sample, replace=False).tolist())
+
+
+@dataclass
+class TestResult:
+    name: str
+    type: str
+    capability: str
+    description: str
+    expectation: str
+    results: list[dict] = field(default_factory=list)  # per model: n, failed, fail_rate, examples
+
+
+def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None = None, seed: int = 0,
+              n_examples: int = 3, progress=None) -> list[TestResult]:
+    """Every test on every model; each distinct input is predicted once per model."""
+    space_fn = sentiment_space if suite.kind == "sentiment" else qqp_space
+    n_fields = 2 if suite.kind == "qqp" else 1
+    for clf in models:
+        if len(clf.task.fields) != n_fields:
+            raise InputError(f"suite: {suite.name} needs a {'pair' if n_fields == 2 else 'single-text'} task; "
+                             f"{clf.name} takes {len(clf.task.fields)} field(s)")
+        space_fn(clf, np.full((1, len(clf.labels)), 1 / len(clf.labels)))  # label check before heavy work
+    plan = []
+    uniq: dict[tuple[str, ...], int] = {}
+    for test in suite.tests:
+        fn, how = expectation(test, suite.kind)
+        test.expectation = how
+        idxs = _cases(test, sample, seed)
+        for i in idxs:
+            for x in case_inputs(test, i, suite.kind):
+                uniq.setdefault(_key(x), len(uniq))
+        plan.append((test, fn, idxs))
+    inputs = [Example(k) for k in uniq]
+    spaces = []
+    for m, clf in enumerate(models):
+        step = (lambda d, n, m=m: progress(m * n + d, len(models) * n)) if progress else None
+        probs = predict(clf, inputs, batch_size=64, progress=step, validate=False).probs
+        spaces.append(space_fn(clf, probs))
+    out = []
+    for test, fn, idxs in plan:
+        tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation)
+        for clf, sp in zip(models, spaces):
+            failed, tested, examples = 0, 0, []
+            for i in idxs:
+                case = case_inputs(test, i, suite.kind)
+                rows = [uniq[_key(x)] for x in case]
+                preds, confs = sp.preds[rows], sp.confs[rows]
+                labels = test.labels[i] if isinstance(test.labels, list) else test.labels
+                if fn is None:  # per-example MFT label
+                    ok, detail = bool((preds == labels).all()), f"expected {labels}, got {preds.tolist()}"
+                else:
+                    ok, detail = fn(preds, confs, labels)
+                if ok is None:
+                    continue
+                tested += 1
+                if not ok:
+                    failed += 1
+                    if len(examples) < n_examples:
+                        examples.append({"inputs": [list(_key(x)) for x in case], "detail": detail})
+            tr.results.append({"model": clf.name, "n": tested, "failed": failed,
+                               "fail_rate": failed / tested if tested else None, "examples": examples})
+        out.append(tr)
+    return out
+
+
+def by_capability(results: list[TestResult]) -> dict[str, list[TestResult]]:
+    groups: dict[str, list[TestResult]] = {}
+    for r in results:
+        groups.setdefault(r.capability, []).append(r)
+    return groups
+
+
+def table_markdown(results: list[TestResult], models: Sequence[str]) -> str:
+    """The study's Tables 2/3 layout: capability, test, type, then fail rate per model."""
+    head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |\n"
+    head += "|---|---|---|" + "---|" * len(models) + "---|\n"
+    rows = []
+    for cap, tests in by_capability(results).items():
+        for t in tests:
+            rates = " | ".join("n/a" if r["fail_rate"] is None else f"{100 * r['fail_rate']:.1f}" for r in t.results)
+            rows.append(f"| {cap} | {t.name.replace('|', '/')} | {t.type} | {rates} | {t.results[0]['n']} |")
+    return head + "\n".join(rows) + "\n"
+
+
+def to_dict(results: list[TestResult]) -> list[dict]:
+    return [r.__dict__ for r in results]

@@ -1,0 +1,283 @@
+"""`albert-lens report`: the study's tables and figures regenerated for any pair, in one go.
+
+Sections: benchmark per dataset, CheckList tables, an attack summary, the UMAP figure, parameter and speed
+tables. Each section's result is cached as JSON under `<out>/cache/` keyed by what it depends on (models, files,
+settings), so a re-run after a crash, or with one more dataset, only computes what is new.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .pair import Pair
+from .runtime import PROJECT_ROOT
+
+SHARED = PROJECT_ROOT.parent / "shared" / "data"
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    run: object  # callable returning a JSON-able dict
+
+
+def _fingerprint(pair: Pair, name: str, params: dict) -> str:
+    h = hashlib.sha256(json.dumps({"section": name, "params": params,
+                                   "models": [[m.source, m.name] for m in pair.spec.models]},
+                                  sort_keys=True, default=str).encode())
+    for v in params.values():
+        p = Path(str(v))
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
+    return f"{name}-{h.hexdigest()[:12]}"
+
+
+def default_suites(pair: Pair) -> list[str]:
+    task = pair.spec.task.name
+    name = {"qqp": "qqp_suite.json.gz"}.get(task, "sentiment_suite.json.gz")
+    if task not in ("sst2", "imdb", "rotten_tomatoes", "yelp_polarity", "qqp", "offline", "custom"):
+        return []
+    path = SHARED / "checklist" / name
+    return [str(path)] if path.is_file() else []
+
+
+def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *, limit: int, sample: int,
+                   attack_n: int, umap_n: int) -> list[Section]:
+    from . import api, attacks, benchmark, data, facts, projection
+
+    secs: list[Section] = []
+    for ds in datasets:
+        params = {"dataset": ds, "limit": limit}
+
+        def run_bench(ds=ds):
+            d = data.load_dataset(ds, task=pair.spec.task.name).head(limit)
+            return benchmark.benchmark(pair, d)
+
+        secs.append(Section(_fingerprint(pair, "benchmark", params), f"Benchmark: {Path(ds).name}", run_bench))
+    for suite in suites:
+        params = {"suite": suite, "sample": sample}
+        secs.append(Section(_fingerprint(pair, "checklist", params), f"CheckList: {Path(suite).name}",
+                            lambda suite=suite: api.checklist(pair, suite, sample)))
+    if datasets:
+        first = datasets[0]
+        for recipe in ("deepwordbug", attacks.OFFLINE_TEXTFOOLER):
+            params = {"dataset": first, "recipe": recipe, "n": attack_n}
+
+            def run_attack(recipe=recipe, first=first):
+                ok, why = attacks.recipe_status(recipe)
+                if not ok:
+                    return {"recipe": recipe, "unavailable": why}
+                d = data.load_dataset(first, task=pair.spec.task.name)
+                exs = [e for e in d.examples if e.label is not None][:attack_n]
+                rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
+                return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.models)}
+
+            secs.append(Section(_fingerprint(pair, "attack", params), f"Attack: {recipe}", run_attack))
+        params = {"dataset": first, "n": umap_n}
+
+        def run_umap(first=first):
+            d = data.load_dataset(first, task=pair.spec.task.name).head(umap_n)
+            proj = projection.project_pair(pair.models, d.examples, method="umap")
+            preds = pair.predict(d.examples)
+            return {"dataset": d.name, "n": len(d), "knn_overlap": proj.knn_overlap, "k": proj.k,
+                    "disparity": proj.disparity,
+                    "points": projection.projection_table(proj, pair.models, d.examples, preds)}
+
+        secs.append(Section(_fingerprint(pair, "umap", params), "UMAP of sentence embeddings", run_umap))
+
+    def run_facts():
+        exs = api.resolve_dataset(pair, None, 30).examples
+        return {"models": [facts.model_facts(clf, exs) for clf in pair.models]}
+
+    secs.append(Section(_fingerprint(pair, "facts", {}), "Parameters and speed", run_facts))
+    return secs
+
+
+def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suites: Sequence[str] | None = None,
+             limit: int = 1000, sample: int = 20, attack_n: int = 10, umap_n: int = 500,
+             progress_bar: bool = True) -> dict:
+    """Compute (or reuse) every section, then write report.md, report.html and the PNG figures."""
+    from tqdm.auto import tqdm
+
+    out = Path(out)
+    cache = out / "cache"
+    cache.mkdir(parents=True, exist_ok=True)
+    suites = default_suites(pair) if suites is None else list(suites)
+    sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
+                              umap_n=umap_n)
+    results, reused = {}, []
+    for sec in tqdm(sections, desc="report", disable=not progress_bar):
+        path = cache / f"{sec.key}.json"
+        if path.is_file():
+            try:
+                results[sec.key] = json.loads(path.read_text(encoding="utf-8"))
+                reused.append(sec.key)
+                continue
+            except json.JSONDecodeError:
+                path.unlink()
+        t0 = time.perf_counter()
+        res = sec.run()
+        res["_seconds"] = time.perf_counter() - t0
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res, default=float), encoding="utf-8")
+        tmp.replace(path)
+        results[sec.key] = res
+    files = write(pair, out, sections, results)
+    return {"out": str(out), "sections": [s.key for s in sections], "reused": reused, "files": files}
+
+
+def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
+    from . import projection
+
+    names = [m.name for m in pair.models]
+    md = [f"# albert-lens report: {pair.name}", "",
+          "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
+    figs = []
+    bench_rows = []
+    for sec in sections:
+        res = results[sec.key]
+        md += [f"## {sec.title}", ""]
+        kind = sec.key.split("-")[0]
+        if kind == "benchmark":
+            metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
+            md += [f"| model | {metric} | parameters | throughput (ex/s) | latency p50 (ms) | n |", "|---|---|---|---|---|---|"]
+            for r in res["models"]:
+                md.append(f"| {r['model']} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
+                          f"{r['latency_ms_median']:.1f} | {r['n']} |")
+                bench_rows.append((res["dataset"], r["model"], r[metric], r["throughput_per_s"]))
+            md.append("")
+        elif kind == "checklist":
+            md += [f"Suite `{res['suite']}`, up to {res['sample']} cases per test; labels mapped by name.", "",
+                   res["markdown"], ""]
+            fig = out / f"checklist_{res['kind']}.png"
+            _bar_png(res["capabilities"], fig, "mean fail rate per capability", "fail rate")
+            figs.append(fig)
+            md += [f"![CheckList]({fig.name})", ""]
+        elif kind == "attack":
+            if "unavailable" in res:
+                md += [f"Not run here: {res['unavailable']}", ""]
+            else:
+                md += [f"{res['n']} examples, query budget 200.", "",
+                       "| model | success rate | attacked | skipped | avg queries | perturbed words % | s/example | transfer rate |",
+                       "|---|---|---|---|---|---|---|---|"]
+                for m, s in res["summary"].items():
+                    md.append(f"| {m} | {_pct(s['success_rate'])} | {s['attacked']} | {s['skipped']} | "
+                              f"{_num(s['avg_queries'])} | {_num(s['avg_perturbed_words_pct'])} | "
+                              f"{_num(s['avg_seconds'], 2)} | {_pct(s['transfer_rate'])} |")
+                md.append("")
+        elif kind == "umap":
+            fig = out / "umap.png"
+            projection.plot_png(res["points"], fig, "gold", title=f"UMAP (cosine) of CLS embeddings, {res['dataset']}")
+            figs.append(fig)
+            md += [f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "
+                   f"embedding spaces: **{res['knn_overlap']:.2f}**; Procrustes disparity {res['disparity']:.3f}.", "",
+                   f"![UMAP]({fig.name})", ""]
+        elif kind == "facts":
+            md += ["| model | parameters | embeddings | encoder | head | shares layers | latency (ms) | throughput (ex/s) |",
+                   "|---|---|---|---|---|---|---|---|"]
+            for f in res["models"]:
+                md.append(f"| {f['model']} | {f['parameters']:,} | {f['parameters_embeddings']:,} | "
+                          f"{f['parameters_encoder']:,} | {f['parameters_head']:,} | {f['shares_layers']} | "
+                          f"{f['latency_ms']:.1f} | {f['throughput_per_s']:.1f} |")
+            md.append("")
+            fig = out / "layer_transitions.png"
+            _lines_png({f["model"]: f["transitions"] for f in res["models"]}, fig)
+            figs.append(fig)
+            md += ["Layer-to-layer L2 distance and cosine similarity of hidden states (the ALBERT paper's Figure 2).",
+                   "", f"![transitions]({fig.name})", ""]
+    if bench_rows:
+        fig = out / "benchmark.png"
+        _bench_png(bench_rows, names, fig)
+        figs.append(fig)
+        md += ["## Benchmark figure", "", f"![benchmark]({fig.name})", ""]
+    text = "\n".join(md)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    from markdown_it import MarkdownIt
+
+    body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
+    (out / "report.html").write_text(
+        "<!doctype html><html><head><meta charset='utf-8'><title>albert-lens report</title>"
+        "<style>body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse}"
+        "td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}</style></head><body>"
+        + body + "</body></html>", encoding="utf-8")
+    return ["report.md", "report.html"] + [f.name for f in figs]
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def _num(x, d: int = 1) -> str:
+    return "n/a" if x is None else f"{x:.{d}f}"
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
+    plt = _plt()
+    import numpy as np
+
+    labels = list(caps)
+    models = list(next(iter(caps.values())).keys()) if caps else []
+    x = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels)), 3.6))
+    for k, m in enumerate(models):
+        ax.bar(x + k * 0.38, [caps[c][m] or 0 for c in labels], 0.38, label=m)
+    ax.set_xticks(x + 0.19, labels, rotation=20)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _lines_png(trans: dict, path: Path) -> None:
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    for m, t in trans.items():
+        layers = list(range(1, len(t["l2"]) + 1))
+        axes[0].plot(layers, t["l2"], marker="o", label=m)
+        axes[1].plot(layers, t["cosine"], marker="o", label=m)
+    axes[0].set_title("L2 distance between layer input and output")
+    axes[1].set_title("cosine similarity between layer input and output")
+    for ax in axes:
+        ax.set_xlabel("layer")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _bench_png(rows, names, path: Path) -> None:
+    plt = _plt()
+    import numpy as np
+
+    datasets = list(dict.fromkeys(r[0] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
+    x = np.arange(len(datasets))
+    for k, m in enumerate(names):
+        acc = [next((r[2] for r in rows if r[0] == d and r[1] == m), 0) for d in datasets]
+        thr = [next((r[3] for r in rows if r[0] == d and r[1] == m), 0) for d in datasets]
+        axes[0].bar(x + 0.38 * k, acc, 0.38, label=m)
+        axes[1].bar(x + 0.38 * k, thr, 0.38, label=m)
+    for ax, t in zip(axes, ("accuracy (Pearson for STS-B)", "throughput (examples/s)")):
+        ax.set_xticks(x + 0.19, datasets, rotation=15)
+        ax.set_title(t)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,124 @@
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from app.core import checklist as cl
+from app.core.data import DataError, Example
+from app.core.inference import predict
+
+from .conftest import shared
+
+
+def _t(type_, name, data, labels=None, cap="Vocabulary"):
+    return cl.Test(name, type_, cap, "", data, labels)
+
+
+class FakeClf:
+    labels = ("negative", "positive")
+    name = "fake"
+
+
+def space(p_pos):
+    p = np.asarray(p_pos, dtype=float)
+    return cl.sentiment_space(FakeClf(), np.stack([1 - p, p], 1))
+
+
+def test_binary_to_three_classes():
+    sp = space([0.9, 0.5, 0.1, 0.34, 0.66])
+    assert sp.preds.tolist() == [2, 1, 0, 1, 1]
+    np.testing.assert_allclose(sp.confs[1], [0.5, 1.0, 0.5])
+
+
+def _run(fn, p_pos, labels=None):
+    sp = space(p_pos)
+    return fn(sp.preds, sp.confs, labels)[0]
+
+
+def test_mft_label_pass_and_fail():
+    fn, how = cl.expectation(_t("MFT", "single positive words", ["good"], 2), "sentiment")
+    assert _run(fn, [0.95]) is True and _run(fn, [0.2]) is False
+    assert "from the suite" in how
+
+
+def test_mft_not_negative_rule():
+    fn, how = cl.expectation(_t("MFT", "simple negations: not negative", ["x"]), "sentiment")
+    assert _run(fn, [0.5]) is True and _run(fn, [0.9]) is True and _run(fn, [0.1]) is False
+    assert "re-implemented" in how
+
+
+def test_inv_pass_and_fail():
+    fn, _ = cl.expectation(_t("INV", "typos", [["a", "b"]]), "sentiment")
+    assert _run(fn, [0.9, 0.8]) is True
+    assert _run(fn, [0.9, 0.2]) is False
+
+
+def test_dir_monotonic_with_tolerance():
+    fn, _ = cl.expectation(_t("DIR", "add negative phrases", [["a", "b"]]), "sentiment")
+    assert _run(fn, [0.9, 0.95]) is True  # negative confidence fell by 0.05 < 0.1 tolerance
+    assert _run(fn, [0.5, 0.8]) is False  # fell by 0.3
+    fn, _ = cl.expectation(_t("DIR", "intensifiers", [["a", "b"]]), "sentiment")
+    assert _run(fn, [0.8, 0.95]) is True and _run(fn, [0.9, 0.6]) is False
+
+
+def test_qqp_dir_rules():
+    fn, _ = cl.expectation(_t("DIR", "Change first name in one of the questions", []), "qqp")
+    assert fn(np.array([1, 0, 0]), None)[0] is True
+    assert fn(np.array([1, 1, 0]), None)[0] is False
+    assert fn(np.array([0, 0, 0]), None)[0] is None  # not originally duplicate: filtered
+    fn, _ = cl.expectation(_t("DIR", "Testing implications", []), "qqp")
+    assert fn(np.array([1, 1, 1]), None, [1, 1, 1])[0] is True
+    assert fn(np.array([1, 1, 0]), None, [1, 1, 1])[0] is False
+    assert fn(np.array([1, 0, 0]), None, [1, 0, 0])[0] is True
+    assert fn(np.array([0, 1, 0]), None, [1, 1, 1])[0] is None
+
+
+def test_released_suites_load_and_every_test_has_an_expectation():
+    for name, kind, n in (("sentiment_suite.json.gz", "sentiment", 38), ("qqp_suite.json.gz", "qqp", 53)):
+        suite = cl.load_suite(shared("checklist", name))
+        assert suite.kind == kind and len(suite.tests) == n
+        for t in suite.tests:
+            cl.expectation(t, kind)
+
+
+def test_bad_suite_files(tmp_path):
+    with pytest.raises(DataError, match="pickled CheckList suites"):
+        cl.load_suite(shared("checklist", "sentiment_suite.tar.gz"))
+    bad = tmp_path / "x.json"
+    bad.write_text("{not json")
+    with pytest.raises(DataError, match="not a CheckList JSON export"):
+        cl.load_suite(bad)
+
+
+def test_label_mapping_agrees_with_the_models_own_predictions(offline_pair):
+    """Unambiguous sentences: the suite's 2 (positive) must be what the model itself calls positive."""
+    pos = ["This is a wonderful, brilliant film.", "I love it, it is great."]
+    neg = ["This is a terrible, awful film.", "I hate it, it is horrible."]
+    for clf in offline_pair.models:
+        probs = predict(clf, [Example((t,)) for t in pos + neg]).probs
+        sp = cl.sentiment_space(clf, probs)
+        own = predict(clf, [Example((t,)) for t in pos + neg]).predicted
+        assert own == ["positive"] * 2 + ["negative"] * 2
+        assert sp.preds.tolist() == [2, 2, 0, 0]
+
+
+def test_offline_pair_on_the_real_sentiment_suite(offline_pair):
+    suite = cl.load_suite(shared("checklist", "sentiment_suite.json.gz"))
+    res = cl.run_suite(suite, offline_pair.models, sample=15)
+    by_name = {r.name: r for r in res}
+    # the study's artefact is gone: single positive words are mostly recognised
+    for r in by_name["single positive words"].results:
+        assert r["fail_rate"] < 0.5, r
+    assert all(r.results[0]["n"] > 0 for r in res if r.name != "single neutral words")
+    md = cl.table_markdown(res, [m.name for m in offline_pair.models])
+    assert md.count("\n") == len(res) + 2
+
+
+def test_qqp_suite_runs_on_a_pair_task(tiny_dirs):
+    from app.core.pair import Pair
+
+    pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])], task="qqp")
+    suite = cl.load_suite(shared("checklist", "qqp_suite.json.gz"))
+    res = cl.run_suite(suite, pair.models, sample=3)
+    assert len(res) == 53 and all(len(r.results) == 2 for r in res)
