@@ -35,6 +35,9 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     if "umap" not in interpreters:
         raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
     generators = {k: v for k, v in lit_core.default_generators().items() if k in GENERATORS}
-    loaders = {"LensModel": (LensModel, LensModel.init_spec())}
+    from app.core.api import limits
+
+    # hosted mode: no loading of arbitrary models from the LIT UI
+    loaders = {} if limits()["hosted"] else {"LensModel": (LensModel, LensModel.init_spec())}
     return dev_server.Server(models, data, generators=generators, interpreters=interpreters,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -27,6 +27,8 @@ def limits() -> dict:
         "max_chars": int(os.environ.get("ALBERT_LENS_MAX_CHARS", 2000 if hosted else 100_000)),
         "max_examples": int(os.environ.get("ALBERT_LENS_MAX_EXAMPLES", 500 if hosted else 20_000)),
         "max_lime_samples": 256 if hosted else 2048,
+        "allowed_pairs": {p.strip().lower() for p in
+                          os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
     }
 
 

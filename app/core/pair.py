@@ -21,7 +21,18 @@ class Pair:
 
     @classmethod
     def resolve(cls, pair: str | None = None, models: Sequence[str] | None = None, task: str | None = None) -> "Pair":
-        """`--models A B` wins, then `--pair NAME`, then the default pair."""
+        """`--models A B` wins, then `--pair NAME`, then the default pair. Hosted mode allows only the presets
+        in ALBERT_LENS_ALLOWED_PAIRS (default: offline and sst2) and no arbitrary model ids."""
+        from .api import limits
+
+        cap = limits()
+        if cap["hosted"]:
+            from .errors import InputError
+
+            if models:
+                raise InputError("models: hosted mode serves only its configured pairs, not arbitrary model ids")
+            if pair and pair.strip().lower() not in cap["allowed_pairs"]:
+                raise InputError(f"pair: {pair!r} is not served here; allowed: {sorted(cap['allowed_pairs'])}")
         if models:
             if len(models) != 2:
                 from .errors import InputError

@@ -1,0 +1,56 @@
+"""Hugging Face Space image steps (scripts/space_build.sh, run here in a fresh venv) and hosted-mode caps."""
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from app.core import api
+from app.core.errors import InputError
+from app.core.pair import Pair
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture()
+def hosted(monkeypatch):
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    monkeypatch.setenv("ALBERT_LENS_ALLOWED_PAIRS", "offline")
+
+
+def test_hosted_mode_caps(hosted, tiny_pair):
+    with pytest.raises(InputError, match="hosted mode serves only its configured pairs"):
+        Pair.resolve(models=["a", "b"])
+    with pytest.raises(InputError, match="'rte' is not served here"):
+        Pair.resolve("rte")
+    with pytest.raises(InputError, match="field 'sentence' is 3,000 characters long; the limit here is 2,000"):
+        api.predict(tiny_pair, "x" * 3000)
+    assert api.limits()["max_examples"] == 500
+    ds = api.resolve_dataset(tiny_pair, "sentiment_plain", 10_000)
+    assert len(ds) <= 500
+
+
+def test_not_hosted_by_default():
+    assert api.limits()["hosted"] is False
+    assert api.limits()["max_chars"] == 100_000
+
+
+def test_dockerfile_runs_the_tested_script_as_uid_1000_on_7860():
+    text = (ROOT / "Dockerfile").read_text()
+    assert "scripts/space_build.sh" in text and "useradd -m -u 1000" in text and "USER user" in text
+    assert "--port 7860" in text and "ALBERT_LENS_HOSTED=1" in text
+    front = (ROOT / "README.md").read_text().split("---")[1]
+    assert "sdk: docker" in front and "app_port: 7860" in front
+
+
+@pytest.mark.slow
+def test_space_build_script_in_a_fresh_venv(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VIRTUAL_ENV")}
+    env["ALBERT_LENS_CACHE"] = str(tmp_path / "cache")
+    env["ALBERT_LENS_PAIR"] = "offline"
+    out = subprocess.run(["bash", "scripts/space_build.sh", str(tmp_path / "venv")], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=1200)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "space_build: ok" in out.stdout
+    assert (tmp_path / "venv" / "bin" / "albert-lens").is_file()
+    assert (tmp_path / "cache" / "textattack" / "post_install_check_3").is_file()

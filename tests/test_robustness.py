@@ -1,0 +1,89 @@
+"""Bad input through the core API, the CLI and LIT; a property test that alignment and saliency keep every word."""
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from app.core import api
+from app.core.alignment import split_words
+from app.core.data import Example, load_dataset
+from app.core.errors import LensError
+from app.core.inference import encode_one
+from app.core.saliency import method
+
+ODD = [
+    "👩‍👩‍👧‍👦 family emoji with joiners 👍🏽",
+    "שלום עולם مرحبا hello",  # right-to-left scripts
+    "tab\tand\x07bell\x1b[31m escape \x00 nul",
+    "<script>alert('x')</script> <b>bold</b> &amp;",
+    "\u200b\u200d\ufeff zero widths",
+    "Zalgo: Ḩ̷̡e̸͉̓l̶̠̈́l̴̘͝o̷̧͐",
+]
+
+
+@pytest.mark.parametrize("text", ODD)
+def test_odd_unicode_gets_a_result(tiny_pair, text):
+    res = api.predict(tiny_pair, text)
+    assert len(res["models"]) == 2
+    sal = api.saliency(tiny_pair, text, None, "gradient_x_input")
+    words = [w.text for w in split_words(text.replace("\x00", " "))]
+    for m in sal["maps"]:
+        assert m["words"] == words
+
+
+@pytest.mark.parametrize("text,msg", [("", "field 'sentence' is empty"), ("   \n\t", "field 'sentence' is empty"),
+                                      ("x" * 100_001, "limit here is 100,000")])
+def test_bad_text_has_a_clear_message(tiny_pair, text, msg):
+    with pytest.raises(LensError, match=msg):
+        api.predict(tiny_pair, text)
+
+
+def test_100k_characters_are_predicted(tiny_pair):
+    res = api.predict(tiny_pair, "word " * 20_000)
+    assert len(res["models"]) == 2
+
+
+def test_missing_second_field_for_pair_tasks(tiny_nli_pair):
+    with pytest.raises(LensError, match="field 'hypothesis' is empty"):
+        api.predict(tiny_nli_pair, "A premise only.", None)
+
+
+def test_malformed_and_binary_dataset_files(tiny_pair, tmp_path):
+    p = tmp_path / "bin.csv"
+    p.write_bytes(b"text,label\n\xff\xfe\x00\x01,1\n")
+    with pytest.raises(LensError, match="bin.csv, line 2: not valid UTF-8"):
+        api.project(tiny_pair, str(p), "pca")
+    q = tmp_path / "ragged.tsv"
+    q.write_text("sentence\tlabel\nok\t1\nextra\t1\t2\n")
+    with pytest.raises(LensError, match="ragged.tsv, line 3: expected 2 columns, found 3"):
+        load_dataset(q)
+
+
+def test_cli_bad_input_exit_codes(tiny_dirs, capsys):
+    from app.cli import main
+
+    assert main(["predict", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2", ""]) == 2
+    assert "field 'sentence' is empty" in capsys.readouterr().err
+    assert main(["benchmark", "--pair", "offline", "--dataset", "/nonexistent/x.tsv"]) == 2
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_lit_wrapper_handles_odd_input(tiny_pair):
+    from lit_models.models import models_for
+
+    model = next(iter(models_for(tiny_pair.models).values()))
+    outs = list(model.predict([{"sentence": t} for t in ODD]))
+    assert len(outs) == len(ODD) and all(abs(sum(o["probas"]) - 1) < 1e-5 for o in outs)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60))
+def test_alignment_and_saliency_keep_every_word(tiny_pair, text):
+    words = [w.text for w in split_words(text)]
+    if not text.strip() or not words:
+        return
+    for clf in tiny_pair.models:
+        _, al = encode_one(clf, Example((text,)))
+        assert [w.text for w in al.words] == words
+        assert all(al.word_tokens[i] or i in al.unseen or i in al.cut for i in range(len(words)))
+    sal = method("gradient_x_input", tiny_pair.models[1]).attribute(Example((text,)))
+    assert sal.words == words and len(sal.scores) == len(words)
