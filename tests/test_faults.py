@@ -1,0 +1,61 @@
+"""Faults: the app keeps serving other requests and says what failed."""
+import shutil
+
+import pytest
+
+from app.core.loading import ModelLoadError, load
+from app.core.registry import TASKS, ModelSpec
+
+
+@pytest.fixture(scope="module")
+def client(tiny_pair):
+    from gradio_client import Client
+
+    from app.ui import build
+
+    demo = build(tiny_pair)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    try:
+        yield Client(url, verbose=False)
+    finally:
+        demo.close()
+
+
+def test_attack_raising_midway_is_reported_and_the_app_keeps_serving(client, monkeypatch):
+    from gradio_client.exceptions import AppError
+
+    from app.core import attacks
+
+    calls = {"n": 0}
+    real = attacks.LensModelWrapper.__call__
+
+    def flaky(self, inputs, **kw):
+        calls["n"] += 1
+        if calls["n"] > 3:
+            raise RuntimeError("GPU fell off the bus")
+        return real(self, inputs, **kw)
+
+    monkeypatch.setattr(attacks.LensModelWrapper, "__call__", flaky)
+    with pytest.raises(AppError, match="internal error in do_attack: RuntimeError: GPU fell off the bus"):
+        client.predict("a gorgeous , witty , seductive movie .", "", "deepwordbug", "positive", None, 1, 100, 10,
+                       api_name="/attack")
+    res, *_ = client.predict("still here?", "", api_name="/predict")
+    assert len(res["models"]) == 2
+
+
+def test_unavailable_recipe_is_a_message(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError, match="textfooler: needs"):
+        client.predict("a fine film", "", "textfooler", "positive", None, 1, 100, 10, api_name="/attack")
+
+
+def test_missing_and_corrupt_model_directories(tiny_dirs, tmp_path):
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["albert"], d)
+    (d / "model.safetensors").write_bytes(b"broken")
+    with pytest.raises(ModelLoadError, match="corrupt or unreadable"):
+        load(ModelSpec("M", str(d), "albert", TASKS["sst2"]))
+    shutil.rmtree(d)
+    with pytest.raises(ModelLoadError, match="no such directory"):
+        load(ModelSpec("M", str(d), "albert", TASKS["sst2"]))
