@@ -24,6 +24,12 @@ def _pair_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--task", help="task of --models (a preset name such as rte) when their configs don't say")
 
 
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=["local", "ray"], default="local", help="run batches here or on Ray")
+    p.add_argument("--address", help="address of an existing Ray cluster (default: start a local one)")
+    p.add_argument("--workers", type=int, default=2, help="Ray workers, one model pair each")
+
+
 def _pair(args):
     from app.core.pair import Pair
 
@@ -133,8 +139,18 @@ def cmd_attack(args) -> int:
             with out.open("a", encoding="utf-8") as f:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
-    attacks.attack_pair(pair.models, args.recipe, examples, query_budget=args.query_budget,
-                        time_limit=args.time_limit, skip=set(done), on_result=record)
+    if args.engine == "ray":
+        from app.core import engine
+
+        todo = [e for i, e in enumerate(examples) if i not in done]
+        for row in engine.run(pair.spec, "attack", todo, engine="ray", address=args.address, workers=args.workers,
+                              batch_size=max(1, len(todo) // (2 * args.workers) or 1),
+                              params={"recipe": args.recipe, "query_budget": args.query_budget,
+                                      "time_limit": args.time_limit}):
+            record(row | {"index": [i for i in range(len(examples)) if i not in done][row["index"]]})
+    else:
+        attacks.attack_pair(pair.models, args.recipe, examples, query_budget=args.query_budget,
+                            time_limit=args.time_limit, skip=set(done), on_result=record)
     bar.close()
     rows.sort(key=lambda r: r["index"])
     summary = attacks.summarize(rows, pair.models)
@@ -184,6 +200,31 @@ def cmd_report(args) -> int:
                    sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n)
     print(f"report written to {res['out']}: {', '.join(res['files'])} "
           f"({len(res['reused'])} of {len(res['sections'])} sections reused from the cache)")
+    return 0
+
+
+def cmd_embed(args) -> int:
+    import numpy as np
+    from tqdm.auto import tqdm
+
+    from app.core import engine
+    from app.core.data import load_dataset
+
+    pair = _pair(args)
+    ds = load_dataset(args.dataset, task=pair.spec.task.name).head(args.limit)
+    bar = tqdm(total=1, desc=f"embedding {len(ds)} examples ({args.engine})")
+
+    def step(done, total):
+        bar.total, bar.n = total, done
+        bar.refresh()
+
+    arrays = engine.run(pair.spec, "embed", ds.examples, params={"layer": args.layer, "pooling": args.pooling},
+                        engine=args.engine, address=args.address, workers=args.workers, batch_size=args.batch,
+                        progress=step)
+    bar.close()
+    out = Path(args.out)
+    np.savez_compressed(out, **{m.name: a for m, a in zip(pair.spec.models, arrays)})
+    print(f"{out}: {', '.join(f'{m.name} {a.shape}' for m, a in zip(pair.spec.models, arrays))}")
     return 0
 
 
@@ -240,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per example and model")
     p.add_argument("--out", help="JSONL of per-example results; an existing file is resumed")
     p.add_argument("--list", action="store_true", help="list recipes and whether they run here")
+    _engine_args(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_attack)
 
@@ -260,6 +302,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attack-n", type=int, default=10, help="examples attacked per recipe")
     p.add_argument("--umap-n", type=int, default=500, help="examples in the UMAP figure")
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("embed", help="sentence embeddings of both models for a dataset (.npz), locally or on Ray")
+    _pair_args(p)
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--out", required=True, help="output .npz (one array per model)")
+    p.add_argument("--layer", type=int, default=-1)
+    p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
+    p.add_argument("--limit", type=int)
+    p.add_argument("--batch", type=int, default=256, help="examples per batch sent to a worker")
+    _engine_args(p)
+    p.set_defaults(func=cmd_embed)
     return parser
 
 
