@@ -118,3 +118,18 @@ def offline_pair():
     from app.core.pair import Pair
 
     return Pair.resolve("offline")
+
+
+@pytest.fixture(scope="module")
+def client(tiny_pair):
+    """The Gradio app on the tiny pair, launched on a free loopback port and driven by gradio_client."""
+    from gradio_client import Client
+
+    from app.ui import build
+
+    demo = build(tiny_pair)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    try:
+        yield Client(url, verbose=False)
+    finally:
+        demo.close()

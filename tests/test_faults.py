@@ -7,20 +7,6 @@ from app.core.loading import ModelLoadError, load
 from app.core.registry import TASKS, ModelSpec
 
 
-@pytest.fixture(scope="module")
-def client(tiny_pair):
-    from gradio_client import Client
-
-    from app.ui import build
-
-    demo = build(tiny_pair)
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
-    try:
-        yield Client(url, verbose=False)
-    finally:
-        demo.close()
-
-
 def test_attack_raising_midway_is_reported_and_the_app_keeps_serving(client, monkeypatch):
     from gradio_client.exceptions import AppError
 

@@ -1,29 +1,13 @@
 """The Gradio app, launched here and driven through gradio_client like a user's script would."""
-import json
-
 import pytest
 
-pytest.importorskip("gradio")  # part of the pinned stack: a missing gradio fails setup, not this test
-
-
-@pytest.fixture(scope="module")
-def client(tiny_pair):
-    from gradio_client import Client
-
-    from app.ui import build
-
-    demo = build(tiny_pair)
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
-    try:
-        yield Client(url, verbose=False)
-    finally:
-        demo.close()
+from app.core.data import Example
 
 
 def test_predict_api(client, tiny_pair):
     res, *rest = client.predict("a fine film", "", api_name="/predict")
     assert [m["model"] for m in res["models"]] == [m.name for m in tiny_pair.models]
-    direct = tiny_pair.predict([__import__("app.core.data", fromlist=["Example"]).Example(("a fine film",))])
+    direct = tiny_pair.predict([Example(("a fine film",))])
     for m, p in zip(res["models"], direct):
         assert m["probabilities"]["positive"] == pytest.approx(float(p.probs[0, 1]), abs=1e-6)
 

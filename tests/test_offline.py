@@ -1,0 +1,102 @@
+"""The offline pair shipped in assets/: structure, size, speed of loading, accuracy bars, default-pair choice,
+and the train-offline command (seeded, resumable)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from app.core.data import load_dataset
+from app.core.facts import count_parameters
+from app.core.inference import predict
+
+from .conftest import shared
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFLINE = ROOT / "assets" / "offline"
+
+
+def test_assets_are_small_safetensors_with_model_cards():
+    total = sum(p.stat().st_size for p in (ROOT / "assets").rglob("*") if p.is_file())
+    assert total < 50 * 2**20, total
+    for name in ("bert-sst2", "albert-sst2"):
+        assert (OFFLINE / name / "model.safetensors").is_file()
+        assert not list((OFFLINE / name).glob("*.bin"))
+        card = (OFFLINE / name / "README.md").read_text()
+        assert "SST-2 dev" in card and "parameters" in card and "plain_reviews_and_tweets" in card
+    frozen = json.loads((OFFLINE / "bert-sst2" / "config.json").read_text())["albert_lens_frozen_from_minilm"]
+    assert frozen == {"bert.embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight"}
+
+
+def test_albert_has_both_parameter_reductions_and_is_small(offline_pair):
+    bert, albert = offline_pair.models
+    cfg = albert.model.config
+    assert cfg.model_type == "albert" and cfg.embedding_size == 128 and cfg.num_hidden_groups == 1
+    assert cfg.num_hidden_layers == bert.model.config.num_hidden_layers
+    assert count_parameters(albert.model) <= 0.40 * count_parameters(bert.model)
+
+
+def test_offline_pair_loads_in_under_5_seconds_from_a_fresh_cache(tmp_path):
+    code = ("import time; t=time.perf_counter(); from app.core.pair import Pair; p=Pair.resolve('offline'); "
+            "m=p.models; import app.core.loading as L; print(sum(c.load_seconds for c in m))")
+    env = dict(os.environ, ALBERT_LENS_CACHE=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-1500:]
+    assert float(out.stdout.split()[-1]) < 5.0
+
+
+def test_accuracy_bars_on_sst2_dev(offline_pair):
+    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples
+    gold = [e.label for e in dev]
+    bert, albert = (np.mean([p == g for p, g in zip(predict(m, dev).predicted, gold)]) for m in offline_pair.models)
+    assert bert >= 0.86, bert
+    assert albert >= 0.80, albert
+
+
+def test_plain_text_is_predicted_sensibly(offline_pair):
+    ds = load_dataset(ROOT / "assets" / "examples" / "sentiment_plain.jsonl")
+    for m in offline_pair.models:
+        acc = np.mean([p == e.label for p, e in zip(predict(m, ds.examples).predicted, ds.examples)])
+        assert acc >= 0.8, (m.name, acc)
+
+
+def test_default_pair_is_offline_here_and_says_why():
+    from app.core.pair import default_pair_spec
+
+    spec, reason = default_pair_spec()
+    assert spec.name == "offline"
+    assert "hub can't be reached" in reason
+
+
+def test_benchmark_cli_reports_both_models(capsys):
+    from app.cli import main
+
+    assert main(["benchmark", "--pair", "offline", "--dataset", str(shared("glue", "sst2", "dev.tsv")),
+                 "--limit", "64", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    a, b = res["models"]
+    assert a["n"] == b["n"] == 64
+    for r in (a, b):
+        assert 0 <= r["accuracy"] <= 1 and r["throughput_per_s"] > 0 and r["latency_ms_median"] > 0
+    assert res["ratios"]["parameters_b_over_a"] < 0.4
+
+
+def test_train_offline_is_seeded_and_resumable(tmp_path):
+    cmd = [sys.executable, "-m", "app", "train-offline", "--train", str(shared("glue", "sst2", "train.tsv")),
+           "--dev", str(shared("glue", "sst2", "dev.tsv")), "--out", str(tmp_path / "run"), "--limit", "96",
+           "--bert-epochs", "1", "--albert-epochs", "1"]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert {"bert", "albert", "albert_init", "final"} <= set(results)
+    settings = json.loads((tmp_path / "run" / "settings.json").read_text())
+    assert settings["seed"] == 13 and settings["train_limit"] == 96
+    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0
+    assert json.loads(second.stdout[second.stdout.index("{"):]) == results["final"]  # nothing retrained
+    import re
+
+    assert not re.search(r"\bbert:\s+\d+%|albert:\s+\d+%", second.stderr)  # no training: stages reused
+    assert re.search(r"\bbert:\s+\d+%", first.stderr) and re.search(r"albert:\s+\d+%", first.stderr)
