@@ -4,6 +4,7 @@ HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
@@ -39,5 +40,8 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
 
     # hosted mode: no loading of arbitrary models from the LIT UI
     loaders = {} if limits()["hosted"] else {"LensModel": (LensModel, LensModel.init_spec())}
+    import lit_nlp
+
+    kw.setdefault("client_root", str(Path(lit_nlp.__file__).parent / "client" / "build" / "default"))
     return dev_server.Server(models, data, generators=generators, interpreters=interpreters,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -42,10 +42,13 @@ def test_wordnet_antonyms_and_swaps(tiny_pair):
 
 def test_ablation_flip_really_flips(offline_pair):
     for clf in offline_pair.models:
-        ex = Example(("a gorgeous , witty , seductive movie .",))
+        ex = Example(("not a bad film at all , quite enjoyable .",))
         res = ablation_flip(clf, ex)
         assert res["removed"], res
         assert predict(clf, [Example(res["edited"])], validate=False).predicted[0] == res["after"] != res["before"]
+        assert res["size"] == len(res["removed"])
+    sure = ablation_flip(offline_pair.models[0], Example(("a gorgeous , witty , seductive movie .",)), max_size=1)
+    assert sure["removed"] is None and "no set of up to 1" in sure["note"]
 
 
 def test_hotflip_prediction_is_verified(offline_pair):

@@ -89,7 +89,11 @@ def test_server_info_lists_models_datasets_and_components(lit_server):
 def test_server_preds_and_salience_equal_the_core(lit_server):
     url, pair = lit_server
     text = "a gorgeous , witty , seductive movie ."
-    inputs = [{"id": "x", "data": {"sentence": text}}]
+    from lit_nlp.api.dataset import input_hash
+
+    data = {"sentence": text}
+    data["_id"] = input_hash(data)
+    inputs = [{"id": data["_id"], "data": data}]
     for clf in pair.models:
         preds = _post(url, f"/get_preds?model={clf.name}&dataset_name=sst2/dev&requested_types=MulticlassPreds", {"inputs": inputs})
         core = predict(clf, [Example((text,))]).probs[0]
@@ -99,4 +103,5 @@ def test_server_preds_and_salience_equal_the_core(lit_server):
         lit_scores = np.asarray(sal[0]["token_grad_sentence"]["salience"])
         ours = GradientXInput(clf).attribute(Example((text,)))
         tok = np.asarray(ours.token_scores[1:-1])  # word tokens, [CLS]/[SEP] excluded as in LIT's field tokens
+        tok = tok + np.finfo(np.float32).eps  # LIT's normalize_scores: add eps, then make |scores| sum to 1
         np.testing.assert_allclose(lit_scores, tok / np.abs(tok).sum(), atol=1e-4)

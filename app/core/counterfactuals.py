@@ -200,16 +200,20 @@ def _whole_word_vocab(clf: Classifier) -> tuple[torch.Tensor, list[str]]:
     if cache is not None:
         return cache
     tok = clf.tokenizer
+    vocab = tok.get_vocab()
+    sentencepiece = sum(p.startswith("▁") for p in vocab) > len(vocab) // 4  # else WordPiece ("##" pieces)
     ids, words = [], []
-    for piece, idx in tok.get_vocab().items():
+    for piece, idx in vocab.items():
         w = piece[1:] if piece.startswith("▁") else piece
         if piece.startswith("##") or not w.isalpha() or len(w) < 2 or idx in tok.all_special_ids:
             continue
-        if clf.family == "albert" and not piece.startswith("▁"):
+        if sentencepiece and not piece.startswith("▁"):
             continue
         ids.append(idx)
         words.append(w)
-    res = (torch.tensor(ids), words)
+    if not ids:
+        raise InputError(f"hotflip: {clf.name}'s vocabulary has no whole-word tokens to swap in")
+    res = (torch.tensor(ids, dtype=torch.long), words)
     clf._hotflip_vocab = res  # type: ignore[attr-defined]
     return res
 
