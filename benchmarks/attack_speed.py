@@ -26,9 +26,13 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def run(attack, examples, clf) -> tuple[float, list]:
+    """Each example starts from the same seed in both runs: DeepWordBug picks its character edits at random."""
+    from textattack.shared.utils import set_seed
+
     outs = []
     t0 = time.perf_counter()
     for ex in examples:
+        set_seed(0)
         inp = ex.text if len(ex.texts) == 1 else OrderedDict((f"text{i}", t) for i, t in enumerate(ex.texts))
         r = attack.attack(inp, clf.labels.index(ex.label))
         outs.append((type(r).__name__, r.perturbed_result.attacked_text.text))

@@ -44,3 +44,21 @@ def test_unknown_engine_and_job(tiny_pair):
         engine.run(tiny_pair.spec, "embed", [Example(("x",))], engine="spark")
     with pytest.raises(InputError, match="job: 'train'"):
         engine.run(tiny_pair.spec, "train", [Example(("x",))])
+
+
+def test_a_killed_worker_is_reported(tiny_pair, ray_local):
+    import ray
+
+    exs = [Example((f"{s} {i}",)) for i in range(6) for s in SENTENCES]
+
+    def kill_all(done, total):
+        if done == 1:
+            for name in ray.util.list_named_actors():
+                if name.startswith(engine.WORKER_PREFIX):
+                    ray.kill(ray.get_actor(name))
+
+    with pytest.raises(engine.WorkerFailed, match=r"a Ray worker died while processing batch \d+ of \d+"):
+        engine.run(tiny_pair.spec, "predict", exs, engine="ray", workers=2, batch_size=4, progress=kill_all)
+    # the engine still works afterwards
+    out = engine.run(tiny_pair.spec, "predict", exs[:8], engine="ray", workers=1, batch_size=4)
+    assert out[0].shape[0] == 8

@@ -87,3 +87,28 @@ def test_alignment_and_saliency_keep_every_word(tiny_pair, text):
         assert all(al.word_tokens[i] or i in al.unseen or i in al.cut for i in range(len(words)))
     sal = method("gradient_x_input", tiny_pair.models[1]).attribute(Example((text,)))
     assert sal.words == words and len(sal.scores) == len(words)
+
+
+def test_uploads_are_limited_in_size_and_type(tmp_path, monkeypatch):
+    from app import ui
+
+    big = tmp_path / "big.csv"
+    big.write_bytes(b"text,label\n" + b"x,1\n" * 10)
+    monkeypatch.setattr(ui, "MAX_UPLOAD_MB", 0.0001)
+    with pytest.raises(LensError, match=r"upload: big.csv is .* MB; the limit is"):
+        ui._upload_path(str(big))
+    monkeypatch.setattr(ui, "MAX_UPLOAD_MB", 20)
+    exe = tmp_path / "model.pkl"
+    exe.write_bytes(b"\x80\x04")
+    with pytest.raises(LensError, match="upload: model.pkl is not a .csv, .tsv or .jsonl file"):
+        ui._upload_path(str(exe))
+    assert ui._upload_path(str(big)) == str(big)
+
+
+def test_servers_bind_loopback_unless_told_otherwise():
+    from app.cli import build_parser
+
+    parser = build_parser()
+    for cmd, port in (("app", 7860), ("lit", 5432)):
+        args = parser.parse_args([cmd])
+        assert args.host == "127.0.0.1" and args.port == port

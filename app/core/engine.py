@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .data import Example
-from .errors import InputError
+from .errors import InputError, LensError
 from .registry import PairSpec
 
 JOBS = ("embed", "predict", "attack")
@@ -96,18 +96,35 @@ def _run_ray(spec, job, batches, params, address, workers, progress):
         def run(self, job, batch, params):
             return run_batch(self.pair, job, batch, params)
 
-    actors = [PairWorker.remote(spec) for _ in range(max(1, workers))]
+    import uuid
+
+    tag = uuid.uuid4().hex[:8]
+    actors = [PairWorker.options(name=f"{WORKER_PREFIX}{tag}-{i}").remote(spec) for i in range(max(1, workers))]
     pending = {actors[k % len(actors)].run.remote(job, b, params): k for k, b in enumerate(batches)}
     parts: list = [None] * len(batches)
     done = 0
-    while pending:
-        ready, _ = ray.wait(list(pending), num_returns=1)
-        for ref in ready:
-            k = pending.pop(ref)
-            parts[k] = ray.get(ref)  # a killed worker raises here, naming the actor
-            done += 1
-            if progress:
-                progress(done, len(batches))
-    for a in actors:
-        ray.kill(a)
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                k = pending.pop(ref)
+                try:
+                    parts[k] = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    raise WorkerFailed(
+                        f"engine: a Ray worker died while processing batch {k + 1} of {len(batches)} "
+                        f"({type(exc).__name__}); nothing was written, re-run the job to retry") from None
+                done += 1
+                if progress:
+                    progress(done, len(batches))
+    finally:
+        for a in actors:
+            ray.kill(a)
     return parts
+
+
+WORKER_PREFIX = "albert-lens-worker-"
+
+
+class WorkerFailed(LensError):
+    pass

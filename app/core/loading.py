@@ -5,12 +5,13 @@ Security: `trust_remote_code` is always False; safetensors are preferred; a `.bi
 """
 from __future__ import annotations
 
+import copy
 import os
 import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -31,10 +32,22 @@ class ModelLoadError(LensError, RuntimeError):
 class Classifier:
     spec: ModelSpec
     model: torch.nn.Module
-    tokenizer: object
+    base_tokenizer: object
     origin: str  # "offline assets", "local directory", "hub", "local Hugging Face cache"
     path: str
     load_seconds: float
+    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+
+    @property
+    def tokenizer(self):
+        """The tokenizer, one copy per thread: a fast tokenizer's settings live in shared Rust state, and two
+        threads calling it at once fail with "Already borrowed" (seen under load with 16 app users)."""
+        tok = getattr(self._local, "tok", None)
+        if tok is None:
+            main = threading.current_thread() is threading.main_thread()
+            tok = self.base_tokenizer if main else copy.deepcopy(self.base_tokenizer)
+            self._local.tok = tok
+        return tok
 
     @property
     def name(self) -> str:
