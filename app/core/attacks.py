@@ -319,7 +319,7 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
 def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Example], *,
                 query_budget: int | None = 200, time_limit: float | None = 60.0,
                 cancel: threading.Event | None = None, skip: set[int] | None = None,
-                on_result: Callable[[dict], None] | None = None) -> list[dict]:
+                on_result: Callable[[dict], None] | None = None, seed: int = 0) -> list[dict]:
     """Attack every example on every model; add transfer: each adversarial text re-predicted on the other model."""
     ok, why = recipe_status(recipe)
     if not ok:
@@ -334,14 +334,26 @@ def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Ex
             continue
         if cancel is not None and cancel.is_set():
             raise AttackCancelled("attack cancelled")
-        per_model = [attack_one(clf, recipe, ex, query_budget=query_budget, time_limit=time_limit, cancel=cancel,
-                                attack=a, wrapper=w) for clf, w, a in prepared]
+        per_model = []
+        for k, (clf, w, a) in enumerate(prepared):
+            _seed(ex, k, seed)  # random recipes (deepwordbug, pruthi) give the same result however batches are split
+            per_model.append(attack_one(clf, recipe, ex, query_budget=query_budget, time_limit=time_limit,
+                                        cancel=cancel, attack=a, wrapper=w))
         row = {"index": i, "texts": list(ex.texts), "gold": ex.label, "results": per_model,
                "transfer": transfer(models, ex, per_model)}
         out.append(row)
         if on_result:
             on_result(row)
     return out
+
+
+def _seed(example: Example, model_index: int, seed: int) -> None:
+    import hashlib
+
+    from textattack.shared.utils import set_seed
+
+    h = int(hashlib.sha256("\x1f".join(example.texts).encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
+    set_seed((seed + h + model_index) % 2**31)
 
 
 def transfer(models: Sequence[Classifier], example: Example, per_model: list[dict]) -> list[dict]:
