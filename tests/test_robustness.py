@@ -93,7 +93,7 @@ def test_uploads_are_limited_in_size_and_type(tmp_path, monkeypatch):
     from app import ui
 
     big = tmp_path / "big.csv"
-    big.write_bytes(b"text,label\n" + b"x,1\n" * 10)
+    big.write_bytes(b"text,label\n" + b"x,1\n" * 100)
     monkeypatch.setattr(ui, "MAX_UPLOAD_MB", 0.0001)
     with pytest.raises(LensError, match=r"upload: big.csv is .* MB; the limit is"):
         ui._upload_path(str(big))
