@@ -320,10 +320,13 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
                       progress=gr.Progress()):
             key = getattr(request, "session_hash", None) or "default"
             cancel = _CANCEL[key] = threading.Event()
-            progress(0, desc=f"{recipe_name}: starting")
-            res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, int(n_ex or 5),
-                             int(q or 200), float(tl or 30), cancel=cancel,
-                             progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
+            try:
+                progress(0, desc=f"{recipe_name}: starting")
+                res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, int(n_ex or 5),
+                                 int(q or 200), float(tl or 30), cancel=cancel,
+                                 progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
+            finally:
+                _CANCEL.pop(key, None)  # one entry per running attack, not one per session ever seen
             first = res["examples"][0]["results"] if res["examples"] else []
             hl = [[(c, "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
                   [(r["outcome"], None)] for r in first] or [[], []]

@@ -51,21 +51,16 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
 
 def speed(clf, examples, batch_size: int = 32) -> dict:
     """Live latency (one example at a time, median) and throughput (batched) on the given examples."""
-    import statistics
     import time
 
+    from .benchmark import latency
     from .inference import predict
 
-    predict(clf, examples[:1])  # warm-up
-    times = []
-    for ex in examples[:10]:
-        t0 = time.perf_counter()
-        predict(clf, [ex])
-        times.append(time.perf_counter() - t0)
+    lat = latency(clf, examples, n=10)
     t0 = time.perf_counter()
     predict(clf, examples, batch_size=batch_size)
     total = time.perf_counter() - t0
-    return {"latency_ms": 1000 * statistics.median(times), "throughput_per_s": len(examples) / total}
+    return {"latency_ms": lat["latency_ms_median"], "throughput_per_s": len(examples) / total}
 
 
 def model_facts(clf, examples) -> dict:
