@@ -30,6 +30,13 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=2, help="Ray workers, one model pair each")
 
 
+def _engine(args):
+    """The Engine of --engine/--address/--workers (in process by default)."""
+    from app.core.engine import Engine
+
+    return Engine(getattr(args, "engine", "local"), getattr(args, "address", None), getattr(args, "workers", 2))
+
+
 def _pair(args):
     from app.core.pair import Pair
 
@@ -75,7 +82,8 @@ def cmd_benchmark(args) -> int:
 
     pair = _pair(args)
     ds = load_dataset(args.dataset, task=pair.spec.task.name).head(args.limit)
-    res = benchmark(pair, ds, progress_bar=not args.json)
+    with _engine(args) as engine:
+        res = benchmark(pair, ds, progress_bar=not args.json, engine=engine)
     print(json.dumps(res, indent=2) if args.json else format_table(res))
     return 0
 
@@ -182,7 +190,8 @@ def cmd_checklist(args) -> int:
         bar.n = done
         bar.refresh()
 
-    res = api.checklist(pair, args.suite, args.sample, progress=step)
+    with _engine(args) as engine:
+        res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine)
     bar.close()
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
@@ -196,8 +205,9 @@ def cmd_report(args) -> int:
     from app.core.report import generate
 
     pair = _pair(args)
-    res = generate(pair, args.out, datasets=args.datasets or [], suites=args.suites, limit=args.limit,
-                   sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n)
+    with _engine(args) as engine:
+        res = generate(pair, args.out, datasets=args.datasets or [], suites=args.suites, limit=args.limit,
+                       sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n, engine=engine)
     print(f"report written to {res['out']}: {', '.join(res['files'])} "
           f"({len(res['reused'])} of {len(res['sections'])} sections reused from the cache)")
     return 0
@@ -256,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="a dataset file (GLUE tsv, csv, jsonl) or datasets id")
     p.add_argument("--limit", type=int, help="first N examples only")
     p.add_argument("--json", action="store_true")
+    _engine_args(p)
     p.set_defaults(func=cmd_benchmark)
 
     p = sub.add_parser("app", help="start the Gradio app (default http://127.0.0.1:7860)")
@@ -290,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--suite", required=True, help="CheckList suite export (*_suite.json.gz)")
     p.add_argument("--sample", type=int, default=None, help="cases per test (the release's run_idxs first)")
     p.add_argument("--json", action="store_true")
+    _engine_args(p)
     p.set_defaults(func=cmd_checklist)
 
     p = sub.add_parser("report", help="benchmark, CheckList, attacks, UMAP, parameters and speed: markdown + PNG + HTML")
@@ -301,6 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=20, help="CheckList cases per test")
     p.add_argument("--attack-n", type=int, default=10, help="examples attacked per recipe")
     p.add_argument("--umap-n", type=int, default=500, help="examples in the UMAP figure")
+    _engine_args(p)
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("embed", help="sentence embeddings of both models for a dataset (.npz), locally or on Ray")

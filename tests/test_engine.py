@@ -62,3 +62,98 @@ def test_a_killed_worker_is_reported(tiny_pair, ray_local):
     # the engine still works afterwards
     out = engine.run(tiny_pair.spec, "predict", exs[:8], engine="ray", workers=1, batch_size=4)
     assert out[0].shape[0] == 8
+
+
+def test_engine_keeps_its_workers_between_jobs(tiny_pair, ray_local):
+    import ray
+
+    exs = [Example((s,)) for s in SENTENCES]
+    with engine.Engine("ray", workers=2, batch_size=2) as eng:
+        eng.run(tiny_pair.spec, "predict", exs)
+        first = sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX))
+        eng.run(tiny_pair.spec, "embed", exs)
+        assert sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)) == first
+        assert len(first) == 2
+    assert not [n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)]
+
+
+def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local):
+    from app.core import api
+    from app.core.benchmark import benchmark
+    from app.core.data import load_dataset
+
+    from .conftest import shared
+
+    suite = str(shared("checklist", "sentiment_suite.json.gz"))
+    ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(50)
+    local_cl = api.checklist(tiny_pair, suite, 3)
+    local_b = benchmark(tiny_pair, ds)
+    with engine.Engine("ray", workers=2, batch_size=16) as eng:
+        remote_cl = api.checklist(tiny_pair, suite, 3, engine=eng)
+        remote_b = benchmark(tiny_pair, ds, engine=eng)
+    strip = lambda res: [[(r["n"], r["failed"]) for r in t["results"]] for t in res["tests"]]
+    assert strip(remote_cl) == strip(local_cl) and remote_cl["capabilities"] == local_cl["capabilities"]
+    assert sum(n for t in strip(local_cl) for n, _ in t) > 0
+    assert remote_b["engine"]["engine"] == "ray" and remote_b["engine"]["workers"] == 2
+    assert local_b["engine"] == {"engine": "local"}
+    for a, b in zip(local_b["models"], remote_b["models"]):
+        assert a["accuracy"] == b["accuracy"] and a["parameters"] == b["parameters"] and a["n"] == b["n"] == 50
+        assert b["throughput_per_s"] > 0 and b["latency_ms_median"] > 0
+
+
+def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch):
+    import json
+
+    from app.core import projection
+    from app.core.report import generate
+
+    from .conftest import shared
+
+    ds = str(shared("glue", "sst2", "dev.tsv"))
+    suite = str(shared("checklist", "sentiment_suite.json.gz"))
+    kw = dict(datasets=[ds], suites=[suite], limit=40, sample=3, attack_n=2, umap_n=30, progress_bar=False)
+    sections = {}
+    for name in ("local", "ray"):
+        monkeypatch.setattr(projection, "cache_dir", lambda name=name: tmp_path / f"emb-{name}")  # no sharing
+        with engine.Engine(name, workers=2) as eng:
+            res = generate(tiny_pair, tmp_path / name, engine=eng, **kw)
+        assert res["reused"] == []
+        sections[name] = {p.stem: json.loads(p.read_text()) for p in (tmp_path / name / "cache").glob("*.json")}
+        assert (tmp_path / name / "report.md").is_file() and (tmp_path / name / "umap.png").is_file()
+    loc, rem = sections["local"], sections["ray"]
+    assert sorted(loc) == sorted(rem) and len(loc) == 6  # same cache keys: either engine's cache serves the other
+    for key, a in loc.items():
+        b, kind = rem[key], key.split("-")[0]
+        if kind == "benchmark":
+            assert [m["accuracy"] for m in a["models"]] == [m["accuracy"] for m in b["models"]]
+        elif kind == "checklist":
+            assert a["capabilities"] == b["capabilities"]
+        elif kind == "umap":
+            assert a["knn_overlap"] == b["knn_overlap"]
+            assert [p["prediction"] for p in a["points"]] == [p["prediction"] for p in b["points"]]
+        elif kind == "facts":
+            assert [m["parameters"] for m in a["models"]] == [m["parameters"] for m in b["models"]]
+        elif kind == "attack":
+            pick = lambda s: {m: (v["successes"], v["attacked"], v["avg_queries"]) for m, v in s["summary"].items()}
+            assert ("unavailable" in a) == ("unavailable" in b)
+            if "summary" in a:
+                assert pick(a) == pick(b)
+
+
+def test_cli_benchmark_on_ray(tiny_dirs, ray_local, capsys):
+    import json
+
+    from app.cli import main
+
+    from .conftest import shared
+
+    base = ["benchmark", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
+            "--dataset", str(shared("glue", "sst2", "dev.tsv")), "--limit", "20", "--json"]
+    assert main(base + ["--engine", "ray", "--workers", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert main(base) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert remote["engine"]["engine"] == "ray" and remote["engine"]["wall_seconds"] > 0
+    assert [m["accuracy"] for m in remote["models"]] == [m["accuracy"] for m in local["models"]]
+    assert main(base + ["--engine", "ray", "--workers", "0"]) == 2
+    assert "workers: 0 must be at least 1" in capsys.readouterr().err

@@ -188,15 +188,25 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
             "summary": attacks.summarize(rows, pair.models)}
 
 
-def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None) -> dict:
-    """Run a released CheckList suite (path to its JSON export) on both models."""
+def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None, engine=None) -> dict:
+    """Run a released CheckList suite (path to its JSON export) on both models; with a Ray `engine` the
+    suite's inputs are predicted on its workers."""
     from . import checklist as cl
+    from .engine import ray_or_none
+    from .inference import from_logits
 
     cap = limits()
     if cap["hosted"]:
         sample = min(sample or 20, 50)
     s = cl.load_suite(suite)
-    results = cl.run_suite(s, pair.models, sample=sample, progress=progress)
+    remote = ray_or_none(engine)
+    probabilities = None
+    if remote is not None:
+        def probabilities(inputs):
+            logits = remote.run(pair.spec, "predict", inputs, params={"validate": False, "batch_size": 64},
+                                progress=progress)
+            return [from_logits(clf, lg).probs for clf, lg in zip(pair.models, logits)]
+    results = cl.run_suite(s, pair.models, sample=sample, progress=progress, probabilities=probabilities)
     names = [m.name for m in pair.models]
     caps = {}
     for cap_name, tests in cl.by_capability(results).items():

@@ -43,12 +43,24 @@ def latency(clf, examples, n: int = LATENCY_SAMPLES) -> dict:
             "latency_ms_p95": 1000 * times[min(len(times) - 1, int(0.95 * len(times)))]}
 
 
+def profile(clf, examples) -> dict:
+    """What a benchmark row needs besides predictions: parameter counts and single-example latency."""
+    return {"parameters": count_parameters(clf.model),
+            **{f"parameters_{k}": v for k, v in parameter_split(clf.model).items()}, **latency(clf, examples)}
+
+
 def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_bar: bool = False,
-              progress=None) -> dict:
+              progress=None, engine=None) -> dict:
+    """Accuracy (or correlation), parameters, throughput and latency of both models. With a Ray `engine` the
+    predictions run on its workers in batches and latency on one worker; accuracy is the same as in process."""
     labelled = [ex for ex in dataset.examples if ex.label is not None]
     if not labelled:
         raise InputError(f"dataset: {dataset.name} has no labelled examples to score")
     gold = [ex.label for ex in labelled]
+    from .engine import ray_or_none
+
+    if ray_or_none(engine) is not None:
+        return _benchmark_remote(pair, dataset.name, labelled, gold, engine, batch_size, progress_bar, progress)
     rows = []
     bar = None
     if progress_bar:
@@ -67,14 +79,51 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_ba
         rows.append({
             "model": clf.name, "source": clf.spec.source, "n": len(labelled),
             **quality(clf, pred, gold),
-            "parameters": count_parameters(clf.model), **{f"parameters_{k}": v for k, v in parameter_split(clf.model).items()},
             "throughput_per_s": len(labelled) / pred.seconds, "seconds": pred.seconds,
-            **latency(clf, labelled),
+            **profile(clf, labelled[:LATENCY_SAMPLES]),
         })
     if bar is not None:
         bar.close()
+    return _result(pair, dataset.name, labelled, rows, {"engine": "local"})
+
+
+def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_bar, progress) -> dict:
+    """Predictions in batches across the engine's workers, latency and parameters on one worker. Throughput per
+    model is its compute time summed over batches (comparable with a local run); the cluster's wall time is
+    reported beside it."""
+    from .inference import from_logits
+
+    bar = None
+    if progress_bar:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=1, desc=f"benchmark on {engine.kind}", unit="batch")
+
+    def step(done, total):
+        if bar is not None:
+            bar.total, bar.n = total, done
+            bar.refresh()
+        if progress:
+            progress(done, total)
+
+    t0 = time.perf_counter()
+    timed = engine.run(pair.spec, "timed_predict", labelled, params={"batch_size": batch_size}, progress=step)
+    wall = time.perf_counter() - t0
+    prof = engine.run(pair.spec, "profile", labelled[:LATENCY_SAMPLES])
+    if bar is not None:
+        bar.close()
+    rows = []
+    for clf, t, p in zip(pair.models, timed, prof):
+        pred = from_logits(clf, t["logits"], t["seconds"])
+        rows.append({"model": clf.name, "source": clf.spec.source, "n": len(labelled), **quality(clf, pred, gold),
+                     "throughput_per_s": len(labelled) / t["seconds"], "seconds": t["seconds"], **p})
+    return _result(pair, name, labelled, rows, engine.describe() | {
+        "wall_seconds": wall, "examples_per_s_both_models": 2 * len(labelled) / wall})
+
+
+def _result(pair, name, labelled, rows, engine_info) -> dict:
     a, b = rows
-    return {"pair": pair.name, "dataset": dataset.name, "n": len(labelled), "models": rows,
+    return {"pair": pair.name, "dataset": name, "n": len(labelled), "models": rows, "engine": engine_info,
             "ratios": {"parameters_b_over_a": b["parameters"] / a["parameters"],
                        "throughput_b_over_a": b["throughput_per_s"] / a["throughput_per_s"],
                        "latency_b_over_a": b["latency_ms_median"] / a["latency_ms_median"]}}

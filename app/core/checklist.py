@@ -245,8 +245,10 @@ class TestResult:
 
 
 def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None = None, seed: int = 0,
-              n_examples: int = 3, progress=None) -> list[TestResult]:
-    """Every test on every model; each distinct input is predicted once per model."""
+              n_examples: int = 3, progress=None,
+              probabilities: Callable[[list[Example]], list[np.ndarray]] | None = None) -> list[TestResult]:
+    """Every test on every model; each distinct input is predicted once per model, in process or by
+    `probabilities` (inputs -> one probability array per model), e.g. on a Ray engine."""
     space_fn = sentiment_space if suite.kind == "sentiment" else qqp_space
     n_fields = 2 if suite.kind == "qqp" else 1
     for clf in models:
@@ -265,11 +267,14 @@ def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None 
                 uniq.setdefault(_key(x), len(uniq))
         plan.append((test, fn, idxs))
     inputs = [Example(k) for k in uniq]
-    spaces = []
-    for m, clf in enumerate(models):
-        step = (lambda d, n, m=m: progress(m * n + d, len(models) * n)) if progress else None
-        probs = predict(clf, inputs, batch_size=64, progress=step, validate=False).probs
-        spaces.append(space_fn(clf, probs))
+    if probabilities is not None:
+        all_probs = probabilities(inputs)
+    else:
+        all_probs = []
+        for m, clf in enumerate(models):
+            step = (lambda d, n, m=m: progress(m * n + d, len(models) * n)) if progress else None
+            all_probs.append(predict(clf, inputs, batch_size=64, progress=step, validate=False).probs)
+    spaces = [space_fn(clf, probs) for clf, probs in zip(models, all_probs)]
     out = []
     for test, fn, idxs in plan:
         tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation)

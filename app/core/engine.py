@@ -1,11 +1,15 @@
 """Batch jobs in process (default) or on a Ray cluster: one model pair per worker, data split in batches,
 results put back in input order, identical to the local run.
 
-Jobs: `embed` (sentence embeddings of both models), `predict` (logits of both models), `attack` (paired attacks).
-The same function runs a batch in both engines, so the two cannot drift apart.
+Jobs: `embed` (sentence embeddings of both models), `predict` (logits of both models), `timed_predict` (logits
+and the compute seconds of each model, for benchmarks), `attack` (paired attacks), and two whole-sample jobs run
+on one worker: `profile` (latency and parameter counts) and `facts` (model facts). The same function runs a batch
+in both engines, so the two cannot drift apart. An `Engine` keeps its Ray workers between jobs, so a report's
+sections load each model pair once per worker.
 """
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -14,7 +18,14 @@ from .data import Example
 from .errors import InputError, LensError
 from .registry import PairSpec
 
-JOBS = ("embed", "predict", "attack")
+JOBS = ("embed", "predict", "timed_predict", "attack", "profile", "facts")
+WHOLE = ("profile", "facts")  # jobs that see the whole sample in one call
+ENGINES = ("local", "ray")
+WORKER_PREFIX = "albert-lens-worker-"
+
+
+class WorkerFailed(LensError):
+    pass
 
 
 def run_batch(pair, job: str, batch: list[Example], params: dict):
@@ -24,21 +35,38 @@ def run_batch(pair, job: str, batch: list[Example], params: dict):
 
         return [embed(clf, batch, layer=params.get("layer", -1), pooling=params.get("pooling", "cls"))
                 for clf in pair.models]
-    if job == "predict":
-        from .inference import predict
+    if job in ("predict", "timed_predict"):
+        from .inference import DEFAULT_BATCH, predict
 
-        return [predict(clf, batch).logits for clf in pair.models]
+        preds = [predict(clf, batch, batch_size=params.get("batch_size", DEFAULT_BATCH),
+                         validate=params.get("validate", True)) for clf in pair.models]
+        if job == "predict":
+            return [p.logits for p in preds]
+        return [{"logits": p.logits, "seconds": p.seconds} for p in preds]
     if job == "attack":
         from .attacks import attack_pair
 
         return attack_pair(pair.models, params["recipe"], batch, query_budget=params.get("query_budget", 200),
                            time_limit=params.get("time_limit", 60.0))
+    if job == "profile":
+        from .benchmark import profile
+
+        return [profile(clf, batch) for clf in pair.models]
+    if job == "facts":
+        from .facts import model_facts
+
+        return [model_facts(clf, batch) for clf in pair.models]
     raise InputError(f"job: {job!r} is not one of {JOBS}")
 
 
 def _combine(job: str, parts: list, offsets: list[int]):
+    if job in WHOLE:
+        return parts[0]
     if job in ("embed", "predict"):
         return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
+    if job == "timed_predict":
+        return [{"logits": np.concatenate([p[k]["logits"] for p in parts]),
+                 "seconds": float(sum(p[k]["seconds"] for p in parts))} for k in range(len(parts[0]))]
     rows = []
     for part, off in zip(parts, offsets):
         for r in part:
@@ -46,85 +74,161 @@ def _combine(job: str, parts: list, offsets: list[int]):
     return rows
 
 
+class Engine:
+    """Where batch jobs run. `Engine()` is in process; `Engine("ray", address, workers)` uses a Ray cluster
+    (a local one when no address is given). Use as a context manager, or call `close()`, to free the workers."""
+
+    def __init__(self, kind: str = "local", address: str | None = None, workers: int = 2, batch_size: int = 256):
+        if kind not in ENGINES:
+            raise InputError(f"engine: {kind!r} is not 'local' or 'ray'")
+        if workers < 1:
+            raise InputError(f"workers: {workers} must be at least 1")
+        if batch_size < 1:
+            raise InputError(f"batch: {batch_size} must be at least 1")
+        self.kind, self.address, self.workers, self.batch_size = kind, address, workers, batch_size
+        self._actors: dict[str, list] = {}
+
+    @property
+    def is_local(self) -> bool:
+        return self.kind == "local"
+
+    def describe(self) -> dict:
+        if self.is_local:
+            return {"engine": "local"}
+        return {"engine": "ray", "workers": self.workers, "address": self.address or "local Ray instance"}
+
+    def run(self, spec: PairSpec, job: str, examples: Sequence[Example], *, params: dict | None = None,
+            batch_size: int | None = None, progress: Callable[[int, int], None] | None = None):
+        """Run `job` over `examples`; returns per-model arrays (embed/predict), per-model dicts (timed_predict,
+        profile, facts) or attack rows, in input order."""
+        params = params or {}
+        if job not in JOBS:
+            raise InputError(f"job: {job!r} is not one of {JOBS}")
+        if not examples:
+            raise InputError("dataset: no examples to process")
+        size = len(examples) if job in WHOLE else (batch_size or self._chunk(len(examples)))
+        batches = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
+        offsets = [i * size for i in range(len(batches))]
+        if self.is_local:
+            from .pair import Pair
+
+            pair = Pair(spec)
+            parts = []
+            for k, b in enumerate(batches):
+                parts.append(run_batch(pair, job, b, params))
+                if progress:
+                    progress(k + 1, len(batches))
+            return _combine(job, parts, offsets)
+        return _combine(job, self._run_ray(spec, job, batches, params, progress), offsets)
+
+    def _chunk(self, n: int) -> int:
+        """Batch size: at most `batch_size`, small enough that every Ray worker gets about two batches."""
+        if self.is_local:
+            return self.batch_size
+        return max(1, min(self.batch_size, -(-n // (2 * self.workers))))
+
+    # ------------------------------------------------------------------ Ray
+    def _workers(self, spec: PairSpec) -> list:
+        import ray
+
+        key = repr(spec)
+        if key in self._actors:
+            return self._actors[key]
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, ignore_reinit_error=True, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.workers, include_dashboard=False, ignore_reinit_error=True,
+                         log_to_driver=False)
+        tag = uuid.uuid4().hex[:8]
+        actors = [_worker_class().options(name=f"{WORKER_PREFIX}{tag}-{i}").remote(spec)
+                  for i in range(self.workers)]
+        self._actors[key] = actors
+        return actors
+
+    def _run_ray(self, spec, job, batches, params, progress):
+        import ray
+
+        actors = self._workers(spec)
+        pending = {actors[k % len(actors)].run.remote(job, b, params): k for k, b in enumerate(batches)}
+        parts: list = [None] * len(batches)
+        done = 0
+        try:
+            while pending:
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    k = pending.pop(ref)
+                    try:
+                        parts[k] = ray.get(ref)
+                    except ray.exceptions.RayActorError as exc:
+                        raise WorkerFailed(
+                            f"engine: a Ray worker died while processing batch {k + 1} of {len(batches)} "
+                            f"({type(exc).__name__}); nothing was written, re-run the job to retry") from None
+                    done += 1
+                    if progress:
+                        progress(done, len(batches))
+        except BaseException:
+            self.close()  # a dead or interrupted worker set is not reused
+            raise
+        return parts
+
+    def close(self) -> None:
+        if not self._actors:
+            return
+        import ray
+
+        for actors in self._actors.values():
+            for a in actors:
+                try:
+                    ray.kill(a)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+        self._actors.clear()
+
+    def __enter__(self) -> "Engine":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_WORKER = None
+
+
+def _worker_class():
+    """The Ray actor class, defined once (Ray registers it on first use)."""
+    global _WORKER
+    if _WORKER is None:
+        import ray
+
+        @ray.remote(num_cpus=1)
+        class PairWorker:
+            def __init__(self, spec):
+                import torch
+
+                from app.core import runtime
+                from app.core.pair import Pair
+
+                runtime.prepare()
+                torch.set_num_threads(1)
+                self.pair = Pair(spec)
+                _ = self.pair.models  # load once per worker
+
+            def run(self, job, batch, params):
+                return run_batch(self.pair, job, batch, params)
+
+        _WORKER = PairWorker
+    return _WORKER
+
+
 def run(spec: PairSpec, job: str, examples: Sequence[Example], *, params: dict | None = None,
         engine: str = "local", address: str | None = None, workers: int = 1, batch_size: int = 256,
         progress: Callable[[int, int], None] | None = None):
-    """Run `job` over `examples` with the pair `spec`; returns per-model arrays (embed/predict) or attack rows."""
-    params = params or {}
-    if job not in JOBS:
-        raise InputError(f"job: {job!r} is not one of {JOBS}")
-    batches = [list(examples[i : i + batch_size]) for i in range(0, len(examples), batch_size)]
-    offsets = [i * batch_size for i in range(len(batches))]
-    if not batches:
-        raise InputError("dataset: no examples to process")
-    if engine == "local":
-        from .pair import Pair
-
-        pair = Pair(spec)
-        parts = []
-        for k, b in enumerate(batches):
-            parts.append(run_batch(pair, job, b, params))
-            if progress:
-                progress(k + 1, len(batches))
-        return _combine(job, parts, offsets)
-    if engine == "ray":
-        return _combine(job, _run_ray(spec, job, batches, params, address, workers, progress), offsets)
-    raise InputError(f"engine: {engine!r} is not 'local' or 'ray'")
+    """One job on a fresh engine (workers freed afterwards)."""
+    with Engine(engine, address, workers, batch_size) as e:
+        return e.run(spec, job, examples, params=params, progress=progress)
 
 
-def _run_ray(spec, job, batches, params, address, workers, progress):
-    import ray
-
-    if not ray.is_initialized():
-        if address:
-            ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-        else:
-            ray.init(num_cpus=max(workers, 1), include_dashboard=False, ignore_reinit_error=True,
-                     log_to_driver=False)
-
-    @ray.remote(num_cpus=1)
-    class PairWorker:
-        def __init__(self, spec):
-            import torch
-
-            from app.core.pair import Pair
-
-            torch.set_num_threads(1)
-            self.pair = Pair(spec)
-            _ = self.pair.models  # load once per worker
-
-        def run(self, job, batch, params):
-            return run_batch(self.pair, job, batch, params)
-
-    import uuid
-
-    tag = uuid.uuid4().hex[:8]
-    actors = [PairWorker.options(name=f"{WORKER_PREFIX}{tag}-{i}").remote(spec) for i in range(max(1, workers))]
-    pending = {actors[k % len(actors)].run.remote(job, b, params): k for k, b in enumerate(batches)}
-    parts: list = [None] * len(batches)
-    done = 0
-    try:
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1)
-            for ref in ready:
-                k = pending.pop(ref)
-                try:
-                    parts[k] = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:
-                    raise WorkerFailed(
-                        f"engine: a Ray worker died while processing batch {k + 1} of {len(batches)} "
-                        f"({type(exc).__name__}); nothing was written, re-run the job to retry") from None
-                done += 1
-                if progress:
-                    progress(done, len(batches))
-    finally:
-        for a in actors:
-            ray.kill(a)
-    return parts
-
-
-WORKER_PREFIX = "albert-lens-worker-"
-
-
-class WorkerFailed(LensError):
-    pass
+def ray_or_none(engine: Engine | None) -> Engine | None:
+    """The engine when it is remote, None for in-process work (callers then use their loaded models)."""
+    return None if engine is None or engine.is_local else engine

@@ -117,7 +117,12 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
         if progress:
             progress(done, len(examples))
     seconds = time.perf_counter() - t0
-    n_tokens = int(sum(len(x) for x in enc["input_ids"]))
+    return from_logits(clf, logits, seconds, int(sum(len(x) for x in enc["input_ids"])))
+
+
+def from_logits(clf: Classifier, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0) -> Prediction:
+    """A Prediction from raw logits, e.g. computed on a Ray worker: the same softmax as a local run."""
+    logits = np.asarray(logits, dtype=np.float32)
     if clf.is_regression:
         return Prediction(clf.name, None, None, logits[:, 0].copy(), logits, seconds, n_tokens)
     probs = torch.softmax(torch.from_numpy(logits), -1).numpy()

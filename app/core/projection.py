@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,24 +32,63 @@ def _key(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str)
     return h.hexdigest()[:24]
 
 
-def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
-                      progress=None) -> tuple[np.ndarray, bool]:
-    """(embeddings, came_from_cache)."""
+def _cache_path(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str) -> Path:
     folder = cache_dir() / "embeddings"
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{_key(clf, examples, layer, pooling)}.npy"
+    return folder / f"{_key(clf, examples, layer, pooling)}.npy"
+
+
+def _load_cached(path: Path, n: int) -> np.ndarray | None:
     if path.is_file():
         try:
             arr = np.load(path, allow_pickle=False)
-            if arr.shape[0] == len(examples):
-                return arr, True
+            if arr.shape[0] == n:
+                return arr
         except (OSError, ValueError):
             path.unlink(missing_ok=True)  # a torn write: recompute
-    arr = embed(clf, examples, layer=layer, pooling=pooling, progress=progress)
+    return None
+
+
+def _store(path: Path, arr: np.ndarray) -> None:
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, arr)
     tmp.replace(path)
+
+
+def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
+                      progress=None) -> tuple[np.ndarray, bool]:
+    """(embeddings, came_from_cache)."""
+    path = _cache_path(clf, examples, layer, pooling)
+    arr = _load_cached(path, len(examples))
+    if arr is not None:
+        return arr, True
+    arr = embed(clf, examples, layer=layer, pooling=pooling, progress=progress)
+    _store(path, arr)
     return arr, False
+
+
+def pair_embeddings(models: Sequence[Classifier], examples: Sequence[Example], *, layer: int = -1,
+                    pooling: str = "cls", progress=None,
+                    compute: Callable[[Sequence[Example]], list[np.ndarray]] | None = None
+                    ) -> tuple[list[np.ndarray], list[bool]]:
+    """Both models' embeddings through the same cache; `compute` (examples -> one array per model, e.g. a Ray
+    engine's `embed` job) replaces the in-process computation of what is missing."""
+    if compute is None:
+        embs, cached = [], []
+        for m, clf in enumerate(models):
+            step = (lambda d, n, m=m: progress(m * n + d, 2 * n)) if progress else None
+            e, c = cached_embeddings(clf, examples, layer=layer, pooling=pooling, progress=step)
+            embs.append(e)
+            cached.append(c)
+        return embs, cached
+    paths = [_cache_path(clf, examples, layer, pooling) for clf in models]
+    found = [_load_cached(p, len(examples)) for p in paths]
+    if all(f is not None for f in found):
+        return found, [True] * len(models)
+    embs = compute(examples)
+    for p, e in zip(paths, embs):
+        _store(p, e)
+    return embs, [False] * len(models)
 
 
 def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed: int = 0) -> np.ndarray:
@@ -110,13 +150,10 @@ class Projection:
 
 
 def project_pair(models: Sequence[Classifier], examples: Sequence[Example], *, method: str = "umap",
-                 layer: int = -1, pooling: str = "cls", k: int = 10, progress=None) -> Projection:
-    embs, cached = [], []
-    for m, clf in enumerate(models):
-        step = (lambda d, n, m=m: progress(m * n + d, 2 * n)) if progress else None
-        e, c = cached_embeddings(clf, examples, layer=layer, pooling=pooling, progress=step)
-        embs.append(e)
-        cached.append(c)
+                 layer: int = -1, pooling: str = "cls", k: int = 10, progress=None,
+                 compute: Callable[[Sequence[Example]], list[np.ndarray]] | None = None) -> Projection:
+    embs, cached = pair_embeddings(models, examples, layer=layer, pooling=pooling, progress=progress,
+                                   compute=compute)
     coords = [project(e, method) for e in embs]
     aligned, disparity = procrustes_align(coords[0], coords[1])
     return Projection([coords[0], aligned], cached, disparity, knn_overlap(embs[0], embs[1], k), k, method, layer,

@@ -48,8 +48,13 @@ def default_suites(pair: Pair) -> list[str]:
 
 
 def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *, limit: int, sample: int,
-                   attack_n: int, umap_n: int) -> list[Section]:
-    from . import api, attacks, benchmark, data, facts, projection
+                   attack_n: int, umap_n: int, engine=None) -> list[Section]:
+    """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
+    keys don't depend on the engine: both give the same results)."""
+    from . import api, attacks, benchmark, data, facts, inference, projection
+    from .engine import ray_or_none
+
+    remote = ray_or_none(engine)
 
     secs: list[Section] = []
     for ds in datasets:
@@ -57,13 +62,13 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
         def run_bench(ds=ds):
             d = data.load_dataset(ds, task=pair.spec.task.name).head(limit)
-            return benchmark.benchmark(pair, d)
+            return benchmark.benchmark(pair, d, engine=remote)
 
         secs.append(Section(_fingerprint(pair, "benchmark", params), f"Benchmark: {Path(ds).name}", run_bench))
     for suite in suites:
         params = {"suite": suite, "sample": sample}
         secs.append(Section(_fingerprint(pair, "checklist", params), f"CheckList: {Path(suite).name}",
-                            lambda suite=suite: api.checklist(pair, suite, sample)))
+                            lambda suite=suite: api.checklist(pair, suite, sample, engine=remote)))
     if datasets:
         first = datasets[0]
         for recipe in ("deepwordbug", attacks.OFFLINE_TEXTFOOLER):
@@ -75,7 +80,11 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                     return {"recipe": recipe, "unavailable": why}
                 d = data.load_dataset(first, task=pair.spec.task.name)
                 exs = [e for e in d.examples if e.label is not None][:attack_n]
-                rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
+                if remote is not None:
+                    rows = remote.run(pair.spec, "attack", exs, batch_size=max(1, -(-len(exs) // remote.workers)),
+                                      params={"recipe": recipe, "query_budget": 200, "time_limit": 30})
+                else:
+                    rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
                 return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.models)}
 
             secs.append(Section(_fingerprint(pair, "attack", params), f"Attack: {recipe}", run_attack))
@@ -83,8 +92,14 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
         def run_umap(first=first):
             d = data.load_dataset(first, task=pair.spec.task.name).head(umap_n)
-            proj = projection.project_pair(pair.models, d.examples, method="umap")
-            preds = pair.predict(d.examples)
+            if remote is not None:
+                proj = projection.project_pair(pair.models, d.examples, method="umap",
+                                               compute=lambda exs: remote.run(pair.spec, "embed", exs))
+                preds = [inference.from_logits(clf, lg)
+                         for clf, lg in zip(pair.models, remote.run(pair.spec, "predict", d.examples))]
+            else:
+                proj = projection.project_pair(pair.models, d.examples, method="umap")
+                preds = pair.predict(d.examples)
             return {"dataset": d.name, "n": len(d), "knn_overlap": proj.knn_overlap, "k": proj.k,
                     "disparity": proj.disparity,
                     "points": projection.projection_table(proj, pair.models, d.examples, preds)}
@@ -93,6 +108,8 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
     def run_facts():
         exs = api.resolve_dataset(pair, None, 30).examples
+        if remote is not None:
+            return {"models": remote.run(pair.spec, "facts", exs)}
         return {"models": [facts.model_facts(clf, exs) for clf in pair.models]}
 
     secs.append(Section(_fingerprint(pair, "facts", {}), "Parameters and speed", run_facts))
@@ -101,8 +118,9 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
 def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suites: Sequence[str] | None = None,
              limit: int = 1000, sample: int = 20, attack_n: int = 10, umap_n: int = 500,
-             progress_bar: bool = True) -> dict:
-    """Compute (or reuse) every section, then write report.md, report.html and the PNG figures."""
+             progress_bar: bool = True, engine=None) -> dict:
+    """Compute (or reuse) every section, then write report.md, report.html and the PNG figures. Sections run
+    in process, or on a Ray `engine` (see `engine.Engine`)."""
     from tqdm.auto import tqdm
 
     out = Path(out)
@@ -110,7 +128,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     cache.mkdir(parents=True, exist_ok=True)
     suites = default_suites(pair) if suites is None else list(suites)
     sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
-                              umap_n=umap_n)
+                              umap_n=umap_n, engine=engine)
     results, reused = {}, []
     for sec in tqdm(sections, desc="report", disable=not progress_bar):
         path = cache / f"{sec.key}.json"
