@@ -373,13 +373,12 @@ def _upload_path(uploaded) -> str | None:
 
 
 def _examples(pair: Pair) -> list[list[str]]:
-    import json
+    """The shipped examples, read by the same loader as any dataset."""
+    from app.core.data import read_table
 
-    if pair.task.is_pair:
-        rows = [json.loads(x) for x in (api.EXAMPLES / "rte_pairs.jsonl").read_text().splitlines() if x.strip()]
-        return [[r["premise"], r["hypothesis"]] for r in rows]
-    rows = [json.loads(x) for x in (api.EXAMPLES / "sentiment_plain.jsonl").read_text().splitlines() if x.strip()]
-    return [[r["text"]] for r in rows[:8]]
+    name = "rte_pairs" if pair.task.is_pair else "sentiment_plain"
+    exs = read_table(api.shipped_datasets()[name], labels=(), n_fields=2 if pair.task.is_pair else 1).examples
+    return [list(e.texts) for e in (exs if pair.task.is_pair else exs[:8])]
 
 
 def _saliency_summary(res: dict) -> str:
@@ -389,7 +388,7 @@ def _saliency_summary(res: dict) -> str:
              f"(p={m['probability'] or 0:.3f}): comprehensiveness {f['comprehensiveness']:.3f}, "
              f"sufficiency {f['sufficiency']:.3f}, {m['seconds'] * 1000:.0f} ms")
         if m.get("delta") is not None:
-            s += f", IG delta {m['delta']:.4f} at {m['n_steps']} steps"
+            s += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
         if m.get("note"):
             s += f" — {html.escape(m['note'])}"
         parts.append(s)

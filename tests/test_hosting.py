@@ -55,3 +55,19 @@ def test_space_build_script_in_a_fresh_venv(tmp_path):
     assert "space_build: ok" in out.stdout
     assert (tmp_path / "venv" / "bin" / "albert-lens").is_file()
     assert (tmp_path / "cache" / "textattack" / "post_install_check_3").is_file()
+
+
+def test_shipped_pairs_on_a_three_way_nli_pair_keep_texts_and_drop_foreign_labels(tmp_path):
+    """rte_pairs carries RTE's labels; an MNLI pair (3 classes) still gets the texts, without wrong gold labels."""
+    from app.core import api
+    from app.core.pair import Pair
+
+    from .conftest import _tiny_bert
+
+    a = _tiny_bert(tmp_path / "a", num_labels=3)
+    b = _tiny_bert(tmp_path / "b", num_labels=3)
+    pair = Pair.resolve(models=[str(a), str(b)], task="mnli")
+    ds = api.resolve_dataset(pair, None)
+    assert ds.name and len(ds) >= 3 and all(len(e.texts) == 2 for e in ds.examples)
+    assert all(e.label is None for e in ds.examples)
+    assert "cities" in ds.examples[0].texts[0]

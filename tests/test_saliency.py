@@ -16,24 +16,76 @@ EX = Example(("a gorgeous , witty , seductive movie .",))
 
 @pytest.mark.parametrize("which", [0, 1])
 def test_integrated_gradients_completeness(tiny_pair, which):
+    """Sum of attributions = F(input) - F(baseline), both from ordinary forward passes, within the delta."""
     clf = tiny_pair.models[which]
     ig = IntegratedGradients(clf, tolerance=1e-3)
     sal = ig.attribute(EX, "positive")
     enc, _ = encode_one(clf, EX)
     with torch.no_grad():
-        emb = clf.model.get_input_embeddings()(enc["input_ids"])
-        base = ig.baseline(enc["input_ids"], emb)
-        f = lambda x: torch.softmax(forward_embeds(clf, x, enc["attention_mask"], enc.get("token_type_ids")), -1)[0, 1]
-        expected = float(f(emb) - f(base))
+        kw = {k: v for k, v in enc.items() if k in ("attention_mask", "token_type_ids")}
+        f = lambda ids: float(torch.softmax(clf.model(input_ids=ids, **kw).logits, -1)[0, 1])
+        expected = f(enc["input_ids"]) - f(ig.baseline_ids(enc["input_ids"]))
     total = sum(sal.token_scores)
     assert abs(total - expected) <= sal.delta + 1e-6
     assert sal.delta <= 1e-3
     assert sum(sal.scores) == pytest.approx(total, abs=1e-6)  # words carry every token's share
 
 
+@pytest.mark.parametrize("which", [0, 1])
+def test_first_round_equals_captum_layer_integrated_gradients(offline_pair, which):
+    """With its plain Gauss-Legendre round, ours is Captum's LayerIntegratedGradients (the tutorial's setup)."""
+    from captum.attr import LayerIntegratedGradients
+
+    clf = offline_pair.models[which]
+    ig = IntegratedGradients(clf, tolerance=1.0, start_steps=16)  # stops after the first round
+    sal = ig.attribute(EX, "positive")
+    assert sal.n_steps == 16
+    enc, _ = encode_one(clf, EX)
+    kw = {k: v for k, v in enc.items() if k in ("attention_mask", "token_type_ids")}
+
+    def forward(ids):
+        n = ids.shape[0]
+        return torch.softmax(clf.model(input_ids=ids, **{k: v.expand(n, -1) for k, v in kw.items()}).logits, -1)[:, 1]
+
+    lig = LayerIntegratedGradients(forward, clf.model.base_model.embeddings)
+    attr, delta = lig.attribute(enc["input_ids"], baselines=ig.baseline_ids(enc["input_ids"]), n_steps=16,
+                                method="gausslegendre", return_convergence_delta=True)
+    np.testing.assert_allclose(sal.token_scores, attr[0].sum(-1).detach().numpy(), atol=2e-5)
+    assert sal.delta == pytest.approx(abs(float(delta)), abs=2e-5)
+
+
 def test_ig_reports_a_large_delta(tiny_pair):
-    sal = IntegratedGradients(tiny_pair.models[0], tolerance=1e-12, start_steps=2, max_steps=4).attribute(EX)
-    assert sal.n_steps == 4 and "exceeds" in sal.note
+    sal = IntegratedGradients(tiny_pair.models[0], tolerance=1e-12, start_steps=2, max_steps=5).attribute(EX)
+    assert sal.n_steps == 2 + 3 and "exceeds" in sal.note
+
+
+def test_ig_refines_a_steep_path(offline_pair):
+    """An SST-2 dev sentence whose offline-BERT path has a sharp jump near alpha 0.5: 16 Gauss-Legendre steps
+    leave a delta of 0.4 and the tutorial's 50 plain steps stay above the tolerance; the refined rounds get under
+    it (16 + 24 + 36 evaluations)."""
+    clf = offline_pair.models[0]
+    ex = Example(("even horror fans will most likely not find what they 're seeking with trouble every day ; "
+                  "the movie lacks both thrills and humor .",))
+    first = IntegratedGradients(clf, tolerance=1.0).attribute(ex)
+    plain50 = IntegratedGradients(clf, tolerance=1.0, start_steps=50).attribute(ex)
+    refined = IntegratedGradients(clf, tolerance=1e-3).attribute(ex)
+    assert first.delta > 0.1 and plain50.delta > 1e-3
+    assert refined.delta <= 1e-3 and 16 < refined.n_steps <= 76
+    assert refined.note == ""
+
+
+def test_ig_is_thread_safe(offline_pair):
+    """The embedding-layer hook is per thread: concurrent maps equal sequential ones."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    clf = offline_pair.models[0]
+    texts = [Example((t,)) for t in ("a gorgeous , witty , seductive movie .", "the plot is dull and far too long .",
+                                     "an utterly charming , funny film .", "it never quite works .")]
+    seq = [IntegratedGradients(clf).attribute(e).token_scores for e in texts]
+    with ThreadPoolExecutor(4) as pool:
+        par = list(pool.map(lambda e: IntegratedGradients(clf).attribute(e).token_scores, texts))
+    for a, b in zip(seq, par):
+        np.testing.assert_allclose(a, b, atol=1e-5)
 
 
 @pytest.mark.parametrize("which", [0, 1])

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .data import Dataset, Example, load_dataset, read_table
+from .data import DataError, Dataset, Example, load_dataset, read_table
 from .errors import InputError
 from .inference import check_examples
 from .pair import Pair
@@ -117,7 +117,11 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None) -> D
         spec = "rte_pairs" if pair.task.is_pair else "sentiment_plain"
     shipped = shipped_datasets()
     if spec in shipped:
-        ds = read_table(shipped[spec], labels=pair.task.labels or (), n_fields=len(pair.task.fields))
+        try:
+            ds = read_table(shipped[spec], labels=pair.task.labels or (), n_fields=len(pair.task.fields))
+        except DataError:  # shipped gold labels from another label space (RTE pairs on an MNLI model): drop them
+            ds = read_table(shipped[spec], labels=(), n_fields=len(pair.task.fields))
+            ds.examples = [Example(e.texts) for e in ds.examples]
     else:
         ds = load_dataset(spec, task=pair.task.name)
     cap = limits()["max_examples"]

@@ -5,6 +5,7 @@ Everything gradient-based (saliency, HotFlip, LIT's TokenGradients) starts here.
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,75 @@ def forward_embeds(clf: Classifier, embeds: torch.Tensor, attention_mask: torch.
     if token_type_ids is not None:
         kw["token_type_ids"] = token_type_ids.expand(n, -1)
     return clf.model(inputs_embeds=embeds, **kw).logits
+
+
+# ------------------------------------------------------------------ the embedding layer's output
+# Integrated gradients interpolates the output of the embedding layer (word + position + segment embeddings after
+# LayerNorm), as Captum's BERT tutorial does. A forward hook swaps in, or records, that output. The hook reads a
+# thread-local slot, so concurrent requests on the same model never see each other's tensors.
+
+_SLOT = threading.local()
+_HOOK_LOCK = threading.Lock()
+
+
+def embedding_layer(clf: Classifier) -> torch.nn.Module:
+    base = clf.model.base_model
+    layer = getattr(base, "embeddings", None)
+    if layer is None:
+        raise InputError(f"model: {clf.name} has no embedding layer named 'embeddings' to interpolate")
+    return layer
+
+
+def _hook(module, inputs, output):
+    slot = getattr(_SLOT, "value", None)
+    if slot is None or slot[0] is not module:
+        return None
+    if slot[1] == "record":
+        slot[2].append(output.detach())
+        return None
+    return slot[1]
+
+
+def _ensure_hook(module: torch.nn.Module) -> None:
+    with _HOOK_LOCK:
+        if not getattr(module, "_albert_lens_hook", False):
+            module.register_forward_hook(_hook)
+            module._albert_lens_hook = True
+
+
+def _expand(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    return None if t is None else t.expand(n, -1)
+
+
+def layer_outputs(clf: Classifier, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                  token_type_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(embedding-layer output, logits) of an ordinary forward pass over a batch of ids."""
+    module = embedding_layer(clf)
+    _ensure_hook(module)
+    seen: list[torch.Tensor] = []
+    _SLOT.value = (module, "record", seen)
+    try:
+        with torch.no_grad():
+            kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            logits = clf.model(input_ids=input_ids, attention_mask=attention_mask, **kw).logits
+    finally:
+        _SLOT.value = None
+    return seen[0], logits
+
+
+def forward_from_layer(clf: Classifier, states: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       token_type_ids: torch.Tensor | None) -> torch.Tensor:
+    """Logits with the embedding layer's output replaced by `states` (batch, tokens, E); the ids, mask and
+    segments of one example broadcast over the batch."""
+    module = embedding_layer(clf)
+    _ensure_hook(module)
+    n = states.shape[0]
+    _SLOT.value = (module, states)
+    try:
+        kw = {} if token_type_ids is None else {"token_type_ids": _expand(token_type_ids, n)}
+        return clf.model(input_ids=_expand(input_ids, n), attention_mask=_expand(attention_mask, n), **kw).logits
+    finally:
+        _SLOT.value = None
 
 
 @dataclass
