@@ -124,8 +124,9 @@ class TokenGradients:
 
 
 def input_gradients(clf: Classifier, example: Example, target: int | str | None = None,
-                    score: str = "prob") -> TokenGradients:
-    enc, alignment = encode_one(clf, example)
+                    score: str = "prob", encoded=None) -> TokenGradients:
+    """`encoded`: the (encoding, alignment) of `example` when the caller already has it."""
+    enc, alignment = encoded or encode_one(clf, example)
     clf.model.eval()
     with torch.no_grad():
         embeds = clf.model.get_input_embeddings()(enc["input_ids"])

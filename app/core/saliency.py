@@ -89,7 +89,7 @@ class GradientNorm(Method):
     name = "gradient_norm"
 
     def _attribute(self, example, enc, al, tgt):
-        g = input_gradients(self.clf, example, tgt)
+        g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
         tok = np.linalg.norm(g.gradients, axis=1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         total = tok.sum() or 1.0
@@ -102,7 +102,7 @@ class GradientXInput(Method):
     name = "gradient_x_input"
 
     def _attribute(self, example, enc, al, tgt):
-        g = input_gradients(self.clf, example, tgt)
+        g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
         tok = (g.gradients * g.embeddings).sum(1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         return self._result(al, tgt, al.pool(tok), tokens=g.tokens, token_scores=tok.tolist())
