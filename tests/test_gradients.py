@@ -50,3 +50,23 @@ def test_gradient_shapes_follow_the_tokenizer(tiny_pair):
         assert g.gradients.shape == g.embeddings.shape
         assert g.gradients.shape[0] == len(g.tokens)
         assert g.embeddings.shape[1] == clf.model.get_input_embeddings().embedding_dim
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_embedding_layer_round_trip(tiny_pair, which):
+    """Feeding the recorded embedding-layer output back in reproduces the logits; other rows get other logits."""
+    from app.core.gradients import forward_from_layer, layer_outputs
+
+    clf = tiny_pair.models[which]
+    enc, _ = encode_one(clf, Example(("a gorgeous , witty , seductive movie .",)))
+    ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
+    states, logits = layer_outputs(clf, ids, mask, tt)
+    with torch.no_grad():
+        again = forward_from_layer(clf, torch.cat([states, 0 * states]), ids, mask, tt)
+        plain = clf.model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}).logits
+    torch.testing.assert_close(again[:1], logits, atol=1e-6, rtol=0)
+    torch.testing.assert_close(logits, plain, atol=1e-6, rtol=0)
+    assert not torch.allclose(again[1], logits[0])
+    # the hook is inert outside these calls
+    with torch.no_grad():
+        torch.testing.assert_close(clf.model(input_ids=ids, attention_mask=mask).logits, plain, atol=1e-6, rtol=0)

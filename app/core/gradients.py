@@ -75,7 +75,8 @@ def _ensure_hook(module: torch.nn.Module) -> None:
             module._albert_lens_hook = True
 
 
-def _expand(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
+def repeat_rows(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """One example's (1, tokens) tensor broadcast to n rows (None stays None)."""
     return None if t is None else t.expand(n, -1)
 
 
@@ -104,8 +105,8 @@ def forward_from_layer(clf: Classifier, states: torch.Tensor, input_ids: torch.T
     n = states.shape[0]
     _SLOT.value = (module, states)
     try:
-        kw = {} if token_type_ids is None else {"token_type_ids": _expand(token_type_ids, n)}
-        return clf.model(input_ids=_expand(input_ids, n), attention_mask=_expand(attention_mask, n), **kw).logits
+        kw = {} if token_type_ids is None else {"token_type_ids": repeat_rows(token_type_ids, n)}
+        return clf.model(input_ids=repeat_rows(input_ids, n), attention_mask=repeat_rows(attention_mask, n), **kw).logits
     finally:
         _SLOT.value = None
 
