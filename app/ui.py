@@ -111,7 +111,7 @@ def build(pair: Pair) -> gr.Blocks:
                 maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
                                            color_map=None) for n in names]
             summary = gr.Markdown()
-            bars = gr.BarPlot(x="word", y="score", color="model", label="per-word scores", height=260)
+            bars = gr.Plot(label="per-word scores")
             sraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -122,7 +122,8 @@ def build(pair: Pair) -> gr.Blocks:
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
                         for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
-                return res, *hl, _saliency_summary(res), pd.DataFrame(rows)
+                return res, *hl, _saliency_summary(res), grouped_bars(pd.DataFrame(rows), "word", "score", "model",
+                                                                       "score (positive supports the class)")
 
             go.click(do_saliency, [s1, s2, method, target], [sraw, *maps, summary, bars], api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
@@ -248,8 +249,7 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = gr.Number(value=20, precision=0, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
-        bars = gr.BarPlot(x="capability", y="fail rate", color="model", label="mean fail rate per capability",
-                          height=280)
+        bars = gr.Plot(label="mean fail rate per capability")
         table = gr.Dataframe(label="fail rate per test", wrap=True)
         fails = gr.Dataframe(label="failing examples", wrap=True)
         craw = gr.JSON(label="result (JSON)", open=False)
@@ -275,7 +275,8 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
             for cap_name, per in res["capabilities"].items():
                 for m, v in per.items():
                     bar_rows.append({"capability": cap_name, "model": m, "fail rate": v or 0.0})
-            return res, pd.DataFrame(bar_rows), pd.DataFrame(rows), pd.DataFrame(fail_rows)
+            return (res, grouped_bars(pd.DataFrame(bar_rows), "capability", "fail rate", "model", "fail rate"),
+                    pd.DataFrame(rows), pd.DataFrame(fail_rows))
 
         go.click(do_checklist, [suite, upload, sample], [craw, bars, table, fails], api_name="checklist")
 
@@ -312,7 +313,7 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
             diffs = [gr.HighlightedText(label=f"{n_} adversarial (first example)", combine_adjacent=False,
                                         show_legend=False) for n_ in names]
         atable = gr.Dataframe(label="per example and model", wrap=True)
-        aplot = gr.BarPlot(x="model", y="value", color="measure", label="success and transfer rates", height=240)
+        aplot = gr.Plot(label="success and transfer rates")
         araw = gr.JSON(label="result (JSON)", open=False)
 
         @guarded
@@ -343,7 +344,8 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
                 f"**{html.escape(k)}**: success {_pct(v['success_rate'])} of {v['attacked']} attacked, "
                 f"{v['avg_queries'] or 0:.0f} queries, transfer {_pct(v['transfer_rate'])}"
                 for k, v in res["summary"].items())
-            return res, summary, *hl, pd.DataFrame(rows), pd.DataFrame(bars)
+            return res, summary, *hl, pd.DataFrame(rows), grouped_bars(pd.DataFrame(bars), "model", "value", "measure",
+                                                                         "rate")
 
         def do_stop(request: gr.Request):
             key = getattr(request, "session_hash", None) or "default"
@@ -408,6 +410,28 @@ def _counterfactual_summary(res: dict, names: list[str]) -> str:
     notes = [html.escape(p.get("note", "")) for p in res.get("per_model", []) if p.get("note")]
     return f"{n} edit(s); label flips: " + " · ".join(f"**{html.escape(a)}** {b}" for a, b in zip(names, flips)) + (
         "<br>" + "<br>".join(notes) if notes else "")
+
+
+def grouped_bars(frame: pd.DataFrame, x: str, y: str, group: str, ylabel: str):
+    """Bars of each group side by side per x value, with a legend: two models' scores must not stack."""
+    from matplotlib.figure import Figure  # no pyplot: no global figure list to leak in a long-running app
+
+    xs = list(dict.fromkeys(frame[x])) if len(frame) else []
+    groups = list(dict.fromkeys(frame[group])) if len(frame) else []
+    fig = Figure(figsize=(max(6.0, 0.55 * len(xs) + 2), 3.0), layout="tight")
+    ax = fig.subplots()
+    width = 0.8 / max(1, len(groups))
+    for k, g in enumerate(groups):
+        sub = frame[frame[group] == g].set_index(x)[y]
+        ax.bar([i + (k - (len(groups) - 1) / 2) * width for i in range(len(xs))],
+               [float(sub.get(v, 0.0) or 0.0) for v in xs], width, label=str(g))
+    ax.axhline(0, color="#888", linewidth=0.6)
+    ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30 if len(xs) > 6 else 0, ha="right"
+                  if len(xs) > 6 else "center", fontsize=8)
+    ax.set_ylabel(ylabel)
+    if groups:
+        ax.legend(fontsize=8)
+    return fig
 
 
 def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
