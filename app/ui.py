@@ -155,7 +155,8 @@ def build(pair: Pair) -> gr.Blocks:
 
         with gr.Tab("Projection"):
             with gr.Row():
-                pds = gr.Dropdown(shipped, value=shipped[1 if is_pair and len(shipped) > 1 else 0] if shipped else None,
+                default_ds = "rte_pairs" if is_pair else "sentiment_plain"
+                pds = gr.Dropdown(shipped, value=default_ds if default_ds in shipped else None,
                                   allow_custom_value=True, label="dataset (shipped name, local path or datasets id)")
                 upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
             with gr.Row():
@@ -169,9 +170,9 @@ def build(pair: Pair) -> gr.Blocks:
             psum = gr.Markdown()
             with gr.Row():
                 scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=["text", "gold", "prediction"],
-                                          label=n, height=320) for n in names]
+                                          label=n) for n in names]
             overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"],
-                                     label="overlay (second aligned to first)", height=320)
+                                     label="overlay (second aligned to first)")
             with gr.Row():
                 csv_out = gr.File(label="CSV")
                 png_out = gr.Image(label="PNG", type="filepath")
@@ -188,7 +189,9 @@ def build(pair: Pair) -> gr.Blocks:
                 from app.core.projection import plot_png
 
                 plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method_name})")
-                per_model = [gr.update(value=frame[frame.model == n], color=colour) for n in names]
+                # sorted by the colour column so the classes get the same colours as in the PNG
+                per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour)
+                             for n in names]
                 summary = (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
                            f"neighbours: **{res['knn_overlap']:.2f}** · Procrustes disparity "
                            f"{res['procrustes_disparity']:.3f} · embeddings from cache: {res['embeddings_cached']}")
@@ -205,9 +208,8 @@ def build(pair: Pair) -> gr.Blocks:
             fsum = gr.Markdown()
             ftable = gr.Dataframe(label="facts")
             with gr.Row():
-                l2plot = gr.LinePlot(x="layer", y="l2", color="model", label="L2 distance between layers", height=260)
-                cosplot = gr.LinePlot(x="layer", y="cosine", color="model", label="cosine similarity between layers",
-                                      height=260)
+                l2plot = gr.LinePlot(x="layer", y="l2", color="model", label="L2 distance between layers")
+                cosplot = gr.LinePlot(x="layer", y="cosine", color="model", label="cosine similarity between layers")
             fraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -226,7 +228,8 @@ def build(pair: Pair) -> gr.Blocks:
                            f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** "
                            f"(measured now on {res['n_inputs']} inputs)")
                 frame = pd.DataFrame(trans)
-                return res, summary, pd.DataFrame(rows).T.reset_index(), frame, frame
+                table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
+                return res, summary, table.astype(str), frame, frame
 
             go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts")
 

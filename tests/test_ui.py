@@ -66,3 +66,17 @@ def test_grouped_bars_put_models_side_by_side_not_stacked():
     assert len({round(b.get_x(), 6) for b in bars}) == 4
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["BERT", "ALBERT"]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1:good", "2:film"]
+
+
+@pytest.mark.parametrize("fixture,expected", [("tiny_pair", "sentiment_plain"), ("tiny_nli_pair", "rte_pairs")])
+def test_projection_defaults_to_the_shipped_set_of_the_task(request, fixture, expected):
+    """The Projection tab opens on examples the pair can read (single sentences or sentence pairs)."""
+    from app.core import api
+    from app.ui import build
+
+    pair = request.getfixturevalue(fixture)
+    demo = build(pair)
+    drop = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("dataset (shipped")]
+    assert len(drop) == 1 and drop[0].value == expected
+    ds = api.resolve_dataset(pair, drop[0].value)
+    assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
