@@ -343,10 +343,7 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
-            summary = " · ".join(
-                f"**{html.escape(k)}**: success {_pct(v['success_rate'])} of {v['attacked']} attacked, "
-                f"{v['avg_queries'] or 0:.0f} queries, transfer {_pct(v['transfer_rate'])}"
-                for k, v in res["summary"].items())
+            summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
             return res, summary, *hl, pd.DataFrame(rows), grouped_bars(pd.DataFrame(bars), "model", "value", "measure",
                                                                          "rate")
 
@@ -413,6 +410,12 @@ def _counterfactual_summary(res: dict, names: list[str]) -> str:
     notes = [html.escape(p.get("note", "")) for p in res.get("per_model", []) if p.get("note")]
     return f"{n} edit(s); label flips: " + " · ".join(f"**{html.escape(a)}** {b}" for a, b in zip(names, flips)) + (
         "<br>" + "<br>".join(notes) if notes else "")
+
+
+def _attack_line(model: str, s: dict) -> str:
+    skipped = f" ({s['skipped']} skipped: already wrong on the gold label)" if s["skipped"] else ""
+    return (f"**{html.escape(model)}**: success {_pct(s['success_rate'])} of {s['attacked']} attacked{skipped}, "
+            f"{s['avg_queries'] or 0:.0f} queries, transfer {_pct(s['transfer_rate'])}")
 
 
 def grouped_bars(frame: pd.DataFrame, x: str, y: str, group: str, ylabel: str):

@@ -80,3 +80,13 @@ def test_projection_defaults_to_the_shipped_set_of_the_task(request, fixture, ex
     assert len(drop) == 1 and drop[0].value == expected
     ds = api.resolve_dataset(pair, drop[0].value)
     assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
+
+
+def test_attack_summary_says_why_examples_were_skipped():
+    from app.ui import _attack_line
+
+    s = {"success_rate": None, "attacked": 0, "skipped": 2, "avg_queries": None, "transfer_rate": None}
+    assert _attack_line("BERT", s) == ("**BERT**: success n/a of 0 attacked (2 skipped: already wrong on the gold "
+                                       "label), 0 queries, transfer n/a")
+    s |= {"success_rate": 0.5, "attacked": 4, "skipped": 0, "avg_queries": 80.4, "transfer_rate": 0.25}
+    assert _attack_line("<b>", s) == "**&lt;b&gt;**: success 50% of 4 attacked, 80 queries, transfer 25%"
