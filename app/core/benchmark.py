@@ -137,6 +137,10 @@ def format_table(res: dict) -> str:
         lines.append(f"{r['model']:<10}{r[metric]:>10.4f}{r['parameters']:>14,}{r['throughput_per_s']:>10.1f}"
                      f"{r['latency_ms_median']:>10.1f}{r['latency_ms_p95']:>10.1f}")
     rat = res["ratios"]
+    eng = res.get("engine", {})
+    if eng.get("engine") == "ray":
+        lines.append(f"engine: Ray, {eng['workers']} workers ({eng['address']}), wall {eng['wall_seconds']:.1f} s, "
+                     f"{eng['examples_per_s_both_models']:.1f} examples/s for both models")
     lines.append(f"second/first: parameters {rat['parameters_b_over_a']:.2f}x, throughput "
                  f"{rat['throughput_b_over_a']:.2f}x, latency {rat['latency_b_over_a']:.2f}x")
     return "\n".join(lines)
