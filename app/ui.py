@@ -19,6 +19,7 @@ import pandas as pd
 from app.core import api
 from app.core.errors import LensError
 from app.core.pair import Pair
+from app.core.plots import grouped_bars
 from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
@@ -122,7 +123,7 @@ def build(pair: Pair) -> gr.Blocks:
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
                         for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
-                return res, *hl, _saliency_summary(res), grouped_bars(pd.DataFrame(rows), "word", "score", "model",
+                return res, *hl, _saliency_summary(res), grouped_bars(rows, "word", "score", "model",
                                                                        "score (positive supports the class)")
 
             go.click(do_saliency, [s1, s2, method, target], [sraw, *maps, summary, bars], api_name="saliency")
@@ -278,7 +279,7 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
             for cap_name, per in res["capabilities"].items():
                 for m, v in per.items():
                     bar_rows.append({"capability": cap_name, "model": m, "fail rate": v or 0.0})
-            return (res, grouped_bars(pd.DataFrame(bar_rows), "capability", "fail rate", "model", "fail rate"),
+            return (res, grouped_bars(bar_rows, "capability", "fail rate", "model", "fail rate"),
                     pd.DataFrame(rows), pd.DataFrame(fail_rows))
 
         go.click(do_checklist, [suite, upload, sample], [craw, bars, table, fails], api_name="checklist")
@@ -344,8 +345,7 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
             summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
-            return res, summary, *hl, pd.DataFrame(rows), grouped_bars(pd.DataFrame(bars), "model", "value", "measure",
-                                                                         "rate")
+            return res, summary, *hl, pd.DataFrame(rows), grouped_bars(bars, "model", "value", "measure", "rate")
 
         def do_stop(request: gr.Request):
             key = getattr(request, "session_hash", None) or "default"
@@ -416,28 +416,6 @@ def _attack_line(model: str, s: dict) -> str:
     skipped = f" ({s['skipped']} skipped: already wrong on the gold label)" if s["skipped"] else ""
     return (f"**{html.escape(model)}**: success {_pct(s['success_rate'])} of {s['attacked']} attacked{skipped}, "
             f"{s['avg_queries'] or 0:.0f} queries, transfer {_pct(s['transfer_rate'])}")
-
-
-def grouped_bars(frame: pd.DataFrame, x: str, y: str, group: str, ylabel: str):
-    """Bars of each group side by side per x value, with a legend: two models' scores must not stack."""
-    from matplotlib.figure import Figure  # no pyplot: no global figure list to leak in a long-running app
-
-    xs = list(dict.fromkeys(frame[x])) if len(frame) else []
-    groups = list(dict.fromkeys(frame[group])) if len(frame) else []
-    fig = Figure(figsize=(max(6.0, 0.55 * len(xs) + 2), 3.0), layout="tight")
-    ax = fig.subplots()
-    width = 0.8 / max(1, len(groups))
-    for k, g in enumerate(groups):
-        sub = frame[frame[group] == g].set_index(x)[y]
-        ax.bar([i + (k - (len(groups) - 1) / 2) * width for i in range(len(xs))],
-               [float(sub.get(v, 0.0) or 0.0) for v in xs], width, label=str(g))
-    ax.axhline(0, color="#888", linewidth=0.6)
-    ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30 if len(xs) > 6 else 0, ha="right"
-                  if len(xs) > 6 else "center", fontsize=8)
-    ax.set_ylabel(ylabel)
-    if groups:
-        ax.legend(fontsize=8)
-    return fig
 
 
 def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:

@@ -49,25 +49,6 @@ def test_errors_are_messages_not_tracebacks(client):
                        api_name="/counterfactual")
 
 
-def test_grouped_bars_put_models_side_by_side_not_stacked():
-    import pandas as pd
-
-    from app.ui import grouped_bars
-
-    frame = pd.DataFrame([{"word": "1:good", "model": "BERT", "score": 0.3},
-                          {"word": "1:good", "model": "ALBERT", "score": -0.2},
-                          {"word": "2:film", "model": "BERT", "score": 0.1},
-                          {"word": "2:film", "model": "ALBERT", "score": 0.05}])
-    fig = grouped_bars(frame, "word", "score", "model", "score")
-    ax = fig.axes[0]
-    bars = ax.patches
-    assert [round(b.get_height(), 6) for b in bars] == [0.3, 0.1, -0.2, 0.05]
-    assert all(b.get_y() == 0 for b in bars)  # every bar starts at zero: nothing stacked
-    assert len({round(b.get_x(), 6) for b in bars}) == 4
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["BERT", "ALBERT"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["1:good", "2:film"]
-
-
 @pytest.mark.parametrize("fixture,expected", [("tiny_pair", "sentiment_plain"), ("tiny_nli_pair", "rte_pairs")])
 def test_projection_defaults_to_the_shipped_set_of_the_task(request, fixture, expected):
     """The Projection tab opens on examples the pair can read (single sentences or sentence pairs)."""

@@ -153,7 +153,6 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
 def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
     from . import projection
 
-    names = [m.name for m in pair.models]
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
     figs = []
@@ -211,7 +210,7 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                    "", f"![transitions]({fig.name})", ""]
     if bench_rows:
         fig = out / "benchmark.png"
-        _bench_png(bench_rows, names, fig)
+        _bench_png(bench_rows, fig)
         figs.append(fig)
         md += ["## Benchmark figure", "", f"![benchmark]({fig.name})", ""]
     text = "\n".join(md)
@@ -245,22 +244,10 @@ def _plt():
 
 
 def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
-    plt = _plt()
-    import numpy as np
+    from .plots import grouped_bars
 
-    labels = list(caps)
-    models = list(next(iter(caps.values())).keys()) if caps else []
-    x = np.arange(len(labels))
-    fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(labels)), 3.6))
-    for k, m in enumerate(models):
-        ax.bar(x + k * 0.38, [caps[c][m] or 0 for c in labels], 0.38, label=m)
-    ax.set_xticks(x + 0.19, labels, rotation=20)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    rows = [{"capability": c, "model": m, "value": v} for c, per in caps.items() for m, v in per.items()]
+    grouped_bars(rows, "capability", "value", "model", ylabel, title=title).savefig(path, dpi=110)
 
 
 def _lines_png(trans: dict, path: Path) -> None:
@@ -280,22 +267,14 @@ def _lines_png(trans: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def _bench_png(rows, names, path: Path) -> None:
-    plt = _plt()
-    import numpy as np
+def _bench_png(rows, path: Path) -> None:
+    from matplotlib.figure import Figure
 
-    datasets = list(dict.fromkeys(r[0] for r in rows))
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    x = np.arange(len(datasets))
-    for k, m in enumerate(names):
-        acc = [next((r[2] for r in rows if r[0] == d and r[1] == m), 0) for d in datasets]
-        thr = [next((r[3] for r in rows if r[0] == d and r[1] == m), 0) for d in datasets]
-        axes[0].bar(x + 0.38 * k, acc, 0.38, label=m)
-        axes[1].bar(x + 0.38 * k, thr, 0.38, label=m)
-    for ax, t in zip(axes, ("accuracy (Pearson for STS-B)", "throughput (examples/s)")):
-        ax.set_xticks(x + 0.19, datasets, rotation=15)
-        ax.set_title(t)
-        ax.legend()
-    fig.tight_layout()
+    from .plots import grouped_bars
+
+    fig = Figure(figsize=(10, 3.4), layout="tight")
+    axes = fig.subplots(1, 2)
+    records = [{"dataset": d, "model": m, "metric": v, "throughput": t} for d, m, v, t in rows]
+    grouped_bars(records, "dataset", "metric", "model", "", ax=axes[0], title="accuracy (Pearson for STS-B)")
+    grouped_bars(records, "dataset", "throughput", "model", "", ax=axes[1], title="throughput (examples/s)")
     fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -1,0 +1,27 @@
+from app.core.plots import grouped_bars
+
+
+def test_grouped_bars_put_models_side_by_side_not_stacked():
+    rows = [{"word": "1:good", "model": "BERT", "score": 0.3},
+            {"word": "1:good", "model": "ALBERT", "score": -0.2},
+            {"word": "2:film", "model": "BERT", "score": 0.1},
+            {"word": "2:film", "model": "ALBERT", "score": 0.05}]
+    fig = grouped_bars(rows, "word", "score", "model", "score")
+    ax = fig.axes[0]
+    bars = ax.patches
+    assert [round(b.get_height(), 6) for b in bars] == [0.3, 0.1, -0.2, 0.05]
+    assert all(b.get_y() == 0 for b in bars)  # every bar starts at zero: nothing stacked
+    assert len({round(b.get_x(), 6) for b in bars}) == 4
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["BERT", "ALBERT"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1:good", "2:film"]
+
+
+def test_grouped_bars_draw_on_a_given_axis_with_missing_values_as_zero():
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    axes = fig.subplots(1, 2)
+    rows = [{"d": "sst2", "model": "BERT", "v": 0.9}, {"d": "imdb", "model": "ALBERT", "v": None}]
+    assert grouped_bars(rows, "d", "v", "model", "acc", ax=axes[1], title="accuracy") is fig
+    assert [round(b.get_height(), 6) for b in axes[1].patches] == [0.9, 0.0, 0.0, 0.0]
+    assert axes[1].get_title() == "accuracy" and not axes[0].patches
