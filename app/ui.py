@@ -24,7 +24,6 @@ from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
 MAX_UPLOAD_MB = 20
-SUITES_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "checklist"
 
 
 def guarded(fn):
@@ -156,8 +155,8 @@ def build(pair: Pair) -> gr.Blocks:
 
         with gr.Tab("Projection"):
             with gr.Row():
-                default_ds = "rte_pairs" if is_pair else "sentiment_plain"
-                pds = gr.Dropdown(shipped, value=default_ds if default_ds in shipped else None,
+                first = api.default_dataset(pair)
+                pds = gr.Dropdown(shipped, value=first if first in shipped else None,
                                   allow_custom_value=True, label="dataset (shipped name, local path or datasets id)")
                 upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
             with gr.Row():
@@ -245,10 +244,11 @@ def _extra_tabs(pair: Pair, names: list[str]) -> None:
 
 
 def _checklist_tab(pair: Pair, names: list[str]) -> None:
-    default = SUITES_DIR / ("qqp_suite.json.gz" if pair.task.is_pair else "sentiment_suite.json.gz")
+    from app.core.report import default_suites
+
     with gr.Tab("Behavioural"):
         with gr.Row():
-            suite = gr.Textbox(value=str(default) if default.is_file() else "",
+            suite = gr.Textbox(value=next(iter(default_suites(pair)), ""),
                                label="CheckList suite (path to *_suite.json.gz)")
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = gr.Number(value=20, precision=0, label="cases per test")
@@ -378,8 +378,8 @@ def _examples(pair: Pair) -> list[list[str]]:
     """The shipped examples, read by the same loader as any dataset."""
     from app.core.data import read_table
 
-    name = "rte_pairs" if pair.task.is_pair else "sentiment_plain"
-    exs = read_table(api.shipped_datasets()[name], labels=(), n_fields=2 if pair.task.is_pair else 1).examples
+    exs = read_table(api.shipped_datasets()[api.default_dataset(pair)], labels=(),
+                     n_fields=len(pair.task.fields)).examples
     return [list(e.texts) for e in (exs if pair.task.is_pair else exs[:8])]
 
 

@@ -49,9 +49,11 @@ def test_errors_are_messages_not_tracebacks(client):
                        api_name="/counterfactual")
 
 
-@pytest.mark.parametrize("fixture,expected", [("tiny_pair", "sentiment_plain"), ("tiny_nli_pair", "rte_pairs")])
-def test_projection_defaults_to_the_shipped_set_of_the_task(request, fixture, expected):
-    """The Projection tab opens on examples the pair can read (single sentences or sentence pairs)."""
+@pytest.mark.parametrize("fixture,expected,suite", [("tiny_pair", "sentiment_plain", "sentiment_suite.json.gz"),
+                                                    ("tiny_nli_pair", "rte_pairs", None)])
+def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expected, suite):
+    """The Projection tab opens on examples the pair can read (single sentences or sentence pairs); the
+    Behavioural tab proposes a released suite only when its labels fit the task (none for RTE)."""
     from app.core import api
     from app.ui import build
 
@@ -61,6 +63,9 @@ def test_projection_defaults_to_the_shipped_set_of_the_task(request, fixture, ex
     assert len(drop) == 1 and drop[0].value == expected
     ds = api.resolve_dataset(pair, drop[0].value)
     assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
+    box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]
+    assert len(box) == 1
+    assert (box[0].value.endswith(suite) if suite else box[0].value == "")
 
 
 def test_attack_summary_says_why_examples_were_skipped():

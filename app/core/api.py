@@ -111,10 +111,15 @@ def shipped_datasets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(EXAMPLES.glob("*.jsonl"))}
 
 
+def default_dataset(pair: Pair) -> str:
+    """The shipped example set the pair's task can read: sentence pairs or single sentences."""
+    return "rte_pairs" if pair.task.is_pair else "sentiment_plain"
+
+
 def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None) -> Dataset:
     """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online."""
     if not spec:
-        spec = "rte_pairs" if pair.task.is_pair else "sentiment_plain"
+        spec = default_dataset(pair)
     shipped = shipped_datasets()
     if spec in shipped:
         try:

@@ -39,6 +39,7 @@ def _fingerprint(pair: Pair, name: str, params: dict) -> str:
 
 
 def default_suites(pair: Pair) -> list[str]:
+    """The released CheckList suite whose labels the pair's task can answer (sentiment or QQP), if any."""
     task = pair.spec.task.name
     name = {"qqp": "qqp_suite.json.gz"}.get(task, "sentiment_suite.json.gz")
     if task not in ("sst2", "imdb", "rotten_tomatoes", "yelp_polarity", "qqp", "offline", "custom"):
