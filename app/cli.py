@@ -148,14 +148,13 @@ def cmd_attack(args) -> int:
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
 
     if args.engine == "ray":
-        from app.core import engine
-
-        todo = [e for i, e in enumerate(examples) if i not in done]
-        for row in engine.run(pair.spec, "attack", todo, engine="ray", address=args.address, workers=args.workers,
-                              batch_size=max(1, len(todo) // (2 * args.workers) or 1),
-                              params={"recipe": args.recipe, "query_budget": args.query_budget,
-                                      "time_limit": args.time_limit}):
-            record(row | {"index": [i for i in range(len(examples)) if i not in done][row["index"]]})
+        todo = [i for i in range(len(examples)) if i not in done]  # engine rows count from 0 over these
+        if todo:
+            with _engine(args) as engine:
+                for row in engine.run(pair.spec, "attack", [examples[i] for i in todo],
+                                      params={"recipe": args.recipe, "query_budget": args.query_budget,
+                                              "time_limit": args.time_limit}):
+                    record(row | {"index": todo[row["index"]]})
     else:
         attacks.attack_pair(pair.models, args.recipe, examples, query_budget=args.query_budget,
                             time_limit=args.time_limit, skip=set(done), on_result=record)

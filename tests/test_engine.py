@@ -157,3 +157,27 @@ def test_cli_benchmark_on_ray(tiny_dirs, ray_local, capsys):
     assert [m["accuracy"] for m in remote["models"]] == [m["accuracy"] for m in local["models"]]
     assert main(base + ["--engine", "ray", "--workers", "0"]) == 2
     assert "workers: 0 must be at least 1" in capsys.readouterr().err
+
+
+def test_cli_attack_on_ray_equals_local_and_resumes(tiny_dirs, ray_local, tmp_path, capsys):
+    import json
+
+    from app.cli import main
+
+    from .conftest import shared
+
+    base = ["attack", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
+            "--recipe", "deepwordbug", "--dataset", str(shared("glue", "sst2", "dev.tsv")), "--n", "3",
+            "--query-budget", "40", "--json"]
+    assert main(base + ["--out", str(tmp_path / "local.jsonl")]) == 0
+    local = json.loads(capsys.readouterr().out)
+    remote_out = tmp_path / "ray.jsonl"
+    remote_out.write_text(json.dumps(local["examples"][0]) + "\n")  # an earlier run that stopped after one
+    assert main(base + ["--out", str(remote_out), "--engine", "ray", "--workers", "2"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    strip = lambda res: [(r["index"], [(x["outcome"], x["adversarial"]) for x in r["results"]]) for r in res["examples"]]
+    assert strip(remote) == strip(local) and [r["index"] for r in remote["examples"]] == [0, 1, 2]
+    # everything done: a re-run only reads the file
+    assert main(base + ["--out", str(remote_out), "--engine", "ray", "--workers", "2"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert strip(again) == strip(local) and len(remote_out.read_text().splitlines()) == 3

@@ -82,7 +82,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                 d = data.load_dataset(first, task=pair.spec.task.name)
                 exs = [e for e in d.examples if e.label is not None][:attack_n]
                 if remote is not None:
-                    rows = remote.run(pair.spec, "attack", exs, batch_size=max(1, -(-len(exs) // remote.workers)),
+                    rows = remote.run(pair.spec, "attack", exs,
                                       params={"recipe": recipe, "query_budget": 200, "time_limit": 30})
                 else:
                     rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
