@@ -31,13 +31,18 @@ def class_score(clf: Classifier, logits: torch.Tensor, target: int, score: str) 
     raise InputError(f"score: {score!r} is not one of {SCORES}")
 
 
+def repeat_rows(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
+    """One example's (1, tokens) tensor broadcast to n rows (None stays None)."""
+    return None if t is None else t.expand(n, -1)
+
+
 def forward_embeds(clf: Classifier, embeds: torch.Tensor, attention_mask: torch.Tensor,
                    token_type_ids: torch.Tensor | None) -> torch.Tensor:
     """Logits from word embeddings (batch, tokens, E); masks broadcast over the batch."""
     n = embeds.shape[0]
-    kw = {"attention_mask": attention_mask.expand(n, -1)}
+    kw = {"attention_mask": repeat_rows(attention_mask, n)}
     if token_type_ids is not None:
-        kw["token_type_ids"] = token_type_ids.expand(n, -1)
+        kw["token_type_ids"] = repeat_rows(token_type_ids, n)
     return clf.model(inputs_embeds=embeds, **kw).logits
 
 
@@ -73,11 +78,6 @@ def _ensure_hook(module: torch.nn.Module) -> None:
         if not getattr(module, "_albert_lens_hook", False):
             module.register_forward_hook(_hook)
             module._albert_lens_hook = True
-
-
-def repeat_rows(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
-    """One example's (1, tokens) tensor broadcast to n rows (None stays None)."""
-    return None if t is None else t.expand(n, -1)
 
 
 def layer_outputs(clf: Classifier, input_ids: torch.Tensor, attention_mask: torch.Tensor,

@@ -16,7 +16,7 @@ import torch
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
-from .gradients import repeat_rows, class_score, forward_from_layer, input_gradients, layer_outputs
+from .gradients import class_score, forward_from_layer, input_gradients, layer_outputs, repeat_rows
 from .inference import class_index, encode_one, predict
 from .loading import Classifier
 
@@ -157,7 +157,7 @@ class IntegratedGradients(Method):
         clf = self.clf
         ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
         both_ids = torch.cat([ids, self.baseline_ids(ids)])
-        states, logits = layer_outputs(clf, both_ids, mask.expand(2, -1), repeat_rows(tt, 2))
+        states, logits = layer_outputs(clf, both_ids, repeat_rows(mask, 2), repeat_rows(tt, 2))
         x, b = states[:1], states[1:]
         f_x, f_b = (float(v) for v in class_score(clf, logits, tgt, "prob"))
         best, spent, n, rule = None, 0, self.start_steps, quadrature.gauss_legendre(self.start_steps)
