@@ -33,11 +33,11 @@ def test_integrated_gradients_completeness(tiny_pair, which):
 
 @pytest.mark.parametrize("which", [0, 1])
 def test_first_round_equals_captum_layer_integrated_gradients(offline_pair, which):
-    """With its plain Gauss-Legendre round, ours is Captum's LayerIntegratedGradients (the tutorial's setup)."""
+    """With the plain Gauss-Legendre rule, ours is Captum's LayerIntegratedGradients (the tutorial's setup)."""
     from captum.attr import LayerIntegratedGradients
 
     clf = offline_pair.models[which]
-    ig = IntegratedGradients(clf, tolerance=1.0, start_steps=16)  # stops after the first round
+    ig = IntegratedGradients(clf, tolerance=1.0, start_steps=16, rule="gauss_legendre")  # stops after one round
     sal = ig.attribute(EX, "positive")
     assert sal.n_steps == 16
     enc, _ = encode_one(clf, EX)
@@ -60,14 +60,14 @@ def test_ig_reports_a_large_delta(tiny_pair):
 
 
 def test_ig_refines_a_steep_path(offline_pair):
-    """An SST-2 dev sentence whose offline-BERT path has a sharp jump near alpha 0.5: 16 Gauss-Legendre steps
-    leave a delta of 0.4 and the tutorial's 50 plain steps stay above the tolerance; the refined rounds get under
-    it (16 + 24 + 36 evaluations)."""
+    """An SST-2 dev sentence whose offline-BERT path has a sharp jump near alpha 0.5: the 16 first steps leave a
+    delta above 0.1 and the tutorial's 50 plain steps stay above the tolerance; the sinh-mapped rounds get under
+    it within 16 + 24 + 36 evaluations."""
     clf = offline_pair.models[0]
     ex = Example(("even horror fans will most likely not find what they 're seeking with trouble every day ; "
                   "the movie lacks both thrills and humor .",))
     first = IntegratedGradients(clf, tolerance=1.0).attribute(ex)
-    plain50 = IntegratedGradients(clf, tolerance=1.0, start_steps=50).attribute(ex)
+    plain50 = IntegratedGradients(clf, tolerance=1.0, start_steps=50, rule="gauss_legendre").attribute(ex)
     refined = IntegratedGradients(clf, tolerance=1e-3).attribute(ex)
     assert first.delta > 0.1 and plain50.delta > 1e-3
     assert refined.delta <= 1e-3 and 16 < refined.n_steps <= 76

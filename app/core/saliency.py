@@ -1,9 +1,8 @@
 """Per-word saliency, one class per method with a uniform `attribute(example, target)` (as in Captum).
 
 Scores are per *word* (see `alignment`), so BERT's and ALBERT's maps line up although their tokenizers differ.
-Gradient methods use the core's gradients; integrated gradients and LIME use Captum. Integrated gradients
-chooses its number of steps: it starts small and doubles until Captum's convergence delta is within tolerance,
-running all steps of a round as one batch.
+Gradient methods use the core's gradients; LIME uses Captum. Integrated gradients follows Captum's
+LayerIntegratedGradients path but chooses its own nodes (see `IntegratedGradients`), running a round as one batch.
 """
 from __future__ import annotations
 
@@ -59,9 +58,9 @@ class Method:
     def attribute(self, example: Example, target: int | str | None = None) -> WordSaliency:
         t0 = time.perf_counter()
         enc, al = encode_one(self.clf, example)
-        probs = _target_probs_one(self.clf, example)
+        probs, ctx = self._prepare(example, enc)
         tgt = class_index(self.clf, target, probs)
-        res = self._attribute(example, enc, al, tgt)
+        res = self._attribute(example, enc, al, tgt, ctx)
         res.seconds = time.perf_counter() - t0
         res.probability = None if probs is None else float(probs[tgt])
         res.note = "; ".join(filter(None, [al.cut_message(self.clf.max_length), res.note]))
@@ -73,7 +72,11 @@ class Method:
             scores=[float(s) for s in scores], target=tgt,
             target_label=None if self.clf.is_regression else self.clf.labels[tgt], probability=None, alignment=al, **kw)
 
-    def _attribute(self, example, enc, al, tgt) -> WordSaliency:  # pragma: no cover - abstract
+    def _prepare(self, example: Example, enc) -> tuple[np.ndarray | None, object]:
+        """(class probabilities on the input, anything the method can reuse from computing them)."""
+        return _target_probs_one(self.clf, example), None
+
+    def _attribute(self, example, enc, al, tgt, ctx=None) -> WordSaliency:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -88,7 +91,7 @@ class GradientNorm(Method):
 
     name = "gradient_norm"
 
-    def _attribute(self, example, enc, al, tgt):
+    def _attribute(self, example, enc, al, tgt, ctx=None):
         g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
         tok = np.linalg.norm(g.gradients, axis=1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
@@ -101,7 +104,7 @@ class GradientXInput(Method):
 
     name = "gradient_x_input"
 
-    def _attribute(self, example, enc, al, tgt):
+    def _attribute(self, example, enc, al, tgt, ctx=None):
         g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
         tok = (g.gradients * g.embeddings).sum(1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
@@ -111,20 +114,26 @@ class GradientXInput(Method):
 class IntegratedGradients(Method):
     """Integrated gradients over the embedding layer's output from a [PAD] baseline ([CLS]/[SEP] kept), the
     path of Captum's BERT tutorial (LayerIntegratedGradients), with the number and placement of steps chosen
-    adaptively: a Gauss-Legendre round first; while the convergence delta (sum of attributions minus
-    F(x) - F(baseline)) exceeds `tolerance`, a larger round whose nodes crowd where the previous round's
-    integrand changed most (`quadrature.sinh_mapped`). The round with the smallest delta is returned; `n_steps`
-    counts every model evaluation spent. Captum fixes its nodes to named rules, hence our own loop; with plain
-    Gauss-Legendre nodes it equals Captum's LayerIntegratedGradients (tests/test_saliency.py)."""
+    adaptively. A first round of `start_steps` nodes (`rule`: Hale-Trefethen's transplanted Gauss-Legendre by
+    default, or plain Gauss-Legendre as in Captum); while the convergence delta (sum of attributions minus
+    F(x) - F(baseline)) exceeds `tolerance`, a round 1.5x larger: sinh-mapped around the peak when the integrand
+    has a narrow one (a probability jump), else the same even rule. The round with the smallest delta is returned;
+    `n_steps` counts every model evaluation spent. Attributions are summed in float64 so that the delta shows the
+    quadrature's error rather than float32 rounding. With plain Gauss-Legendre nodes it equals Captum's
+    LayerIntegratedGradients (tests/test_saliency.py)."""
 
     name = "integrated_gradients"
     ROW_TOKENS = 8192  # rows x tokens per forward/backward chunk: bounds memory on long inputs
+    RULES = ("transplanted", "gauss_legendre")
 
-    def __init__(self, clf: Classifier, tolerance: float = 1e-3, start_steps: int = 16, max_steps: int = 256):
+    def __init__(self, clf: Classifier, tolerance: float = 1e-3, start_steps: int = 16, max_steps: int = 256,
+                 rule: str = "transplanted"):
         super().__init__(clf)
         if start_steps < 1 or max_steps < start_steps:
             raise InputError(f"steps: need 1 <= start_steps ({start_steps}) <= max_steps ({max_steps})")
-        self.tolerance, self.start_steps, self.max_steps = tolerance, start_steps, max_steps
+        if rule not in self.RULES:
+            raise InputError(f"rule: {rule!r} is not one of {self.RULES}")
+        self.tolerance, self.start_steps, self.max_steps, self.rule = tolerance, start_steps, max_steps, rule
 
     def baseline_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
         special = torch.tensor(self.clf.tokenizer.get_special_tokens_mask(
@@ -133,34 +142,50 @@ class IntegratedGradients(Method):
         base[0, ~special] = self.clf.tokenizer.pad_token_id or 0
         return base
 
+    def _even_rule(self, n: int):
+        from . import quadrature
+
+        return quadrature.transplanted(n) if self.rule == "transplanted" else quadrature.gauss_legendre(n)
+
     def path_integral(self, enc, tgt: int, alphas: np.ndarray, weights: np.ndarray, x, b):
-        """Attributions (tokens, E) and the integrand d/dalpha F at each node, for one quadrature rule."""
+        """Attributions (tokens, E, float64) and the integrand d/dalpha F at each node, for one quadrature rule."""
         ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
         rows = max(1, self.ROW_TOKENS // ids.shape[1])
-        total = torch.zeros_like(x[0])
+        total = torch.zeros(x.shape[1:], dtype=torch.float64)
         slope = []
         a_all = torch.tensor(alphas, dtype=torch.float32)
-        w_all = torch.tensor(weights, dtype=torch.float32)
+        w_all = torch.tensor(weights, dtype=torch.float64)
         for i in range(0, len(alphas), rows):
             a, w = a_all[i : i + rows], w_all[i : i + rows]
             states = (b + a[:, None, None] * (x - b)).requires_grad_(True)
             with torch.enable_grad():
                 score = class_score(self.clf, forward_from_layer(self.clf, states, ids, mask, tt), tgt, "prob")
                 (grad,) = torch.autograd.grad(score.sum(), states)
-            total += (w[:, None, None] * grad).sum(0)
+            total += (w[:, None, None] * grad.double()).sum(0)
             slope.append((grad * (x - b)).sum((1, 2)))
-        return (total * (x - b)[0]).detach(), torch.cat(slope).detach().numpy()
+        return (total * (x - b)[0].double()).detach(), torch.cat(slope).detach().numpy()
 
-    def _attribute(self, example, enc, al, tgt):
+    def _prepare(self, example, enc):
+        """One forward pass over the input and the baseline gives the endpoints F(x), F(baseline) and the
+        prediction that picks the target, so `attribute` needs no separate predict."""
+        ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
+        states, logits = layer_outputs(self.clf, torch.cat([ids, self.baseline_ids(ids)]), repeat_rows(mask, 2),
+                                       repeat_rows(tt, 2))
+        probs = None if self.clf.is_regression else torch.softmax(logits[0].double(), -1).numpy()
+        return probs, (states, logits)
+
+    def _attribute(self, example, enc, al, tgt, ctx=None):
         from . import quadrature
 
         clf = self.clf
-        ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
-        both_ids = torch.cat([ids, self.baseline_ids(ids)])
-        states, logits = layer_outputs(clf, both_ids, repeat_rows(mask, 2), repeat_rows(tt, 2))
+        ids = enc["input_ids"]
+        states, logits = ctx if ctx is not None else self._prepare(example, enc)[1]
         x, b = states[:1], states[1:]
-        f_x, f_b = (float(v) for v in class_score(clf, logits, tgt, "prob"))
-        best, spent, n, rule = None, 0, self.start_steps, quadrature.gauss_legendre(self.start_steps)
+        if clf.is_regression:
+            f_x, f_b = (float(v) for v in logits[:, tgt].double())
+        else:
+            f_x, f_b = (float(v) for v in torch.softmax(logits.double(), -1)[:, tgt])
+        best, spent, n, rule = None, 0, self.start_steps, self._even_rule(self.start_steps)
         while True:
             attr, slope = self.path_integral(enc, tgt, *rule, x, b)
             spent += n
@@ -170,8 +195,11 @@ class IntegratedGradients(Method):
             nxt = max(n + 1, n * 3 // 2)
             if best[1] <= self.tolerance or spent + nxt > self.max_steps:
                 break
-            centre, width = quadrature.focus(rule[0], slope)
-            n, rule = nxt, quadrature.sinh_mapped(nxt, centre, width)
+            if quadrature.peaked(*rule, slope):
+                rule = quadrature.sinh_mapped(nxt, *quadrature.focus(rule[0], slope))
+            else:
+                rule = self._even_rule(nxt)
+            n = nxt
         attr, delta = best
         tok = attr.sum(-1).numpy()
         note = "" if delta <= self.tolerance else (
@@ -185,7 +213,7 @@ class Occlusion(Method):
 
     name = "occlusion"
 
-    def _attribute(self, example, enc, al, tgt):
+    def _attribute(self, example, enc, al, tgt, ctx=None):
         edited = [Example(edit_texts(example.texts, al.words, {i: ""})) for i in range(len(al.words))]
         base = _target_prob(self.clf, [example], tgt)[0]
         probs = _target_prob(self.clf, edited, tgt) if edited else np.zeros(0)
@@ -201,7 +229,7 @@ class Lime(Method):
         super().__init__(clf)
         self.n_samples, self.seed = n_samples, seed
 
-    def _attribute(self, example, enc, al, tgt):
+    def _attribute(self, example, enc, al, tgt, ctx=None):
         from captum.attr import Lime as CaptumLime
         from captum._utils.models.linear_model import SkLearnRidge
         from captum.attr._core.lime import get_exp_kernel_similarity_function
