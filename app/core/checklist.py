@@ -261,11 +261,11 @@ def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None 
     for test in suite.tests:
         fn, how = expectation(test, suite.kind)
         test.expectation = how
-        idxs = _cases(test, sample, seed)
-        for i in idxs:
-            for x in case_inputs(test, i, suite.kind):
-                uniq.setdefault(_key(x), len(uniq))
-        plan.append((test, fn, idxs))
+        cases = []  # (case index, its inputs' keys, their rows in `inputs`)
+        for i in _cases(test, sample, seed):
+            keys = [_key(x) for x in case_inputs(test, i, suite.kind)]
+            cases.append((i, keys, [uniq.setdefault(k, len(uniq)) for k in keys]))
+        plan.append((test, fn, cases))
     inputs = [Example(k) for k in uniq]
     if probabilities is not None:
         all_probs = probabilities(inputs)
@@ -276,13 +276,11 @@ def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None 
             all_probs.append(predict(clf, inputs, batch_size=64, progress=step, validate=False).probs)
     spaces = [space_fn(clf, probs) for clf, probs in zip(models, all_probs)]
     out = []
-    for test, fn, idxs in plan:
+    for test, fn, cases in plan:
         tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation)
         for clf, sp in zip(models, spaces):
             failed, tested, examples = 0, 0, []
-            for i in idxs:
-                case = case_inputs(test, i, suite.kind)
-                rows = [uniq[_key(x)] for x in case]
+            for i, keys, rows in cases:
                 preds, confs = sp.preds[rows], sp.confs[rows]
                 labels = test.labels[i] if isinstance(test.labels, list) else test.labels
                 if fn is None:  # per-example MFT label
@@ -295,7 +293,7 @@ def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None 
                 if not ok:
                     failed += 1
                     if len(examples) < n_examples:
-                        examples.append({"inputs": [list(_key(x)) for x in case], "detail": detail})
+                        examples.append({"inputs": [list(k) for k in keys], "detail": detail})
             tr.results.append({"model": clf.name, "n": tested, "failed": failed,
                                "fail_rate": failed / tested if tested else None, "examples": examples})
         out.append(tr)
