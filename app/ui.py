@@ -106,6 +106,9 @@ def build(pair: Pair) -> gr.Blocks:
             with gr.Row():
                 method = gr.Dropdown(sorted(METHODS), value="integrated_gradients", label="method")
                 target = gr.Dropdown(["predicted", *labels], value="predicted", label="explain class")
+                tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES
+                                         if t >= api.limits()["min_ig_tolerance"]],
+                                        value="1e-03", label="integrated gradients: delta tolerance")
             go = gr.Button("Explain", variant="primary")
             with gr.Row():
                 maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
@@ -115,9 +118,9 @@ def build(pair: Pair) -> gr.Blocks:
             sraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
-            def do_saliency(text, text2, method_name, target_label, progress=gr.Progress()):
+            def do_saliency(text, text2, method_name, target_label, tol="1e-03", progress=gr.Progress()):
                 progress(0.1, desc=f"{method_name} on both models")
-                res = api.saliency(pair, text, text2, method_name, target_label)
+                res = api.saliency(pair, text, text2, method_name, target_label, tol)
                 texts = [text] + ([text2] if is_pair else [])
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
@@ -125,7 +128,7 @@ def build(pair: Pair) -> gr.Blocks:
                 return res, *hl, _saliency_summary(res), grouped_bars(rows, "word", "score", "model",
                                                                        "score (positive supports the class)")
 
-            go.click(do_saliency, [s1, s2, method, target], [sraw, *maps, summary, bars], api_name="saliency")
+            go.click(do_saliency, [s1, s2, method, target, tolerance], [sraw, *maps, summary, bars], api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
 
         with gr.Tab("Counterfactuals"):

@@ -37,6 +37,26 @@ def test_bad_text_has_a_clear_message(tiny_pair, text, msg):
         api.predict(tiny_pair, text)
 
 
+@pytest.mark.parametrize("value,msg", [("abc", "tolerance: 'abc' is not a number"),
+                                       ("-1", "tolerance: '-1' must be a positive, finite number"),
+                                       ("nan", "must be a positive, finite number"),
+                                       ("1e-9", "tolerance: 1e-09 is below this server's smallest, 1e-07")])
+def test_bad_ig_tolerance_is_named(tiny_pair, value, msg):
+    with pytest.raises(LensError, match=msg):
+        api.saliency(tiny_pair, "a fine film", None, "integrated_gradients", None, value)
+
+
+def test_ig_tolerance_is_used(tiny_pair):
+    """A tighter tolerance buys a smaller delta with more steps; other methods ignore it."""
+    loose = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, "1e-2")
+    tight = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, 1e-6)
+    for lo, ti in zip(loose["maps"], tight["maps"]):
+        assert lo["delta"] <= 1e-2 and (ti["delta"] <= 1e-6 or "exceeds 1e-06" in ti["note"])
+        assert ti["n_steps"] >= lo["n_steps"] and ti["delta"] <= lo["delta"]
+    gxi = api.saliency(tiny_pair, "a fine film", None, "gradient_x_input", None, "1e-6")
+    assert all(m["delta"] is None for m in gxi["maps"])
+
+
 def test_100k_characters_are_predicted(tiny_pair):
     res = api.predict(tiny_pair, "word " * 20_000)
     assert len(res["models"]) == 2

@@ -20,6 +20,15 @@ def test_saliency_api_keeps_html_as_text(client):
     assert shown == "<b>great</b> film"
 
 
+def test_saliency_api_takes_the_ig_tolerance(client):
+    res, *_ , summary, _ = client.predict("a gorgeous , witty , seductive movie .", "", "integrated_gradients",
+                                          "predicted", "1e-05", api_name="/saliency")
+    assert all(m["delta"] <= 1e-5 for m in res["maps"])
+    assert "IG delta" in summary
+    res, *_ = client.predict("a fine film", "", "integrated_gradients", "predicted", api_name="/saliency")
+    assert all(m["delta"] <= 1e-3 for m in res["maps"])  # left out, the tolerance is the default 1e-3
+
+
 def test_counterfactual_api(client):
     res, summary, table = client.predict("the cities were lovely", "", "word_replacement", "cities -> townships",
                                          None, 100, api_name="/counterfactual")

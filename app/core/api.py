@@ -27,6 +27,8 @@ def limits() -> dict:
         "max_chars": int(os.environ.get("ALBERT_LENS_MAX_CHARS", 2000 if hosted else 100_000)),
         "max_examples": int(os.environ.get("ALBERT_LENS_MAX_EXAMPLES", 500 if hosted else 20_000)),
         "max_lime_samples": 256 if hosted else 2048,
+        "min_ig_tolerance": 1e-4 if hosted else 1e-7,  # tighter tolerances cost more integrated-gradient steps
+        "max_ig_steps": 128 if hosted else 512,
         "allowed_pairs": {p.strip().lower() for p in
                           os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
     }
@@ -54,12 +56,36 @@ def predict(pair: Pair, text: str, text2: str | None = None) -> dict:
             "models": [p.record(0) | {"latency_ms": 1000 * p.seconds} for p in preds]}
 
 
+IG_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
+
+
+def ig_tolerance(value) -> float:
+    """A convergence-delta tolerance from a number or its text ("1e-4"), within this server's limits."""
+    cap = limits()
+    try:
+        tol = float(value)
+    except (TypeError, ValueError):
+        raise InputError(f"tolerance: {value!r} is not a number") from None
+    if not tol > 0 or tol != tol or tol == float("inf"):
+        raise InputError(f"tolerance: {value!r} must be a positive, finite number")
+    if tol < cap["min_ig_tolerance"]:
+        raise InputError(f"tolerance: {tol:g} is below this server's smallest, {cap['min_ig_tolerance']:g}")
+    return tol
+
+
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
-             target: str | None = None) -> dict:
+             target: str | None = None, tolerance: float | str | None = None) -> dict:
+    """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3)."""
     from .saliency import explain
 
     ex = example_from(pair, text, text2)
-    kw = {"n_samples": min(256, limits()["max_lime_samples"])} if method == "lime" else {}
+    cap = limits()
+    kw = {}
+    if method == "lime":
+        kw = {"n_samples": min(256, cap["max_lime_samples"])}
+    elif method == "integrated_gradients":
+        kw = {"tolerance": 1e-3 if tolerance in (None, "") else ig_tolerance(tolerance),
+              "max_steps": cap["max_ig_steps"]}
     tgt = None if target in (None, "", "predicted") else target
     out = explain(pair.models, ex, method, tgt, **kw)
     return {
