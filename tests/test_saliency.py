@@ -160,3 +160,25 @@ def test_ig_ranking_is_more_comprehensive_than_random_on_the_offline_pair(offlin
             shuffled = WordSaliency(**{**sal.__dict__, "scores": list(rng.permutation(sal.scores))})
             rnd.append(faithfulness(clf, ex, shuffled)["comprehensiveness"])
         assert np.mean(ig) > np.mean(rnd) + 0.05, (clf.name, np.mean(ig), np.mean(rnd))
+
+
+def test_ig_on_a_regression_head_integrates_the_score(tiny_dirs, tmp_path):
+    """STS-B models output one similarity score: F is that score (no softmax), per field words kept apart."""
+    from app.core.pair import Pair
+
+    from .conftest import _tiny_bert
+
+    reg = _tiny_bert(tmp_path / "reg", num_labels=1)
+    pair = Pair.resolve(models=[str(reg), str(reg)], task="stsb")
+    clf = pair.models[0]
+    ex = Example(("a man is playing a guitar .", "a person plays an instrument ."))
+    ig = IntegratedGradients(clf, tolerance=1e-5)
+    sal = ig.attribute(ex)
+    enc, _ = encode_one(clf, ex)
+    with torch.no_grad():
+        kw = {k: v for k, v in enc.items() if k in ("attention_mask", "token_type_ids")}
+        f = lambda ids: float(clf.model(input_ids=ids, **kw).logits[0, 0])
+        expected = f(enc["input_ids"]) - f(ig.baseline_ids(enc["input_ids"]))
+    assert sal.probability is None and sal.target_label is None
+    assert abs(sum(sal.token_scores) - expected) <= sal.delta + 1e-6 and sal.delta <= 1e-5
+    assert sorted(set(sal.fields)) == [0, 1]
