@@ -142,7 +142,10 @@ def build(pair: Pair) -> gr.Blocks:
                 climit = gr.Number(value=500, precision=0, label="max examples")
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown()
-            ctable = gr.Dataframe(label="changes", wrap=True)
+            cplot = gr.Plot(label="effect per model")
+            ctable = gr.Dataframe(headers=["edited", "edits", "generator",
+                                           *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
+                                  label="changes", wrap=True)
             craw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -150,9 +153,10 @@ def build(pair: Pair) -> gr.Blocks:
                 progress(0.1, desc=generator)
                 res = api.counterfactual(pair, text, text2, generator, replacements, dataset,
                                          int(limit) if limit else None)
-                return res, _counterfactual_summary(res, names), _changes_frame(res, names)
+                return res, _counterfactual_summary(res, names), _counterfactual_plot(res, names), \
+                    _changes_frame(res, names)
 
-            go.click(do_counterfactual, [c1, c2, gen, repl, cds, climit], [craw, csum, ctable],
+            go.click(do_counterfactual, [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
                      api_name="counterfactual")
             gr.Examples(examples, [c1, c2] if is_pair else [c1])
 
@@ -209,7 +213,7 @@ def build(pair: Pair) -> gr.Blocks:
                                 lines=3)
             go = gr.Button("Measure", variant="primary")
             fsum = gr.Markdown()
-            ftable = gr.Dataframe(label="facts")
+            ftable = gr.Dataframe(headers=["fact", *names], label="facts")
             with gr.Row():
                 l2plot = gr.LinePlot(x="layer", y="l2", color="model", label="L2 distance between layers")
                 cosplot = gr.LinePlot(x="layer", y="cosine", color="model", label="cosine similarity between layers")
@@ -257,8 +261,9 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
             sample = gr.Number(value=20, precision=0, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
         bars = gr.Plot(label="mean fail rate per capability")
-        table = gr.Dataframe(label="fail rate per test", wrap=True)
-        fails = gr.Dataframe(label="failing examples", wrap=True)
+        table = gr.Dataframe(headers=["capability", "test", "type", "n", *[f"{n_} fail %" for n_ in names],
+                                      "expectation"], label="fail rate per test", wrap=True)
+        fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], label="failing examples", wrap=True)
         craw = gr.JSON(label="result (JSON)", open=False)
 
         @guarded
@@ -319,7 +324,8 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
         with gr.Row():
             diffs = [gr.HighlightedText(label=f"{n_} adversarial (first example)", combine_adjacent=False,
                                         show_legend=False) for n_ in names]
-        atable = gr.Dataframe(label="per example and model", wrap=True)
+        atable = gr.Dataframe(headers=["#", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
+                              label="per example and model", wrap=True)
         aplot = gr.Plot(label="success and transfer rates")
         araw = gr.JSON(label="result (JSON)", open=False)
 
@@ -421,20 +427,42 @@ def _attack_line(model: str, s: dict) -> str:
             f"{s['avg_queries'] or 0:.0f} queries, transfer {_pct(s['transfer_rate'])}")
 
 
+def _own_delta(change: dict, k: int) -> tuple[str, float]:
+    """(label, change) of model k's probability of the label it gave the original (its score for regression)."""
+    b = change["before"][k]
+    key = b.get("label") if "label" in b else "score"
+    return key, float(change["deltas"][k].get(key, 0.0))
+
+
+def _edits_text(change: dict) -> str:
+    return ", ".join(f"{a}→{b or '∅'}" for a, b in change["edits"])
+
+
 def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     rows = []
     for c in res.get("changes") or res.get("examples", []):
-        row = {"edited": " / ".join(c["edited"]),
-               "edits": ", ".join(f"{a}→{b or '∅'}" for a, b in c["edits"]), "generator": c["generator"]}
+        row = {"edited": " / ".join(c["edited"]), "edits": _edits_text(c), "generator": c["generator"]}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]
             row[f"{n} before"] = b.get("label", b.get("score"))
             row[f"{n} after"] = a.get("label", a.get("score"))
-            d = c["deltas"][k]
-            key = b.get("label") if "label" in b else "score"
-            row[f"{n} Δp({key})"] = round(d.get(key, 0.0), 4)
+            key, d = _own_delta(c, k)
+            row[f"{n} Δp({key})"] = round(d, 4)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _counterfactual_plot(res: dict, names: list[str]):
+    """Flip rate per model over a dataset; else, per edit, how far each model's own prediction moved."""
+    if res["generator"] == "dataset_flip_rate":
+        rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
+        rows += [{"x": "flips only this model", "model": n, "v": len(o) / max(res["changed"], 1)}
+                 for n, o in zip(names, res["only"])]
+        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples")
+    changes = res.get("changes", [])
+    rows = [{"x": f"{i + 1}: {_edits_text(c)}"[:40], "model": n, "v": _own_delta(c, k)[1]}
+            for i, c in enumerate(changes) for k, n in enumerate(names)]
+    return grouped_bars(rows, "x", "v", "model", "Δ probability of the original label")
 
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:

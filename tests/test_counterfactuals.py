@@ -67,3 +67,14 @@ def test_flip_rate_over_a_dataset(offline_pair):
     for k, rate in enumerate(res["flip_rate"]):
         assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
         assert all(e["flipped"][k] and not e["flipped"][1 - k] for e in res["only"][k])
+
+
+def test_flip_rate_with_nothing_to_replace_is_undefined_and_the_api_says_why(tiny_pair):
+    from app.core import api
+
+    exs = [Example(("a fine film",)), Example(("dull and long",))]
+    res = flip_rate(tiny_pair.models, exs, {"cities": "townships"})
+    assert res["changed"] == 0 and res["flip_rate"] == [None, None]
+    with pytest.raises(InputError, match=r"replacements: none of \['cities'\] occurs in the \d+ examples of "
+                                         r"sentiment_plain"):
+        api.counterfactual(tiny_pair, "", None, "dataset_flip_rate", "cities -> townships", "sentiment_plain")

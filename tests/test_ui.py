@@ -30,10 +30,24 @@ def test_saliency_api_takes_the_ig_tolerance(client):
 
 
 def test_counterfactual_api(client):
-    res, summary, table = client.predict("the cities were lovely", "", "word_replacement", "cities -> townships",
-                                         None, 100, api_name="/counterfactual")
+    res, summary, plot, table = client.predict("the cities were lovely", "", "word_replacement",
+                                               "cities -> townships", None, 100, api_name="/counterfactual")
     assert res["changes"][0]["edited"] == ["the townships were lovely"]
     assert "edit" in summary
+
+
+def test_counterfactual_plot_shows_each_models_own_delta():
+    from app.ui import _counterfactual_plot
+
+    change = {"edits": [["cities", "townships"]], "before": [{"label": "positive"}, {"label": "negative"}],
+              "deltas": [{"positive": -0.25, "negative": 0.25}, {"positive": -0.1, "negative": 0.1}]}
+    ax = _counterfactual_plot({"generator": "word_replacement", "changes": [change]}, ["BERT", "ALBERT"]).axes[0]
+    assert [round(b.get_height(), 6) for b in ax.patches] == [-0.25, 0.1]  # each model's own label
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1: cities→townships"]
+    flips = {"generator": "dataset_flip_rate", "flip_rate": [0.2, 0.05], "only": [[1, 2, 3], []], "changed": 20}
+    ax = _counterfactual_plot(flips, ["BERT", "ALBERT"]).axes[0]
+    assert [round(b.get_height(), 6) for b in ax.patches] == [0.2, 0.15, 0.05, 0.0]
+    assert "20 changed" in ax.get_ylabel()
 
 
 def test_project_api(client):

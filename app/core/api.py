@@ -102,7 +102,10 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
 
     if generator == "dataset_flip_rate":
         ds = resolve_dataset(pair, dataset, limit)
-        res = cf.flip_rate(pair.models, ds.examples, cf.parse_pairs(replacements))
+        pairs = cf.parse_pairs(replacements)
+        res = cf.flip_rate(pair.models, ds.examples, pairs)
+        if not res["changed"]:
+            raise InputError(f"replacements: none of {list(pairs)} occurs in the {len(ds)} examples of {ds.name}")
         return {"generator": generator, "dataset": ds.name, "models": [m.name for m in pair.models], **res}
     ex = example_from(pair, text, text2)
     models = pair.models

@@ -266,8 +266,9 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str], progre
             originals.append(ex)
             edited.append(new)
             edits.append(e)
-    if not originals:
-        return {"changed": 0, "flip_rate": [0.0] * len(models), "only": [[] for _ in models], "examples": []}
+    if not originals:  # no rate to report: 0 of 0 is not 0%
+        return {"changed": 0, "flip_rate": [None] * len(models), "both": 0, "only": [[] for _ in models],
+                "examples": []}
     scored = _score(models, originals, edited)
     flips = np.asarray([s[2] for s in scored])  # (n, models)
     changes = [Change(o.texts, e.texts, ed, "word_replacement", *s) for o, e, ed, s in zip(originals, edited, edits, scored)]
