@@ -24,6 +24,8 @@ from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
 MAX_UPLOAD_MB = 20
+# Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words
+CSS = ".textfield { word-break: normal !important; overflow-wrap: anywhere; }"
 
 
 def guarded(fn):
@@ -81,7 +83,7 @@ def build(pair: Pair) -> gr.Blocks:
         t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair)
         return t1, t2
 
-    with gr.Blocks(title="albert-lens", analytics_enabled=False) as demo:
+    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS) as demo:
         gr.Markdown(f"## albert-lens · {html.escape(pair.banner())}")
 
         with gr.Tab("Compare"):
@@ -126,7 +128,7 @@ def build(pair: Pair) -> gr.Blocks:
                 rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
                         for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
                 return res, *hl, _saliency_summary(res), grouped_bars(rows, "word", "score", "model",
-                                                                       "score (positive supports the class)")
+                                                                       "score (+ supports the class)")
 
             go.click(do_saliency, [s1, s2, method, target, tolerance], [sraw, *maps, summary, bars], api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
@@ -447,7 +449,7 @@ def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
             row[f"{n} before"] = b.get("label", b.get("score"))
             row[f"{n} after"] = a.get("label", a.get("score"))
             key, d = _own_delta(c, k)
-            row[f"{n} Δp({key})"] = round(d, 4)
+            row[f"{n} Δp({key})"] = float(f"{d:.3g}")  # small effects keep their digits
         rows.append(row)
     return pd.DataFrame(rows)
 
