@@ -199,12 +199,14 @@ def build(pair: Pair) -> gr.Blocks:
 
                 plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method_name})")
                 # sorted by the colour column so the classes get the same colours as in the PNG
-                per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour)
-                             for n in names]
+                lims = {"x_lim": _span(frame["x"]), "y_lim": _span(frame["y"])}  # same axes in all three
+                per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour,
+                                       **lims) for n in names]
                 summary = (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
                            f"neighbours: **{res['knn_overlap']:.2f}** · Procrustes disparity "
                            f"{res['procrustes_disparity']:.3f} · embeddings from cache: {res['embeddings_cached']}")
-                return ({k: v for k, v in res.items() if k != "points"}, summary, *per_model, frame,
+                return ({k: v for k, v in res.items() if k != "points"}, summary, *per_model,
+                        gr.update(value=frame, **lims),
                         str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
 
             go.click(do_project, [pds, upload, pmethod, pooling, layer, color, plimit],
@@ -371,6 +373,14 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
+
+
+def _span(values) -> list[float]:
+    """Axis limits around the data with a 5% margin: the plots' default domain starts at zero, which squeezes a
+    UMAP cloud lying at x = 9..12 into a corner."""
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.05 * (hi - lo) or 0.5
+    return [lo - pad, hi + pad]
 
 
 def _upload_path(uploaded) -> str | None:

@@ -3,7 +3,7 @@ import pytest
 
 from app.core.data import Example
 from app.core.errors import InputError
-from app.core.projection import (cached_embeddings, knn_overlap, plot_png, procrustes_align, project, project_pair,
+from app.core.projection import (cached_embeddings, knn_overlap, neighbours_k, plot_png, procrustes_align, project, project_pair,
                                  projection_table)
 
 from .conftest import SENTENCES
@@ -18,6 +18,22 @@ def test_procrustes_recovers_a_rotated_reflected_copy():
     aligned, disparity = procrustes_align(x, moved)
     np.testing.assert_allclose(aligned, x, atol=1e-5)
     assert disparity < 1e-10
+
+
+def test_knn_overlap_is_not_trivially_perfect_on_few_points():
+    """With k >= n - 1 every point's neighbours are all the others, so any two spaces would score 1.0."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((5, 8)), rng.standard_normal((5, 8))
+    assert neighbours_k(5, 10) == 3 and neighbours_k(2, 10) == 0
+    assert knn_overlap(a, b, k=10) < 1.0
+    assert np.isnan(knn_overlap(a[:2], b[:2], k=10))
+
+
+def test_project_api_reports_the_k_it_used(tiny_pair):
+    from app.core import api
+
+    res = api.project(tiny_pair, "sentiment_plain", "pca", limit=4)  # 4 is the fewest a projection takes
+    assert res["n"] == 4 and res["k"] == 2 and 0 <= res["knn_overlap"] <= 1
 
 
 def test_knn_overlap_extremes():

@@ -99,3 +99,12 @@ def test_attack_summary_says_why_examples_were_skipped():
                                        "label), 0 queries, transfer n/a")
     s |= {"success_rate": 0.5, "attacked": 4, "skipped": 0, "avg_queries": 80.4, "transfer_rate": 0.25}
     assert _attack_line("<b>", s) == "**&lt;b&gt;**: success 50% of 4 attacked, 80 queries, transfer 25%"
+
+
+def test_projection_axes_fit_the_points_not_zero():
+    import pandas as pd
+
+    from app.ui import _span
+
+    assert _span(pd.Series([9.0, 12.0])) == pytest.approx([8.85, 12.15])
+    assert _span(pd.Series([3.0, 3.0])) == [2.5, 3.5]

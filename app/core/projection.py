@@ -122,11 +122,18 @@ def procrustes_align(reference: np.ndarray, moving: np.ndarray) -> tuple[np.ndar
     return aligned.astype(np.float32), disparity
 
 
+def neighbours_k(n: int, k: int) -> int:
+    """The k the overlap can use on n points: at most n - 2, since with n - 1 every point's neighbours are all
+    the others and any two spaces agree (0 when fewer than 3 points: no score)."""
+    return max(0, min(k, n - 2))
+
+
 def knn_overlap(a: np.ndarray, b: np.ndarray, k: int = 10) -> float:
-    """Mean share of each point's k nearest neighbours (cosine) that both embedding spaces agree on."""
+    """Mean share of each point's k nearest neighbours (cosine) that both embedding spaces agree on; k is capped
+    by `neighbours_k`, NaN when no k is informative."""
     from sklearn.neighbors import NearestNeighbors
 
-    k = min(k, len(a) - 1)
+    k = neighbours_k(len(a), k)
     if k < 1:
         return float("nan")
     sets = []
@@ -156,8 +163,8 @@ def project_pair(models: Sequence[Classifier], examples: Sequence[Example], *, m
                                    compute=compute)
     coords = [project(e, method) for e in embs]
     aligned, disparity = procrustes_align(coords[0], coords[1])
-    return Projection([coords[0], aligned], cached, disparity, knn_overlap(embs[0], embs[1], k), k, method, layer,
-                      pooling)
+    return Projection([coords[0], aligned], cached, disparity, knn_overlap(embs[0], embs[1], k),
+                      neighbours_k(len(examples), k), method, layer, pooling)
 
 
 def projection_table(proj: Projection, models: Sequence[Classifier], examples: Sequence[Example],
