@@ -230,7 +230,7 @@ def build(pair: Pair) -> gr.Blocks:
                 if is_pair:
                     lines = [ln.split("\t", 1) if "\t" in ln else [ln, ln] for ln in lines]
                 res = api.facts(pair, lines or None)
-                rows = [{k: v for k, v in m.items() if k != "transitions"} for m in res["models"]]
+                rows = [{k: _fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
                 trans = [{"model": m["model"], "layer": i + 1, "l2": l2, "cosine": c}
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
                                                                                 m["transitions"]["cosine"]))]
@@ -373,6 +373,13 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
 
 def _pct(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.0%}"
+
+
+def _fact_text(value) -> str:
+    """Counts with thousands separators (1,007,916 reads at a glance), measurements to 3 significant digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
 
 
 def _span(values) -> list[float]:

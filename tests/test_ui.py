@@ -108,3 +108,10 @@ def test_projection_axes_fit_the_points_not_zero():
 
     assert _span(pd.Series([9.0, 12.0])) == pytest.approx([8.85, 12.15])
     assert _span(pd.Series([3.0, 3.0])) == [2.5, 3.5]
+
+
+def test_facts_table_text():
+    from app.ui import _fact_text
+
+    assert [_fact_text(v) for v in (1007916, 3.205184, 555.51321, True, "bert")] == \
+        ["1,007,916", "3.21", "556", "True", "bert"]
