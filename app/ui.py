@@ -257,10 +257,14 @@ def _extra_tabs(pair: Pair, names: list[str]) -> None:
 def _checklist_tab(pair: Pair, names: list[str]) -> None:
     from app.core.report import default_suites
 
+    suites = default_suites(pair)
     with gr.Tab("Behavioural"):
+        if not suites:
+            gr.Markdown(f"No released CheckList suite fits the *{html.escape(pair.task.name)}* task: they test "
+                        "sentiment (positive/negative, neutral) and QQP paraphrase labels. Give the path of, or "
+                        "upload, a suite export written for this task's labels.")
         with gr.Row():
-            suite = gr.Textbox(value=next(iter(default_suites(pair)), ""),
-                               label="CheckList suite (path to *_suite.json.gz)")
+            suite = gr.Textbox(value=next(iter(suites), ""), label="CheckList suite (path to *_suite.json.gz)")
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = gr.Number(value=20, precision=0, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")

@@ -1,4 +1,5 @@
 """The Gradio app, launched here and driven through gradio_client like a user's script would."""
+import gradio as gr
 import pytest
 
 from app.core.data import Example
@@ -89,6 +90,12 @@ def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expect
     box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]
     assert len(box) == 1
     assert (box[0].value.endswith(suite) if suite else box[0].value == "")
+    notes = [b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown) and "No released CheckList" in
+             (b.value or "")]
+    if suite:
+        assert notes == []
+    else:  # the empty box is explained
+        assert len(notes) == 1 and "*rte* task" in notes[0]
 
 
 def test_attack_summary_says_why_examples_were_skipped():
