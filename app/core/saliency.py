@@ -181,10 +181,7 @@ class IntegratedGradients(Method):
         ids = enc["input_ids"]
         states, logits = ctx if ctx is not None else self._prepare(example, enc)[1]
         x, b = states[:1], states[1:]
-        if clf.is_regression:
-            f_x, f_b = (float(v) for v in logits[:, tgt].double())
-        else:
-            f_x, f_b = (float(v) for v in torch.softmax(logits.double(), -1)[:, tgt])
+        f_x, f_b = (float(v) for v in class_score(clf, logits.double(), tgt, "prob"))
         best, spent, n, rule = None, 0, self.start_steps, self._even_rule(self.start_steps)
         while True:
             attr, slope = self.path_integral(enc, tgt, *rule, x, b)
