@@ -120,7 +120,7 @@ def build(pair: Pair) -> gr.Blocks:
             sraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
-            def do_saliency(text, text2, method_name, target_label, tol="1e-03", progress=gr.Progress()):
+            def do_saliency(text, text2, method_name, target_label, tol, progress=gr.Progress()):
                 progress(0.1, desc=f"{method_name} on both models")
                 res = api.saliency(pair, text, text2, method_name, target_label, tol)
                 texts = [text] + ([text2] if is_pair else [])
@@ -479,7 +479,7 @@ def _counterfactual_plot(res: dict, names: list[str]):
     """Flip rate per model over a dataset; else, per edit, how far each model's own prediction moved."""
     if res["generator"] == "dataset_flip_rate":
         rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
-        rows += [{"x": "flips only this model", "model": n, "v": len(o) / max(res["changed"], 1)}
+        rows += [{"x": "flips only this model", "model": n, "v": len(o) / res["changed"]}
                  for n, o in zip(names, res["only"])]
         return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples")
     changes = res.get("changes", [])

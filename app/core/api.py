@@ -5,6 +5,7 @@ lists, numbers and strings only. Inputs arrive as raw strings; errors are `LensE
 """
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -66,7 +67,7 @@ def ig_tolerance(value) -> float:
         tol = float(value)
     except (TypeError, ValueError):
         raise InputError(f"tolerance: {value!r} is not a number") from None
-    if not tol > 0 or tol != tol or tol == float("inf"):
+    if not (math.isfinite(tol) and tol > 0):
         raise InputError(f"tolerance: {value!r} must be a positive, finite number")
     if tol < cap["min_ig_tolerance"]:
         raise InputError(f"tolerance: {tol:g} is below this server's smallest, {cap['min_ig_tolerance']:g}")
@@ -83,9 +84,10 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
     kw = {}
     if method == "lime":
         kw = {"n_samples": min(256, cap["max_lime_samples"])}
-    elif method == "integrated_gradients":
-        kw = {"tolerance": 1e-3 if tolerance in (None, "") else ig_tolerance(tolerance),
-              "max_steps": cap["max_ig_steps"]}
+    elif method == "integrated_gradients":  # no tolerance given: the method's own default
+        kw = {"max_steps": cap["max_ig_steps"]}
+        if tolerance not in (None, ""):
+            kw["tolerance"] = ig_tolerance(tolerance)
     tgt = None if target in (None, "", "predicted") else target
     out = explain(pair.models, ex, method, tgt, **kw)
     return {

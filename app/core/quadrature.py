@@ -14,11 +14,16 @@ from __future__ import annotations
 import numpy as np
 
 
-def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(alphas, weights) of the n-point Gauss-Legendre rule on [0, 1]."""
+def _legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Gauss-Legendre nodes and weights on [-1, 1], the rule every map below starts from."""
     if n < 1:
         raise ValueError(f"n: {n} nodes; need at least 1")
-    x, w = np.polynomial.legendre.leggauss(n)
+    return np.polynomial.legendre.leggauss(n)
+
+
+def gauss_legendre(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """(alphas, weights) of the n-point Gauss-Legendre rule on [0, 1]."""
+    x, w = _legendre(n)
     return (x + 1) / 2, w / 2
 
 
@@ -27,11 +32,9 @@ def transplanted(n: int, degree: int = 9) -> tuple[np.ndarray, np.ndarray]:
     map is arcsin's Taylor polynomial of odd `degree`, normalised to fix the ends. It trades the exactness for
     polynomials for a uniform node density; on the offline pair's paths 20 nodes do as well as 24 (BERT) to 28
     (ALBERT) Gauss-Legendre nodes (benchmarks/README.md)."""
-    if n < 1:
-        raise ValueError(f"n: {n} nodes; need at least 1")
     if degree < 1 or degree % 2 == 0:
         raise ValueError(f"degree: {degree}; the map needs an odd degree >= 1")
-    x, w = np.polynomial.legendre.leggauss(n)
+    x, w = _legendre(n)
     powers = np.arange(1, degree + 1, 2)
     coef = np.ones(len(powers))
     for k in range(1, len(powers)):  # arcsin s = sum (2k)! / (4^k k!^2 (2k + 1)) s^(2k+1)
@@ -49,7 +52,7 @@ def sinh_mapped(n: int, centre: float, width: float) -> tuple[np.ndarray, np.nda
         raise ValueError(f"centre: {centre} is outside [0, 1]")
     if width <= 0:
         raise ValueError(f"width: {width} must be positive")
-    x, w = np.polynomial.legendre.leggauss(n)
+    x, w = _legendre(n)
     right, left = np.arcsinh((1 - centre) / width), np.arcsinh(centre / width)
     mu, eta = (right + left) / 2, (right - left) / 2
     alphas = centre + width * np.sinh(mu * x + eta)
@@ -57,7 +60,7 @@ def sinh_mapped(n: int, centre: float, width: float) -> tuple[np.ndarray, np.nda
     return np.clip(alphas, 0.0, 1.0), weights
 
 
-def peaked(alphas: np.ndarray, weights: np.ndarray, values: np.ndarray, ratio: float = 5.0) -> bool:
+def peaked(weights: np.ndarray, values: np.ndarray, ratio: float = 5.0) -> bool:
     """True when |integrand| has a narrow peak (max over mean above `ratio`): a probability jump, which a
     sinh-mapped rule resolves, rather than a smooth path, which a larger even rule does."""
     v = np.abs(values)

@@ -44,9 +44,13 @@ class WordSaliency:
         return d
 
 
-def _target_prob(clf: Classifier, examples: list[Example], target: int) -> np.ndarray:
-    pred = predict(clf, examples, validate=False, batch_size=64)
+def _target_values(clf: Classifier, pred, target: int) -> np.ndarray:
+    """Per example, the explained output: the target's probability, or the score of a regression model."""
     return pred.scores if clf.is_regression else pred.probs[:, target]
+
+
+def _target_prob(clf: Classifier, examples: list[Example], target: int) -> np.ndarray:
+    return _target_values(clf, predict(clf, examples, validate=False, batch_size=64), target)
 
 
 class Method:
@@ -179,7 +183,7 @@ class IntegratedGradients(Method):
 
         clf = self.clf
         ids = enc["input_ids"]
-        states, logits = ctx if ctx is not None else self._prepare(example, enc)[1]
+        states, logits = ctx  # from _prepare
         x, b = states[:1], states[1:]
         f_x, f_b = (float(v) for v in class_score(clf, logits.double(), tgt, "prob"))
         best, spent, n, rule = None, 0, self.start_steps, self._even_rule(self.start_steps)
@@ -192,7 +196,7 @@ class IntegratedGradients(Method):
             nxt = max(n + 1, n * 3 // 2)
             if best[1] <= self.tolerance or spent + nxt > self.max_steps:
                 break
-            if quadrature.peaked(*rule, slope):
+            if quadrature.peaked(rule[1], slope):
                 rule = quadrature.sinh_mapped(nxt, *quadrature.focus(rule[0], slope))
             else:
                 rule = self._even_rule(nxt)
@@ -210,9 +214,14 @@ class Occlusion(Method):
 
     name = "occlusion"
 
+    def _prepare(self, example, enc):
+        """The input's prediction picks the target and is the baseline every removal is compared with."""
+        pred = predict(self.clf, [example])
+        return (None if self.clf.is_regression else pred.probs[0]), pred
+
     def _attribute(self, example, enc, al, tgt, ctx=None):
         edited = [Example(edit_texts(example.texts, al.words, {i: ""})) for i in range(len(al.words))]
-        base = _target_prob(self.clf, [example], tgt)[0]
+        base = _target_values(self.clf, ctx, tgt)[0]
         probs = _target_prob(self.clf, edited, tgt) if edited else np.zeros(0)
         return self._result(al, tgt, base - probs)
 
