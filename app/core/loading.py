@@ -189,9 +189,6 @@ def load(spec: ModelSpec) -> Classifier:
     else:
         raise ModelLoadError(f"model {source!r}: neither an existing directory nor a valid Hugging Face hub id")
     model.eval()
-    # Inference only: gradients are taken with respect to embeddings, never weights. Frozen weights spare autograd
-    # their bookkeeping, 17% of a forward+backward on the offline BERT (benchmarks/README.md).
-    model.requires_grad_(False)
     spec = with_task(spec, task_from_config(model.config, spec.task))
     n_out = int(model.config.num_labels)
     labels = spec.output_labels
