@@ -20,6 +20,7 @@ from app.core import api
 from app.core.errors import LensError
 from app.core.pair import Pair
 from app.core.plots import grouped_bars
+from app.core.report import percent
 from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
@@ -375,10 +376,6 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
         stop.click(do_stop, None, asum, api_name="attack_stop", queue=False)
 
 
-def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.0%}"
-
-
 def _fact_text(value) -> str:
     """Counts with thousands separators (1,007,916 reads at a glance), measurements to 3 significant digits."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -446,8 +443,8 @@ def _counterfactual_summary(res: dict, names: list[str]) -> str:
 
 def _attack_line(model: str, s: dict) -> str:
     skipped = f" ({s['skipped']} skipped: already wrong on the gold label)" if s["skipped"] else ""
-    return (f"**{html.escape(model)}**: success {_pct(s['success_rate'])} of {s['attacked']} attacked{skipped}, "
-            f"{s['avg_queries'] or 0:.0f} queries, transfer {_pct(s['transfer_rate'])}")
+    return (f"**{html.escape(model)}**: success {percent(s['success_rate'])} of {s['attacked']} attacked{skipped}, "
+            f"{s['avg_queries'] or 0:.0f} queries, transfer {percent(s['transfer_rate'])}")
 
 
 def _own_delta(change: dict, k: int) -> tuple[str, float]:

@@ -185,9 +185,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                        "| model | success rate | attacked | skipped | avg queries | perturbed words % | s/example | transfer rate |",
                        "|---|---|---|---|---|---|---|---|"]
                 for m, s in res["summary"].items():
-                    md.append(f"| {m} | {_pct(s['success_rate'])} | {s['attacked']} | {s['skipped']} | "
+                    md.append(f"| {m} | {percent(s['success_rate'])} | {s['attacked']} | {s['skipped']} | "
                               f"{_num(s['avg_queries'])} | {_num(s['avg_perturbed_words_pct'])} | "
-                              f"{_num(s['avg_seconds'], 2)} | {_pct(s['transfer_rate'])} |")
+                              f"{_num(s['avg_seconds'], 2)} | {percent(s['transfer_rate'])} |")
                 md.append("")
         elif kind == "umap":
             fig = out / "umap.png"
@@ -227,7 +227,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
     return ["report.md", "report.html"] + [f.name for f in figs]
 
 
-def _pct(x) -> str:
+def percent(x: float | None) -> str:
+    """A rate as a whole percentage; "n/a" where nothing was measured (shared with the app)."""
     return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
