@@ -205,7 +205,9 @@ def build(pair: Pair) -> gr.Blocks:
                                        **lims) for n in names]
                 summary = (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
                            f"neighbours: **{res['knn_overlap']:.2f}** · Procrustes disparity "
-                           f"{res['procrustes_disparity']:.3f} · embeddings from cache: {res['embeddings_cached']}")
+                           f"{res['procrustes_disparity']:.3f} · embeddings: " + ", ".join(
+                               f"{html.escape(n_)} {'from cache' if c else 'computed'}"
+                               for n_, c in zip(names, res["embeddings_cached"])))
                 return ({k: v for k, v in res.items() if k != "points"}, summary, *per_model,
                         gr.update(value=frame, **lims),
                         str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
@@ -296,7 +298,7 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
             for cap_name, per in res["capabilities"].items():
                 for m, v in per.items():
                     bar_rows.append({"capability": cap_name, "model": m, "fail rate": v or 0.0})
-            return (res, grouped_bars(bar_rows, "capability", "fail rate", "model", "fail rate"),
+            return (res, grouped_bars(bar_rows, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)),
                     pd.DataFrame(rows), pd.DataFrame(fail_rows))
 
         go.click(do_checklist, [suite, upload, sample], [craw, bars, table, fails], api_name="checklist")
@@ -358,12 +360,12 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
                 for r in ex["results"]:
                     rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
                                  "adversarial": " / ".join(r["adversarial"] or []), "queries": r["queries"],
-                                 "perturbed %": r["perturbed_words_pct"], "seconds": round(r["seconds"], 2)})
+                                 "perturbed %": "" if r["perturbed_words_pct"] is None else r["perturbed_words_pct"], "seconds": round(r["seconds"], 2)})
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
             summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
-            return res, summary, *hl, pd.DataFrame(rows), grouped_bars(bars, "model", "value", "measure", "rate")
+            return res, summary, *hl, pd.DataFrame(rows), grouped_bars(bars, "model", "value", "measure", "rate", ylim=(0, 1))
 
         def do_stop(request: gr.Request):
             key = getattr(request, "session_hash", None) or "default"
@@ -373,6 +375,7 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
 
         go.click(do_attack, [a1, a2, recipe, gold, ads, n, budget, tlimit], [araw, asum, *diffs, atable, aplot],
                  api_name="attack")
+        gr.Examples(_attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
         stop.click(do_stop, None, asum, api_name="attack_stop", queue=False)
 
 
@@ -403,13 +406,24 @@ def _upload_path(uploaded) -> str | None:
     return str(path)
 
 
-def _examples(pair: Pair) -> list[list[str]]:
-    """The shipped examples, read by the same loader as any dataset."""
+def _shipped(pair: Pair):
+    """The shipped examples for the pair's task, read by the same loader as any dataset."""
     from app.core.data import read_table
 
     exs = read_table(api.shipped_datasets()[api.default_dataset(pair)], labels=(),
                      n_fields=len(pair.task.fields)).examples
-    return [list(e.texts) for e in (exs if pair.task.is_pair else exs[:8])]
+    return exs if pair.task.is_pair else exs[:8]
+
+
+def _examples(pair: Pair) -> list[list[str]]:
+    return [list(e.texts) for e in _shipped(pair)]
+
+
+def _attack_examples(pair: Pair) -> list[list]:
+    """Texts with their gold label (an attack needs one); a label the task doesn't have (RTE's on a 3-way NLI
+    pair) is left for the user to choose."""
+    labels = list(pair.task.labels or [])
+    return [[*e.texts, e.label if e.label in labels else None] for e in _shipped(pair)]
 
 
 def _saliency_summary(res: dict) -> str:
@@ -478,7 +492,7 @@ def _counterfactual_plot(res: dict, names: list[str]):
         rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
         rows += [{"x": "flips only this model", "model": n, "v": len(o) / res["changed"]}
                  for n, o in zip(names, res["only"])]
-        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples")
+        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples", ylim=(0, 1))
     changes = res.get("changes", [])
     rows = [{"x": f"{i + 1}: {_edits_text(c)}"[:40], "model": n, "v": _own_delta(c, k)[1]}
             for i, c in enumerate(changes) for k, n in enumerate(names)]

@@ -122,3 +122,16 @@ def test_qqp_suite_runs_on_a_pair_task(tiny_dirs):
     suite = cl.load_suite(shared("checklist", "qqp_suite.json.gz"))
     res = cl.run_suite(suite, pair.models, sample=3)
     assert len(res) == 53 and all(len(r.results) == 2 for r in res)
+
+
+def test_failure_details_name_labels_not_indices():
+    """A researcher reads "expected neutral, got positive", not "expected 1, got [2]"."""
+    fn, how = cl.expectation(_t("MFT", "single neutral words", ["x"], 1), "sentiment")
+    sp = space([0.9])
+    assert fn(sp.preds, sp.confs)[1] == "expected neutral, got positive"
+    assert how == "label neutral (from the suite)"
+    fn, _ = cl.expectation(_t("DIR", "add negative phrases", [["a", "b"]]), "sentiment")
+    sp = space([0.5, 0.8])
+    assert fn(sp.preds, sp.confs)[1] == "confidence in negative moved by -0.300"
+    fn, _ = cl.expectation(_t("DIR", "Testing implications", []), "qqp")
+    assert fn(np.array([1, 1, 0]), None, [1, 1, 1])[1] == "f(a, b) = not_duplicate, expected duplicate"

@@ -25,3 +25,10 @@ def test_grouped_bars_draw_on_a_given_axis_with_missing_values_as_zero():
     assert grouped_bars(rows, "d", "v", "model", "acc", ax=axes[1], title="accuracy") is fig
     assert [round(b.get_height(), 6) for b in axes[1].patches] == [0.9, 0.0, 0.0, 0.0]
     assert axes[1].get_title() == "accuracy" and not axes[0].patches
+
+
+def test_rates_keep_a_zero_to_one_axis_even_when_all_are_zero():
+    rows = [{"model": m, "measure": "success rate", "value": 0.0} for m in ("BERT", "ALBERT")]
+    assert grouped_bars(rows, "model", "value", "measure", "rate", ylim=(0, 1)).axes[0].get_ylim() == (0, 1)
+    lo, hi = grouped_bars(rows, "model", "value", "measure", "rate").axes[0].get_ylim()
+    assert lo < 0 < hi < 0.1  # matplotlib's own span around zero bars: why rates pass ylim

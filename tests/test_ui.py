@@ -55,6 +55,8 @@ def test_project_api(client):
     res, summary, *_ = client.predict("sentiment_plain", None, "pca", "cls", -1, "gold", 30, api_name="/project")
     assert res["n"] == 30 and 0 <= res["knn_overlap"] <= 1
     assert "nearest" in summary
+    again = client.predict("sentiment_plain", None, "pca", "cls", -1, "gold", 30, api_name="/project")[1]
+    assert again.count("from cache") == 2 and "computed" not in again  # the second run reuses both models' vectors
 
 
 def test_facts_api(client, tiny_pair):
@@ -122,3 +124,23 @@ def test_facts_table_text():
 
     assert [_fact_text(v) for v in (1007916, 3.205184, 555.51321, True, "bert")] == \
         ["1,007,916", "3.21", "556", "True", "bert"]
+
+
+def test_attack_examples_carry_their_gold_label(tiny_pair, tiny_nli_pair):
+    """An attack needs the input's gold label: the Attacks tab's examples fill it in from the shipped files,
+    and leave it to the user where the task has no such label (RTE's not_entailment on a 3-way NLI pair)."""
+    from types import SimpleNamespace
+
+    from app.core.registry import TASKS
+    from app.ui import _attack_examples
+
+    rows = _attack_examples(tiny_pair)
+    assert len(rows) == 8 and all(len(r) == 2 for r in rows)
+    assert rows[1] == ["Terrible film. I walked out after forty minutes.", "negative"]
+    assert {r[1] for r in rows} == {"negative", "positive"}
+    rte = _attack_examples(tiny_nli_pair)
+    assert rte[0][1] == "People in cities protested against hospital closures." and rte[0][2] == "entailment"
+    assert rte[1][2] == "not_entailment"
+    snli = _attack_examples(SimpleNamespace(task=TASKS["snli"]))
+    assert [r[2] for r in snli] == [g if g == "entailment" else None for *_, g in rte]
+    assert None in [r[2] for r in snli]  # not_entailment is no SNLI label

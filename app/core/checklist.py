@@ -119,23 +119,35 @@ def qqp_space(clf: Classifier, probs: np.ndarray) -> Space:
 Outcome = tuple[bool | None, str]  # (passed; None = filtered out), detail
 
 
-def _mft_label(label: int) -> Callable:
+def label_names(kind: str) -> tuple[str, ...]:
+    """The suite's label space in index order: failure details name labels, not indices."""
+    return SENTIMENT if kind == "sentiment" else QQP
+
+
+def _said(preds, names: Sequence[str]) -> str:
+    return ", ".join(names[int(p)] for p in np.atleast_1d(preds))
+
+
+def _mft_label(label: int, names: Sequence[str]) -> Callable:
     def check(preds, confs, case_labels=None) -> Outcome:
-        return bool((preds == label).all()), f"expected {label}, got {preds.tolist()}"
+        return bool((preds == label).all()), f"expected {names[label]}, got {_said(preds, names)}"
     return check
 
 
-def _monotonic(label: int | None, increasing: bool, tol: float = TOLERANCE) -> Callable:
+def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: float = TOLERANCE) -> Callable:
     def check(preds, confs, case_labels=None) -> Outcome:
         k = int(preds[0]) if label is None else label
         delta = confs[1:, k] - confs[0, k]
         ok = (delta >= -tol) if increasing else (delta <= tol)
-        return bool(ok.all()), f"confidence of class {k} moved by {delta.min() if increasing else delta.max():+.3f}"
+        moved = delta.min() if increasing else delta.max()
+        return bool(ok.all()), f"confidence in {names[k]} moved by {moved:+.3f}"
     return check
 
 
-def _inv(preds, confs, case_labels=None) -> Outcome:
-    return bool((preds[1:] == preds[0]).all()), f"predictions {preds.tolist()}"
+def _inv(names: Sequence[str]) -> Callable:
+    def check(preds, confs, case_labels=None) -> Outcome:
+        return bool((preds[1:] == preds[0]).all()), f"predictions {_said(preds, names)}"
+    return check
 
 
 def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool = False) -> Callable:
@@ -143,7 +155,7 @@ def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool
         if only_if_original is not None and preds[0] != only_if_original:
             return None, "original not predicted as the test requires"
         rest = preds[1:] if skip_first else preds
-        return bool((rest == value).all()), f"predictions {preds.tolist()}"
+        return bool((rest == value).all()), f"predictions {_said(preds, QQP)}"
     return check
 
 
@@ -153,28 +165,29 @@ def _implications(preds, confs, case_labels=None) -> Outcome:
     if preds[0] != la or preds[1] != lb:
         return None, "f(x, a) or f(x, b) predicted wrongly"
     if la == 1 and lb == 1:
-        return bool(preds[2] == 1), f"f(a, b) = {preds[2]}, expected 1"
+        return bool(preds[2] == 1), f"f(a, b) = {QQP[preds[2]]}, expected {QQP[1]}"
     if la != lb:
-        return bool(preds[2] == 0), f"f(a, b) = {preds[2]}, expected 0"
+        return bool(preds[2] == 0), f"f(a, b) = {QQP[preds[2]]}, expected {QQP[0]}"
     return None, "no implication when both are 0"
 
 
 def expectation(test: Test, kind: str) -> tuple[Callable, str]:
     """The expectation for a test, with a note saying where it came from."""
     name = test.name.lower()
+    names = label_names(kind)
     if test.type == "MFT":
         if isinstance(test.labels, int):
-            return _mft_label(test.labels), f"label {test.labels} (from the suite)"
+            return _mft_label(test.labels, names), f"label {names[test.labels]} (from the suite)"
         if isinstance(test.labels, list):
             return None, "per-example labels (from the suite)"  # handled per case
         if kind == "sentiment" and ("not negative" in name or "negative, but it was not" in name
                                     or "negation of negative" in name):
             def not_negative(preds, confs, case_labels=None) -> Outcome:
-                return bool((preds != 0).all()), f"expected neutral or positive, got {preds.tolist()}"
+                return bool((preds != 0).all()), f"expected neutral or positive, got {_said(preds, names)}"
             return not_negative, "rule 'not negative' (re-implemented from the test name)"
         raise InputError(f"suite: no expectation known for MFT test {test.name!r}")
     if test.type == "INV":
-        return _inv, "prediction unchanged (INV)"
+        return _inv(names), "prediction unchanged (INV)"
     # DIR
     if kind == "sentiment":
         table = {
@@ -186,7 +199,7 @@ def expectation(test: Test, kind: str) -> tuple[Callable, str]:
         }
         if test.name in table:
             label, inc, why = table[test.name]
-            return _monotonic(label, inc), f"{why} by more than {TOLERANCE} (DIR, re-implemented)"
+            return _monotonic(label, inc, names), f"{why} by more than {TOLERANCE} (DIR, re-implemented)"
     else:
         if name.startswith("change") and "one of the questions" in name:
             return _all_equal(0, only_if_original=1, skip_first=True), \
@@ -251,6 +264,7 @@ def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None 
     `probabilities` (inputs -> one probability array per model), e.g. on a Ray engine."""
     space_fn = sentiment_space if suite.kind == "sentiment" else qqp_space
     n_fields = 2 if suite.kind == "qqp" else 1
+    names = label_names(suite.kind)
     for clf in models:
         if len(clf.task.fields) != n_fields:
             raise InputError(f"suite: {suite.name} needs a {'pair' if n_fields == 2 else 'single-text'} task; "
@@ -284,7 +298,8 @@ def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None 
                 preds, confs = sp.preds[rows], sp.confs[rows]
                 labels = test.labels[i] if isinstance(test.labels, list) else test.labels
                 if fn is None:  # per-example MFT label
-                    ok, detail = bool((preds == labels).all()), f"expected {labels}, got {preds.tolist()}"
+                    ok = bool((preds == labels).all())
+                    detail = f"expected {names[labels]}, got {_said(preds, names)}"
                 else:
                     ok, detail = fn(preds, confs, labels)
                 if ok is None:

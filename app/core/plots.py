@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = ""):
+def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = "",
+                 ylim: tuple[float, float] | None = None):
     """Bars of each group side by side per x value, with a legend: two models' values must not stack.
-    Draws on `ax` when given, else on a new Figure; returns the Figure."""
+    Draws on `ax` when given, else on a new Figure; returns the Figure. `ylim` fixes the axis for rates, which
+    would otherwise span -0.04..0.04 when every bar is 0."""
     xs = list(dict.fromkeys(r[x] for r in rows))
     groups = list(dict.fromkeys(r[group] for r in rows))
     if ax is None:
@@ -24,6 +26,8 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
     ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30 if tilt else 0, ha="right" if tilt else "center",
                   fontsize=8)
     ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
     if title:
         ax.set_title(title)
     if groups:
