@@ -138,7 +138,7 @@ def build(pair: Pair) -> gr.Blocks:
             c1, c2 = text_inputs()
             with gr.Row():
                 gen = gr.Dropdown(list(api.GENERATORS), value="word_replacement", label="generator")
-                repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value="cities -> townships")
+                repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=_default_swaps(pair))
             with gr.Row():
                 cds = gr.Dropdown(shipped, value=None, allow_custom_value=True,
                                   label="dataset for flip rate (shipped name or path)")
@@ -404,6 +404,17 @@ def _upload_path(uploaded) -> str | None:
     if path.suffix.lower() not in (".csv", ".tsv", ".jsonl"):
         raise LensError(f"upload: {path.name} is not a .csv, .tsv or .jsonl file")
     return str(path)
+
+
+STUDY_SWAP = "cities -> townships"
+# Words of the shipped reviews whose swap should not change a sentiment: the study's probe, where it can apply.
+NEUTRAL_SWAPS = "film -> movie, movie -> film, food -> meal, phone -> device, hotel -> motel, pizza -> pasta"
+
+
+def _default_swaps(pair: Pair) -> str:
+    """The study's swap for sentence pairs (its RTE example A has 'cities'); for single sentences, neutral noun
+    swaps that occur in the shipped examples, so Generate works on them as they come."""
+    return STUDY_SWAP if pair.task.is_pair else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
 
 
 def _shipped(pair: Pair):

@@ -78,3 +78,13 @@ def test_flip_rate_with_nothing_to_replace_is_undefined_and_the_api_says_why(tin
     with pytest.raises(InputError, match=r"replacements: none of \['cities'\] occurs in the \d+ examples of "
                                          r"sentiment_plain"):
         api.counterfactual(tiny_pair, "", None, "dataset_flip_rate", "cities -> townships", "sentiment_plain")
+
+
+def test_replacements_apply_at_once_so_pairs_can_swap():
+    """'film -> movie, movie -> film' swaps the words; applied one after the other it undid its own edits."""
+    ex = Example(("A film, not a movie: Movie night at the FILM club.",))
+    new, edits = replace_words(ex, parse_pairs("film -> movie, movie -> film"))
+    assert new.text == "A movie, not a film: Film night at the MOVIE club."
+    assert edits == [("film", "movie"), ("movie", "film"), ("Movie", "Film"), ("FILM", "MOVIE")]
+    new, _ = replace_words(Example(("New York and York",)), {"york": "Leeds", "new york": "Boston"})
+    assert new.text == "Boston and Leeds"  # the longer key wins where both match

@@ -144,3 +144,15 @@ def test_attack_examples_carry_their_gold_label(tiny_pair, tiny_nli_pair):
     snli = _attack_examples(SimpleNamespace(task=TASKS["snli"]))
     assert [r[2] for r in snli] == [g if g == "entailment" else None for *_, g in rte]
     assert None in [r[2] for r in snli]  # not_entailment is no SNLI label
+
+
+def test_default_replacements_apply_to_the_shipped_examples(tiny_pair, tiny_nli_pair):
+    """Generate with the default replacements works on the examples as shipped (it named no word before)."""
+    from app.core.counterfactuals import parse_pairs, replace_words
+    from app.ui import _default_swaps, _shipped
+
+    for pair in (tiny_pair, tiny_nli_pair):
+        pairs = parse_pairs(_default_swaps(pair))
+        assert "cities" in pairs  # the study's own probe stays
+        hit = [e for e in _shipped(pair) if replace_words(e, pairs)[1]]
+        assert hit and hit[0] == _shipped(pair)[0]  # the first example, the one people click, has one

@@ -93,18 +93,25 @@ def _match_case(src: str, new: str) -> str:
 
 
 def replace_words(example: Example, pairs: dict[str, str]) -> tuple[Example, list[tuple[str, str]]]:
-    """Whole-word, case-insensitive replacement that keeps the original capitalisation; multi-word keys allowed."""
+    """Whole-word, case-insensitive replacement that keeps the original capitalisation; multi-word keys allowed.
+    All pairs apply at once, longest key first, so 'film -> movie, movie -> film' swaps the two words instead of
+    turning every replacement back."""
+    table = {old.lower(): new for old, new in pairs.items() if old}
+    if not table:
+        return example, []
+    keys = sorted(table, key=len, reverse=True)
+    pat = re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, keys)) + r")(?!\w)", re.IGNORECASE)
     texts, edits = [], []
     for text in example.texts:
-        for old, new in sorted(pairs.items(), key=lambda kv: -len(kv[0])):
-            pat = re.compile(r"(?<!\w)" + re.escape(old) + r"(?!\w)", re.IGNORECASE)
+        def sub(m):
+            found = m.group(0)
+            key = found.lower() if found.lower() in table else next(  # case folds that change length ('İ')
+                k for k in keys if re.fullmatch(re.escape(k), found, re.IGNORECASE))
+            new = _match_case(found, table[key])
+            edits.append((found, new))
+            return new
 
-            def sub(m, new=new):
-                edits.append((m.group(0), _match_case(m.group(0), new)))
-                return _match_case(m.group(0), new)
-
-            text = pat.sub(sub, text)
-        texts.append(re.sub(r"  +", " ", text))
+        texts.append(re.sub(r"  +", " ", pat.sub(sub, text)))
     return Example(tuple(texts), example.label), edits
 
 
