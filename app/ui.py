@@ -138,7 +138,8 @@ def build(pair: Pair) -> gr.Blocks:
             c1, c2 = text_inputs()
             with gr.Row():
                 gen = gr.Dropdown(list(api.GENERATORS), value="word_replacement", label="generator")
-                repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=_default_swaps(pair))
+                repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=_default_swaps(pair),
+                                  lines=2)
             with gr.Row():
                 cds = gr.Dropdown(shipped, value=None, allow_custom_value=True,
                                   label="dataset for flip rate (shipped name or path)")
@@ -461,7 +462,8 @@ def _counterfactual_summary(res: dict, names: list[str]) -> str:
         return f"{res['changed']} examples changed in {html.escape(res['dataset'])}; flip rate {rates}; {only}"
     n = len(res["changes"])
     flips = [sum(c["flipped"][k] for c in res["changes"]) for k in range(len(names))]
-    notes = [html.escape(p.get("note", "")) for p in res.get("per_model", []) if p.get("note")]
+    notes = [f"**{html.escape(p['model'])}**: {html.escape(p['note'])}" for p in res.get("per_model", [])
+             if p.get("note")]
     return f"{n} edit(s); label flips: " + " · ".join(f"**{html.escape(a)}** {b}" for a, b in zip(names, flips)) + (
         "<br>" + "<br>".join(notes) if notes else "")
 

@@ -156,3 +156,12 @@ def test_default_replacements_apply_to_the_shipped_examples(tiny_pair, tiny_nli_
         assert "cities" in pairs  # the study's own probe stays
         hit = [e for e in _shipped(pair) if replace_words(e, pairs)[1]]
         assert hit and hit[0] == _shipped(pair)[0]  # the first example, the one people click, has one
+
+
+def test_counterfactual_notes_say_which_model_they_are_about():
+    from app.ui import _counterfactual_summary
+
+    res = {"generator": "ablation_flip", "changes": [{"flipped": [True, False]}],
+           "per_model": [{"model": "BERT", "size": 1}, {"model": "<ALBERT>", "note": "no set of up to 3 flips it"}]}
+    assert _counterfactual_summary(res, ["BERT", "<ALBERT>"]) == (
+        "1 edit(s); label flips: **BERT** 1 · **&lt;ALBERT&gt;** 0<br>**&lt;ALBERT&gt;**: no set of up to 3 flips it")
