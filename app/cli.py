@@ -98,12 +98,12 @@ def cmd_app(args) -> int:
 
 
 def cmd_lit(args) -> int:
-    from lit_models.server import make_server
+    from lit_models.server import make_server, page_url
 
     pair = _pair(args)
     print(f"albert-lens: LIT on {pair.banner()}", flush=True)
     server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)
-    print(f"albert-lens: LIT at http://{args.host}:{args.port}", flush=True)
+    print(f"albert-lens: LIT at {page_url(pair, args.host, args.port)}", flush=True)
     server.serve()
     return 0
 

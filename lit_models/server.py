@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import quote
 
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
@@ -28,6 +29,13 @@ def datasets_for(pair: Pair, specs: Sequence[str] | None, limit: int | None = No
     return out
 
 
+def page_url(pair: Pair, host: str, port: int) -> str:
+    """The LIT page with both models selected: LIT alone opens on the first model only, and side by side is the
+    point of the pair."""
+    models = ",".join(quote(m.name, safe="") for m in pair.models)
+    return f"http://{host}:{port}/?models={models}"
+
+
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
                 limit: int | None = None, **kw) -> dev_server.Server:
     models = models_for(pair.models)
@@ -43,5 +51,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     import lit_nlp
 
     kw.setdefault("client_root", str(Path(lit_nlp.__file__).parent / "client" / "build" / "default"))
+    # LIT's own flags default this to "default"; without it the page reads layouts[undefined] and shows no module
+    kw.setdefault("default_layout", "default")
     return dev_server.Server(models, data, generators=generators, interpreters=interpreters,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -91,3 +91,40 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     shot = SHOTS / "saliency.png"
     drv.save_screenshot(str(shot))
     assert shot.stat().st_size > 20_000
+
+
+def _deep_count(drv, css):
+    """Elements matching `css` anywhere, inside LIT's shadow roots too."""
+    return drv.execute_script("""
+        const out = [];
+        (function deep(root) { root.querySelectorAll('*').forEach(e => {
+            if (e.matches(arguments[0])) out.push(e); if (e.shadowRoot) deep(e.shadowRoot); }); })(document);
+        return out.length;""".replace("arguments[0]", repr(css)))
+
+
+def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
+    """The LIT server's page, opened at the URL the CLI prints: modules render (the data table lists the shipped
+    examples), both models are selected, and the page throws no JavaScript error."""
+    from lit_models.server import make_server, page_url
+
+    srv = make_server(offline_pair, None, port=None, server_type="notebook").serve()
+    try:
+        drv = browser
+        drv.get_log("browser")  # drop what earlier pages logged
+        drv.get(page_url(offline_pair, "localhost", srv.port))
+        _wait(lambda: _deep_count(drv, "lit-data-table") == 1 and _deep_count(drv, "td") > 30, timeout=120)
+        selected = drv.execute_script("""
+            const out = [];
+            (function deep(root) { root.querySelectorAll('*').forEach(e => {
+                const t = (e.textContent || '').trim();  // model toggles read "check_box NAME"
+                if (e.tagName === 'BUTTON' && e.classList.contains('selected') && t.startsWith('check_box'))
+                    out.push(t.replace('check_box', '').trim());
+                if (e.shadowRoot) deep(e.shadowRoot); }); })(document);
+            return out.join(' ');""")
+        assert sorted(selected.split(' ')) == sorted(m.name for m in offline_pair.models), selected
+        errors = [e["message"] for e in drv.get_log("browser")
+                  if e["level"] == "SEVERE" and "fonts.googleapis" not in e["message"]]  # no network for fonts here
+        assert errors == []
+        drv.save_screenshot(str(SHOTS / "lit.png"))
+    finally:
+        srv.stop()

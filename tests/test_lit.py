@@ -84,6 +84,8 @@ def test_server_info_lists_models_datasets_and_components(lit_server):
         for gen in GENERATORS:
             assert gen in m["generators"], (n, gen)
     assert "LensModel" in info["initSpecs"]["models"]
+    # the page reads layouts[defaultLayout]: with none set, LIT's front end threw and showed no module
+    assert info["defaultLayout"] in info["layouts"]
 
 
 def test_server_preds_and_salience_equal_the_core(lit_server):
