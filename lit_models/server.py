@@ -47,7 +47,11 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     from app.core.api import limits
 
     # hosted mode: no loading of arbitrary models from the LIT UI
-    loaders = {} if limits()["hosted"] else {"LensModel": (LensModel, LensModel.init_spec())}
+    hosted = limits()["hosted"]
+    loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}
+    # LIT's /save_datapoints and /load_datapoints write and read any server path the page names; a public
+    # Space must not offer that, and LIT's demo mode turns both off
+    kw.setdefault("demo_mode", hosted)
     import lit_nlp
 
     kw.setdefault("client_root", str(Path(lit_nlp.__file__).parent / "client" / "build" / "default"))

@@ -73,3 +73,23 @@ def test_shipped_pairs_on_a_three_way_nli_pair_keep_texts_and_drop_foreign_label
     assert ds.name and len(ds) >= 3 and all(len(e.texts) == 2 for e in ds.examples)
     assert all(e.label is None for e in ds.examples)
     assert "cities" in ds.examples[0].texts[0]
+
+
+@pytest.mark.parametrize("is_hosted", [False, True])
+def test_hosted_lit_cannot_write_or_read_server_files(monkeypatch, tmp_path, tiny_pair, is_hosted):
+    """LIT's /save_datapoints writes wherever the page says; hosted, the server runs in LIT's demo mode, which
+    refuses (and no model can be loaded by path). Locally (127.0.0.1) saving stays available."""
+    from werkzeug.test import Client
+
+    from lit_models.server import make_server
+
+    if is_hosted:
+        monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    app = make_server(tiny_pair, None, port=None, server_type="external").serve()
+    client = Client(app)
+    info = client.post("/get_info", json={}).get_json()
+    target = tmp_path / "saved.lit.jsonl"  # LIT's own format, written as named
+    inputs = [{"id": "x", "data": {"sentence": "a fine film", "label": "positive", "_id": "x"}, "meta": {}}]
+    client.post(f"/save_datapoints?dataset_name=sentiment_plain&path={target}", json={"inputs": inputs})
+    assert target.exists() is (not is_hosted)
+    assert info["demoMode"] is is_hosted and bool(info["initSpecs"]["models"]) is (not is_hosted)
