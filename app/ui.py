@@ -361,12 +361,14 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
                 for r in ex["results"]:
                     rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
                                  "adversarial": " / ".join(r["adversarial"] or []), "queries": r["queries"],
-                                 "perturbed %": "" if r["perturbed_words_pct"] is None else r["perturbed_words_pct"], "seconds": round(r["seconds"], 2)})
+                                 "perturbed %": "" if r["perturbed_words_pct"] is None else r["perturbed_words_pct"],
+                                 "seconds": round(r["seconds"], 2)})
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
             summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
-            return res, summary, *hl, pd.DataFrame(rows), grouped_bars(bars, "model", "value", "measure", "rate", ylim=(0, 1))
+            return (res, summary, *hl, pd.DataFrame(rows),
+                    grouped_bars(bars, "model", "value", "measure", "rate", ylim=(0, 1)))
 
         def do_stop(request: gr.Request):
             key = getattr(request, "session_hash", None) or "default"
