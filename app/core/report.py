@@ -246,10 +246,11 @@ def _plt():
 
 
 def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
+    """Rates per capability, on a 0..1 axis like the app's, so two reports' figures compare at a glance."""
     from .plots import grouped_bars
 
     rows = [{"capability": c, "model": m, "value": v} for c, per in caps.items() for m, v in per.items()]
-    grouped_bars(rows, "capability", "value", "model", ylabel, title=title).savefig(path, dpi=110)
+    grouped_bars(rows, "capability", "value", "model", ylabel, title=title, ylim=(0, 1)).savefig(path, dpi=110)
 
 
 def _lines_png(trans: dict, path: Path) -> None:
