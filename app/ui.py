@@ -516,5 +516,21 @@ def _counterfactual_plot(res: dict, names: list[str]):
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
     demo = build(pair)
+    _warm_projection()
     demo.launch(server_name=host, server_port=port, show_error=True,
                 max_file_size=f"{MAX_UPLOAD_MB}mb", **kw)
+
+
+def _warm_projection() -> threading.Thread:
+    """UMAP's one-off compilation in the background while the app starts (see projection.warm_up)."""
+    from app.core.projection import warm_up
+
+    def run():
+        try:
+            warm_up()
+        except Exception:  # noqa: BLE001 - a failed warm-up only means the first projection compiles itself
+            log.warning("UMAP warm-up failed; the first projection will be slower", exc_info=True)
+
+    thread = threading.Thread(target=run, name="umap-warm-up", daemon=True)
+    thread.start()
+    return thread

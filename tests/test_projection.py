@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -73,3 +75,29 @@ def test_project_pair_table_and_png(tiny_pair, tmp_path):
     assert 0 <= proj.knn_overlap <= 1
     plot_png(rows, tmp_path / "p.png", color="correct")
     assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_warm_up_compiles_umap_kernels_in_a_fresh_process():
+    """The app warms UMAP at launch: numba compiles on a process's first fit, so after warm_up() the layout
+    kernel the real projection uses already has a compiled signature."""
+    import subprocess
+    import sys
+
+    code = ("import umap.layouts as L; before = len(L._nb_optimize_layout_euclidean_single_epoch.signatures); "
+            "from app.core.projection import warm_up; warm_up(); "
+            "print(before, len(L._nb_optimize_layout_euclidean_single_epoch.signatures))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    before, after = map(int, out.stdout.split()[-2:])
+    assert before == 0 and after >= 1
+
+
+def test_app_launch_starts_the_umap_warm_up(monkeypatch):
+    import app.core.projection as projection
+    from app.ui import _warm_projection
+
+    called = []
+    monkeypatch.setattr(projection, "warm_up", lambda: called.append(True))
+    _warm_projection().join(timeout=10)
+    assert called == [True]
