@@ -516,21 +516,24 @@ def _counterfactual_plot(res: dict, names: list[str]):
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
     demo = build(pair)
-    _warm_projection()
+    _warm_up()
     demo.launch(server_name=host, server_port=port, show_error=True,
                 max_file_size=f"{MAX_UPLOAD_MB}mb", **kw)
 
 
-def _warm_projection() -> threading.Thread:
-    """UMAP's one-off compilation in the background while the app starts (see projection.warm_up)."""
-    from app.core.projection import warm_up
+def _warm_up() -> threading.Thread:
+    """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
+    WordNet), paid in the background while the app starts instead of by the first user to click."""
+    from app.core import counterfactuals, projection
 
     def run():
-        try:
-            warm_up()
-        except Exception:  # noqa: BLE001 - a failed warm-up only means the first projection compiles itself
-            log.warning("UMAP warm-up failed; the first projection will be slower", exc_info=True)
+        for step in (projection.warm_up, counterfactuals.warm_up):
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves the one-off cost to the first use
+                log.warning("warm-up %s.%s failed (%s); its first use will be slower", step.__module__,
+                            step.__name__, exc)
 
-    thread = threading.Thread(target=run, name="umap-warm-up", daemon=True)
+    thread = threading.Thread(target=run, name="warm-up", daemon=True)
     thread.start()
     return thread

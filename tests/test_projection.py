@@ -91,13 +91,3 @@ def test_warm_up_compiles_umap_kernels_in_a_fresh_process():
     assert out.returncode == 0, out.stderr[-2000:]
     before, after = map(int, out.stdout.split()[-2:])
     assert before == 0 and after >= 1
-
-
-def test_app_launch_starts_the_umap_warm_up(monkeypatch):
-    import app.core.projection as projection
-    from app.ui import _warm_projection
-
-    called = []
-    monkeypatch.setattr(projection, "warm_up", lambda: called.append(True))
-    _warm_projection().join(timeout=10)
-    assert called == [True]

@@ -165,3 +165,21 @@ def test_counterfactual_notes_say_which_model_they_are_about():
            "per_model": [{"model": "BERT", "size": 1}, {"model": "<ALBERT>", "note": "no set of up to 3 flips it"}]}
     assert _counterfactual_summary(res, ["BERT", "<ALBERT>"]) == (
         "1 edit(s); label flips: **BERT** 1 · **&lt;ALBERT&gt;** 0<br>**&lt;ALBERT&gt;**: no set of up to 3 flips it")
+
+
+def test_app_launch_warms_umap_and_wordnet_even_if_one_fails(monkeypatch):
+    """The warm-up thread runs each step; a failing one (here UMAP) is logged and the next still runs."""
+    import app.core.counterfactuals as counterfactuals
+    import app.core.projection as projection
+    from app.ui import _warm_up
+
+    called = []
+
+    def broken():
+        called.append("umap")
+        raise RuntimeError("numba unavailable")
+
+    monkeypatch.setattr(projection, "warm_up", broken)
+    monkeypatch.setattr(counterfactuals, "warm_up", lambda: called.append("wordnet"))
+    _warm_up().join(timeout=10)
+    assert called == ["umap", "wordnet"]

@@ -140,6 +140,11 @@ def _wordnet():
     return wn
 
 
+def warm_up() -> None:
+    """Load WordNet ahead of the first synonym/antonym swap (7 s here, which that first click waited for)."""
+    _wordnet()
+
+
 def wordnet_alternatives(word: str, kind: str = "synonym", limit: int = 5) -> list[str]:
     wn = _wordnet()
     out: list[str] = []
