@@ -93,13 +93,15 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     assert shot.stat().st_size > 20_000
 
 
-def _deep_count(drv, css):
+_DEEP = """const css = arguments[0], out = [];
+(function deep(root) { root.querySelectorAll('*').forEach(e => {
+    if (e.matches(css)) out.push(e); if (e.shadowRoot) deep(e.shadowRoot); }); })(document);
+return out;"""
+
+
+def _deep(drv, css):
     """Elements matching `css` anywhere, inside LIT's shadow roots too."""
-    return drv.execute_script("""
-        const out = [];
-        (function deep(root) { root.querySelectorAll('*').forEach(e => {
-            if (e.matches(arguments[0])) out.push(e); if (e.shadowRoot) deep(e.shadowRoot); }); })(document);
-        return out.length;""".replace("arguments[0]", repr(css)))
+    return drv.execute_script(_DEEP, css)
 
 
 def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
@@ -112,16 +114,10 @@ def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
         drv = browser
         drv.get_log("browser")  # drop what earlier pages logged
         drv.get(page_url(offline_pair, "localhost", srv.port))
-        _wait(lambda: _deep_count(drv, "lit-data-table") == 1 and _deep_count(drv, "td") > 30, timeout=120)
-        selected = drv.execute_script("""
-            const out = [];
-            (function deep(root) { root.querySelectorAll('*').forEach(e => {
-                const t = (e.textContent || '').trim();  // model toggles read "check_box NAME"
-                if (e.tagName === 'BUTTON' && e.classList.contains('selected') && t.startsWith('check_box'))
-                    out.push(t.replace('check_box', '').trim());
-                if (e.shadowRoot) deep(e.shadowRoot); }); })(document);
-            return out.join(' ');""")
-        assert sorted(selected.split(' ')) == sorted(m.name for m in offline_pair.models), selected
+        _wait(lambda: len(_deep(drv, "lit-data-table")) == 1 and len(_deep(drv, "td")) > 30, timeout=120)
+        toggles = [b.get_attribute("textContent").strip() for b in _deep(drv, "button.selected")]
+        selected = [t.replace("check_box", "", 1).strip() for t in toggles if t.startswith("check_box")]
+        assert sorted(selected) == sorted(m.name for m in offline_pair.models), toggles
         errors = [e["message"] for e in drv.get_log("browser")
                   if e["level"] == "SEVERE" and "fonts.googleapis" not in e["message"]]  # no network for fonts here
         assert errors == []
