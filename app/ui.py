@@ -77,6 +77,7 @@ def build(pair: Pair) -> gr.Blocks:
     is_pair = pair.task.is_pair
     labels = list(pair.task.labels or [])
     shipped = list(api.shipped_datasets())
+    api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
     examples = _examples(pair)
 
     def text_inputs():

@@ -21,10 +21,11 @@ GENERATORS = ("Word Replacer", "Hotflip", "Ablation Flip", "Scrambler")
 
 
 def datasets_for(pair: Pair, specs: Sequence[str] | None, limit: int | None = None) -> dict[str, LensDataset]:
-    """The given files or ids, or the shipped examples for the pair's task."""
+    """The given files or ids, or the shipped examples for the pair's task (named by the server's operator, so
+    hosted mode reads them wherever they are)."""
     out = {}
     for spec in specs or [None]:
-        ds = resolve_dataset(pair, spec, limit)
+        ds = resolve_dataset(pair, spec, limit, visitor=False)
         out[ds.name] = LensDataset(ds, pair.task)
     return out
 

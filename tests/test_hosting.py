@@ -93,3 +93,59 @@ def test_hosted_lit_cannot_write_or_read_server_files(monkeypatch, tmp_path, tin
     client.post(f"/save_datapoints?dataset_name=sentiment_plain&path={target}", json={"inputs": inputs})
     assert target.exists() is (not is_hosted)
     assert info["demoMode"] is is_hosted and bool(info["initSpecs"]["models"]) is (not is_hosted)
+
+
+def _tsv(path: Path, n: int = 2) -> Path:
+    rows = ["a private review nobody shipped\t1", *(f"another private review, number {i}\t{i % 2}" for i in range(n - 1))]
+    path.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_hosted_mode_reads_no_server_paths(hosted, tiny_pair, tmp_path, monkeypatch):
+    """A visitor must not make a hosted server read any file it can (another app's .csv, a config .json) by
+    typing a path into a dataset or suite field; the message is the same whether or not the file exists."""
+    monkeypatch.setattr(api, "_READABLE", [])
+    private = _tsv(tmp_path / "private.tsv")
+    refused = "this hosted server reads only its shipped examples, released data and uploaded files"
+    for spec in (str(private), str(tmp_path / "missing.tsv"), str(api.ASSETS_DIR / ".." / ".." / private),
+                 "glue:sst2"):
+        with pytest.raises(InputError, match=f"dataset: {refused}"):
+            api.resolve_dataset(tiny_pair, spec)
+    with pytest.raises(InputError, match=f"suite: {refused}"):
+        api.checklist(tiny_pair, str(tmp_path / "x_suite.json"))
+    link_dir = tmp_path / "uploads"
+    link_dir.mkdir()
+    (link_dir / "link.tsv").symlink_to(private)  # a link inside an allowed folder leads out of it
+    api.allow_reads_under(link_dir)
+    with pytest.raises(InputError, match=refused):
+        api.resolve_dataset(tiny_pair, str(link_dir / "link.tsv"))
+    ok = _tsv(link_dir / "upload.tsv")
+    assert [e.texts[0] for e in api.resolve_dataset(tiny_pair, str(ok)).examples][0] == "a private review nobody shipped"
+    assert len(api.resolve_dataset(tiny_pair, "sentiment_plain", 5)) == 5  # shipped names still work
+
+
+def test_hosted_lit_reads_the_files_its_operator_named(hosted, tiny_pair, tmp_path):
+    from lit_models.server import datasets_for
+
+    private = _tsv(tmp_path / "private.tsv")
+    assert [len(d.examples) for d in datasets_for(tiny_pair, [str(private)]).values()] == [2]
+
+
+def test_local_mode_reads_any_path(tiny_pair, tmp_path):
+    private = _tsv(tmp_path / "private.tsv")
+    assert len(api.resolve_dataset(tiny_pair, str(private))) == 2
+
+
+def test_hosted_app_reads_uploads_but_not_typed_paths(client, monkeypatch, tmp_path):
+    """Through the app: the upload folder is registered at build, so an uploaded file projects; the same
+    file's server path typed into the attack tab's dataset field is refused."""
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    private = _tsv(tmp_path / "private.tsv", 6)
+    res = client.predict("sentiment_plain", handle_file(str(private)), "pca", "cls", -1, "gold", 30,
+                         api_name="/project")[0]
+    assert res["n"] == 6
+    with pytest.raises(AppError, match="dataset: this hosted server reads only"):
+        client.predict("", "", "deepwordbug", None, str(private), 2, 50, 10, api_name="/attack")

@@ -14,7 +14,7 @@ from .data import DataError, Dataset, Example, load_dataset, read_table
 from .errors import InputError
 from .inference import check_examples
 from .pair import Pair
-from .runtime import ASSETS_DIR
+from .runtime import ASSETS_DIR, SHARED_DATA
 
 Progress = Callable[[int, int], None] | None
 EXAMPLES = ASSETS_DIR / "examples"
@@ -33,6 +33,33 @@ def limits() -> dict:
         "allowed_pairs": {p.strip().lower() for p in
                           os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
     }
+
+
+_READABLE: list[Path] = []  # folders a front end registered (its uploads), see `allow_reads_under`
+
+
+def allow_reads_under(folder: str | Path) -> None:
+    """A front end registers the folder its uploads land in, so that hosted mode can read them."""
+    path = Path(folder).resolve()
+    if path not in _READABLE:
+        _READABLE.append(path)
+
+
+def readable(spec: str, field: str) -> str:
+    """`spec` unchanged if this server may read it. Hosted, a visitor's path must lie under the shipped assets,
+    the released data or a registered upload folder: any other file the process can read (another app's .csv,
+    a config .json) is refused, with the same words whether or not it exists. Nor does it download `datasets`
+    hub ids: a whole split lands on the server's disk before the row cap applies."""
+    if not limits()["hosted"]:
+        return spec
+    path = Path(spec).expanduser()
+    resolved = path.resolve()  # symlinks and ".." followed, so neither leads out of a root
+    roots = [ASSETS_DIR.resolve(), SHARED_DATA.resolve(), *_READABLE]
+    roots += [Path(p).resolve() for p in os.environ.get("ALBERT_LENS_DATA_ROOTS", "").split(os.pathsep) if p]
+    if any(resolved.is_relative_to(r) for r in roots):
+        return spec
+    raise InputError(f"{field}: this hosted server reads only its shipped examples, released data and uploaded "
+                     f"files, not other server paths or hub datasets such as {spec!r}; upload the file instead")
 
 
 def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Example:
@@ -147,8 +174,10 @@ def default_dataset(pair: Pair) -> str:
     return "rte_pairs" if pair.task.is_pair else "sentiment_plain"
 
 
-def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None) -> Dataset:
-    """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online."""
+def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None, *, visitor: bool = True) -> Dataset:
+    """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online.
+    `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only what
+    visitors type (`readable`)."""
     if not spec:
         spec = default_dataset(pair)
     shipped = shipped_datasets()
@@ -159,7 +188,7 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None) -> D
             ds = read_table(shipped[spec], labels=(), n_fields=len(pair.task.fields))
             ds.examples = [Example(e.texts) for e in ds.examples]
     else:
-        ds = load_dataset(spec, task=pair.task.name)
+        ds = load_dataset(readable(spec, "dataset") if visitor else spec, task=pair.task.name)
     cap = limits()["max_examples"]
     n = min(limit or cap, cap)
     ds = ds.head(n)
@@ -238,7 +267,7 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
     cap = limits()
     if cap["hosted"]:
         sample = min(sample or 20, 50)
-    s = cl.load_suite(suite)
+    s = cl.load_suite(readable(suite, "suite"))
     remote = ray_or_none(engine)
     probabilities = None
     if remote is not None:

@@ -14,9 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .pair import Pair
-from .runtime import PROJECT_ROOT
-
-SHARED = PROJECT_ROOT.parent / "shared" / "data"
+from .runtime import SHARED_DATA as SHARED
 
 
 @dataclass

@@ -14,6 +14,7 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ASSETS_DIR = PROJECT_ROOT / "assets"
+SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"  # released corpora and CheckList suites, beside a checkout
 HUB_HOST = "huggingface.co"
 
 
