@@ -1,5 +1,3 @@
-import gzip
-import json
 
 import numpy as np
 import pytest

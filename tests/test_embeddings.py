@@ -1,6 +1,5 @@
 import numpy as np
 import pytest
-import torch
 
 from app.core.data import Example
 from app.core.embeddings import embed, hidden_states

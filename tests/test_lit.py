@@ -8,7 +8,6 @@ import pytest
 from app.core.data import Example
 from app.core.inference import predict
 from app.core.saliency import GradientXInput
-from lit_models.datasets import LensDataset
 from lit_models.models import LensModel, models_for
 from lit_models.server import GENERATORS, SALIENCE, datasets_for, make_server
 

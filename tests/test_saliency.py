@@ -4,7 +4,7 @@ import torch
 
 from app.core.alignment import edit_texts
 from app.core.data import Example, load_dataset
-from app.core.gradients import forward_embeds, input_gradients
+from app.core.gradients import forward_embeds
 from app.core.inference import encode_one, predict
 from app.core.saliency import (IntegratedGradients, METHODS, Occlusion, WordSaliency, agreement, explain,
                                faithfulness, method)

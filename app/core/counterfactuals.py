@@ -19,7 +19,7 @@ from .alignment import edit_texts, split_words
 from .data import Example
 from .errors import InputError, LensError
 from .gradients import input_gradients
-from .inference import encode_one, predict
+from .inference import predict
 from .loading import Classifier
 
 
