@@ -93,7 +93,7 @@ def build(pair: Pair) -> gr.Blocks:
             go = gr.Button("Predict", variant="primary")
             with gr.Row():
                 lab = [gr.Label(label=n, num_top_classes=5) for n in names]
-            info = gr.Markdown()
+            info = gr.Markdown(label="latency")
             raw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -117,14 +117,14 @@ def build(pair: Pair) -> gr.Blocks:
             with gr.Row():
                 maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
                                            color_map=None) for n in names]
-            summary = gr.Markdown()
+            summary = gr.Markdown(label="summary")
             bars = gr.Plot(label="per-word scores")
             sraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
-            def do_saliency(text, text2, method_name, target_label, tol, progress=gr.Progress()):
+            def do_saliency(text, text2, method_name, target_label, ig_tolerance, progress=gr.Progress()):
                 progress(0.1, desc=f"{method_name} on both models")
-                res = api.saliency(pair, text, text2, method_name, target_label, tol)
+                res = api.saliency(pair, text, text2, method_name, target_label, ig_tolerance)
                 texts = [text] + ([text2] if is_pair else [])
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
@@ -146,7 +146,7 @@ def build(pair: Pair) -> gr.Blocks:
                                   label="dataset for flip rate (shipped name or path)")
                 climit = gr.Number(value=500, precision=0, label="max examples")
             go = gr.Button("Generate", variant="primary")
-            csum = gr.Markdown()
+            csum = gr.Markdown(label="summary")
             cplot = gr.Plot(label="effect per model")
             ctable = gr.Dataframe(headers=["edited", "edits", "generator",
                                            *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
@@ -179,7 +179,7 @@ def build(pair: Pair) -> gr.Blocks:
                 color = gr.Radio(["gold", "prediction", "correct"], value="gold", label="colour by")
                 plimit = gr.Number(value=500, precision=0, label="max examples")
             go = gr.Button("Project", variant="primary")
-            psum = gr.Markdown()
+            psum = gr.Markdown(label="summary")
             with gr.Row():
                 scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=["text", "gold", "prediction"],
                                           label=n) for n in names]
@@ -221,7 +221,7 @@ def build(pair: Pair) -> gr.Blocks:
             ftexts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = shipped examples)",
                                 lines=3)
             go = gr.Button("Measure", variant="primary")
-            fsum = gr.Markdown()
+            fsum = gr.Markdown(label="summary")
             ftable = gr.Dataframe(headers=["fact", *names], label="facts")
             with gr.Row():
                 l2plot = gr.LinePlot(x="layer", y="l2", color="model", label="L2 distance between layers")
@@ -280,11 +280,11 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
         craw = gr.JSON(label="result (JSON)", open=False)
 
         @guarded
-        def do_checklist(path, uploaded, n, progress=gr.Progress()):
-            spec = (str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else path)
+        def do_checklist(suite_path, uploaded, cases_per_test, progress=gr.Progress()):
+            spec = (str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite_path)
             if not spec:
                 raise LensError("suite: give the path of a CheckList suite export")
-            res = api.checklist(pair, spec, int(n) if n else None,
+            res = api.checklist(pair, spec, int(cases_per_test) if cases_per_test else None,
                                 progress=lambda d, t: progress(d / max(t, 1), desc="predicting suite inputs"))
             rows, fail_rows, bar_rows = [], [], []
             for t in res["tests"]:
@@ -333,7 +333,7 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
         with gr.Row():
             go = gr.Button("Attack both models", variant="primary")
             stop = gr.Button("Stop")
-        asum = gr.Markdown()
+        asum = gr.Markdown(label="summary")
         with gr.Row():
             diffs = [gr.HighlightedText(label=f"{n_} adversarial (first example)", combine_adjacent=False,
                                         show_legend=False) for n_ in names]
@@ -343,14 +343,15 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
         araw = gr.JSON(label="result (JSON)", open=False)
 
         @guarded
-        def do_attack(text, text2, recipe_name, gold_label, dataset, n_ex, q, tl, request: gr.Request,
+        def do_attack(text, text2, recipe_name, gold_label, dataset, n_examples, query_budget, time_limit_s,
+                      request: gr.Request,
                       progress=gr.Progress()):
             key = getattr(request, "session_hash", None) or "default"
             cancel = _CANCEL[key] = threading.Event()
             try:
                 progress(0, desc=f"{recipe_name}: starting")
-                res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, int(n_ex or 5),
-                                 int(q or 200), float(tl or 30), cancel=cancel,
+                res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, int(n_examples or 5),
+                                 int(query_budget or 200), float(time_limit_s or 30), cancel=cancel,
                                  progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
             finally:
                 _CANCEL.pop(key, None)  # one entry per running attack, not one per session ever seen
