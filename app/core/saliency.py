@@ -306,8 +306,7 @@ def explain(models, example: Example, method_name: str, target: int | str | None
     """Saliency, faithfulness and the cross-model agreement for every model of a pair."""
     maps, faith = [], []
     for clf in models:
-        tgt = target if (target is None or isinstance(target, str)) else target
-        sal = method(method_name, clf, **kw).attribute(example, tgt)
+        sal = method(method_name, clf, **kw).attribute(example, target)
         maps.append(sal)
         faith.append(faithfulness(clf, example, sal))
     return {"maps": maps, "faithfulness": faith, "agreement": agreement(*maps) if len(maps) == 2 else None}
