@@ -216,6 +216,9 @@ def facts(pair: Pair, texts: Sequence[str] | None = None) -> dict:
     from .facts import model_facts
 
     if texts:
+        cap = limits()["max_examples"]
+        if len(texts) > cap:
+            raise InputError(f"texts: {len(texts):,} inputs; the limit here is {cap:,}")
         exs = [example_from(pair, *(t if isinstance(t, list | tuple) else [t])) for t in texts]
     else:
         exs = resolve_dataset(pair, None, 30).examples
