@@ -89,6 +89,19 @@ def test_bad_suite_files(tmp_path):
         cl.load_suite(bad)
 
 
+def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path, monkeypatch):
+    import gzip
+
+    monkeypatch.setattr(cl, "MAX_SUITE_BYTES", 1000)
+    bomb = tmp_path / "bomb_suite.json.gz"
+    bomb.write_bytes(gzip.compress(b'{"tests": [' + b" " * 10_000 + b"]}"))  # 10 kB inflated, 1 kB allowed
+    with pytest.raises(DataError, match="larger than 0 MB once decompressed"):
+        cl.load_suite(bomb)
+    small = tmp_path / "small_suite.json.gz"
+    small.write_bytes(gzip.compress(b'{"tests": []}'))
+    assert cl.load_suite(small).tests == []
+
+
 def test_label_mapping_agrees_with_the_models_own_predictions(offline_pair):
     """Unambiguous sentences: the suite's 2 (positive) must be what the model itself calls positive."""
     pos = ["This is a wonderful, brilliant film.", "I love it, it is great."]

@@ -50,6 +50,9 @@ class Suite:
     source: str = ""
 
 
+MAX_SUITE_BYTES = 256 * 2**20  # ten times the largest released suite (QQP, 26 MB of JSON)
+
+
 def load_suite(path: str | Path) -> Suite:
     """A released CheckList suite from its data-only JSON(.gz) export."""
     path = Path(path)
@@ -59,8 +62,12 @@ def load_suite(path: str | Path) -> Suite:
         raise DataError(f"{path}: pickled CheckList suites don't load on Python 3.11 (and unpickling files is unsafe); "
                         "use the data-only export (*_suite.json.gz)")
     try:
-        raw = gzip.open(path, "rt", encoding="utf-8").read() if path.suffix == ".gz" else path.read_text("utf-8")
-        obj = json.loads(raw)
+        with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
+            raw = fh.read(MAX_SUITE_BYTES + 1)  # bounded: a small .gz can inflate to gigabytes
+        if len(raw) > MAX_SUITE_BYTES:
+            raise DataError(f"{path}: the suite is larger than {MAX_SUITE_BYTES // 2**20} MB once decompressed; "
+                            "the released ones are at most 26 MB")
+        obj = json.loads(raw.decode("utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise DataError(f"{path}: not a CheckList JSON export ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("tests"), list):
