@@ -1,0 +1,81 @@
+"""The [CLS]-only last layer gives the model's own logits and gradients, and steps aside where it can't."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from app.core import cls_path
+from app.core.data import Example
+from app.core.gradients import forward_from_layer, layer_outputs
+from app.core.inference import encode_one
+
+
+def _rows(clf, texts):
+    enc, _ = encode_one(clf, Example(texts))
+    ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
+    states, _ = layer_outputs(clf, ids, mask, tt)
+    alphas = torch.tensor([0.0, 0.3, 0.7, 1.0])[:, None, None]
+    return alphas * states, ids, mask, tt  # a path from zero to the input, as integrated gradients walks it
+
+
+def _logits_and_grads(clf, states, ids, mask, tt, cls_only):
+    s = states.clone().requires_grad_(True)
+    with torch.enable_grad():
+        out = forward_from_layer(clf, s, ids, mask, tt, cls_only=cls_only)
+        (g,) = torch.autograd.grad(torch.softmax(out, -1)[:, -1].sum(), s)
+    return out.detach(), g
+
+
+@pytest.mark.parametrize("pair_name,which,texts", [
+    ("tiny_pair", 0, ("a gorgeous , witty , seductive movie .",)),
+    ("tiny_pair", 1, ("a gorgeous , witty , seductive movie .",)),
+    ("tiny_nli_pair", 0, ("The cat sat on the mat.", "A cat is sitting.")),  # segments
+    ("offline_pair", 0, ("it 's a charming and often affecting journey .",)),
+    ("offline_pair", 1, ("it 's a charming and often affecting journey .",)),
+])
+def test_same_logits_and_gradients_as_the_full_forward(request, pair_name, which, texts):
+    clf = request.getfixturevalue(pair_name).models[which]
+    states, ids, mask, tt = _rows(clf, texts)
+    assert cls_path.logits(clf, states, mask) is not None  # the fast path is taken for these layouts
+    fast, g_fast = _logits_and_grads(clf, states, ids, mask, tt, True)
+    full, g_full = _logits_and_grads(clf, states, ids, mask, tt, False)
+    torch.testing.assert_close(fast, full, atol=2e-5, rtol=0)
+    assert float((g_fast - g_full).abs().max()) <= 1e-4 * float(g_full.abs().max())
+    assert not torch.allclose(fast[0], fast[-1])  # rows differ: not one row broadcast
+
+
+def test_albert_with_several_groups_and_inner_layers():
+    """The group schedule (layer i runs group int(i / (layers / groups)), each with its inner layers) is
+    followed, so a grouped ALBERT matches its own forward."""
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=2,
+                       inner_group_num=2, num_attention_heads=4, intermediate_size=37, num_labels=3)
+    model = AlbertForSequenceClassification(cfg).eval()
+    ids = torch.randint(5, 50, (1, 9))
+    with torch.no_grad():
+        states = model.albert.embeddings(input_ids=ids).repeat(3, 1, 1) * torch.tensor([0.2, 0.6, 1.0])[:, None, None]
+        fast = cls_path.logits(SimpleNamespace(model=model), states, torch.ones_like(ids))
+        full = model.classifier(model.albert.pooler_activation(model.albert.pooler(
+            model.albert.encoder(states).last_hidden_state[:, 0])))
+    torch.testing.assert_close(fast, full, atol=2e-5, rtol=0)
+
+
+def test_steps_aside_for_padding_unknown_layouts_and_training(tiny_pair):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    clf = tiny_pair.models[0]
+    states, ids, mask, _ = _rows(clf, ("a fine film",))
+    padded = mask.clone()
+    padded[0, -1] = 0
+    assert cls_path.logits(clf, states, padded) is None
+    rel = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                                   num_attention_heads=4, intermediate_size=37,
+                                                   position_embedding_type="relative_key")).eval()
+    assert cls_path.logits(SimpleNamespace(model=rel), torch.zeros(1, 4, 32), None) is None
+    clf.model.train()
+    try:
+        assert cls_path.logits(clf, states, mask) is None
+    finally:
+        clf.model.eval()
