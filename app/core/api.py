@@ -129,6 +129,9 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
                    replacements: str = "", dataset: str | None = None, limit: int | None = None) -> dict:
     from . import counterfactuals as cf
 
+    cap = limits()["max_chars"]
+    if replacements and len(replacements) > cap:
+        raise InputError(f"replacements: {len(replacements):,} characters; the limit here is {cap:,}")
     if generator == "dataset_flip_rate":
         ds = resolve_dataset(pair, dataset, limit)
         pairs = cf.parse_pairs(replacements)
