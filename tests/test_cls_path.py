@@ -62,14 +62,11 @@ def test_albert_with_several_groups_and_inner_layers():
     torch.testing.assert_close(fast, full, atol=2e-5, rtol=0)
 
 
-def test_steps_aside_for_padding_unknown_layouts_and_training(tiny_pair):
+def test_steps_aside_for_unknown_layouts_and_training(tiny_pair):
     from transformers import BertConfig, BertForSequenceClassification
 
     clf = tiny_pair.models[0]
     states, ids, mask, _ = _rows(clf, ("a fine film",))
-    padded = mask.clone()
-    padded[0, -1] = 0
-    assert cls_path.logits(clf, states, padded) is None
     rel = BertForSequenceClassification(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
                                                    num_attention_heads=4, intermediate_size=37,
                                                    position_embedding_type="relative_key")).eval()
@@ -79,3 +76,21 @@ def test_steps_aside_for_padding_unknown_layouts_and_training(tiny_pair):
         assert cls_path.logits(clf, states, mask) is None
     finally:
         clf.model.eval()
+
+
+@pytest.mark.parametrize("pair_name,which", [("tiny_pair", 0), ("tiny_pair", 1), ("tiny_nli_pair", 0),
+                                             ("offline_pair", 0), ("offline_pair", 1)])
+def test_padded_batches_match_the_models_forward(request, pair_name, which):
+    """`predict` pads each batch to its longest input; the [CLS]-only path must ignore the padding exactly as
+    the model's own forward does."""
+    from app.core.inference import pad, tokenize
+
+    clf = request.getfixturevalue(pair_name).models[which]
+    texts = ["a film .", "a gorgeous , witty , seductive movie that never once loses its nerve .", "bad"]
+    exs = [Example((t, "A cat is sitting.")) if clf.task.is_pair else Example((t,)) for t in texts]
+    batch = pad(clf, tokenize(clf, exs), list(range(len(exs))))
+    assert not bool(batch["attention_mask"].all())  # really padded
+    with torch.no_grad():
+        fast = cls_path.inputs_logits(clf, batch)
+        full = clf.model(**batch).logits
+    torch.testing.assert_close(fast, full, atol=2e-5, rtol=0)

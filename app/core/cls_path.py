@@ -3,9 +3,9 @@
 A sequence classifier reads the last layer at [CLS] alone (the pooler takes position 0), so of that layer only
 the keys and values are needed for every token; the query, attention output and feed-forward are needed for one.
 Integrated gradients runs forward and backward over dozens of interpolated rows of one input, and there this
-cuts the offline BERT's time per row by a fifth (1.26x, benchmarks/README.md) with the same logits and
-gradients up to float32 rounding (tests/test_cls_path.py). Models whose layout this module does not know, and
-padded inputs, return None: the caller runs the model's own forward.
+cuts the offline BERT's time per row by a fifth (1.26x, benchmarks/README.md); `predict` uses it for every
+batch. Same logits and gradients up to float32 rounding (tests/test_cls_path.py). Models whose layout this
+module does not know return None: the caller runs the model's own forward.
 """
 from __future__ import annotations
 
@@ -49,39 +49,58 @@ def _supported(clf: Classifier) -> tuple[str, list, object] | None:
     return None
 
 
-def _cls_attention(attn, h: torch.Tensor) -> torch.Tensor:
+def _cls_attention(attn, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """Multi-head attention of [CLS] over all tokens: (rows, 1, hidden) before the output projection."""
     rows, tokens, _ = h.shape
     heads, size = attn.num_attention_heads, attn.attention_head_size
     q = attn.query(h[:, :1]).view(rows, 1, heads, size).transpose(1, 2)
     k = attn.key(h).view(rows, tokens, heads, size).transpose(1, 2)
     v = attn.value(h).view(rows, tokens, heads, size).transpose(1, 2)
-    return F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(rows, 1, heads * size)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(rows, 1, heads * size)
 
 
-def _last_layer_cls(family: str, layer, h: torch.Tensor) -> torch.Tensor:
+def _last_layer_cls(family: str, layer, h: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     if family == "bert":
-        a = layer.attention.output(_cls_attention(layer.attention.self, h), h[:, :1])
+        a = layer.attention.output(_cls_attention(layer.attention.self, h, mask), h[:, :1])
         return layer.output(layer.intermediate(a), a)
     att = layer.attention  # ALBERT: projection and LayerNorm live inside its attention module
-    a = att.LayerNorm(h[:, :1] + att.dense(_cls_attention(att, h)))
+    a = att.LayerNorm(h[:, :1] + att.dense(_cls_attention(att, h, mask)))
     return layer.full_layer_layer_norm(layer.ff_chunk(a) + a)
 
 
+def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype) -> torch.Tensor | None:
+    """The (rows, 1, 1, tokens) mask the models add to attention scores: 0 where attended, dtype's min at
+    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded."""
+    if attention_mask is None or bool(attention_mask.all()):
+        return None
+    m = attention_mask.expand(rows, -1)[:, None, None, :].to(dtype)
+    return (1.0 - m) * torch.finfo(dtype).min
+
+
 def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Logits for `states` (rows, tokens, E), the embedding layer's output of one unpadded input; None when
-    this path does not apply (padding, an unknown layout, a model in training mode)."""
-    if clf.model.training or (attention_mask is not None and not bool(attention_mask.all())):
+    """Logits for `states` (rows, tokens, E), the embedding layer's output; `attention_mask` (rows or 1,
+    tokens) of 0/1. None when this path does not apply (an unknown layout, a model in training mode)."""
+    if clf.model.training:
         return None
     found = _supported(clf)
     if found is None:
         return None
     family, layers, mapping_in = found
+    mask = _additive_mask(attention_mask, states.shape[0], states.dtype)
     h = states if mapping_in is None else mapping_in(states)
     for layer in layers[:-1]:
-        out = layer(h)
+        out = layer(h, attention_mask=mask)
         h = out[0] if isinstance(out, tuple) else out
-    cls = _last_layer_cls(family, layers[-1], h)[:, 0]
+    cls = _last_layer_cls(family, layers[-1], h, mask)[:, 0]
     base = clf.model.base_model
     pooled = base.pooler_activation(base.pooler(cls)) if family == "albert" else base.pooler(cls[:, None])
     return clf.model.classifier(pooled)
+
+
+def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """Logits for a tokenised batch (input_ids, attention_mask, token_type_ids), as `clf.model(**inputs)`."""
+    if _supported(clf) is None or clf.model.training:
+        return None
+    states = clf.model.base_model.embeddings(input_ids=inputs["input_ids"],
+                                            token_type_ids=inputs.get("token_type_ids"))
+    return logits(clf, states, inputs.get("attention_mask"))
