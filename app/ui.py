@@ -78,6 +78,7 @@ def build(pair: Pair) -> gr.Blocks:
     labels = list(pair.task.labels or [])
     shipped = list(api.shipped_datasets())
     api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
+    hosted = api.limits()["hosted"]  # then the dataset fields offer the shipped names only
     examples = _examples(pair)
 
     def text_inputs():
@@ -142,8 +143,8 @@ def build(pair: Pair) -> gr.Blocks:
                 repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=_default_swaps(pair),
                                   lines=2)
             with gr.Row():
-                cds = gr.Dropdown(shipped, value=None, allow_custom_value=True,
-                                  label="dataset for flip rate (shipped name or path)")
+                cds = gr.Dropdown(shipped, value=None, allow_custom_value=not hosted,
+                                  label="dataset for flip rate" + ("" if hosted else " (shipped name or path)"))
                 climit = gr.Number(value=500, precision=0, label="max examples")
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown(label="summary")
@@ -168,8 +169,8 @@ def build(pair: Pair) -> gr.Blocks:
         with gr.Tab("Projection"):
             with gr.Row():
                 first = api.default_dataset(pair)
-                pds = gr.Dropdown(shipped, value=first if first in shipped else None,
-                                  allow_custom_value=True, label="dataset (shipped name, local path or datasets id)")
+                pds = gr.Dropdown(shipped, value=first if first in shipped else None, allow_custom_value=not hosted,
+                                  label="dataset" + ("" if hosted else " (shipped name, local path or datasets id)"))
                 upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
             with gr.Row():
                 pmethod = gr.Radio(["umap", "pca"], value="umap", label="projection")
@@ -269,7 +270,9 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
                         "sentiment (positive/negative, neutral) and QQP paraphrase labels. Give the path of, or "
                         "upload, a suite export written for this task's labels.")
         with gr.Row():
-            suite = gr.Textbox(value=next(iter(suites), ""), label="CheckList suite (path to *_suite.json.gz)")
+            hosted = api.limits()["hosted"]  # visitors upload suites; typed server paths are refused anyway
+            suite = gr.Textbox(value=next(iter(suites), ""), label="CheckList suite (path to *_suite.json.gz)",
+                               interactive=not hosted)
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = gr.Number(value=20, precision=0, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
@@ -324,8 +327,9 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
-            ads = gr.Dropdown(list(api.shipped_datasets()), value=None, allow_custom_value=True,
-                              label="or a dataset (shipped name or path)")
+            hosted = api.limits()["hosted"]
+            ads = gr.Dropdown(list(api.shipped_datasets()), value=None, allow_custom_value=not hosted,
+                              label="or a dataset" + ("" if hosted else " (shipped name or path)"))
         with gr.Row():
             n = gr.Number(value=5, precision=0, label="examples from the dataset")
             budget = gr.Number(value=200, precision=0, label="query budget")

@@ -153,3 +153,21 @@ def test_hosted_app_reads_uploads_but_not_typed_paths(client, monkeypatch, tmp_p
     assert res["n"] == 6
     with pytest.raises(AppError, match="dataset: this hosted server reads only"):
         client.predict("", "", "deepwordbug", None, str(private), 2, 50, 10, api_name="/attack")
+
+
+@pytest.mark.parametrize("is_hosted", [False, True])
+def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
+    """Hosted, the dataset dropdowns take shipped names only and the suite path is read-only (uploads remain)."""
+    import gradio as gr
+
+    from app.ui import build
+
+    if is_hosted:
+        monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    demo = build(tiny_pair)
+    dropdowns = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
+    suite = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and "CheckList suite" in (b.label or "")]
+    assert len(dropdowns) == 3 and len(suite) == 1
+    assert {b.allow_custom_value for b in dropdowns} == {not is_hosted}
+    assert suite[0].interactive is (not is_hosted)
+    assert any("path" in b.label for b in dropdowns) is (not is_hosted)
