@@ -94,3 +94,39 @@ def test_padded_batches_match_the_models_forward(request, pair_name, which):
         fast = cls_path.inputs_logits(clf, batch)
         full = clf.model(**batch).logits
     torch.testing.assert_close(fast, full, atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("pair_name,which", [("tiny_pair", 0), ("tiny_pair", 1), ("offline_pair", 0),
+                                             ("offline_pair", 1)])
+def test_hidden_states_of_every_layer_match(request, pair_name, which):
+    """Embeddings at any layer, run only that far, equal the model's own hidden_states (padding ignored as the
+    model ignores it); the [CLS]-only variant equals their position 0."""
+    from app.core.inference import pad, tokenize
+
+    clf = request.getfixturevalue(pair_name).models[which]
+    exs = [Example((t,)) for t in ["a film .", "a gorgeous , witty , seductive movie that never loses its nerve ."]]
+    batch = pad(clf, tokenize(clf, exs), [0, 1])
+    keep = batch["attention_mask"].bool()
+    with torch.no_grad():
+        ref = clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+        for layer in range(len(ref)):
+            ours = cls_path.hidden_state(clf, batch, layer)
+            torch.testing.assert_close(ours[keep], ref[layer][keep], atol=5e-5, rtol=0)
+            cls = cls_path.hidden_state(clf, batch, layer, cls_only=True)
+            torch.testing.assert_close(cls[:, 0], ref[layer][:, 0], atol=5e-5, rtol=0)
+
+
+def test_grouped_albert_hidden_states_count_group_calls():
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = AlbertConfig(vocab_size=50, embedding_size=16, hidden_size=32, num_hidden_layers=4, num_hidden_groups=2,
+                       inner_group_num=2, num_attention_heads=4, intermediate_size=37)
+    model = AlbertForSequenceClassification(cfg).eval()
+    ids = torch.randint(5, 50, (2, 7))
+    inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+    with torch.no_grad():
+        ref = model.albert(**inputs, output_hidden_states=True).hidden_states
+        for layer in range(5):
+            torch.testing.assert_close(cls_path.hidden_state(SimpleNamespace(model=model), inputs, layer),
+                                       ref[layer], atol=2e-5, rtol=0)

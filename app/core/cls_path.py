@@ -77,6 +77,16 @@ def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype) -> tor
     return (1.0 - m) * torch.finfo(dtype).min
 
 
+def _encode(family: str, layers: list, h: torch.Tensor, mask: torch.Tensor | None, cls_last: bool) -> torch.Tensor:
+    for layer in layers[:-1]:
+        out = layer(h, attention_mask=mask)
+        h = out[0] if isinstance(out, tuple) else out
+    if cls_last:
+        return _last_layer_cls(family, layers[-1], h, mask)
+    out = layers[-1](h, attention_mask=mask)
+    return out[0] if isinstance(out, tuple) else out
+
+
 def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """Logits for `states` (rows, tokens, E), the embedding layer's output; `attention_mask` (rows or 1,
     tokens) of 0/1. None when this path does not apply (an unknown layout, a model in training mode)."""
@@ -88,10 +98,7 @@ def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor |
     family, layers, mapping_in = found
     mask = _additive_mask(attention_mask, states.shape[0], states.dtype)
     h = states if mapping_in is None else mapping_in(states)
-    for layer in layers[:-1]:
-        out = layer(h, attention_mask=mask)
-        h = out[0] if isinstance(out, tuple) else out
-    cls = _last_layer_cls(family, layers[-1], h, mask)[:, 0]
+    cls = _encode(family, layers, h, mask, cls_last=True)[:, 0]
     base = clf.model.base_model
     pooled = base.pooler_activation(base.pooler(cls)) if family == "albert" else base.pooler(cls[:, None])
     return clf.model.classifier(pooled)
@@ -104,3 +111,21 @@ def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Ten
     states = clf.model.base_model.embeddings(input_ids=inputs["input_ids"],
                                             token_type_ids=inputs.get("token_type_ids"))
     return logits(clf, states, inputs.get("attention_mask"))
+
+
+def hidden_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, cls_only: bool = False
+                 ) -> torch.Tensor | None:
+    """`hidden_states[layer]` of the base model's forward (0: embedding output, after ALBERT's projection), run
+    only that far; with `cls_only` the last layer run is for [CLS] alone and (rows, 1, hidden) comes back."""
+    found = None if clf.model.training else _supported(clf)
+    if found is None:
+        return None
+    family, layers, mapping_in = found
+    inner = len(layers) // clf.model.config.num_hidden_layers  # ALBERT: a "layer" is a group's inner layers
+    states = clf.model.base_model.embeddings(input_ids=inputs["input_ids"],
+                                            token_type_ids=inputs.get("token_type_ids"))
+    h = states if mapping_in is None else mapping_in(states)
+    if layer == 0:
+        return h[:, :1] if cls_only else h
+    mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype)
+    return _encode(family, layers[: layer * inner], h, mask, cls_last=cls_only)

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from . import cls_path
 from .data import Example
 from .errors import InputError
 from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, length_batches, pad, tokenize
@@ -42,7 +43,9 @@ def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pool
     done = 0
     for idx in length_batches(enc, batch_size):
         batch = pad(clf, enc, idx)
-        hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
+        hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
+        if hidden is None:
+            hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
         if pooling == "cls":
             vec = hidden[:, 0]
         else:
