@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from . import cls_path
 from .alignment import Alignment
 from .data import Example
 from .errors import InputError
@@ -102,8 +103,6 @@ def forward_from_layer(clf: Classifier, states: torch.Tensor, input_ids: torch.T
     segments of one example broadcast over the batch. `cls_only`: the last layer for [CLS] alone where
     `cls_path` knows the model (same logits, a fifth less time), else the model's own forward."""
     if cls_only:
-        from . import cls_path
-
         fast = cls_path.logits(clf, states, attention_mask)
         if fast is not None:
             return fast
