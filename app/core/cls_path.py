@@ -36,8 +36,12 @@ def _layers_albert(model) -> tuple[list, object] | None:
 
 
 def _supported(clf: Classifier) -> tuple[str, list, object] | None:
+    """(family, layers in run order, ALBERT's embedding projection or None); None for a model in training mode
+    (dropout) or a layout this module does not know."""
     model = clf.model
     cfg = model.config
+    if model.training:
+        return None
     if getattr(cfg, "position_embedding_type", "absolute") != "absolute" or getattr(cfg, "is_decoder", False):
         return None
     if not hasattr(model, "classifier"):
@@ -87,14 +91,11 @@ def _encode(family: str, layers: list, h: torch.Tensor, mask: torch.Tensor | Non
     return out[0] if isinstance(out, tuple) else out
 
 
-def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """Logits for `states` (rows, tokens, E), the embedding layer's output; `attention_mask` (rows or 1,
-    tokens) of 0/1. None when this path does not apply (an unknown layout, a model in training mode)."""
-    if clf.model.training:
-        return None
-    found = _supported(clf)
-    if found is None:
-        return None
+def _embedding_output(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    return clf.model.base_model.embeddings(input_ids=inputs["input_ids"], token_type_ids=inputs.get("token_type_ids"))
+
+
+def _logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     family, layers, mapping_in = found
     mask = _additive_mask(attention_mask, states.shape[0], states.dtype)
     h = states if mapping_in is None else mapping_in(states)
@@ -104,26 +105,31 @@ def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor |
     return clf.model.classifier(pooled)
 
 
+def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """Logits for `states` (rows, tokens, E), the embedding layer's output; `attention_mask` (rows or 1,
+    tokens) of 0/1. None when this path does not apply (an unknown layout, a model in training mode)."""
+    found = _supported(clf)
+    return None if found is None else _logits(clf, found, states, attention_mask)
+
+
 def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     """Logits for a tokenised batch (input_ids, attention_mask, token_type_ids), as `clf.model(**inputs)`."""
-    if _supported(clf) is None or clf.model.training:
+    found = _supported(clf)
+    if found is None:
         return None
-    states = clf.model.base_model.embeddings(input_ids=inputs["input_ids"],
-                                            token_type_ids=inputs.get("token_type_ids"))
-    return logits(clf, states, inputs.get("attention_mask"))
+    return _logits(clf, found, _embedding_output(clf, inputs), inputs.get("attention_mask"))
 
 
 def hidden_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, cls_only: bool = False
                  ) -> torch.Tensor | None:
     """`hidden_states[layer]` of the base model's forward (0: embedding output, after ALBERT's projection), run
     only that far; with `cls_only` the last layer run is for [CLS] alone and (rows, 1, hidden) comes back."""
-    found = None if clf.model.training else _supported(clf)
+    found = _supported(clf)
     if found is None:
         return None
     family, layers, mapping_in = found
     inner = len(layers) // clf.model.config.num_hidden_layers  # ALBERT: a "layer" is a group's inner layers
-    states = clf.model.base_model.embeddings(input_ids=inputs["input_ids"],
-                                            token_type_ids=inputs.get("token_type_ids"))
+    states = _embedding_output(clf, inputs)
     h = states if mapping_in is None else mapping_in(states)
     if layer == 0:
         return h[:, :1] if cls_only else h
