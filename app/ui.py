@@ -250,17 +250,17 @@ def build(pair: Pair) -> gr.Blocks:
 
             go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts")
 
-        _extra_tabs(pair, names)
+        _extra_tabs(pair, names, hosted)
     demo.queue(default_concurrency_limit=int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")), max_size=64)
     return demo
 
 
-def _extra_tabs(pair: Pair, names: list[str]) -> None:
-    _attack_tab(pair, names)
-    _checklist_tab(pair, names)
+def _extra_tabs(pair: Pair, names: list[str], hosted: bool) -> None:
+    _attack_tab(pair, names, hosted)
+    _checklist_tab(pair, names, hosted)
 
 
-def _checklist_tab(pair: Pair, names: list[str]) -> None:
+def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
     from app.core.report import default_suites
 
     suites = default_suites(pair)
@@ -270,7 +270,7 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
                         "sentiment (positive/negative, neutral) and QQP paraphrase labels. Give the path of, or "
                         "upload, a suite export written for this task's labels.")
         with gr.Row():
-            hosted = api.limits()["hosted"]  # visitors upload suites; typed server paths are refused anyway
+            # hosted, visitors upload suites; typed server paths are refused anyway
             suite = gr.Textbox(value=next(iter(suites), ""), label="CheckList suite (path to *_suite.json.gz)",
                                interactive=not hosted)
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
@@ -312,7 +312,7 @@ def _checklist_tab(pair: Pair, names: list[str]) -> None:
 _CANCEL: dict[str, threading.Event] = {}
 
 
-def _attack_tab(pair: Pair, names: list[str]) -> None:
+def _attack_tab(pair: Pair, names: list[str], hosted: bool) -> None:
     from app.core.attacks import list_recipes
 
     fields = pair.task.fields
@@ -327,7 +327,6 @@ def _attack_tab(pair: Pair, names: list[str]) -> None:
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
-            hosted = api.limits()["hosted"]
             ads = gr.Dropdown(list(api.shipped_datasets()), value=None, allow_custom_value=not hosted,
                               label="or a dataset" + ("" if hosted else " (shipped name or path)"))
         with gr.Row():
