@@ -225,8 +225,10 @@ def build(pair: Pair) -> gr.Blocks:
             fsum = gr.Markdown(label="summary")
             ftable = gr.Dataframe(headers=["fact", *names], label="facts")
             with gr.Row():
-                l2plot = gr.LinePlot(x="layer", y="l2", color="model", label="L2 distance between layers")
-                cosplot = gr.LinePlot(x="layer", y="cosine", color="model", label="cosine similarity between layers")
+                steps = _transition_labels(max(m.model.config.num_hidden_layers for m in pair.models))
+                l2plot = gr.LinePlot(x="layer", y="l2", color="model", sort=steps, label="L2 distance between layers")
+                cosplot = gr.LinePlot(x="layer", y="cosine", color="model", sort=steps,
+                                      label="cosine similarity between layers")
             fraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -237,7 +239,7 @@ def build(pair: Pair) -> gr.Blocks:
                     lines = [ln.split("\t", 1) if "\t" in ln else [ln, ln] for ln in lines]
                 res = api.facts(pair, lines or None)
                 rows = [{k: _fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
-                trans = [{"model": m["model"], "layer": i + 1, "l2": l2, "cosine": c}
+                trans = [{"model": m["model"], "layer": _transition_labels(i + 1)[i], "l2": l2, "cosine": c}
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
                                                                                 m["transitions"]["cosine"]))]
                 r = res["ratios"]
@@ -445,12 +447,24 @@ def _attack_examples(pair: Pair) -> list[list]:
     return [[*e.texts, e.label if e.label in labels else None] for e in _shipped(pair)]
 
 
+def _transition_labels(n: int) -> list[str]:
+    """x-axis categories "0→1" ... "(n-1)→n" for the layer-to-layer plots (hidden state 0 is the embedding
+    output); categories, so the axis shows whole transitions rather than ticks at 1.5, 2.5."""
+    return [f"{i}→{i + 1}" for i in range(n)]
+
+
+def _fixed(x: float, digits: int = 3) -> str:
+    """x to `digits` decimals without a minus sign on a value that rounds to zero ("-0.000")."""
+    return f"{round(x, digits) + 0.0:.{digits}f}"
+
+
 def _saliency_summary(res: dict) -> str:
     parts = []
     for m, f in zip(res["maps"], res["faithfulness"]):
-        s = (f"**{html.escape(m['model'])}** explains *{html.escape(str(m['target_label']))}* "
-             f"(p={m['probability'] or 0:.3f}): comprehensiveness {f['comprehensiveness']:.3f}, "
-             f"sufficiency {f['sufficiency']:.3f}, {m['seconds'] * 1000:.0f} ms")
+        what = ("the score" if m["target_label"] is None else
+                f"*{html.escape(str(m['target_label']))}* (p={_fixed(m['probability'] or 0)})")
+        s = (f"**{html.escape(m['model'])}** explains {what}: comprehensiveness {_fixed(f['comprehensiveness'])}, "
+             f"sufficiency {_fixed(f['sufficiency'])}, {m['seconds'] * 1000:.0f} ms")
         if m.get("delta") is not None:
             s += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
         if m.get("note"):

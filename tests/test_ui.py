@@ -110,6 +110,18 @@ def test_attack_summary_says_why_examples_were_skipped():
     assert _attack_line("<b>", s) == "**&lt;b&gt;**: success 50% of 4 attacked, 80 queries, transfer 25%"
 
 
+def test_saliency_summary_shows_no_negative_zero_and_names_a_regression_score():
+    from app.ui import _saliency_summary
+
+    base = {"model": "BERT", "seconds": 0.25, "delta": None, "note": ""}
+    res = {"maps": [base | {"target_label": "positive", "probability": 0.9981},
+                    base | {"model": "STS", "target_label": None, "probability": None}],
+           "faithfulness": [{"comprehensiveness": 0.0021, "sufficiency": -0.00004}] * 2, "agreement": None}
+    first, second, _ = _saliency_summary(res).split("\n\n")
+    assert first == ("**BERT** explains *positive* (p=0.998): comprehensiveness 0.002, sufficiency 0.000, 250 ms")
+    assert second.startswith("**STS** explains the score: comprehensiveness 0.002, sufficiency 0.000")
+
+
 def test_projection_axes_fit_the_points_not_zero():
     import pandas as pd
 
@@ -124,6 +136,13 @@ def test_facts_table_text():
 
     assert [_fact_text(v) for v in (1007916, 3.205184, 555.51321, True, "bert")] == \
         ["1,007,916", "3.21", "556", "True", "bert"]
+
+
+def test_layer_transition_axis_names_whole_transitions():
+    """transitions[i] is hidden state i -> i + 1 (0: the embedding output), so the plot's categories say so."""
+    from app.ui import _transition_labels
+
+    assert _transition_labels(3) == ["0→1", "1→2", "2→3"]
 
 
 def test_attack_examples_carry_their_gold_label(tiny_pair, tiny_nli_pair):
