@@ -368,7 +368,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool) -> None:
                 for r in ex["results"]:
                     rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
                                  "adversarial": " / ".join(r["adversarial"] or []), "queries": r["queries"],
-                                 "perturbed %": "" if r["perturbed_words_pct"] is None else r["perturbed_words_pct"],
+                                 "perturbed %": "" if r["perturbed_words_pct"] is None else round(r["perturbed_words_pct"], 1),
                                  "seconds": round(r["seconds"], 2)})
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
