@@ -252,13 +252,13 @@ def build(pair: Pair) -> gr.Blocks:
 
             go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts")
 
-        _extra_tabs(pair, names, hosted)
+        _extra_tabs(pair, names, hosted, shipped)
     demo.queue(default_concurrency_limit=int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")), max_size=64)
     return demo
 
 
-def _extra_tabs(pair: Pair, names: list[str], hosted: bool) -> None:
-    _attack_tab(pair, names, hosted)
+def _extra_tabs(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
+    _attack_tab(pair, names, hosted, shipped)
     _checklist_tab(pair, names, hosted)
 
 
@@ -314,7 +314,7 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
 _CANCEL: dict[str, threading.Event] = {}
 
 
-def _attack_tab(pair: Pair, names: list[str], hosted: bool) -> None:
+def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
     from app.core.attacks import list_recipes
 
     fields = pair.task.fields
@@ -329,7 +329,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool) -> None:
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
-            ads = gr.Dropdown(list(api.shipped_datasets()), value=None, allow_custom_value=not hosted,
+            ads = gr.Dropdown(shipped, value=None, allow_custom_value=not hosted,
                               label="or a dataset" + ("" if hosted else " (shipped name or path)"))
         with gr.Row():
             n = gr.Number(value=5, precision=0, label="examples from the dataset")
@@ -427,13 +427,18 @@ def _default_swaps(pair: Pair) -> str:
     return STUDY_SWAP if pair.task.is_pair else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
 
 
-def _shipped(pair: Pair):
-    """The shipped examples for the pair's task, read by the same loader as any dataset."""
+def _shipped(pair: Pair) -> tuple:
+    """The shipped examples for the pair's task, read by the same loader as any dataset (once: the Compare,
+    Saliency and Attacks tabs all offer them)."""
+    return _read_shipped(api.shipped_datasets()[api.default_dataset(pair)], len(pair.task.fields), pair.task.is_pair)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_shipped(path, n_fields: int, is_pair: bool) -> tuple:
     from app.core.data import read_table
 
-    exs = read_table(api.shipped_datasets()[api.default_dataset(pair)], labels=(),
-                     n_fields=len(pair.task.fields)).examples
-    return exs if pair.task.is_pair else exs[:8]
+    exs = read_table(path, labels=(), n_fields=n_fields).examples
+    return tuple(exs if is_pair else exs[:8])
 
 
 def _examples(pair: Pair) -> list[list[str]]:
