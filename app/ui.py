@@ -130,8 +130,10 @@ def build(pair: Pair) -> gr.Blocks:
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
                         for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
-                return res, *hl, _saliency_summary(res), grouped_bars(rows, "word", "score", "model",
-                                                                       "score (+ supports the class)")
+                # a title above the axes also keeps the component's label badge off the top y tick
+                return res, *hl, _saliency_summary(res), grouped_bars(
+                    rows, "word", "score", "model", "score (+ supports the class)",
+                    title=f"{method_name.replace('_', ' ')}, per word")
 
             go.click(do_saliency, [s1, s2, method, target, tolerance], [sraw, *maps, summary, bars], api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
