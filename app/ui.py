@@ -241,7 +241,7 @@ def build(pair: Pair) -> gr.Blocks:
                     lines = [ln.split("\t", 1) if "\t" in ln else [ln, ln] for ln in lines]
                 res = api.facts(pair, lines or None)
                 rows = [{k: _fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
-                trans = [{"model": m["model"], "layer": _transition_labels(i + 1)[i], "l2": l2, "cosine": c}
+                trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
                                                                                 m["transitions"]["cosine"]))]
                 r = res["ratios"]
@@ -370,7 +370,8 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) 
                 for r in ex["results"]:
                     rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
                                  "adversarial": " / ".join(r["adversarial"] or []), "queries": r["queries"],
-                                 "perturbed %": "" if r["perturbed_words_pct"] is None else round(r["perturbed_words_pct"], 1),
+                                 "perturbed %": "" if r["perturbed_words_pct"] is None
+                                 else round(r["perturbed_words_pct"], 1),
                                  "seconds": round(r["seconds"], 2)})
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
