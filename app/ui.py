@@ -145,8 +145,7 @@ def build(pair: Pair) -> gr.Blocks:
                 repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=_default_swaps(pair),
                                   lines=2)
             with gr.Row():
-                cds = gr.Dropdown(shipped, value=None, allow_custom_value=not hosted,
-                                  label="dataset for flip rate" + ("" if hosted else " (shipped name or path)"))
+                cds = _dataset_field(shipped, hosted, "dataset for flip rate", "shipped name or path")
                 climit = gr.Number(value=500, precision=0, label="max examples")
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown(label="summary")
@@ -171,8 +170,8 @@ def build(pair: Pair) -> gr.Blocks:
         with gr.Tab("Projection"):
             with gr.Row():
                 first = api.default_dataset(pair)
-                pds = gr.Dropdown(shipped, value=first if first in shipped else None, allow_custom_value=not hosted,
-                                  label="dataset" + ("" if hosted else " (shipped name, local path or datasets id)"))
+                pds = _dataset_field(shipped, hosted, "dataset", "shipped name, local path or datasets id",
+                                     value=first if first in shipped else None)
                 upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
             with gr.Row():
                 pmethod = gr.Radio(["umap", "pca"], value="umap", label="projection")
@@ -259,6 +258,14 @@ def build(pair: Pair) -> gr.Blocks:
     return demo
 
 
+def _dataset_field(shipped: list[str], hosted: bool, label: str, hint: str, value: str | None = None
+                   ) -> gr.Dropdown:
+    """A dataset dropdown: locally also a typed path or id (`hint` says which); hosted, the shipped names only,
+    since typed server paths are refused there anyway (`api.readable`)."""
+    return gr.Dropdown(shipped, value=value, allow_custom_value=not hosted,
+                       label=label if hosted else f"{label} ({hint})")
+
+
 def _extra_tabs(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
     _attack_tab(pair, names, hosted, shipped)
     _checklist_tab(pair, names, hosted)
@@ -331,8 +338,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) 
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
-            ads = gr.Dropdown(shipped, value=None, allow_custom_value=not hosted,
-                              label="or a dataset" + ("" if hosted else " (shipped name or path)"))
+            ads = _dataset_field(shipped, hosted, "or a dataset", "shipped name or path")
         with gr.Row():
             n = gr.Number(value=5, precision=0, label="examples from the dataset")
             budget = gr.Number(value=200, precision=0, label="query budget")
