@@ -136,7 +136,7 @@ def cmd_attack(args) -> int:
             if line.strip():
                 row = json.loads(line)
                 done[row["index"]] = row
-    bar = tqdm(total=len(examples), initial=len(done), desc=f"{args.recipe} on {len(pair.models)} models",
+    bar = tqdm(total=len(examples), initial=len(done), desc=f"{args.recipe} on {len(pair.spec.models)} models",
                disable=args.json)
     rows = list(done.values())
 
@@ -160,7 +160,7 @@ def cmd_attack(args) -> int:
                             time_limit=args.time_limit, skip=set(done), on_result=record)
     bar.close()
     rows.sort(key=lambda r: r["index"])
-    summary = attacks.summarize(rows, pair.models)
+    summary = attacks.summarize(rows, pair.heads)
     if args.json:
         print(json.dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "examples": rows},
                          indent=2, ensure_ascii=False))

@@ -4,6 +4,7 @@ import pytest
 
 from app.core import engine
 from app.core.data import Example
+from app.core.pair import Pair
 
 from .conftest import SENTENCES
 
@@ -77,8 +78,8 @@ def test_engine_keeps_its_workers_between_jobs(tiny_pair, ray_local):
     assert not [n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)]
 
 
-def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local):
-    from app.core import api
+def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local, monkeypatch):
+    from app.core import api, loading
     from app.core.benchmark import benchmark
     from app.core.data import load_dataset
 
@@ -88,9 +89,13 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local):
     ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(50)
     local_cl = api.checklist(tiny_pair, suite, 3)
     local_b = benchmark(tiny_pair, ds)
+    driver = Pair(tiny_pair.spec)  # the driver reads labels from the configs; the workers hold the weights
+    loading.clear_cache()
+    monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
     with engine.Engine("ray", workers=2, batch_size=16) as eng:
-        remote_cl = api.checklist(tiny_pair, suite, 3, engine=eng)
-        remote_b = benchmark(tiny_pair, ds, engine=eng)
+        remote_cl = api.checklist(driver, suite, 3, engine=eng)
+        remote_b = benchmark(driver, ds, engine=eng)
+    monkeypatch.undo()
     strip = lambda res: [[(r["n"], r["failed"]) for r in t["results"]] for t in res["tests"]]
     assert strip(remote_cl) == strip(local_cl) and remote_cl["capabilities"] == local_cl["capabilities"]
     assert sum(n for t in strip(local_cl) for n, _ in t) > 0
@@ -115,8 +120,15 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
     sections = {}
     for name in ("local", "ray"):
         monkeypatch.setattr(projection, "cache_dir", lambda name=name: tmp_path / f"emb-{name}")  # no sharing
+        pair = tiny_pair
+        if name == "ray":  # the driver reads labels from the configs; the workers hold the weights
+            from app.core import loading
+
+            pair = Pair(tiny_pair.spec)
+            loading.clear_cache()
+            monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
         with engine.Engine(name, workers=2) as eng:
-            res = generate(tiny_pair, tmp_path / name, engine=eng, **kw)
+            res = generate(pair, tmp_path / name, engine=eng, **kw)
         assert res["reused"] == []
         sections[name] = {p.stem: json.loads(p.read_text()) for p in (tmp_path / name / "cache").glob("*.json")}
         assert (tmp_path / name / "report.md").is_file() and (tmp_path / name / "umap.png").is_file()

@@ -7,8 +7,8 @@ import torch
 
 from app.core.data import Example
 from app.core.inference import predict
-from app.core.loading import ModelLoadError, get_classifier, load
-from app.core.registry import TASKS, ModelSpec
+from app.core.loading import ModelLoadError, get_classifier, load, read_head
+from app.core.registry import TASKS, ModelSpec, custom_pair
 
 
 def spec(source, task="sst2"):
@@ -100,3 +100,23 @@ def test_custom_pair_takes_labels_from_config(tiny_dirs):
     assert pair.models[0].labels == ("LABEL_0", "LABEL_1")
     assert pair.models[1].labels == ("LABEL_0", "LABEL_1", "LABEL_2")
     assert pair.models[1].family == "albert"
+
+
+def test_head_from_the_config_alone_answers_as_the_loaded_model(tiny_dirs, tmp_path):
+    """A Ray driver reads labels from the config: the same labels, task and cache path as a full load, and it
+    never reads the weights (here corrupt, which only the full load notices)."""
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["albert3"], d)
+    cfg = (d / "config.json").read_text().replace('"LABEL_2"', '"maybe"')
+    (d / "config.json").write_text(cfg)
+    user = custom_pair(str(d), str(tiny_dirs["bert"])).models[0]  # task unknown until the config is read
+    loaded = load(user)
+    head = read_head(user)
+    assert head.labels == loaded.labels and head.labels[2] == "maybe"
+    assert (head.task, head.path, head.origin, head.name) == (loaded.task, loaded.path, loaded.origin, loaded.name)
+    (d / "model.safetensors").write_bytes(b"\x00garbage" * 10)
+    assert read_head(user).labels == loaded.labels
+    with pytest.raises(ModelLoadError, match=r"corrupt or unreadable"):
+        load(user)
+    with pytest.raises(ModelLoadError, match=r"has 2 outputs but task 'snli' expects 3"):
+        read_head(spec(tiny_dirs["bert"], "snli"))

@@ -280,9 +280,10 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
         def probabilities(inputs):
             logits = remote.run(pair.spec, "predict", inputs, params={"validate": False, "batch_size": 64},
                                 progress=progress)
-            return [from_logits(clf, lg).probs for clf, lg in zip(pair.models, logits)]
-    results = cl.run_suite(s, pair.models, sample=sample, progress=progress, probabilities=probabilities)
-    names = [m.name for m in pair.models]
+            return [from_logits(clf, lg).probs for clf, lg in zip(pair.heads, logits)]
+    models = pair.models if remote is None else pair.heads  # a Ray driver needs labels, not weights
+    results = cl.run_suite(s, models, sample=sample, progress=progress, probabilities=probabilities)
+    names = [m.name for m in models]
     caps = {}
     for cap_name, tests in cl.by_capability(results).items():
         caps[cap_name] = {}

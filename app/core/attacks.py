@@ -20,7 +20,7 @@ import numpy as np
 from .data import Example
 from .errors import InputError, LensError
 from .inference import predict
-from .loading import Classifier
+from .loading import Classifier, ModelHead
 from .runtime import cache_dir, hub_reachable, wordnet_available
 
 OFFLINE_TEXTFOOLER = "textfooler-offline"
@@ -372,7 +372,7 @@ def transfer(models: Sequence[Classifier], example: Example, per_model: list[dic
     return rows
 
 
-def summarize(rows: list[dict], models: Sequence[Classifier]) -> dict:
+def summarize(rows: list[dict], models: Sequence[ModelHead]) -> dict:
     """Per model: success rate (of attacked, i.e. not skipped), average queries, perturbed words, time, and the
     transfer rate of its adversarial texts to the other model."""
     out = {}

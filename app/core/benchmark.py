@@ -113,7 +113,7 @@ def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_b
     if bar is not None:
         bar.close()
     rows = []
-    for clf, t, p in zip(pair.models, timed, prof):
+    for clf, t, p in zip(pair.heads, timed, prof):
         pred = from_logits(clf, t["logits"], t["seconds"])
         rows.append({"model": clf.name, "source": clf.spec.source, "n": len(labelled), **quality(clf, pred, gold),
                      "throughput_per_s": len(labelled) / t["seconds"], "seconds": t["seconds"], **p})

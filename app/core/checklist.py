@@ -23,7 +23,7 @@ import numpy as np
 from .data import DataError, Example
 from .errors import InputError
 from .inference import predict
-from .loading import Classifier
+from .loading import Classifier, ModelHead
 
 TOLERANCE = 0.1
 SENTIMENT = ("negative", "neutral", "positive")
@@ -97,7 +97,7 @@ class Space:
     confs: np.ndarray
 
 
-def sentiment_space(clf: Classifier, probs: np.ndarray) -> Space:
+def sentiment_space(clf: ModelHead, probs: np.ndarray) -> Space:
     labels = [lab.lower() for lab in clf.labels]
     if set(labels) >= {"negative", "positive"} and "neutral" not in labels:
         p_pos, p_neg = probs[:, labels.index("positive")], probs[:, labels.index("negative")]
@@ -111,7 +111,7 @@ def sentiment_space(clf: Classifier, probs: np.ndarray) -> Space:
                      f"{clf.name} predicts {list(clf.labels)}")
 
 
-def qqp_space(clf: Classifier, probs: np.ndarray) -> Space:
+def qqp_space(clf: ModelHead, probs: np.ndarray) -> Space:
     labels = [lab.lower() for lab in clf.labels]
     if set(labels) != set(QQP):
         raise InputError(f"suite: the QQP suite needs a model with labels {list(QQP)}; {clf.name} predicts "
@@ -264,11 +264,12 @@ class TestResult:
     results: list[dict] = field(default_factory=list)  # per model: n, failed, fail_rate, examples
 
 
-def run_suite(suite: Suite, models: Sequence[Classifier], *, sample: int | None = None, seed: int = 0,
+def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None = None, seed: int = 0,
               n_examples: int = 3, progress=None,
               probabilities: Callable[[list[Example]], list[np.ndarray]] | None = None) -> list[TestResult]:
     """Every test on every model; each distinct input is predicted once per model, in process or by
-    `probabilities` (inputs -> one probability array per model), e.g. on a Ray engine."""
+    `probabilities` (inputs -> one probability array per model), e.g. on a Ray engine; with it, `models` may be
+    heads alone (`loading.ModelHead`), else they must be loaded `Classifier`s."""
     space_fn = sentiment_space if suite.kind == "sentiment" else qqp_space
     n_fields = 2 if suite.kind == "qqp" else 1
     names = label_names(suite.kind)

@@ -15,7 +15,7 @@ import torch
 from . import cls_path
 from .data import Example
 from .errors import InputError
-from .loading import Classifier
+from .loading import Classifier, ModelHead
 from .registry import Task
 
 Progress = Callable[[int, int], None]
@@ -124,7 +124,7 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     return from_logits(clf, logits, seconds, int(sum(len(x) for x in enc["input_ids"])))
 
 
-def from_logits(clf: Classifier, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0) -> Prediction:
+def from_logits(clf: ModelHead, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0) -> Prediction:
     """A Prediction from raw logits, e.g. computed on a Ray worker: the same softmax as a local run."""
     logits = np.asarray(logits, dtype=np.float32)
     if clf.is_regression:

@@ -29,25 +29,13 @@ class ModelLoadError(LensError, RuntimeError):
 
 
 @dataclass
-class Classifier:
+class ModelHead:
+    """What a model answers, read from its config alone: name, task, labels, where it lives. Enough for code that
+    only turns logits into labels (a Ray driver, whose workers hold the weights), at the cost of a config file."""
+
     spec: ModelSpec
-    model: torch.nn.Module
-    base_tokenizer: object
     origin: str  # "offline assets", "local directory", "hub", "local Hugging Face cache"
     path: str
-    load_seconds: float
-    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
-
-    @property
-    def tokenizer(self):
-        """The tokenizer, one copy per thread: a fast tokenizer's settings live in shared Rust state, and two
-        threads calling it at once fail with "Already borrowed" (seen under load with 16 app users)."""
-        tok = getattr(self._local, "tok", None)
-        if tok is None:
-            main = threading.current_thread() is threading.main_thread()
-            tok = self.base_tokenizer if main else copy.deepcopy(self.base_tokenizer)
-            self._local.tok = tok
-        return tok
 
     @property
     def name(self) -> str:
@@ -67,7 +55,7 @@ class Classifier:
 
     @property
     def family(self) -> str:
-        return getattr(self.model.config, "model_type", self.spec.family)
+        return self.spec.family
 
     @property
     def max_length(self) -> int:
@@ -75,6 +63,31 @@ class Classifier:
 
     def describe(self) -> str:
         return f"{self.name}: {self.spec.source} ({self.family}, from {self.origin})"
+
+
+@dataclass
+class Classifier(ModelHead):
+    """A loaded model and its tokenizer, on top of what its config says."""
+
+    model: torch.nn.Module = field(repr=False)
+    base_tokenizer: object = field(repr=False)
+    load_seconds: float
+    _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+
+    @property
+    def tokenizer(self):
+        """The tokenizer, one copy per thread: a fast tokenizer's settings live in shared Rust state, and two
+        threads calling it at once fail with "Already borrowed" (seen under load with 16 app users)."""
+        tok = getattr(self._local, "tok", None)
+        if tok is None:
+            main = threading.current_thread() is threading.main_thread()
+            tok = self.base_tokenizer if main else copy.deepcopy(self.base_tokenizer)
+            self._local.tok = tok
+        return tok
+
+    @property
+    def family(self) -> str:
+        return getattr(self.model.config, "model_type", self.spec.family)
 
 
 def task_from_config(config, base: Task) -> Task:
@@ -98,15 +111,19 @@ def _find_weights(path: Path) -> Path:
     )
 
 
-def _load_from_dir(spec: ModelSpec, path: Path, origin: str, **hub_kw) -> tuple[torch.nn.Module, object]:
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+def _read_config(spec: ModelSpec, path: Path):
+    from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(path, trust_remote_code=False, **hub_kw)
+        return AutoConfig.from_pretrained(path, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001 - re-raised with the model named
         raise ModelLoadError(f"model {spec.source!r}: its config.json can't be read ({_short(exc)})") from exc
+
+
+def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module, object]:
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
     weights = _find_weights(path) if path.is_dir() else None
-    kwargs = dict(config=config, trust_remote_code=False, **hub_kw)
     try:
         if weights is not None and weights.suffix == ".bin":
             state = torch.load(weights, map_location="cpu", weights_only=True)
@@ -116,15 +133,15 @@ def _load_from_dir(spec: ModelSpec, path: Path, origin: str, **hub_kw) -> tuple[
             if missing:
                 raise ModelLoadError(f"model {spec.source!r}: {weights.name} lacks {len(missing)} weights, e.g. {missing[:3]}")
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(path, use_safetensors=weights is not None or None,
-                                                                       **kwargs)
+            model = AutoModelForSequenceClassification.from_pretrained(
+                path, config=config, trust_remote_code=False, use_safetensors=weights is not None or None)
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001
         what = f"weights file {weights}" if weights is not None else "its weights"
         raise ModelLoadError(f"model {spec.source!r}: {what} is corrupt or unreadable ({_short(exc)})") from exc
     try:
-        tok = AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False, **hub_kw)
+        tok = AutoTokenizer.from_pretrained(path, use_fast=True, trust_remote_code=False)
     except Exception as exc:  # noqa: BLE001
         raise ModelLoadError(f"model {spec.source!r}: its tokenizer can't be loaded ({_short(exc)})") from exc
     # we pad pre-tokenised, length-sorted batches on purpose; the "use __call__" advice does not apply
@@ -139,12 +156,15 @@ def _short(exc: BaseException) -> str:
     return (text[0] if text else type(exc).__name__)[:300]
 
 
-def _load_hub(spec: ModelSpec) -> tuple[torch.nn.Module, object, str, str]:
+HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "pytorch_model.bin"]
+
+
+def _from_hub(spec: ModelSpec, patterns: list[str]) -> tuple[Path, str]:
+    """The snapshot folder (the same one whichever files are asked for) and where it came from."""
     from huggingface_hub import snapshot_download
     from huggingface_hub.utils import LocalEntryNotFoundError
 
     online = hub_reachable()
-    patterns = ["*.json", "*.safetensors", "*.txt", "*.model", "pytorch_model.bin"]
     try:
         local = snapshot_download(spec.source, allow_patterns=patterns, local_files_only=not online)
     except LocalEntryNotFoundError as exc:
@@ -157,49 +177,62 @@ def _load_hub(spec: ModelSpec) -> tuple[torch.nn.Module, object, str, str]:
         if "RepositoryNotFound" in cause or "404" in str(exc):
             raise ModelLoadError(f"model {spec.source!r}: no such model on the Hugging Face hub") from exc
         raise ModelLoadError(f"model {spec.source!r}: download failed ({_short(exc)})") from exc
-    path = Path(local)
-    model, tok = _load_from_dir(spec, path, "hub")
-    return model, tok, "hub" if online else "local Hugging Face cache", str(path)
+    return Path(local), "hub" if online else "local Hugging Face cache"
 
 
-def load(spec: ModelSpec) -> Classifier:
-    """Load without the cache (see `get_classifier`)."""
-    t0 = time.perf_counter()
+def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
+    """(folder, origin) of a model; `config_only` fetches no weights from the hub."""
     source = spec.source
     if source.startswith("offline:"):
         try:
-            path = offline.materialise(source.split(":", 1)[1])
+            return offline.materialise(source.split(":", 1)[1]), "offline assets (assets/offline)"
         except offline.OfflineAssetsMissing as exc:
             raise ModelLoadError(f"model {source!r}: {exc}") from exc
-        model, tok = _load_from_dir(spec, path, "offline assets")
-        origin, where = "offline assets (assets/offline)", str(path)
-    elif Path(source).expanduser().exists():
+    if Path(source).expanduser().exists():
         path = Path(source).expanduser().resolve()
         if not path.is_dir():
             raise ModelLoadError(f"model {source!r}: is a file; give the model's directory")
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"model directory {path}: no config.json; is this a Hugging Face model folder?")
         _find_weights(path)
-        model, tok = _load_from_dir(spec, path, "local directory")
-        origin, where = "local directory", str(path)
-    elif source.startswith(("/", "./", "../", "~")) or os.sep in source.strip("/").replace("/", "", 1):
+        return path, "local directory"
+    if source.startswith(("/", "./", "../", "~")) or os.sep in source.strip("/").replace("/", "", 1):
         raise ModelLoadError(f"model {source!r}: no such directory")
-    elif HUB_ID.match(source):
-        model, tok, origin, where = _load_hub(spec)
-    else:
-        raise ModelLoadError(f"model {source!r}: neither an existing directory nor a valid Hugging Face hub id")
-    model.eval()
-    spec = with_task(spec, task_from_config(model.config, spec.task))
-    n_out = int(model.config.num_labels)
+    if HUB_ID.match(source):
+        return _from_hub(spec, ["config.json"] if config_only else HUB_FILES)
+    raise ModelLoadError(f"model {source!r}: neither an existing directory nor a valid Hugging Face hub id")
+
+
+def _answering(spec: ModelSpec, config) -> ModelSpec:
+    """The spec with its task completed from the config, checked against the config's number of outputs."""
+    spec = with_task(spec, task_from_config(config, spec.task))
+    n_out = int(config.num_labels)
     labels = spec.output_labels
     expected = 1 if labels is None else len(labels)
     if n_out != expected:
         raise ModelLoadError(
-            f"model {source!r}: has {n_out} outputs but task {spec.task.name!r} expects {expected} "
+            f"model {spec.source!r}: has {n_out} outputs but task {spec.task.name!r} expects {expected} "
             f"({'a score' if labels is None else list(labels)})"
         )
+    return spec
+
+
+def read_head(spec: ModelSpec) -> ModelHead:
+    """The model's head from its config, without loading weights; the same checks and labels as `load`."""
+    path, origin = _locate(spec, config_only=True)
+    return ModelHead(_answering(spec, _read_config(spec, path)), origin, str(path))
+
+
+def load(spec: ModelSpec) -> Classifier:
+    """Load without the cache (see `get_classifier`)."""
+    t0 = time.perf_counter()
+    path, origin = _locate(spec)
+    config = _read_config(spec, path)
+    model, tok = _load_from_dir(spec, path, config)
+    model.eval()
+    spec = _answering(spec, model.config)
     _warm_up(model, tok)
-    return Classifier(spec, model, tok, origin, where, time.perf_counter() - t0)
+    return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0)
 
 
 def _warm_up(model: torch.nn.Module, tok) -> None:
@@ -210,6 +243,7 @@ def _warm_up(model: torch.nn.Module, tok) -> None:
 
 
 _CACHE: OrderedDict[tuple, Classifier] = OrderedDict()
+_HEADS: dict[tuple, ModelHead] = {}  # heads read from configs alone (`get_head`)
 _LOCK = threading.Lock()
 
 
@@ -232,6 +266,20 @@ def get_classifier(spec: ModelSpec) -> Classifier:
     return clf
 
 
+def get_head(spec: ModelSpec) -> ModelHead:
+    """The loaded model when the cache holds it, else its head read from the config (kept: a few fields)."""
+    key = (spec.source, spec.task, spec.labels, spec.name)
+    with _LOCK:
+        hit = _CACHE.get(key) or _HEADS.get(key)
+    if hit is not None:
+        return hit
+    head = read_head(spec)
+    with _LOCK:
+        _HEADS[key] = head
+    return head
+
+
 def clear_cache() -> None:
     with _LOCK:
         _CACHE.clear()
+        _HEADS.clear()

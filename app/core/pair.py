@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from .data import Example
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
-from .loading import Classifier, get_classifier
+from .loading import Classifier, ModelHead, get_classifier, get_head
 from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
@@ -50,7 +50,15 @@ class Pair:
 
     @property
     def task(self):
-        return self.models[0].task
+        return self.heads[0].task
+
+    @property
+    def heads(self) -> tuple[ModelHead, ModelHead]:
+        """Names, labels and tasks without loading weights (the loaded models when they are): what a Ray driver
+        needs to read its workers' logits."""
+        if self._models is not None:
+            return self._models
+        return tuple(get_head(s) for s in self.spec.models)  # type: ignore[return-value]
 
     @property
     def models(self) -> tuple[Classifier, Classifier]:

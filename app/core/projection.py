@@ -18,13 +18,13 @@ import numpy as np
 from .data import Example
 from .embeddings import embed
 from .errors import InputError
-from .loading import Classifier
+from .loading import Classifier, ModelHead
 from .runtime import cache_dir
 
 METHODS = ("umap", "pca")
 
 
-def _key(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str) -> str:
+def _key(clf: ModelHead, examples: Sequence[Example], layer: int, pooling: str) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length]).encode())
     for ex in examples:
@@ -32,7 +32,7 @@ def _key(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str)
     return h.hexdigest()[:24]
 
 
-def _cache_path(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str) -> Path:
+def _cache_path(clf: ModelHead, examples: Sequence[Example], layer: int, pooling: str) -> Path:
     folder = cache_dir() / "embeddings"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{_key(clf, examples, layer, pooling)}.npy"
@@ -67,12 +67,13 @@ def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: in
     return arr, False
 
 
-def pair_embeddings(models: Sequence[Classifier], examples: Sequence[Example], *, layer: int = -1,
+def pair_embeddings(models: Sequence[ModelHead], examples: Sequence[Example], *, layer: int = -1,
                     pooling: str = "cls", progress=None,
                     compute: Callable[[Sequence[Example]], list[np.ndarray]] | None = None
                     ) -> tuple[list[np.ndarray], list[bool]]:
     """Both models' embeddings through the same cache; `compute` (examples -> one array per model, e.g. a Ray
-    engine's `embed` job) replaces the in-process computation of what is missing."""
+    engine's `embed` job) replaces the in-process computation of what is missing; then `models` may be heads
+    (`loading.ModelHead`), which key the cache as the loaded models do."""
     if compute is None:
         embs, cached = [], []
         for m, clf in enumerate(models):
@@ -162,7 +163,7 @@ class Projection:
     pooling: str
 
 
-def project_pair(models: Sequence[Classifier], examples: Sequence[Example], *, method: str = "umap",
+def project_pair(models: Sequence[ModelHead], examples: Sequence[Example], *, method: str = "umap",
                  layer: int = -1, pooling: str = "cls", k: int = 10, progress=None,
                  compute: Callable[[Sequence[Example]], list[np.ndarray]] | None = None) -> Projection:
     embs, cached = pair_embeddings(models, examples, layer=layer, pooling=pooling, progress=progress,
@@ -173,7 +174,7 @@ def project_pair(models: Sequence[Classifier], examples: Sequence[Example], *, m
                       neighbours_k(len(examples), k), method, layer, pooling)
 
 
-def projection_table(proj: Projection, models: Sequence[Classifier], examples: Sequence[Example],
+def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Sequence[Example],
                      predictions: Sequence) -> list[dict]:
     """Long-format rows (one per model and example) for plots and CSV export."""
     rows = []

@@ -84,7 +84,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                                       params={"recipe": recipe, "query_budget": 200, "time_limit": 30})
                 else:
                     rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
-                return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.models)}
+                return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.heads)}
 
             secs.append(Section(_fingerprint(pair, "attack", params), f"Attack: {recipe}", run_attack))
         params = {"dataset": first, "n": umap_n}
@@ -92,16 +92,16 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         def run_umap(first=first):
             d = data.load_dataset(first, task=pair.spec.task.name).head(umap_n)
             if remote is not None:
-                proj = projection.project_pair(pair.models, d.examples, method="umap",
+                proj = projection.project_pair(pair.heads, d.examples, method="umap",
                                                compute=lambda exs: remote.run(pair.spec, "embed", exs))
                 preds = [inference.from_logits(clf, lg)
-                         for clf, lg in zip(pair.models, remote.run(pair.spec, "predict", d.examples))]
+                         for clf, lg in zip(pair.heads, remote.run(pair.spec, "predict", d.examples))]
             else:
                 proj = projection.project_pair(pair.models, d.examples, method="umap")
                 preds = pair.predict(d.examples)
             return {"dataset": d.name, "n": len(d), "knn_overlap": proj.knn_overlap, "k": proj.k,
                     "disparity": proj.disparity,
-                    "points": projection.projection_table(proj, pair.models, d.examples, preds)}
+                    "points": projection.projection_table(proj, pair.heads, d.examples, preds)}
 
         secs.append(Section(_fingerprint(pair, "umap", params), "UMAP of sentence embeddings", run_umap))
 
