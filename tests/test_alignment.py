@@ -34,10 +34,23 @@ def test_alignment_keeps_every_word(tiny_pair, which, text):
     assert not al.cut
     assert not al.unseen, [al.words[i].text for i in al.unseen]
     assert all(al.word_tokens)
-    # token -> word and word -> token maps agree
+    # token -> word and word -> token maps agree, and only special tokens are on no word: a word's score is
+    # the sum of all its pieces, so the words' scores add up to the tokens'
+    seq = encode_one(clf, Example((text,)))[0].sequence_ids(0)  # None for [CLS], [SEP]
     for t, w in enumerate(al.token_word):
+        assert (w is None) == (seq[t] is None), (t, w)
         if w is not None:
             assert t in al.word_tokens[w]
+
+
+def test_a_lone_sentencepiece_space_belongs_to_the_next_word(tiny_pair):
+    """ALBERT cuts " cities" as "▁" "c" "it" "ies" (this small vocabulary has no "▁c"): the "▁" covers only the
+    space, and its share of an attribution goes to "cities"."""
+    clf = tiny_pair.models[1]
+    enc, al = encode_one(clf, Example(("about cities.",)))
+    tokens = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    assert tokens[1:8] == ["▁ab", "out", "▁", "c", "it", "ies", "."]
+    assert [tokens[t] for t in al.word_tokens[1]] == ["▁", "c", "it", "ies"]
 
 
 def test_bert_and_albert_give_the_same_words(tiny_pair):

@@ -94,6 +94,10 @@ def align(texts: tuple[str, ...] | list[str], offsets, sequence_ids, at_limit: b
             if overlap > best_overlap:
                 best, best_overlap = w, overlap
             w += 1
+        if best is None and lo < starts[seq + 1]:
+            # a piece covering only the space before a word (SentencePiece's lone "▁" before "c" "it" "ies")
+            # belongs to that word: dropping it would lose its share of an attribution
+            best = lo
         token_word.append(best)
         if best is not None:
             word_tokens[best].append(t)
