@@ -6,6 +6,7 @@ Security: `trust_remote_code` is always False; safetensors are preferred; a `.bi
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import re
 import threading
@@ -148,7 +149,17 @@ def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module
     getattr(tok, "deprecation_warnings", {})["Asking-to-pad-a-fast-tokenizer"] = True
     if not getattr(tok, "is_fast", False):
         raise ModelLoadError(f"model {spec.source!r}: needs a fast tokenizer (offsets are used to align words)")
+    _fit_inputs(model, tok)
     return model, tok
+
+
+def _fit_inputs(model: torch.nn.Module, tok) -> None:
+    """A tokenizer borrowed from another family (a DistilBERT or RoBERTa saved with BERT's) returns segment ids
+    the model's forward has no argument for; it stops returning them, as the family's own tokenizer would."""
+    accepted = inspect.signature(model.forward).parameters
+    names = list(getattr(tok, "model_input_names", []))
+    if "token_type_ids" in names and "token_type_ids" not in accepted:
+        tok.model_input_names = [n for n in names if n != "token_type_ids"]
 
 
 def _short(exc: BaseException) -> str:
@@ -231,7 +242,11 @@ def load(spec: ModelSpec) -> Classifier:
     model, tok = _load_from_dir(spec, path, config)
     model.eval()
     spec = _answering(spec, model.config)
-    _warm_up(model, tok)
+    try:
+        _warm_up(model, tok)
+    except Exception as exc:  # noqa: BLE001 - a model and tokenizer that don't fit: say so at load, not later
+        raise ModelLoadError(f"model {spec.source!r}: a test forward pass on its tokenizer's output failed "
+                             f"({type(exc).__name__}: {_short(exc)})") from exc
     return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0)
 
 
