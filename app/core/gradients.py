@@ -5,6 +5,7 @@ Everything gradient-based (saliency, HotFlip, LIT's TokenGradients) starts here.
 """
 from __future__ import annotations
 
+import inspect
 import threading
 from dataclasses import dataclass
 
@@ -64,6 +65,18 @@ def embedding_layer(clf: Classifier) -> torch.nn.Module:
     return layer
 
 
+def id_positions(clf: Classifier, input_ids: torch.Tensor) -> torch.Tensor | None:
+    """The position ids a model derives from the ids themselves (RoBERTa and its kin number tokens after skipping
+    padding), or None where positions don't depend on the ids. Integrated gradients passes the input's to its
+    [PAD] baseline too: else the baseline's padding would shift every later position, and [SEP], the same token
+    in both, would take attribution that belongs to the words."""
+    pad = getattr(embedding_layer(clf), "padding_idx", None)
+    if pad is None or "position_ids" not in inspect.signature(clf.model.forward).parameters:
+        return None
+    keep = input_ids.ne(pad).long()
+    return torch.cumsum(keep, 1) * keep + pad
+
+
 def _hook(module, inputs, output):
     slot = getattr(_SLOT, "value", None)
     if slot is None or slot[0] is not module:
@@ -82,7 +95,8 @@ def _ensure_hook(module: torch.nn.Module) -> None:
 
 
 def layer_outputs(clf: Classifier, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                  token_type_ids: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+                  token_type_ids: torch.Tensor | None, position_ids: torch.Tensor | None = None
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
     """(embedding-layer output, logits) of an ordinary forward pass over a batch of ids."""
     module = embedding_layer(clf)
     _ensure_hook(module)
@@ -91,6 +105,8 @@ def layer_outputs(clf: Classifier, input_ids: torch.Tensor, attention_mask: torc
     try:
         with torch.no_grad():
             kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+            if position_ids is not None:
+                kw["position_ids"] = position_ids
             logits = clf.model(input_ids=input_ids, attention_mask=attention_mask, **kw).logits
     finally:
         _SLOT.value = None

@@ -15,7 +15,8 @@ import torch
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
-from .gradients import class_score, forward_from_layer, input_gradients, layer_outputs, repeat_rows
+from .gradients import (class_score, forward_from_layer, id_positions, input_gradients, layer_outputs,
+                        repeat_rows)
 from .inference import class_index, encode_one, predict
 from .loading import Classifier
 
@@ -173,8 +174,9 @@ class IntegratedGradients(Method):
         """One forward pass over the input and the baseline gives the endpoints F(x), F(baseline) and the
         prediction that picks the target, so `attribute` needs no separate predict."""
         ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
+        pos = id_positions(self.clf, ids)
         states, logits = layer_outputs(self.clf, torch.cat([ids, self.baseline_ids(ids)]), repeat_rows(mask, 2),
-                                       repeat_rows(tt, 2))
+                                       repeat_rows(tt, 2), repeat_rows(pos, 2))
         probs = None if self.clf.is_regression else torch.softmax(logits[0].double(), -1).numpy()
         return probs, (states, logits)
 
