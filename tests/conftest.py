@@ -77,6 +77,60 @@ def _tiny_albert(path: Path, num_labels: int = 2) -> Path:
     return path
 
 
+def _tiny_family(kind: str, path: Path, tokenizer_from: Path) -> Path:
+    """A tiny random DistilBERT or ELECTRA saved with BERT's tokenizer (DistilBERT's, like its own, returns no
+    segment ids)."""
+    import json
+    import shutil
+
+    from transformers import AutoModelForSequenceClassification, DistilBertConfig, ElectraConfig
+
+    config = {
+        "distilbert": lambda: DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=37),
+        "electra": lambda: ElectraConfig(vocab_size=30522, embedding_size=16, hidden_size=32, num_hidden_layers=2,
+                                         num_attention_heads=2, intermediate_size=37),
+    }[kind]()
+    torch.manual_seed(0)
+    AutoModelForSequenceClassification.from_config(config).save_pretrained(path)
+    for f in tokenizer_from.iterdir():
+        if f.name.startswith(("tokenizer", "vocab", "special")):
+            shutil.copy(f, path / f.name)
+    if kind == "distilbert":
+        cfg = json.loads((path / "tokenizer_config.json").read_text())
+        cfg["model_input_names"] = ["input_ids", "attention_mask"]
+        (path / "tokenizer_config.json").write_text(json.dumps(cfg))
+    return path
+
+
+def _tiny_roberta(path: Path) -> Path:
+    """A tiny RoBERTa with a real byte-level BPE tokenizer trained here on SST-2: <s> a </s></s> b </s>, no
+    segment ids, positions numbered from the ids, pad id 1."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizerFast
+
+    path.mkdir(parents=True, exist_ok=True)
+    corpus = [line.split("\t")[0] for line in shared("glue", "sst2", "dev.tsv").read_text().splitlines()[1:]]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(corpus + SENTENCES * 3, vocab_size=1000, min_frequency=2,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
+    bpe.save_model(str(path))
+    tok = RobertaTokenizerFast(vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"))
+    tok.save_pretrained(path)
+    torch.manual_seed(2)
+    config = RobertaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                           intermediate_size=37, max_position_embeddings=514, type_vocab_size=1, pad_token_id=1)
+    RobertaForSequenceClassification(config).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def family_dirs(tiny_dirs, tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("families")
+    return {"distilbert": _tiny_family("distilbert", root / "distilbert", tiny_dirs["bert"]),
+            "electra": _tiny_family("electra", root / "electra", tiny_dirs["bert"]),
+            "roberta": _tiny_roberta(root / "roberta")}
+
+
 @pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny")

@@ -35,6 +35,17 @@ def _field_ids(clf: Classifier, example: Example, tokens: Sequence[Sequence[str]
     return out
 
 
+def _field_slices(tok, fields: list[list[int]]) -> list[slice]:
+    """Where each field's tokens sit among the special tokens: [CLS] a [SEP] b [SEP] in BERT, but
+    <s> a </s></s> b </s> in RoBERTa. Found by building the input from marker ids, so any family's layout works."""
+    marked = tok.build_inputs_with_special_tokens(*[[-(k + 1)] * len(f) for k, f in enumerate(fields)])
+    out = []
+    for k in range(len(fields)):
+        pos = [i for i, v in enumerate(marked) if v == -(k + 1)]
+        out.append(slice(pos[0], pos[-1] + 1) if pos else slice(0, 0))
+    return out
+
+
 def inspect(clf: Classifier, example: Example, *, target: int | str | None = None,
             tokens: Sequence[Sequence[str] | None] | None = None,
             embeddings: Sequence[np.ndarray | None] | None = None,
@@ -43,15 +54,12 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
     tok = clf.tokenizer
     fields = _field_ids(clf, example, tokens)
     ids = tok.build_inputs_with_special_tokens(*fields)
-    types = tok.create_token_type_ids_from_sequences(*fields)
-    n_special_before = 1
-    slices, start = [], n_special_before
-    for f in fields:
-        slices.append(slice(start, start + len(f)))
-        start += len(f) + 1
+    slices = _field_slices(tok, fields)
     input_ids = torch.tensor([ids])
     mask = torch.ones_like(input_ids)
-    type_ids = torch.tensor([types])
+    kw = {}
+    if "token_type_ids" in tok.model_input_names:  # DistilBERT's forward has no such argument
+        kw["token_type_ids"] = torch.tensor([tok.create_token_type_ids_from_sequences(*fields)])
     with torch.no_grad():
         embeds = clf.model.get_input_embeddings()(input_ids)
     if embeddings:
@@ -66,8 +74,8 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
             embeds[0, sl] = given
     embeds = embeds.detach().requires_grad_(gradients)
     with torch.set_grad_enabled(gradients):
-        out = clf.model(inputs_embeds=embeds, attention_mask=mask, token_type_ids=type_ids,
-                        output_hidden_states=True, output_attentions=attention)
+        out = clf.model(inputs_embeds=embeds, attention_mask=mask, output_hidden_states=True,
+                        output_attentions=attention, **kw)
         logits = out.logits
         if clf.is_regression:
             tgt = 0

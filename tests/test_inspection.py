@@ -1,0 +1,42 @@
+"""One forward/backward pass per example, as LIT asks for it, on any family's layout of special tokens."""
+import numpy as np
+import pytest
+
+from app.core.data import Example
+from app.core.inference import predict
+from app.core.inspection import inspect
+from app.core.loading import load
+from app.core.registry import TASKS, ModelSpec
+
+PAIR = Example(("A man is sleeping on the couch.", "A person rests."))
+
+
+def _clf(path, task):
+    return load(ModelSpec("M", str(path), "model", TASKS[task]))
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta", "distilbert"])
+def test_fields_sit_where_the_tokenizer_puts_them(kind, tiny_dirs, family_dirs):
+    """BERT: [CLS] a [SEP] b [SEP]; RoBERTa: <s> a </s></s> b </s>; DistilBERT takes no segment ids. Each field's
+    tokens are the tokenizer's own for that field, and the probabilities equal a normal prediction."""
+    path = tiny_dirs["bert"] if kind == "bert" else family_dirs[kind]
+    clf = _clf(path, "rte")
+    r = inspect(clf, PAIR)
+    tok = clf.tokenizer
+    for text, got in zip(PAIR.texts, r["field_tokens"]):
+        assert got == tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+    assert np.abs(r["probas"] - predict(clf, [PAIR]).probs[0]).max() < 1e-5
+    assert [g.shape[0] for g in r["grads"]] == [len(t) for t in r["field_tokens"]]
+
+
+def test_given_embeddings_replace_a_field_in_its_place(family_dirs):
+    """LIT's integrated gradients feeds interpolated embeddings back per field: the second field of a RoBERTa
+    pair starts after two separators, and feeding its own embeddings back changes nothing."""
+    clf = _clf(family_dirs["roberta"], "rte")
+    r = inspect(clf, PAIR)
+    again = inspect(clf, PAIR, embeddings=[None, r["input_embs"][1]])
+    assert np.abs(again["probas"] - r["probas"]).max() < 1e-6
+    zeroed = inspect(clf, PAIR, embeddings=[None, np.zeros_like(r["input_embs"][1])])
+    assert np.abs(zeroed["probas"] - r["probas"]).max() > 1e-6
+    with pytest.raises(Exception, match=r"input_embs for field 1: shape \(2, 32\) does not match"):
+        inspect(clf, PAIR, embeddings=[None, np.zeros((2, 32))])
