@@ -59,6 +59,24 @@ def test_hotflip_prediction_is_verified(offline_pair):
         assert res["target_prob_after"] < res["target_prob_before"]
 
 
+def test_hotflip_swaps_in_word_starting_pieces_of_any_tokenizer(tiny_dirs, family_dirs):
+    """WordPiece: entries without "##"; SentencePiece: "▁film" as "film"; byte-level BPE (RoBERTa): "Ġfilm" as
+    "film", never a continuation piece such as "ous" nor the marker itself in the edited text."""
+    from app.core.counterfactuals import _whole_word_vocab
+    from app.core.loading import load
+    from app.core.registry import TASKS, ModelSpec
+
+    for path, marker in ((tiny_dirs["bert"], ""), (tiny_dirs["albert"], "▁"), (family_dirs["roberta"], "Ġ")):
+        clf = load(ModelSpec("M", str(path), "model", TASKS["sst2"]))
+        vocab = clf.tokenizer.get_vocab()
+        ids, words = _whole_word_vocab(clf)
+        inverse = {i: p for p, i in vocab.items()}
+        assert len(words) > 50 and all(w.isalpha() for w in words)
+        assert all(inverse[int(i)] == marker + w for i, w in zip(ids, words))
+        res = hotflip(clf, Example(("the acting is wonderful and moving .",)))
+        assert res["edited"] is not None and "Ġ" not in res["edited"][0] and "▁" not in res["edited"][0]
+
+
 def test_flip_rate_over_a_dataset(offline_pair):
     dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:300]
     res = flip_rate(offline_pair.models, dev, {"good": "bad", "great": "terrible"})

@@ -207,19 +207,20 @@ def ablation_flip(clf: Classifier, example: Example, max_size: int = 3, candidat
 
 
 def _whole_word_vocab(clf: Classifier) -> tuple[torch.Tensor, list[str]]:
-    """Vocabulary entries that are whole alphabetic words (no ## continuations, no special tokens)."""
+    """Vocabulary entries that are whole alphabetic words, no special tokens: WordPiece entries without "##";
+    in SentencePiece ("▁film") and byte-level BPE ("Ġfilm", RoBERTa) only the pieces that start a word."""
     cache = getattr(clf, "_hotflip_vocab", None)
     if cache is not None:
         return cache
     tok = clf.tokenizer
     vocab = tok.get_vocab()
-    sentencepiece = sum(p.startswith("▁") for p in vocab) > len(vocab) // 4  # else WordPiece ("##" pieces)
+    marker = next((m for m in ("▁", "Ġ") if sum(p.startswith(m) for p in vocab) > len(vocab) // 4), None)
     ids, words = [], []
     for piece, idx in vocab.items():
-        w = piece[1:] if piece.startswith("▁") else piece
-        if piece.startswith("##") or not w.isalpha() or len(w) < 2 or idx in tok.all_special_ids:
+        if marker is not None and not piece.startswith(marker):
             continue
-        if sentencepiece and not piece.startswith("▁"):
+        w = piece[1:] if marker is not None else piece
+        if piece.startswith("##") or not w.isalpha() or len(w) < 2 or idx in tok.all_special_ids:
             continue
         ids.append(idx)
         words.append(w)
