@@ -24,7 +24,7 @@ def test_integrated_gradients_completeness(tiny_pair, which):
     with torch.no_grad():
         kw = {k: v for k, v in enc.items() if k in ("attention_mask", "token_type_ids")}
         f = lambda ids: float(torch.softmax(clf.model(input_ids=ids, **kw).logits, -1)[0, 1])
-        expected = f(enc["input_ids"]) - f(ig.baseline_ids(enc["input_ids"]))
+        expected = f(enc["input_ids"]) - f(ig.baseline_ids(enc))
     total = sum(sal.token_scores)
     assert abs(total - expected) <= sal.delta + 1e-6
     assert sal.delta <= 1e-3
@@ -48,7 +48,7 @@ def test_first_round_equals_captum_layer_integrated_gradients(offline_pair, whic
         return torch.softmax(clf.model(input_ids=ids, **{k: v.expand(n, -1) for k, v in kw.items()}).logits, -1)[:, 1]
 
     lig = LayerIntegratedGradients(forward, clf.model.base_model.embeddings)
-    attr, delta = lig.attribute(enc["input_ids"], baselines=ig.baseline_ids(enc["input_ids"]), n_steps=16,
+    attr, delta = lig.attribute(enc["input_ids"], baselines=ig.baseline_ids(enc), n_steps=16,
                                 method="gausslegendre", return_convergence_delta=True)
     np.testing.assert_allclose(sal.token_scores, attr[0].sum(-1).detach().numpy(), atol=2e-5)
     assert sal.delta == pytest.approx(abs(float(delta)), abs=2e-5)
@@ -178,7 +178,24 @@ def test_ig_on_a_regression_head_integrates_the_score(tiny_dirs, tmp_path):
     with torch.no_grad():
         kw = {k: v for k, v in enc.items() if k in ("attention_mask", "token_type_ids")}
         f = lambda ids: float(clf.model(input_ids=ids, **kw).logits[0, 0])
-        expected = f(enc["input_ids"]) - f(ig.baseline_ids(enc["input_ids"]))
+        expected = f(enc["input_ids"]) - f(ig.baseline_ids(enc))
     assert sal.probability is None and sal.target_label is None
     assert abs(sum(sal.token_scores) - expected) <= sal.delta + 1e-6 and sal.delta <= 1e-5
     assert sorted(set(sal.fields)) == [0, 1]
+
+
+def test_ig_baseline_is_the_tutorials_even_for_unknown_and_typed_special_tokens(tiny_pair):
+    """Captum's tutorial baseline is [CLS] [PAD]... [SEP]: an emoji's [UNK] and a typed "[MASK]" are text, so they
+    become [PAD] too (a special-tokens mask kept them, and gave them no attribution)."""
+    clf = tiny_pair.models[0]
+    tok = clf.tokenizer
+    ex = Example(("I loved it 😍 , a [MASK] of a film",))
+    enc, _ = encode_one(clf, ex)
+    ids = enc["input_ids"][0].tolist()
+    assert tok.unk_token_id in ids and tok.mask_token_id in ids
+    ref = [tok.cls_token_id] + [tok.pad_token_id] * (len(ids) - 2) + [tok.sep_token_id]
+    ig = IntegratedGradients(clf, tolerance=1e-4)
+    assert ig.baseline_ids(enc)[0].tolist() == ref
+    sal = ig.attribute(ex)
+    unk = ids.index(tok.unk_token_id)
+    assert sal.token_scores[unk] != 0.0 and sal.delta <= 1e-4

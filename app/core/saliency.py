@@ -140,11 +140,12 @@ class IntegratedGradients(Method):
             raise InputError(f"rule: {rule!r} is not one of {self.RULES}")
         self.tolerance, self.start_steps, self.max_steps, self.rule = tolerance, start_steps, max_steps, rule
 
-    def baseline_ids(self, input_ids: torch.Tensor) -> torch.Tensor:
-        special = torch.tensor(self.clf.tokenizer.get_special_tokens_mask(
-            input_ids[0].tolist(), already_has_special_tokens=True), dtype=torch.bool)
-        base = input_ids.clone()
-        base[0, ~special] = self.clf.tokenizer.pad_token_id or 0
+    def baseline_ids(self, enc) -> torch.Tensor:
+        """The tutorial's baseline: every token of the text becomes [PAD], the ones the tokenizer added ([CLS],
+        [SEP]) stay. Text tokens that are special ids ([UNK] for an emoji, a typed "[MASK]") become [PAD] too."""
+        added = torch.tensor([s is None for s in enc.sequence_ids(0)], dtype=torch.bool)
+        base = enc["input_ids"].clone()
+        base[0, ~added] = self.clf.tokenizer.pad_token_id or 0
         return base
 
     def _even_rule(self, n: int):
@@ -175,7 +176,7 @@ class IntegratedGradients(Method):
         prediction that picks the target, so `attribute` needs no separate predict."""
         ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
         pos = id_positions(self.clf, ids)
-        states, logits = layer_outputs(self.clf, torch.cat([ids, self.baseline_ids(ids)]), repeat_rows(mask, 2),
+        states, logits = layer_outputs(self.clf, torch.cat([ids, self.baseline_ids(enc)]), repeat_rows(mask, 2),
                                        repeat_rows(tt, 2), repeat_rows(pos, 2))
         probs = None if self.clf.is_regression else torch.softmax(logits[0].double(), -1).numpy()
         return probs, (states, logits)
