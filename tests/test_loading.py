@@ -158,3 +158,24 @@ def test_a_model_its_tokenizer_cannot_feed_is_a_load_error(tiny_dirs, tmp_path):
             shutil.copy(f, d / f.name)
     with pytest.raises(ModelLoadError, match=r"m': a test forward pass on its tokenizer's output failed \(IndexError"):
         load(spec(d))
+
+
+def test_max_length_fits_the_models_position_table(tmp_path):
+    """A model trained on 16 positions reads at most 16 tokens: inputs are cut there (and the cut is said), not
+    passed on to fail with an index error in the position embeddings."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    from app.core.offline import minilm_dir
+    from app.core.saliency import explain
+
+    d = tmp_path / "short"
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=16)
+    BertForSequenceClassification(config).save_pretrained(d)
+    BertTokenizerFast.from_pretrained(minilm_dir()).save_pretrained(d)
+    clf = load(spec(d))
+    assert clf.max_length == 16 and read_head(spec(d)).max_length == 16
+    long = Example((" ".join(["wonderful"] * 40),))
+    assert predict(clf, [long]).probs.shape == (1, 2)
+    (sal,) = explain([clf], long, "gradient_x_input")["maps"]
+    assert "input cut at 16 tokens: the model saw 14 of 40 words" in sal.note

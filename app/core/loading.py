@@ -12,7 +12,7 @@ import re
 import threading
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -214,9 +214,28 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
     raise ModelLoadError(f"model {source!r}: neither an existing directory nor a valid Hugging Face hub id")
 
 
+# families that number positions from padding_idx + 1, so two of max_position_embeddings are never used
+ID_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text", "longformer", "xmod"}
+
+
+def position_limit(config) -> int | None:
+    """How many tokens the model's position table holds, or None when it has none."""
+    n = getattr(config, "max_position_embeddings", None)
+    if not n or n <= 0:
+        return None
+    if getattr(config, "model_type", "") in ID_POSITIONS:
+        n -= (getattr(config, "pad_token_id", None) or 1) + 1
+    return int(n)
+
+
 def _answering(spec: ModelSpec, config) -> ModelSpec:
-    """The spec with its task completed from the config, checked against the config's number of outputs."""
-    spec = with_task(spec, task_from_config(config, spec.task))
+    """The spec with its task completed from the config, checked against the config's number of outputs, and
+    its max length cut to what the model's position table holds (a model trained on 64 tokens gets 64)."""
+    task = task_from_config(config, spec.task)
+    limit = position_limit(config)
+    if limit is not None and limit < task.max_length:
+        task = replace(task, max_length=limit)
+    spec = with_task(spec, task)
     n_out = int(config.num_labels)
     labels = spec.output_labels
     expected = 1 if labels is None else len(labels)
