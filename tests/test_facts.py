@@ -16,6 +16,31 @@ def test_parameter_split_adds_up_and_counts_shared_once(tiny_pair):
     assert parameter_split(albert)["encoder"] == sum(p.numel() for p in layer.parameters())
 
 
+def test_parameter_split_finds_each_familys_modules(tiny_pair, family_dirs):
+    """The split counted against each family's own modules: DistilBERT's encoder is called `transformer` and
+    its head has a `pre_classifier`; ELECTRA projects its embeddings with `embeddings_project`."""
+    from app.core.loading import load
+    from app.core.registry import TASKS, ModelSpec
+
+    count = lambda *mods: sum(p.numel() for m in mods for p in m.parameters())
+    models = {k: load(ModelSpec(k, str(v), k, TASKS["sst2"])).model for k, v in family_dirs.items()}
+    bert = tiny_pair.models[0].model
+    expected = {
+        "bert": (bert, (bert.bert.embeddings,), (bert.bert.encoder,), (bert.bert.pooler, bert.classifier)),
+        "distilbert": (models["distilbert"], (models["distilbert"].distilbert.embeddings,),
+                       (models["distilbert"].distilbert.transformer,),
+                       (models["distilbert"].pre_classifier, models["distilbert"].classifier)),
+        "electra": (models["electra"], (models["electra"].electra.embeddings, models["electra"].electra.embeddings_project),
+                    (models["electra"].electra.encoder,), (models["electra"].classifier,)),
+        "roberta": (models["roberta"], (models["roberta"].roberta.embeddings,), (models["roberta"].roberta.encoder,),
+                    (models["roberta"].classifier,)),
+    }
+    for name, (model, emb, enc, head) in expected.items():
+        split = parameter_split(model)
+        assert split == {"embeddings": count(*emb), "encoder": count(*enc), "head": count(*head)}, name
+        assert sum(split.values()) == count_parameters(model)
+
+
 def test_layer_transitions_against_hand_computation(tiny_pair):
     from app.core.embeddings import hidden_states
 

@@ -8,19 +8,25 @@ def count_parameters(model) -> int:
 
 
 def parameter_split(model) -> dict[str, int]:
-    """Embeddings / encoder / head, counting shared tensors once."""
+    """Embeddings / encoder / head, counting shared tensors once. Embeddings: the base model's embedding modules
+    and their projection to the hidden size (ALBERT's `embedding_hidden_mapping_in`, ELECTRA's
+    `embeddings_project`); head: the pooler and everything outside the base model (DistilBERT's
+    `pre_classifier`); encoder: the rest of the base model, whatever the family calls it (`transformer` in
+    DistilBERT)."""
+    prefix = getattr(model, "base_model_prefix", "") + "."
     seen: set[int] = set()
     split = {"embeddings": 0, "encoder": 0, "head": 0}
     for name, p in model.named_parameters(remove_duplicate=False):
         if id(p) in seen:
             continue
         seen.add(id(p))
-        if ".embeddings." in name or "embedding_hidden_mapping_in" in name:
-            split["embeddings"] += p.numel()
-        elif ".encoder." in name:
-            split["encoder"] += p.numel()
-        else:
+        inner = name[len(prefix):] if prefix != "." and name.startswith(prefix) else None
+        if inner is None or inner.startswith("pooler"):
             split["head"] += p.numel()
+        elif inner.startswith(("embeddings", "word_embedding")) or "embedding_hidden_mapping_in" in inner:
+            split["embeddings"] += p.numel()
+        else:
+            split["encoder"] += p.numel()
     return split
 
 
