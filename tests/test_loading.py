@@ -179,3 +179,21 @@ def test_max_length_fits_the_models_position_table(tmp_path):
     assert predict(clf, [long]).probs.shape == (1, 2)
     (sal,) = explain([clf], long, "gradient_x_input")["maps"]
     assert "input cut at 16 tokens: the model saw 14 of 40 words" in sal.note
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "bin"])
+def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt):
+    """`bert-base-uncased` itself, or any masked-LM checkpoint, would get a random classifier from transformers
+    with only a log line; a researcher would read noise as the model's answers."""
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    from app.core.offline import minilm_dir
+
+    d = tmp_path / "mlm"
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37)
+    BertForMaskedLM(config).save_pretrained(d, safe_serialization=fmt == "safetensors")
+    BertTokenizerFast.from_pretrained(minilm_dir()).save_pretrained(d)
+    with pytest.raises(ModelLoadError, match=r"4 weights are missing from .*\(.*classifier\.weight.*\); it has no "
+                                             r"trained classification head"):
+        load(spec(d))

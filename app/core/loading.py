@@ -132,10 +132,14 @@ def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module
             missing, _ = model.load_state_dict(state, strict=False)
             missing = [k for k in missing if not k.endswith("position_ids")]
             if missing:
-                raise ModelLoadError(f"model {spec.source!r}: {weights.name} lacks {len(missing)} weights, e.g. {missing[:3]}")
+                raise ModelLoadError(_untrained(spec, missing, model, weights.name))
         else:
-            model = AutoModelForSequenceClassification.from_pretrained(
-                path, config=config, trust_remote_code=False, use_safetensors=weights is not None or None)
+            model, info = AutoModelForSequenceClassification.from_pretrained(
+                path, config=config, trust_remote_code=False, use_safetensors=weights is not None or None,
+                output_loading_info=True)
+            missing = [k for k in info.get("missing_keys", []) if not k.endswith("position_ids")]
+            if missing:
+                raise ModelLoadError(_untrained(spec, missing, model))
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -160,6 +164,18 @@ def _fit_inputs(model: torch.nn.Module, tok) -> None:
     names = list(getattr(tok, "model_input_names", []))
     if "token_type_ids" in names and "token_type_ids" not in accepted:
         tok.model_input_names = [n for n in names if n != "token_type_ids"]
+
+
+def _untrained(spec: ModelSpec, missing: list[str], model, where: str = "its checkpoint") -> str:
+    """Transformers fills missing weights with random ones and only logs it: a base or masked-LM checkpoint
+    would then answer with a random classifier. Refused, naming what is missing."""
+    base = model.base_model_prefix + "."
+    in_head = lambda k: not k.startswith(base) or k.startswith(base + "pooler.")
+    missing = sorted(missing, key=lambda k: (not in_head(k), k))
+    why = ("it has no trained classification head: is it a pretraining checkpoint rather than a fine-tuned "
+           "classifier?" if all(map(in_head, missing)) else "a partly random model would answer instead")
+    return (f"model {spec.source!r}: {len(missing)} weights are missing from {where} "
+            f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); {why}")
 
 
 def _short(exc: BaseException) -> str:
