@@ -197,3 +197,11 @@ def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt):
     with pytest.raises(ModelLoadError, match=r"4 weights are missing from .*\(.*classifier\.weight.*\); it has no "
                                              r"trained classification head"):
         load(spec(d))
+
+
+def test_head_and_model_name_the_configs_family(family_dirs):
+    """A user's directory named "r" says nothing; its config says roberta, and both the head and the loaded
+    model report that (the banner and the facts table show it)."""
+    user = custom_pair(str(family_dirs["roberta"]), str(family_dirs["electra"])).models
+    assert [read_head(s).family for s in user] == ["roberta", "electra"]
+    assert [load(s).family for s in user] == ["roberta", "electra"]

@@ -86,10 +86,6 @@ class Classifier(ModelHead):
             self._local.tok = tok
         return tok
 
-    @property
-    def family(self) -> str:
-        return getattr(self.model.config, "model_type", self.spec.family)
-
 
 def task_from_config(config, base: Task) -> Task:
     """For user-given models: labels from the config (or LABEL_i), regression when it has one output."""
@@ -245,13 +241,14 @@ def position_limit(config) -> int | None:
 
 
 def _answering(spec: ModelSpec, config) -> ModelSpec:
-    """The spec with its task completed from the config, checked against the config's number of outputs, and
-    its max length cut to what the model's position table holds (a model trained on 64 tokens gets 64)."""
+    """The spec with its task completed from the config, checked against the config's number of outputs, its
+    family the config's, and its max length cut to what the model's position table holds (a model trained on 64
+    tokens gets 64)."""
     task = task_from_config(config, spec.task)
     limit = position_limit(config)
     if limit is not None and limit < task.max_length:
         task = replace(task, max_length=limit)
-    spec = with_task(spec, task)
+    spec = replace(with_task(spec, task), family=getattr(config, "model_type", None) or spec.family)
     n_out = int(config.num_labels)
     labels = spec.output_labels
     expected = 1 if labels is None else len(labels)
