@@ -158,13 +158,13 @@ def tiny_nli_pair(tiny_dirs, tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def minilm_classifier():
-    """The real pretrained MiniLM with a seeded classification head."""
+    """The real pretrained MiniLM with a seeded classification head (it has none of its own)."""
     from app.core.loading import get_classifier
     from app.core.offline import minilm_dir
     from app.core.registry import TASKS, ModelSpec
 
     torch.manual_seed(0)
-    return get_classifier(ModelSpec("MiniLM", str(minilm_dir()), "bert", TASKS["sst2"]))
+    return get_classifier(ModelSpec("MiniLM", str(minilm_dir()), "bert", TASKS["sst2"], untrained_head_ok=True))
 
 
 @pytest.fixture(scope="session")

@@ -182,7 +182,7 @@ def test_max_length_fits_the_models_position_table(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])
-def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt):
+def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt, tiny_dirs, monkeypatch):
     """`bert-base-uncased` itself, or any masked-LM checkpoint, would get a random classifier from transformers
     with only a log line; a researcher would read noise as the model's answers."""
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
@@ -195,8 +195,13 @@ def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt):
     BertForMaskedLM(config).save_pretrained(d, safe_serialization=fmt == "safetensors")
     BertTokenizerFast.from_pretrained(minilm_dir()).save_pretrained(d)
     with pytest.raises(ModelLoadError, match=r"4 weights are missing from .*\(.*classifier\.weight.*\); it has no "
-                                             r"trained classification head"):
+                                             r"trained classification head.*ALBERT_LENS_ALLOW_UNTRAINED_HEAD=1"):
         load(spec(d))
+    # asked for, it loads for its embeddings, and says its head is random wherever the model is described
+    clf = load(ModelSpec("M", str(d), "bert", TASKS["sst2"], untrained_head_ok=True))
+    assert clf.untrained_head and "classification head untrained (random)" in clf.describe()
+    monkeypatch.setenv("ALBERT_LENS_ALLOW_UNTRAINED_HEAD", "1")
+    assert load(spec(d)).untrained_head and not load(spec(tiny_dirs["bert"])).untrained_head
 
 
 def test_head_and_model_name_the_configs_family(family_dirs):

@@ -73,7 +73,12 @@ class Classifier(ModelHead):
     model: torch.nn.Module = field(repr=False)
     base_tokenizer: object = field(repr=False)
     load_seconds: float
+    untrained_head: bool = False  # a checkpoint without a classification head, loaded for its embeddings
     _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+
+    def describe(self) -> str:
+        warn = " · classification head untrained (random): its predictions mean nothing" if self.untrained_head else ""
+        return super().describe() + warn
 
     @property
     def tokenizer(self):
@@ -117,7 +122,8 @@ def _read_config(spec: ModelSpec, path: Path):
         raise ModelLoadError(f"model {spec.source!r}: its config.json can't be read ({_short(exc)})") from exc
 
 
-def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module, object]:
+def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module, object, bool]:
+    """(model, tokenizer, whether its classification head is untrained, which only `untrained_head_ok` allows)."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     weights = _find_weights(path) if path.is_dir() else None
@@ -126,16 +132,13 @@ def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module
             state = torch.load(weights, map_location="cpu", weights_only=True)
             model = AutoModelForSequenceClassification.from_config(config)
             missing, _ = model.load_state_dict(state, strict=False)
-            missing = [k for k in missing if not k.endswith("position_ids")]
-            if missing:
-                raise ModelLoadError(_untrained(spec, missing, model, weights.name))
         else:
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 path, config=config, trust_remote_code=False, use_safetensors=weights is not None or None,
                 output_loading_info=True)
-            missing = [k for k in info.get("missing_keys", []) if not k.endswith("position_ids")]
-            if missing:
-                raise ModelLoadError(_untrained(spec, missing, model))
+            missing = info.get("missing_keys", [])
+        untrained = _check_missing(spec, [k for k in missing if not k.endswith("position_ids")], model,
+                                   weights.name if weights is not None else "its checkpoint")
     except ModelLoadError:
         raise
     except Exception as exc:  # noqa: BLE001
@@ -150,7 +153,7 @@ def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module
     if not getattr(tok, "is_fast", False):
         raise ModelLoadError(f"model {spec.source!r}: needs a fast tokenizer (offsets are used to align words)")
     _fit_inputs(model, tok)
-    return model, tok
+    return model, tok, untrained
 
 
 def _fit_inputs(model: torch.nn.Module, tok) -> None:
@@ -162,16 +165,28 @@ def _fit_inputs(model: torch.nn.Module, tok) -> None:
         tok.model_input_names = [n for n in names if n != "token_type_ids"]
 
 
-def _untrained(spec: ModelSpec, missing: list[str], model, where: str = "its checkpoint") -> str:
+def allow_untrained_head(spec: ModelSpec) -> bool:
+    return spec.untrained_head_ok or os.environ.get("ALBERT_LENS_ALLOW_UNTRAINED_HEAD", "").lower() in {"1", "true", "yes"}
+
+
+def _check_missing(spec: ModelSpec, missing: list[str], model, where: str) -> bool:
     """Transformers fills missing weights with random ones and only logs it: a base or masked-LM checkpoint
-    would then answer with a random classifier. Refused, naming what is missing."""
+    would then answer with a random classifier. Refused, naming what is missing; a missing head alone is let
+    through when asked (`untrained_head_ok`, ALBERT_LENS_ALLOW_UNTRAINED_HEAD=1: its embeddings are real).
+    Returns whether the head is untrained."""
+    if not missing:
+        return False
     base = model.base_model_prefix + "."
     in_head = lambda k: not k.startswith(base) or k.startswith(base + "pooler.")
+    head_only = all(map(in_head, missing))
+    if head_only and allow_untrained_head(spec):
+        return True
     missing = sorted(missing, key=lambda k: (not in_head(k), k))
     why = ("it has no trained classification head: is it a pretraining checkpoint rather than a fine-tuned "
-           "classifier?" if all(map(in_head, missing)) else "a partly random model would answer instead")
-    return (f"model {spec.source!r}: {len(missing)} weights are missing from {where} "
-            f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); {why}")
+           "classifier? (ALBERT_LENS_ALLOW_UNTRAINED_HEAD=1 loads it for its embeddings; its predictions are then "
+           "random)" if head_only else "a partly random model would answer instead")
+    raise ModelLoadError(f"model {spec.source!r}: {len(missing)} weights are missing from {where} "
+                         f"({', '.join(missing[:4])}{', ...' if len(missing) > 4 else ''}); {why}")
 
 
 def _short(exc: BaseException) -> str:
@@ -271,7 +286,7 @@ def load(spec: ModelSpec) -> Classifier:
     t0 = time.perf_counter()
     path, origin = _locate(spec)
     config = _read_config(spec, path)
-    model, tok = _load_from_dir(spec, path, config)
+    model, tok, untrained = _load_from_dir(spec, path, config)
     model.eval()
     spec = _answering(spec, model.config)
     try:
@@ -279,7 +294,7 @@ def load(spec: ModelSpec) -> Classifier:
     except Exception as exc:  # noqa: BLE001 - a model and tokenizer that don't fit: say so at load, not later
         raise ModelLoadError(f"model {spec.source!r}: a test forward pass on its tokenizer's output failed "
                              f"({type(exc).__name__}: {_short(exc)})") from exc
-    return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0)
+    return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
 
 
 def _warm_up(model: torch.nn.Module, tok) -> None:

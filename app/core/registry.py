@@ -42,6 +42,7 @@ class ModelSpec:
     task: Task
     labels: tuple[str, ...] | None = None  # the model's own output order when it differs from the task's
     note: str = ""
+    untrained_head_ok: bool = False  # load a checkpoint without a classification head (for its embeddings)
 
     @property
     def output_labels(self) -> tuple[str, ...] | None:
