@@ -38,3 +38,15 @@ def test_unlabelled_or_foreign_labels_are_clear_errors(tiny_pair):
     pred = tiny_pair.predict([Example(("a film",))])[0]
     with pytest.raises(InputError, match=r"gold labels \['neutral'\] are not among"):
         quality(clf, pred, ["neutral"])
+
+
+def test_a_pair_without_a_task_is_told_to_give_one(tiny_dirs):
+    """Configs without label names give LABEL_0/LABEL_1: SST-2's gold labels can't be scored, and the message
+    says how to name them."""
+    from app.core.pair import Pair
+
+    pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])])
+    assert pair.task.labels == ("LABEL_0", "LABEL_1")
+    ds = Dataset("d", [Example(("a fine film",), "positive")])
+    with pytest.raises(InputError, match=r"its config names no labels: give the pair.s task with --task \(e.g. --task sst2\)"):
+        benchmark(pair, ds)

@@ -24,7 +24,10 @@ def quality(clf, pred, gold: list) -> dict:
         return {"pearson": float(pearsonr(pred.scores, y)[0]), "spearman": float(spearmanr(pred.scores, y)[0])}
     unknown = sorted({g for g in gold if g not in clf.labels})
     if unknown:
-        raise InputError(f"dataset: gold labels {unknown[:5]} are not among {clf.name}'s labels {list(clf.labels)}")
+        generic = all(lab.startswith("LABEL_") for lab in clf.labels)
+        hint = "; its config names no labels: give the pair's task with --task (e.g. --task sst2)" if generic else ""
+        raise InputError(f"dataset: gold labels {unknown[:5]} are not among {clf.name}'s labels {list(clf.labels)}"
+                         + hint)
     hits = [p == g for p, g in zip(pred.predicted, gold)]
     return {"accuracy": float(np.mean(hits))}
 

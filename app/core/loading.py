@@ -77,8 +77,8 @@ class Classifier(ModelHead):
     _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
 
     def describe(self) -> str:
-        warn = " · classification head untrained (random): its predictions mean nothing" if self.untrained_head else ""
-        return super().describe() + warn
+        warn = " · classification head untrained (random): its predictions mean nothing"
+        return super().describe() + (warn if self.untrained_head else "")
 
     @property
     def tokenizer(self):
@@ -166,7 +166,8 @@ def _fit_inputs(model: torch.nn.Module, tok) -> None:
 
 
 def allow_untrained_head(spec: ModelSpec) -> bool:
-    return spec.untrained_head_ok or os.environ.get("ALBERT_LENS_ALLOW_UNTRAINED_HEAD", "").lower() in {"1", "true", "yes"}
+    flag = os.environ.get("ALBERT_LENS_ALLOW_UNTRAINED_HEAD", "").lower() in {"1", "true", "yes"}
+    return spec.untrained_head_ok or flag
 
 
 def _check_missing(spec: ModelSpec, missing: list[str], model, where: str) -> bool:
