@@ -209,7 +209,9 @@ def cmd_report(args) -> int:
                        sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n, engine=engine)
     print(f"report written to {res['out']}: {', '.join(res['files'])} "
           f"({len(res['reused'])} of {len(res['sections'])} sections reused from the cache)")
-    return 0
+    for key, why in res["failed"].items():
+        print(f"albert-lens: section {key} not computed: {why}", file=sys.stderr)
+    return 1 if res["failed"] else 0
 
 
 def cmd_embed(args) -> int:

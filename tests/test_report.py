@@ -28,3 +28,20 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     assert "## Benchmark: test_1000.tsv" in (tmp_path / "report.md").read_text()
     cached = list((tmp_path / "cache").glob("*.json"))
     assert all(json.loads(p.read_text()) for p in cached)
+
+
+def test_a_section_failing_on_its_input_is_written_not_fatal_and_retried(tiny_dirs, tmp_path, capsys):
+    """A pair whose configs name no labels can't score SST-2's gold labels: the benchmark section says why, the
+    other sections are written, the CLI exits 1 naming the section, and a re-run tries it again."""
+    from app.cli import main
+
+    args = ["report", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--out", str(tmp_path),
+            "--datasets", str(shared("glue", "sst2", "dev.tsv")), "--limit", "20", "--sample", "2",
+            "--attack-n", "1", "--umap-n", "20", "--suites"]
+    assert main(args) == 1
+    err = capsys.readouterr().err
+    assert "section benchmark-" in err and "its config names no labels" in err
+    md = (tmp_path / "report.md").read_text()
+    assert "## Benchmark: dev.tsv\n\nNot computed: dataset: gold labels ['negative', 'positive']" in md
+    assert "## UMAP of sentence embeddings" in md and (tmp_path / "umap.png").is_file()
+    assert not any(p.name.startswith("benchmark-") for p in (tmp_path / "cache").glob("*.json"))

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .errors import LensError
 from .pair import Pair
 from .runtime import SHARED_DATA as SHARED
 
@@ -119,7 +120,8 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
              limit: int = 1000, sample: int = 20, attack_n: int = 10, umap_n: int = 500,
              progress_bar: bool = True, engine=None) -> dict:
     """Compute (or reuse) every section, then write report.md, report.html and the PNG figures. Sections run
-    in process, or on a Ray `engine` (see `engine.Engine`)."""
+    in process, or on a Ray `engine` (see `engine.Engine`). A section that fails on its input (`LensError`) is
+    written as its message and not cached, so the next run tries it again; `failed` names them."""
     from tqdm.auto import tqdm
 
     out = Path(out)
@@ -128,7 +130,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     suites = default_suites(pair) if suites is None else list(suites)
     sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
                               umap_n=umap_n, engine=engine)
-    results, reused = {}, []
+    results, reused, failed = {}, [], {}
     for sec in tqdm(sections, desc="report", disable=not progress_bar):
         path = cache / f"{sec.key}.json"
         if path.is_file():
@@ -139,14 +141,20 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
             except json.JSONDecodeError:
                 path.unlink()
         t0 = time.perf_counter()
-        res = sec.run()
+        try:
+            res = sec.run()
+        except LensError as exc:  # one section's bad input (labels, a suite) leaves the others standing
+            failed[sec.key] = str(exc)
+            results[sec.key] = {"error": str(exc)}
+            continue
         res["_seconds"] = time.perf_counter() - t0
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(res, default=float), encoding="utf-8")
         tmp.replace(path)
         results[sec.key] = res
     files = write(pair, out, sections, results)
-    return {"out": str(out), "sections": [s.key for s in sections], "reused": reused, "files": files}
+    return {"out": str(out), "sections": [s.key for s in sections], "reused": reused, "files": files,
+            "failed": failed}
 
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
@@ -160,7 +168,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
         res = results[sec.key]
         md += [f"## {sec.title}", ""]
         kind = sec.key.split("-")[0]
-        if kind == "benchmark":
+        if "error" in res:
+            md += [f"Not computed: {res['error']}", ""]
+        elif kind == "benchmark":
             metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
             md += [f"| model | {metric} | parameters | throughput (ex/s) | latency p50 (ms) | n |", "|---|---|---|---|---|---|"]
             for r in res["models"]:
