@@ -77,11 +77,26 @@ def _tiny_albert(path: Path, num_labels: int = 2) -> Path:
     return path
 
 
-def _tiny_family(kind: str, path: Path, tokenizer_from: Path) -> Path:
-    """A tiny random DistilBERT or ELECTRA saved with BERT's tokenizer (DistilBERT's, like its own, returns no
-    segment ids)."""
-    import json
+TOKENIZER_FILES = ("tokenizer", "vocab", "special", "spiece")
+
+
+def copy_tokenizer(src: Path, dst: Path) -> None:
+    """Give the model folder `dst` the tokenizer saved in `src`, replacing any it had."""
     import shutil
+
+    for f in dst.iterdir():
+        if f.name.startswith(TOKENIZER_FILES):
+            f.unlink()
+    for f in src.iterdir():
+        if f.name.startswith(TOKENIZER_FILES):
+            shutil.copy(f, dst / f.name)
+
+
+def _tiny_family(kind: str, path: Path, tokenizer_from: Path, own_inputs: bool = True) -> Path:
+    """A tiny random DistilBERT or ELECTRA saved with BERT's tokenizer. `own_inputs`: DistilBERT's tokenizer
+    config then lists no segment ids, as DistilBERT's own tokenizer does; without it, the borrowed tokenizer
+    returns them."""
+    import json
 
     from transformers import AutoModelForSequenceClassification, DistilBertConfig, ElectraConfig
 
@@ -92,10 +107,8 @@ def _tiny_family(kind: str, path: Path, tokenizer_from: Path) -> Path:
     }[kind]()
     torch.manual_seed(0)
     AutoModelForSequenceClassification.from_config(config).save_pretrained(path)
-    for f in tokenizer_from.iterdir():
-        if f.name.startswith(("tokenizer", "vocab", "special")):
-            shutil.copy(f, path / f.name)
-    if kind == "distilbert":
+    copy_tokenizer(tokenizer_from, path)
+    if kind == "distilbert" and own_inputs:
         cfg = json.loads((path / "tokenizer_config.json").read_text())
         cfg["model_input_names"] = ["input_ids", "attention_mask"]
         (path / "tokenizer_config.json").write_text(json.dumps(cfg))

@@ -10,6 +10,8 @@ from app.core.inference import predict
 from app.core.loading import ModelLoadError, get_classifier, load, read_head
 from app.core.registry import TASKS, ModelSpec, custom_pair
 
+from .conftest import _tiny_family, copy_tokenizer
+
 
 def spec(source, task="sst2"):
     return ModelSpec("M", str(source), "bert", TASKS[task])
@@ -122,21 +124,9 @@ def test_head_from_the_config_alone_answers_as_the_loaded_model(tiny_dirs, tmp_p
         read_head(spec(tiny_dirs["bert"], "snli"))
 
 
-def _tiny_distilbert(path, tokenizer_from):
-    from transformers import DistilBertConfig, DistilBertForSequenceClassification
-
-    torch.manual_seed(0)
-    config = DistilBertConfig(vocab_size=30522, dim=32, n_layers=2, n_heads=2, hidden_dim=37)
-    DistilBertForSequenceClassification(config).save_pretrained(path)
-    for f in tokenizer_from.iterdir():
-        if f.name.startswith(("tokenizer", "vocab", "special")):
-            shutil.copy(f, path / f.name)
-    return path
-
-
 def test_a_tokenizer_from_another_family_drops_inputs_the_model_has_no_argument_for(tiny_dirs, tmp_path):
     """A DistilBERT saved with BERT's tokenizer: segment ids would be a TypeError in every forward pass."""
-    d = _tiny_distilbert(tmp_path / "distil", tiny_dirs["bert"])
+    d = _tiny_family("distilbert", tmp_path / "distil", tiny_dirs["bert"], own_inputs=False)
     clf = load(spec(d, "rte"))
     ex = Example(("A man is sleeping.", "A person rests."))
     enc = clf.tokenizer(*ex.texts, return_tensors="pt")
@@ -150,12 +140,7 @@ def test_a_model_its_tokenizer_cannot_feed_is_a_load_error(tiny_dirs, tmp_path):
     reported at load with the model named rather than on a user's first click."""
     d = tmp_path / "m"
     shutil.copytree(tiny_dirs["albert"], d)
-    for f in d.iterdir():
-        if f.name.startswith(("tokenizer", "spiece", "special")):
-            f.unlink()
-    for f in tiny_dirs["bert"].iterdir():
-        if f.name.startswith(("tokenizer", "vocab", "special")):
-            shutil.copy(f, d / f.name)
+    copy_tokenizer(tiny_dirs["bert"], d)
     with pytest.raises(ModelLoadError, match=r"m': a test forward pass on its tokenizer's output failed \(IndexError"):
         load(spec(d))
 
