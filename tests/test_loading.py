@@ -195,3 +195,18 @@ def test_head_and_model_name_the_configs_family(family_dirs):
     user = custom_pair(str(family_dirs["roberta"]), str(family_dirs["electra"])).models
     assert [read_head(s).family for s in user] == ["roberta", "electra"]
     assert [load(s).family for s in user] == ["roberta", "electra"]
+
+
+def test_a_model_loaded_with_an_untrained_head_is_not_served_to_a_spec_that_did_not_ask(tmp_path):
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    from app.core.offline import minilm_dir
+
+    d = tmp_path / "mlm"
+    BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=37)).save_pretrained(d)
+    BertTokenizerFast.from_pretrained(minilm_dir()).save_pretrained(d)
+    asked = ModelSpec("M", str(d), "bert", TASKS["sst2"], untrained_head_ok=True)
+    assert get_classifier(asked).untrained_head
+    with pytest.raises(ModelLoadError, match=r"it has no trained classification head"):
+        get_classifier(spec(d))

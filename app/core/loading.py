@@ -314,9 +314,14 @@ def max_cached_models() -> int:
     return max(1, int(os.environ.get("ALBERT_LENS_MAX_MODELS", "4")))
 
 
+def _cache_key(spec: ModelSpec) -> tuple:
+    """What makes two specs the same loaded model (the family is a guess until the config is read, so not it)."""
+    return spec.source, spec.task, spec.labels, spec.name, spec.untrained_head_ok
+
+
 def get_classifier(spec: ModelSpec) -> Classifier:
     """Loaded once per (source, task) and kept in a bounded LRU cache."""
-    key = (spec.source, spec.task, spec.labels, spec.name)
+    key = _cache_key(spec)
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -331,7 +336,7 @@ def get_classifier(spec: ModelSpec) -> Classifier:
 
 def get_head(spec: ModelSpec) -> ModelHead:
     """The loaded model when the cache holds it, else its head read from the config (kept: a few fields)."""
-    key = (spec.source, spec.task, spec.labels, spec.name)
+    key = _cache_key(spec)
     with _LOCK:
         hit = _CACHE.get(key) or _HEADS.get(key)
     if hit is not None:
