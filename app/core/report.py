@@ -130,7 +130,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     suites = default_suites(pair) if suites is None else list(suites)
     sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
                               umap_n=umap_n, engine=engine)
-    results, reused, failed = {}, [], {}
+    results, reused = {}, []
     for sec in tqdm(sections, desc="report", disable=not progress_bar):
         path = cache / f"{sec.key}.json"
         if path.is_file():
@@ -144,7 +144,6 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
         try:
             res = sec.run()
         except LensError as exc:  # one section's bad input (labels, a suite) leaves the others standing
-            failed[sec.key] = str(exc)
             results[sec.key] = {"error": str(exc)}
             continue
         res["_seconds"] = time.perf_counter() - t0
@@ -154,7 +153,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
         results[sec.key] = res
     files = write(pair, out, sections, results)
     return {"out": str(out), "sections": [s.key for s in sections], "reused": reused, "files": files,
-            "failed": failed}
+            "failed": {k: r["error"] for k, r in results.items() if "error" in r}}
 
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
