@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 
 from app.core.data import Example
 from app.core.facts import count_parameters, layer_transitions, model_facts, parameter_split, shares_layers
@@ -58,3 +59,12 @@ def test_model_facts_fields(tiny_pair):
     f = model_facts(tiny_pair.models[0], [Example((s,)) for s in SENTENCES])
     assert f["latency_ms"] > 0 and f["throughput_per_s"] > 0
     assert f["parameters"] == count_parameters(tiny_pair.models[0].model)
+
+
+def test_facts_name_the_bad_input_line(tiny_pair):
+    """The facts field takes one input per line; a bad one is named by its line, not only by the task's field."""
+    from app.core import api
+    from app.core.errors import LensError
+
+    with pytest.raises(LensError, match=r"texts, line 2: field 'sentence' has only invisible characters \(U\+200B\)"):
+        api.facts(tiny_pair, ["a fine film", "\u200b"])

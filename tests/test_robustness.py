@@ -5,7 +5,7 @@ from hypothesis import strategies as st
 
 from app.core import api
 from app.core.alignment import split_words
-from app.core.data import Example, load_dataset
+from app.core.data import Example, blank_reason, load_dataset
 from app.core.errors import LensError
 from app.core.inference import encode_one
 from app.core.saliency import method
@@ -31,6 +31,9 @@ def test_odd_unicode_gets_a_result(tiny_pair, text):
 
 
 @pytest.mark.parametrize("text,msg", [("", "field 'sentence' is empty"), ("   \n\t", "field 'sentence' is empty"),
+                                      ("\u200b\u200d \ufeff", r"field 'sentence' has only invisible characters "
+                                                               r"\(U\+200B, U\+200D, U\+FEFF\)"),
+                                      ("\x07\x1b", "field 'sentence' has only invisible characters"),
                                       ("x" * 100_001, "limit here is 100,000")])
 def test_bad_text_has_a_clear_message(tiny_pair, text, msg):
     with pytest.raises(LensError, match=msg):
@@ -72,6 +75,14 @@ def test_malformed_and_binary_dataset_files(tiny_pair, tmp_path):
     p.write_bytes(b"text,label\n\xff\xfe\x00\x01,1\n")
     with pytest.raises(LensError, match="bin.csv, line 2: not valid UTF-8"):
         api.project(tiny_pair, str(p), "pca")
+    blank = tmp_path / "blank.csv"
+    blank.write_text("text,label\ngood,positive\n\"  \",negative\n")
+    with pytest.raises(LensError, match="blank.csv, line 3: column 'text' is empty; remove the row"):
+        api.project(tiny_pair, str(blank), "pca")
+    blank.write_text('{"text": "good"}\n{"text": "\\u200b"}\n')
+    blank = blank.rename(tmp_path / "blank.jsonl")
+    with pytest.raises(LensError, match=r"blank.jsonl, line 2: column 'text' has only invisible characters \(U\+200B\)"):
+        load_dataset(blank)
     q = tmp_path / "ragged.tsv"
     q.write_text("sentence\tlabel\nok\t1\nextra\t1\t2\n")
     with pytest.raises(LensError, match="ragged.tsv, line 3: expected 2 columns, found 3"):
@@ -99,7 +110,9 @@ def test_lit_wrapper_handles_odd_input(tiny_pair):
 @given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=60))
 def test_alignment_and_saliency_keep_every_word(tiny_pair, text):
     words = [w.text for w in split_words(text)]
-    if not text.strip() or not words:
+    if blank_reason(text) is not None or not words:
+        with pytest.raises(LensError, match="field 'sentence' (is empty|has only invisible)"):
+            encode_one(tiny_pair.models[0], Example((text,)))
         return
     for clf in tiny_pair.models:
         _, al = encode_one(clf, Example((text,)))

@@ -222,7 +222,12 @@ def facts(pair: Pair, texts: Sequence[str] | None = None) -> dict:
         cap = limits()["max_examples"]
         if len(texts) > cap:
             raise InputError(f"texts: {len(texts):,} inputs; the limit here is {cap:,}")
-        exs = [example_from(pair, *(t if isinstance(t, list | tuple) else [t])) for t in texts]
+        exs = []
+        for i, t in enumerate(texts, 1):
+            try:
+                exs.append(example_from(pair, *(t if isinstance(t, list | tuple) else [t])))
+            except InputError as exc:  # the UI gives one input per line: say which
+                raise InputError(f"texts, line {i}: {exc}") from None
     else:
         exs = resolve_dataset(pair, None, 30).examples
     models = [model_facts(clf, exs) for clf in pair.models]

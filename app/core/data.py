@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,17 @@ class Dataset:
 
 
 # ------------------------------------------------------------------ helpers
+
+
+def blank_reason(text: str) -> str | None:
+    """Why a text gives a model nothing to read, or None. Zero-width, control and format characters count as
+    blank: tokenizers drop them, so the model would be asked about an empty input and answer anyway."""
+    if not text.strip():
+        return "is empty"
+    if any(unicodedata.category(c)[0] not in "CZ" for c in text):
+        return None
+    shown = ", ".join(sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})[:3])
+    return f"has only invisible characters ({shown}), nothing a model can read"
 
 GLUE_LABELS: dict[str, tuple[str, ...] | None] = {
     "sst2": ("negative", "positive"),
@@ -297,6 +309,8 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
             v = rec.get(c)
             if v is None or not isinstance(v, str | int | float):
                 raise DataError(f"{path}, line {i}: column {c!r} is missing or not text")
+            if (why := blank_reason(str(v))) is not None:
+                raise DataError(f"{path}, line {i}: column {c!r} {why}; remove the row or fill it in")
             texts.append(str(v))
         label = rec.get("label", rec.get("score"))
         if label is not None and str(label).strip() != "":

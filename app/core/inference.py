@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from . import cls_path
-from .data import Example
+from .data import Example, blank_reason
 from .errors import InputError
 from .loading import Classifier, ModelHead
 from .registry import Task
@@ -39,8 +39,8 @@ def check_examples(task: Task, examples: Sequence[Example]) -> list[Example]:
         for name, text in zip(task.fields, ex.texts):
             if not isinstance(text, str):
                 raise InputError(f"{where}field {name!r} must be text, got {type(text).__name__}")
-            if not text.strip():
-                raise InputError(f"{where}field {name!r} is empty")
+            if (why := blank_reason(text)) is not None:
+                raise InputError(f"{where}field {name!r} {why}")
         out.append(ex)
     return out
 
