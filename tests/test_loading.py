@@ -166,6 +166,26 @@ def test_max_length_fits_the_models_position_table(tmp_path):
     assert "input cut at 16 tokens: the model saw 14 of 40 words" in sal.note
 
 
+def test_positions_numbered_from_ids_are_seen_in_the_loaded_model(family_dirs, tmp_path, monkeypatch):
+    """A RoBERTa with an 18-row position table holds 16 tokens (its positions start after the pad id). The family
+    list decides that for a head read from the config alone; a loaded model's embedding module decides it for
+    itself, so a RoBERTa-style family missing from the list still gets 16 and long inputs don't overrun."""
+    from transformers import RobertaConfig, RobertaForSequenceClassification
+
+    import app.core.loading as loading
+
+    d = tmp_path / "short-roberta"
+    config = RobertaConfig.from_pretrained(family_dirs["roberta"], max_position_embeddings=18)
+    RobertaForSequenceClassification(config).save_pretrained(d)
+    copy_tokenizer(family_dirs["roberta"], d)
+    assert load(spec(d)).max_length == 16 and read_head(spec(d)).max_length == 16
+    monkeypatch.setattr(loading, "ID_POSITIONS", set())
+    assert read_head(spec(d)).max_length == 18  # the config alone can't tell
+    clf = load(spec(d))
+    assert clf.max_length == 16
+    assert predict(clf, [Example((" ".join(["wonderful film"] * 40),))]).probs.shape == (1, 2)
+
+
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])
 def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt, tiny_dirs, monkeypatch):
     """`bert-base-uncased` itself, or any masked-LM checkpoint, would get a random classifier from transformers

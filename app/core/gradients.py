@@ -5,7 +5,6 @@ Everything gradient-based (saliency, HotFlip, LIT's TokenGradients) starts here.
 """
 from __future__ import annotations
 
-import inspect
 import threading
 from dataclasses import dataclass
 
@@ -17,7 +16,7 @@ from .alignment import Alignment
 from .data import Example
 from .errors import InputError
 from .inference import class_index, encode_one
-from .loading import Classifier
+from .loading import Classifier, id_position_pad
 
 SCORES = ("prob", "logit", "logprob")
 
@@ -70,8 +69,9 @@ def id_positions(clf: Classifier, input_ids: torch.Tensor) -> torch.Tensor | Non
     padding), or None where positions don't depend on the ids. Integrated gradients passes the input's to its
     [PAD] baseline too: else the baseline's padding would shift every later position, and [SEP], the same token
     in both, would take attribution that belongs to the words."""
-    pad = getattr(embedding_layer(clf), "padding_idx", None)
-    if pad is None or "position_ids" not in inspect.signature(clf.model.forward).parameters:
+    embedding_layer(clf)  # a clear message for models without one
+    pad = id_position_pad(clf.model)
+    if pad is None:
         return None
     keep = input_ids.ne(pad).long()
     return torch.cumsum(keep, 1) * keep + pad

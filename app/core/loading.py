@@ -246,22 +246,35 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
 ID_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text", "longformer", "xmod"}
 
 
-def position_limit(config) -> int | None:
-    """How many tokens the model's position table holds, or None when it has none."""
+def id_position_pad(model: torch.nn.Module) -> int | None:
+    """The padding id a loaded model numbers its positions after (RoBERTa and kin derive positions from the ids,
+    skipping padding), or None when its positions don't depend on the ids. Read from the embedding module, so a
+    family missing from ID_POSITIONS is still seen once its weights are loaded."""
+    pad = getattr(getattr(model.base_model, "embeddings", None), "padding_idx", None)
+    if pad is None or "position_ids" not in inspect.signature(model.forward).parameters:
+        return None
+    return int(pad)
+
+
+def position_limit(config, id_pad: int | None = None) -> int | None:
+    """How many tokens the model's position table holds, or None when it has none. `id_pad`: the loaded
+    model's `id_position_pad`; without a model (a head read from its config) the family decides."""
     n = getattr(config, "max_position_embeddings", None)
     if not n or n <= 0:
         return None
-    if getattr(config, "model_type", "") in ID_POSITIONS:
-        n -= (getattr(config, "pad_token_id", None) or 1) + 1
+    if id_pad is None and getattr(config, "model_type", "") in ID_POSITIONS:
+        id_pad = getattr(config, "pad_token_id", None) or 1
+    if id_pad is not None:
+        n -= id_pad + 1
     return int(n)
 
 
-def _answering(spec: ModelSpec, config) -> ModelSpec:
+def _answering(spec: ModelSpec, config, id_pad: int | None = None) -> ModelSpec:
     """The spec with its task completed from the config, checked against the config's number of outputs, its
     family the config's, and its max length cut to what the model's position table holds (a model trained on 64
     tokens gets 64)."""
     task = task_from_config(config, spec.task)
-    limit = position_limit(config)
+    limit = position_limit(config, id_pad)
     if limit is not None and limit < task.max_length:
         task = replace(task, max_length=limit)
     spec = replace(with_task(spec, task), family=getattr(config, "model_type", None) or spec.family)
@@ -289,7 +302,7 @@ def load(spec: ModelSpec) -> Classifier:
     config = _read_config(spec, path)
     model, tok, untrained = _load_from_dir(spec, path, config)
     model.eval()
-    spec = _answering(spec, model.config)
+    spec = _answering(spec, model.config, id_position_pad(model))
     try:
         _warm_up(model, tok)
     except Exception as exc:  # noqa: BLE001 - a model and tokenizer that don't fit: say so at load, not later
