@@ -19,7 +19,7 @@ import pandas as pd
 from app.core import api
 from app.core.errors import LensError
 from app.core.pair import Pair
-from app.core.plots import grouped_bars
+from app.core.plots import counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_figure
 from app.core.report import percent
 from app.core.saliency import METHODS
 
@@ -128,12 +128,7 @@ def build(pair: Pair) -> gr.Blocks:
                 res = api.saliency(pair, text, text2, method_name, target_label, ig_tolerance)
                 texts = [text] + ([text2] if is_pair else [])
                 hl = [_highlight(m, texts) for m in res["maps"]]
-                rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
-                        for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
-                # a title above the axes also keeps the component's label badge off the top y tick
-                return res, *hl, _saliency_summary(res), grouped_bars(
-                    rows, "word", "score", "model", "score (+ supports the class)",
-                    title=f"{method_name.replace('_', ' ')}, per word")
+                return res, *hl, _saliency_summary(res), saliency_figure(res)
 
             go.click(do_saliency, [s1, s2, method, target, tolerance], [sraw, *maps, summary, bars], api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
@@ -160,7 +155,7 @@ def build(pair: Pair) -> gr.Blocks:
                 progress(0.1, desc=generator)
                 res = api.counterfactual(pair, text, text2, generator, replacements, dataset,
                                          int(limit) if limit else None)
-                return res, _counterfactual_summary(res, names), _counterfactual_plot(res, names), \
+                return res, _counterfactual_summary(res, names), counterfactual_figure(res, names), \
                     _changes_frame(res, names)
 
             go.click(do_counterfactual, [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
@@ -509,42 +504,18 @@ def _attack_line(model: str, s: dict) -> str:
             f"{s['avg_queries'] or 0:.0f} queries, transfer {percent(s['transfer_rate'])}")
 
 
-def _own_delta(change: dict, k: int) -> tuple[str, float]:
-    """(label, change) of model k's probability of the label it gave the original (its score for regression)."""
-    b = change["before"][k]
-    key = b.get("label") if "label" in b else "score"
-    return key, float(change["deltas"][k].get(key, 0.0))
-
-
-def _edits_text(change: dict) -> str:
-    return ", ".join(f"{a}→{b or '∅'}" for a, b in change["edits"])
-
-
 def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     rows = []
     for c in res.get("changes") or res.get("examples", []):
-        row = {"edited": " / ".join(c["edited"]), "edits": _edits_text(c), "generator": c["generator"]}
+        row = {"edited": " / ".join(c["edited"]), "edits": edits_text(c), "generator": c["generator"]}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]
             row[f"{n} before"] = b.get("label", b.get("score"))
             row[f"{n} after"] = a.get("label", a.get("score"))
-            key, d = _own_delta(c, k)
+            key, d = own_delta(c, k)
             row[f"{n} Δp({key})"] = float(f"{d:.3g}")  # small effects keep their digits
         rows.append(row)
     return pd.DataFrame(rows)
-
-
-def _counterfactual_plot(res: dict, names: list[str]):
-    """Flip rate per model over a dataset; else, per edit, how far each model's own prediction moved."""
-    if res["generator"] == "dataset_flip_rate":
-        rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
-        rows += [{"x": "flips only this model", "model": n, "v": len(o) / res["changed"]}
-                 for n, o in zip(names, res["only"])]
-        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples", ylim=(0, 1))
-    changes = res.get("changes", [])
-    rows = [{"x": f"{i + 1}: {_edits_text(c)}"[:40], "model": n, "v": _own_delta(c, k)[1]}
-            for i, c in enumerate(changes) for k, n in enumerate(names)]
-    return grouped_bars(rows, "x", "v", "model", "Δ probability of the original label")
 
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:

@@ -1,4 +1,4 @@
-from app.core.plots import grouped_bars
+from app.core.plots import counterfactual_figure, grouped_bars, saliency_figure
 
 
 def test_grouped_bars_put_models_side_by_side_not_stacked():
@@ -32,3 +32,25 @@ def test_rates_keep_a_zero_to_one_axis_even_when_all_are_zero():
     assert grouped_bars(rows, "model", "value", "measure", "rate", ylim=(0, 1)).axes[0].get_ylim() == (0, 1)
     lo, hi = grouped_bars(rows, "model", "value", "measure", "rate").axes[0].get_ylim()
     assert lo < 0 < hi < 0.1  # matplotlib's own span around zero bars: why rates pass ylim
+
+
+def test_counterfactual_plot_shows_each_models_own_delta():
+    change = {"edits": [["cities", "townships"]], "before": [{"label": "positive"}, {"label": "negative"}],
+              "deltas": [{"positive": -0.25, "negative": 0.25}, {"positive": -0.1, "negative": 0.1}]}
+    ax = counterfactual_figure({"generator": "word_replacement", "changes": [change]}, ["BERT", "ALBERT"]).axes[0]
+    assert [round(b.get_height(), 6) for b in ax.patches] == [-0.25, 0.1]  # each model's own label
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1: cities→townships"]
+    flips = {"generator": "dataset_flip_rate", "flip_rate": [0.2, 0.05], "only": [[1, 2, 3], []], "changed": 20}
+    ax = counterfactual_figure(flips, ["BERT", "ALBERT"]).axes[0]
+    assert [round(b.get_height(), 6) for b in ax.patches] == [0.2, 0.15, 0.05, 0.0]
+    assert "20 changed" in ax.get_ylabel()
+
+
+def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():
+    res = {"method": "integrated_gradients",
+           "maps": [{"model": "BERT", "words": ["good", "good", "film"], "scores": [0.5, -0.25, 0.125]},
+                    {"model": "ALBERT", "words": ["good", "good", "film"], "scores": [0.0, 0.75, -0.5]}]}
+    ax = saliency_figure(res).axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1:good", "2:good", "3:film"]
+    assert [round(b.get_height(), 6) for b in ax.patches] == [0.5, -0.25, 0.125, 0.0, 0.75, -0.5]
+    assert ax.get_title() == "integrated gradients, per word"

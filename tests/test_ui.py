@@ -37,20 +37,6 @@ def test_counterfactual_api(client):
     assert "edit" in summary
 
 
-def test_counterfactual_plot_shows_each_models_own_delta():
-    from app.ui import _counterfactual_plot
-
-    change = {"edits": [["cities", "townships"]], "before": [{"label": "positive"}, {"label": "negative"}],
-              "deltas": [{"positive": -0.25, "negative": 0.25}, {"positive": -0.1, "negative": 0.1}]}
-    ax = _counterfactual_plot({"generator": "word_replacement", "changes": [change]}, ["BERT", "ALBERT"]).axes[0]
-    assert [round(b.get_height(), 6) for b in ax.patches] == [-0.25, 0.1]  # each model's own label
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["1: cities→townships"]
-    flips = {"generator": "dataset_flip_rate", "flip_rate": [0.2, 0.05], "only": [[1, 2, 3], []], "changed": 20}
-    ax = _counterfactual_plot(flips, ["BERT", "ALBERT"]).axes[0]
-    assert [round(b.get_height(), 6) for b in ax.patches] == [0.2, 0.15, 0.05, 0.0]
-    assert "20 changed" in ax.get_ylabel()
-
-
 def test_project_api(client):
     res, summary, *_ = client.predict("sentiment_plain", None, "pca", "cls", -1, "gold", 30, api_name="/project")
     assert res["n"] == 30 and 0 <= res["knn_overlap"] <= 1

@@ -23,7 +23,7 @@ import numpy as np
 from .data import DataError, Example
 from .errors import InputError
 from .inference import predict
-from .loading import Classifier, ModelHead
+from .loading import ModelHead
 
 TOLERANCE = 0.1
 SENTIMENT = ("negative", "neutral", "positive")

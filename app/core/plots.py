@@ -34,3 +34,36 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
         ax.legend(fontsize=8)
     return ax.figure
 
+
+
+def saliency_figure(res: dict):
+    """Both models' per-word scores of an `api.saliency` result, numbered words on x (a word can repeat)."""
+    rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
+            for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
+    # a title above the axes also keeps the app's label badge off the top y tick
+    return grouped_bars(rows, "word", "score", "model", "score (+ supports the class)",
+                        title=f"{res['method'].replace('_', ' ')}, per word")
+
+
+def own_delta(change: dict, k: int) -> tuple[str, float]:
+    """(label, change) of model k's probability of the label it gave the original (its score for regression)."""
+    b = change["before"][k]
+    key = b.get("label") if "label" in b else "score"
+    return key, float(change["deltas"][k].get(key, 0.0))
+
+
+def edits_text(change: dict) -> str:
+    return ", ".join(f"{a}→{b or '∅'}" for a, b in change["edits"])
+
+
+def counterfactual_figure(res: dict, names: Sequence[str]):
+    """Flip rate per model over a dataset; else, per edit, how far each model's own prediction moved."""
+    if res["generator"] == "dataset_flip_rate":
+        rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
+        rows += [{"x": "flips only this model", "model": n, "v": len(o) / res["changed"]}
+                 for n, o in zip(names, res["only"])]
+        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples", ylim=(0, 1))
+    changes = res.get("changes", [])
+    rows = [{"x": f"{i + 1}: {edits_text(c)}"[:40], "model": n, "v": own_delta(c, k)[1]}
+            for i, c in enumerate(changes) for k, n in enumerate(names)]
+    return grouped_bars(rows, "x", "v", "model", "Δ probability of the original label")
