@@ -64,6 +64,152 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _save_figure(fig, path: str | None) -> None:
+    if path:
+        fig.savefig(path, dpi=110)
+        print(f"figure: {path}")
+
+
+def _signed(x: float) -> str:
+    return f"{x:+.4f}" if abs(x) >= 1e-4 or x == 0 else f"{x:+.1e}"
+
+
+def cmd_saliency(args) -> int:
+    from app.core import api
+    from app.core.plots import saliency_figure
+
+    pair = _pair(args)
+    res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance)
+    if args.json:
+        print(json.dumps(res, indent=2, ensure_ascii=False))
+    else:
+        maps = res["maps"]
+        heads = [f"{m['model']} ({m['target_label'] if m['target_label'] is not None else 'score'})" for m in maps]
+        width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
+        print(f"{args.method} · pair {pair.name}\n")
+        print(f"{'word':<{width}}" + "".join(f"{h:>22}" for h in heads))
+        for i, w in enumerate(maps[0]["words"]):
+            field = f" [{maps[0]['fields'][i]}]" if pair.task.is_pair else ""
+            print(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{_signed(m['scores'][i]):>22}" for m in maps))
+        print()
+        for m, f in zip(maps, res["faithfulness"]):
+            line = (f"{m['model']}: p={m['probability'] or 0:.3f}, comprehensiveness {f['comprehensiveness']:.3f}, "
+                    f"sufficiency {f['sufficiency']:.3f}, {m['seconds'] * 1000:.0f} ms")
+            if m.get("delta") is not None:
+                line += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
+            print(line + (f" ({m['note']})" if m.get("note") else ""))
+        agree = res["agreement"]
+        print("rank agreement (Spearman): " + ("undefined" if agree is None else f"{agree:.3f}"))
+    _save_figure(saliency_figure(res), args.png)
+    return 0
+
+
+def cmd_counterfactual(args) -> int:
+    from app.core import api
+    from app.core.plots import counterfactual_figure, edits_text, own_delta
+
+    pair = _pair(args)
+    if args.generator == "dataset_flip_rate" and not args.dataset:
+        from app.core.errors import InputError
+
+        raise InputError("dataset: dataset_flip_rate needs --dataset (a shipped name, file or datasets id)")
+    res = api.counterfactual(pair, args.text or "", args.text2, args.generator, args.replacements, args.dataset,
+                             args.limit)
+    names = [m.name for m in pair.models]
+    if args.json:
+        print(json.dumps(res, indent=2, ensure_ascii=False))
+    elif args.generator == "dataset_flip_rate":
+        print(f"{res['changed']} of the examples in {res['dataset']} changed by the replacements")
+        for n, r, only in zip(names, res["flip_rate"], res["only"]):
+            print(f"  {n:<10} flip rate {r:.1%} · flips only this model: {len(only)}")
+        print(f"  both flip: {res['both']}")
+        for n, only in zip(names, res["only"]):
+            for c in only[: args.show]:
+                print(f"  only {n}: {' / '.join(c['original'])}  →  {' / '.join(c['edited'])}")
+    else:
+        for p in res.get("per_model", []):
+            if p.get("note"):
+                print(f"{p['model']}: {p['note']}")
+        for c in res["changes"]:
+            print(f"{c['generator']}: {edits_text(c)}\n  {' / '.join(c['edited'])}")
+            for k, n in enumerate(names):
+                b, a = c["before"][k], c["after"][k]
+                key, d = own_delta(c, k)
+                flip = "  FLIPPED" if c["flipped"][k] else ""
+                print(f"  {n:<10} {b.get('label', b.get('score'))} → {a.get('label', a.get('score'))} "
+                      f"(Δp({key}) {_signed(d)}){flip}")
+        if not res["changes"]:
+            print("no edit found")
+    _save_figure(counterfactual_figure(res, names), args.png)
+    return 0
+
+
+def cmd_project(args) -> int:
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    from app.core import api
+    from app.core.projection import plot_png
+
+    pair = _pair(args)
+    bar = tqdm(total=1, desc="embedding", disable=args.json)
+
+    def step(done, total):
+        bar.total, bar.n = total, done
+        bar.refresh()
+
+    res = api.project(pair, args.dataset, args.method, args.layer, args.pooling, args.limit, progress=step)
+    bar.close()
+    summary = {k: v for k, v in res.items() if k != "points"}
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(res["points"]).to_csv(out / "projection.csv", index=False)
+        plot_png(res["points"], out / "projection.png", args.colour, title=f"{res['dataset']} ({args.method})")
+        (out / "projection.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{res['dataset']}: {res['n']} examples, {args.method} of {args.pooling} pooling at layer {res['layer']}")
+        print(f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f}")
+        print(f"  Procrustes disparity of the aligned projections: {res['procrustes_disparity']:.3f}")
+        if args.out:
+            print(f"  written: {out / 'projection.csv'}, {out / 'projection.png'}, {out / 'projection.json'}")
+    return 0
+
+
+def cmd_facts(args) -> int:
+    from app.core import api
+    from app.core.plots import transitions_figure
+
+    pair = _pair(args)
+    texts = list(args.texts)
+    if args.file:
+        texts += [ln for ln in Path(args.file).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    if pair.task.is_pair:
+        texts = [t.split("\t", 1) if "\t" in t else [t, t] for t in texts]
+    res = api.facts(pair, texts or None)
+    if args.json:
+        print(json.dumps(res, indent=2, ensure_ascii=False))
+    else:
+        keys = [k for k in res["models"][0] if k not in ("transitions", "model")]
+        print(f"{'':<26}" + "".join(f"{m['model']:>24}" for m in res["models"]))
+        for k in keys:
+            vals = [m[k] for m in res["models"]]
+            shown = [f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else
+                     f"{v:.2f}" if isinstance(v, float) else str(v) for v in vals]
+            print(f"{k:<26}" + "".join(f"{v:>24}" for v in shown))
+        for m in res["models"]:
+            t = m["transitions"]
+            print(f"{m['model']} layer transitions, L2: " + " ".join(f"{x:.2f}" for x in t["l2"]))
+            print(f"{m['model']} layer transitions, cosine: " + " ".join(f"{x:.3f}" for x in t["cosine"]))
+        r = res["ratios"]
+        print(f"{pair.models[1].name} / {pair.models[0].name}: parameters {r['parameters']:.2f}x, latency "
+              f"{r['latency']:.2f}x, throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
+    _save_figure(transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
+    return 0
+
+
 def cmd_train_offline(args) -> int:
     from app.core.training import TrainSettings, train_offline
 
@@ -250,6 +396,54 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("text2", nargs="?", help="second text for pair tasks (premise/hypothesis, ...)")
     p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("saliency", help="per-word saliency of both models, aligned, with faithfulness and agreement")
+    _pair_args(p)
+    p.add_argument("--method", default="integrated_gradients",
+                   choices=["gradient_norm", "gradient_x_input", "integrated_gradients", "lime", "occlusion"])
+    p.add_argument("--target", help="class to explain (default: each model's prediction)")
+    p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
+    p.add_argument("--png", help="save the per-word bar chart here")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("text")
+    p.add_argument("text2", nargs="?", help="second text for pair tasks")
+    p.set_defaults(func=cmd_saliency)
+
+    p = sub.add_parser("counterfactual", help="edit an input (or a dataset) and compare both models before and after")
+    _pair_args(p)
+    p.add_argument("--generator", default="word_replacement",
+                   choices=["word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
+                            "dataset_flip_rate"])
+    p.add_argument("--replacements", default="cities -> townships",
+                   help="old -> new pairs, comma-separated (word_replacement, dataset_flip_rate)")
+    p.add_argument("--dataset", help="dataset_flip_rate: a shipped name, file or datasets id")
+    p.add_argument("--limit", type=int, help="dataset_flip_rate: first N examples")
+    p.add_argument("--show", type=int, default=5, help="dataset_flip_rate: examples shown that flip one model only")
+    p.add_argument("--png", help="save the figure here")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("text", nargs="?", help="the input (not for dataset_flip_rate)")
+    p.add_argument("text2", nargs="?", help="second text for pair tasks")
+    p.set_defaults(func=cmd_counterfactual)
+
+    p = sub.add_parser("project", help="UMAP or PCA of both models' embeddings, aligned; CSV, PNG and overlap score")
+    _pair_args(p)
+    p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
+    p.add_argument("--method", choices=["umap", "pca"], default="umap")
+    p.add_argument("--layer", type=int, default=-1, help="-1 = top, 0 = embeddings")
+    p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
+    p.add_argument("--colour", choices=["gold", "prediction", "correct"], default="gold")
+    p.add_argument("--limit", type=int, default=500, help="first N examples")
+    p.add_argument("--out", help="folder for projection.csv, projection.png and projection.json")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_project)
+
+    p = sub.add_parser("facts", help="parameters, shared layers, layer transitions, latency and throughput")
+    _pair_args(p)
+    p.add_argument("--file", help="inputs, one per line (pair tasks: tab between the two texts)")
+    p.add_argument("--png", help="save the layer-transition figure here")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("texts", nargs="*", help="inputs (default: the shipped examples)")
+    p.set_defaults(func=cmd_facts)
 
     p = sub.add_parser("train-offline", help="train the offline BERT and ALBERT from the shipped MiniLM")
     p.add_argument("--train", required=True, help="SST-2 train.tsv")

@@ -36,3 +36,66 @@ def test_unreachable_hub_pair_fails_fast_via_module_entry():
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2
     assert "textattack/bert-base-uncased-RTE" in out.stderr and "can't be reached" in out.stderr
+
+
+def _tiny(tiny_dirs) -> list[str]:
+    return ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+
+
+def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tmp_path):
+    """The CLI is a view of `api.saliency`: the same words and scores, a row per word, and the figure saved."""
+    from app.core import api
+
+    text = "the cities were lovely but the hotel was dreadful"
+    assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--json", text]) == 0
+    got = json.loads(capsys.readouterr().out)
+    ref = api.saliency(tiny_pair, text, None, "gradient_x_input")
+    for g, r in zip(got["maps"], ref["maps"]):
+        assert g["words"] == r["words"] and abs(max(g["scores"]) - max(r["scores"])) < 1e-6
+    png = tmp_path / "s.png"
+    assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--png", str(png), text]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = [ln for ln in lines if ln[:3].strip().isdigit()]
+    assert [ln.split()[1] for ln in rows] == text.split()
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["saliency", *_tiny(tiny_dirs), "--tolerance", "abc", text]) == 2
+    assert "tolerance: 'abc' is not a number" in capsys.readouterr().err
+
+
+def test_counterfactual_command_shows_flips_and_names_missing_dataset(tiny_dirs, capsys):
+    text = "the cities were lovely"
+    assert main(["counterfactual", *_tiny(tiny_dirs), "--json", text]) == 0
+    res = json.loads(capsys.readouterr().out)
+    (change,) = res["changes"]
+    assert change["edited"] == ["the townships were lovely"]
+    assert main(["counterfactual", *_tiny(tiny_dirs), text]) == 0
+    out = capsys.readouterr().out
+    assert "cities→townships" in out and out.count("FLIPPED") == sum(change["flipped"])
+    assert main(["counterfactual", *_tiny(tiny_dirs), "--generator", "dataset_flip_rate"]) == 2
+    assert "dataset: dataset_flip_rate needs --dataset" in capsys.readouterr().err
+
+
+def test_project_command_writes_csv_png_and_summary(tiny_dirs, capsys, tmp_path):
+    import csv
+
+    out = tmp_path / "proj"
+    assert main(["project", *_tiny(tiny_dirs), "--method", "pca", "--limit", "12", "--out", str(out)]) == 0
+    summary = json.loads((out / "projection.json").read_text())
+    rows = list(csv.DictReader((out / "projection.csv").open()))
+    models = [r["model"] for r in rows]
+    assert summary["n"] == 12 and len(set(models)) == 2 and all(models.count(m) == 12 for m in models)
+    assert f"{summary['knn_overlap']:.3f}" in capsys.readouterr().out
+    assert (out / "projection.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_facts_command_counts_parameters_and_names_a_bad_line(tiny_dirs, tiny_pair, capsys, tmp_path):
+    from app.core.facts import count_parameters
+
+    assert main(["facts", *_tiny(tiny_dirs), "--json", "a fine film", "a dull film"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert [m["parameters"] for m in res["models"]] == [count_parameters(c.model) for c in tiny_pair.models]
+    assert res["n_inputs"] == 2
+    f = tmp_path / "inputs.txt"
+    f.write_text("a fine film\n\u200b\n")
+    assert main(["facts", *_tiny(tiny_dirs), "--file", str(f)]) == 2
+    assert "texts, line 2: field 'sentence' has only invisible characters" in capsys.readouterr().err

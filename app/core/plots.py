@@ -67,3 +67,21 @@ def counterfactual_figure(res: dict, names: Sequence[str]):
     rows = [{"x": f"{i + 1}: {edits_text(c)}"[:40], "model": n, "v": own_delta(c, k)[1]}
             for i, c in enumerate(changes) for k, n in enumerate(names)]
     return grouped_bars(rows, "x", "v", "model", "Δ probability of the original label")
+
+
+def transitions_figure(transitions: dict[str, dict]):
+    """Per model, layer-to-layer L2 distance and cosine similarity of hidden states (the ALBERT paper's Figure 2)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 3.4), layout="tight")
+    axes = fig.subplots(1, 2)
+    for m, t in transitions.items():
+        layers = list(range(1, len(t["l2"]) + 1))
+        axes[0].plot(layers, t["l2"], marker="o", label=m)
+        axes[1].plot(layers, t["cosine"], marker="o", label=m)
+    axes[0].set_title("L2 distance between layer input and output")
+    axes[1].set_title("cosine similarity between layer input and output")
+    for ax in axes:
+        ax.set_xlabel("layer")
+        ax.legend()
+    return fig

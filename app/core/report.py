@@ -243,15 +243,6 @@ def _num(x, d: int = 1) -> str:
     return "n/a" if x is None else f"{x:.{d}f}"
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
     """Rates per capability, on a 0..1 axis like the app's, so two reports' figures compare at a glance."""
     from .plots import grouped_bars
@@ -261,20 +252,9 @@ def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
 
 
 def _lines_png(trans: dict, path: Path) -> None:
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.4))
-    for m, t in trans.items():
-        layers = list(range(1, len(t["l2"]) + 1))
-        axes[0].plot(layers, t["l2"], marker="o", label=m)
-        axes[1].plot(layers, t["cosine"], marker="o", label=m)
-    axes[0].set_title("L2 distance between layer input and output")
-    axes[1].set_title("cosine similarity between layer input and output")
-    for ax in axes:
-        ax.set_xlabel("layer")
-        ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from .plots import transitions_figure
+
+    transitions_figure(trans).savefig(path, dpi=110)
 
 
 def _bench_png(rows, path: Path) -> None:
