@@ -113,8 +113,17 @@ def cmd_counterfactual(args) -> int:
         from app.core.errors import InputError
 
         raise InputError("dataset: dataset_flip_rate needs --dataset (a shipped name, file or datasets id)")
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=1, desc="predicting", disable=args.json or args.generator != "dataset_flip_rate")
+
+    def step(done, total):
+        bar.total, bar.n = total, done
+        bar.refresh()
+
     res = api.counterfactual(pair, args.text or "", args.text2, args.generator, args.replacements, args.dataset,
-                             args.limit)
+                             args.limit, progress=step)
+    bar.close()
     names = [m.name for m in pair.models]
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))

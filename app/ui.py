@@ -154,7 +154,8 @@ def build(pair: Pair) -> gr.Blocks:
             def do_counterfactual(text, text2, generator, replacements, dataset, limit, progress=gr.Progress()):
                 progress(0.1, desc=generator)
                 res = api.counterfactual(pair, text, text2, generator, replacements, dataset,
-                                         int(limit) if limit else None)
+                                         int(limit) if limit else None,
+                                         progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
                 return res, _counterfactual_summary(res, names), counterfactual_figure(res, names), \
                     _changes_frame(res, names)
 

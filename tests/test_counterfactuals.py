@@ -79,7 +79,11 @@ def test_hotflip_swaps_in_word_starting_pieces_of_any_tokenizer(tiny_dirs, famil
 
 def test_flip_rate_over_a_dataset(offline_pair):
     dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:300]
-    res = flip_rate(offline_pair.models, dev, {"good": "bad", "great": "terrible"})
+    seen = []
+    res = flip_rate(offline_pair.models, dev, {"good": "bad", "great": "terrible"},
+                    progress=lambda d, n: seen.append((d, n)))
+    # progress counts originals and edits over both models, ending at the total
+    assert seen[-1] == (4 * res["changed"],) * 2 and [d for d, _ in seen] == sorted(d for d, _ in seen)
     assert res["changed"] == sum(1 for e in dev if any(w in e.text.split() for w in ("good", "great")))
     assert res["changed"] > 10
     for k, rate in enumerate(res["flip_rate"]):

@@ -126,7 +126,8 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
 
 
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",
-                   replacements: str = "", dataset: str | None = None, limit: int | None = None) -> dict:
+                   replacements: str = "", dataset: str | None = None, limit: int | None = None,
+                   progress: Progress = None) -> dict:
     from . import counterfactuals as cf
 
     cap = limits()["max_chars"]
@@ -135,7 +136,7 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
     if generator == "dataset_flip_rate":
         ds = resolve_dataset(pair, dataset, limit)
         pairs = cf.parse_pairs(replacements)
-        res = cf.flip_rate(pair.models, ds.examples, pairs)
+        res = cf.flip_rate(pair.models, ds.examples, pairs, progress)
         if not res["changed"]:
             raise InputError(f"replacements: none of {list(pairs)} occurs in the {len(ds)} examples of {ds.name}")
         return {"generator": generator, "dataset": ds.name, "models": [m.name for m in pair.models], **res}

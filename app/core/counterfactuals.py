@@ -40,10 +40,15 @@ class Change:
         return self.__dict__.copy()
 
 
-def _score(models: Sequence[Classifier], originals: list[Example], edited: list[Example]) -> list[tuple]:
-    """Predict originals and edits with every model in one batch each; per pair of inputs, per model."""
+def _score(models: Sequence[Classifier], originals: list[Example], edited: list[Example], progress=None
+           ) -> list[tuple]:
+    """Predict originals and edits with every model in one batch each; per pair of inputs, per model.
+    `progress(done, total)` counts inputs over all models."""
     out = []
-    preds = [predict(clf, originals + edited, validate=False) for clf in models]
+    total = 2 * len(originals) * len(models)
+    preds = [predict(clf, originals + edited, validate=False,
+                     progress=(lambda d, _n, k=k: progress(k * 2 * len(originals) + d, total)) if progress else None)
+             for k, clf in enumerate(models)]
     n = len(originals)
     for i in range(n):
         before, after, flipped, deltas = [], [], [], []
@@ -282,7 +287,7 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str], progre
     if not originals:  # no rate to report: 0 of 0 is not 0%
         return {"changed": 0, "flip_rate": [None] * len(models), "both": 0, "only": [[] for _ in models],
                 "examples": []}
-    scored = _score(models, originals, edited)
+    scored = _score(models, originals, edited, progress)
     flips = np.asarray([s[2] for s in scored])  # (n, models)
     changes = [Change(o.texts, e.texts, ed, "word_replacement", *s) for o, e, ed, s in zip(originals, edited, edits, scored)]
     only = [[c.to_dict() for c, f in zip(changes, flips) if f[k] and not f[1 - k]] for k in range(len(models))]
