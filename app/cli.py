@@ -14,6 +14,11 @@ runtime.prepare()
 from app.core.errors import LensError  # noqa: E402
 
 log = logging.getLogger("albert_lens")
+# the core's names (app.core.saliency.METHODS, app.core.api.GENERATORS), written out so --help needs no torch;
+# tests/test_cli.py keeps them equal
+SALIENCY_METHODS = ["gradient_norm", "gradient_x_input", "integrated_gradients", "lime", "occlusion"]
+GENERATORS = ["word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
+              "dataset_flip_rate"]
 
 
 def _pair_args(p: argparse.ArgumentParser) -> None:
@@ -22,6 +27,12 @@ def _pair_args(p: argparse.ArgumentParser) -> None:
                    "reachable or cached, else offline")
     g.add_argument("--models", nargs=2, metavar=("A", "B"), help="any two hub ids or local model directories")
     p.add_argument("--task", help="task of --models (a preset name such as rte) when their configs don't say")
+
+
+def _text_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("text", nargs=None if required else "?", help="the input" + ("" if required else
+                   " (not for dataset_flip_rate)"))
+    p.add_argument("text2", nargs="?", help="second text for pair tasks (premise/hypothesis, ...)")
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -402,27 +413,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("predict", help="both models' labels and probabilities for one input")
     _pair_args(p)
     p.add_argument("--json", action="store_true")
-    p.add_argument("text")
-    p.add_argument("text2", nargs="?", help="second text for pair tasks (premise/hypothesis, ...)")
+    _text_args(p)
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("saliency", help="per-word saliency of both models, aligned, with faithfulness and agreement")
     _pair_args(p)
-    p.add_argument("--method", default="integrated_gradients",
-                   choices=["gradient_norm", "gradient_x_input", "integrated_gradients", "lime", "occlusion"])
+    p.add_argument("--method", default="integrated_gradients", choices=SALIENCY_METHODS)
     p.add_argument("--target", help="class to explain (default: each model's prediction)")
     p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
     p.add_argument("--png", help="save the per-word bar chart here")
     p.add_argument("--json", action="store_true")
-    p.add_argument("text")
-    p.add_argument("text2", nargs="?", help="second text for pair tasks")
+    _text_args(p)
     p.set_defaults(func=cmd_saliency)
 
     p = sub.add_parser("counterfactual", help="edit an input (or a dataset) and compare both models before and after")
     _pair_args(p)
-    p.add_argument("--generator", default="word_replacement",
-                   choices=["word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
-                            "dataset_flip_rate"])
+    p.add_argument("--generator", default="word_replacement", choices=GENERATORS)
     p.add_argument("--replacements", default="cities -> townships",
                    help="old -> new pairs, comma-separated (word_replacement, dataset_flip_rate)")
     p.add_argument("--dataset", help="dataset_flip_rate: a shipped name, file or datasets id")
@@ -430,8 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--show", type=int, default=5, help="dataset_flip_rate: examples shown that flip one model only")
     p.add_argument("--png", help="save the figure here")
     p.add_argument("--json", action="store_true")
-    p.add_argument("text", nargs="?", help="the input (not for dataset_flip_rate)")
-    p.add_argument("text2", nargs="?", help="second text for pair tasks")
+    _text_args(p, required=False)
     p.set_defaults(func=cmd_counterfactual)
 
     p = sub.add_parser("project", help="UMAP or PCA of both models' embeddings, aligned; CSV, PNG and overlap score")

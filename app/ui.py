@@ -118,6 +118,8 @@ def build(pair: Pair) -> gr.Blocks:
             with gr.Row():
                 maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
                                            color_map=None) for n in names]
+            gr.Markdown("<small>red: the word supports the explained class · purple: it speaks against it · shade: "
+                        "share of that model's largest |score|</small>")
             summary = gr.Markdown(label="summary")
             bars = gr.Plot(label="per-word scores")
             sraw = gr.JSON(label="result (JSON)", open=False)

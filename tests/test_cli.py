@@ -99,3 +99,11 @@ def test_facts_command_counts_parameters_and_names_a_bad_line(tiny_dirs, tiny_pa
     f.write_text("a fine film\n\u200b\n")
     assert main(["facts", *_tiny(tiny_dirs), "--file", str(f)]) == 2
     assert "texts, line 2: field 'sentence' has only invisible characters" in capsys.readouterr().err
+
+
+def test_cli_choices_are_the_cores():
+    from app import cli
+    from app.core.api import GENERATORS
+    from app.core.saliency import METHODS
+
+    assert sorted(cli.SALIENCY_METHODS) == sorted(METHODS) and list(cli.GENERATORS) == list(GENERATORS)
