@@ -109,8 +109,9 @@ def cmd_saliency(args) -> int:
             if m.get("delta") is not None:
                 line += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
             print(line + (f" ({m['note']})" if m.get("note") else ""))
-        agree = res["agreement"]
-        print("rank agreement (Spearman): " + ("undefined" if agree is None else f"{agree:.3f}"))
+        agree, on = res["agreement"], res["agreement_label"]
+        print(f"rank agreement{'' if on is None else f' on {on}'} (Spearman): "
+              + ("undefined" if agree is None else f"{agree:.3f}"))
     _save_figure(saliency_figure(res), args.png)
     return 0
 

@@ -482,8 +482,9 @@ def _saliency_summary(res: dict) -> str:
         if m.get("note"):
             s += f" — {html.escape(m['note'])}"
         parts.append(s)
-    agree = res["agreement"]
-    parts.append(f"rank agreement between the models (Spearman): **{agree:.2f}**" if agree is not None
+    agree, on = res["agreement"], res.get("agreement_label")
+    on = f" on *{html.escape(str(on))}*" if on is not None else ""
+    parts.append(f"rank agreement between the models{on} (Spearman): **{agree:.2f}**" if agree is not None
                  else "rank agreement: undefined (too few words or constant scores)")
     return "\n\n".join(parts)
 

@@ -166,7 +166,7 @@ def test_ig_on_a_regression_head_integrates_the_score(tiny_dirs, tmp_path):
     """STS-B models output one similarity score: F is that score (no softmax), per field words kept apart."""
     from app.core.pair import Pair
 
-    from .conftest import _tiny_bert
+    from .conftest import _tiny_bert, copy_tokenizer
 
     reg = _tiny_bert(tmp_path / "reg", num_labels=1)
     pair = Pair.resolve(models=[str(reg), str(reg)], task="stsb")
@@ -199,3 +199,44 @@ def test_ig_baseline_is_the_tutorials_even_for_unknown_and_typed_special_tokens(
     sal = ig.attribute(ex)
     unk = ids.index(tok.unk_token_id)
     assert sal.token_scores[unk] != 0.0 and sal.delta <= 1e-4
+
+
+@pytest.mark.parametrize("name", ["gradient_norm", "gradient_x_input", "occlusion", "lime", "integrated_gradients"])
+def test_agreement_compares_both_models_on_one_class(offline_pair, name):
+    """Offline BERT calls this negative and ALBERT positive. Each explaining its own prediction, the agreement
+    must still be the one of both explaining BERT's class: with two classes ALBERT's map for it is its own
+    negated (unchanged for gradient norms), so the default costs no extra attribution."""
+    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
+    own = explain(offline_pair.models, ex, name)
+    first, second = own["maps"]
+    assert first.target_label != second.target_label  # the case in question
+    same = explain(offline_pair.models, ex, name, first.target_label)
+    assert same["maps"][1].target_label == first.target_label == own["agreement_label"]
+    assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
+    assert own["agreement"] == pytest.approx(agreement(first, same["maps"][1]), abs=1e-9)
+    if METHODS[name].signed:  # the naive comparison has the opposite sign
+        assert agreement(first, second) == pytest.approx(-own["agreement"], abs=1e-9)
+
+
+def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
+    """Three classes: no sign rule, so the second model is explained again for the first one's class."""
+    from transformers import BertForSequenceClassification
+
+    from app.core.pair import Pair
+
+    from .conftest import _tiny_bert, copy_tokenizer
+
+    first_dir = _tiny_bert(tmp_path / "a", num_labels=3)
+    m = BertForSequenceClassification.from_pretrained(first_dir)
+    with torch.no_grad():  # the second model's class k scores as the first's class k - 1: they always disagree
+        m.classifier.weight.copy_(m.classifier.weight.roll(1, 0))
+        m.classifier.bias.copy_(m.classifier.bias.roll(1, 0))
+    m.save_pretrained(tmp_path / "b")
+    copy_tokenizer(first_dir, tmp_path / "b")
+    pair = Pair.resolve(models=[str(first_dir), str(tmp_path / "b")], task="snli")
+    ex = Example(("A man sleeps.", "A person rests."))
+    own = explain(pair.models, ex, "gradient_x_input")
+    first, second = own["maps"]
+    same = explain(pair.models, ex, "gradient_x_input", first.target_label)
+    assert first.target_label != second.target_label and own["agreement_label"] == first.target_label
+    assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)

@@ -121,7 +121,7 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
         "method": method, "fields": list(pair.task.fields),
         "maps": [m.to_dict() for m in out["maps"]],
         "faithfulness": out["faithfulness"],
-        "agreement": out["agreement"],
+        "agreement": out["agreement"], "agreement_label": out["agreement_label"],
     }
 
 

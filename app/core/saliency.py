@@ -7,7 +7,7 @@ LayerIntegratedGradients path but chooses its own nodes (see `IntegratedGradient
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 import torch
@@ -56,6 +56,7 @@ def _target_prob(clf: Classifier, examples: list[Example], target: int) -> np.nd
 
 class Method:
     name = "method"
+    signed = True  # scores say for (+) or against (-) the class; False: how sensitive, whatever the direction
 
     def __init__(self, clf: Classifier):
         self.clf = clf
@@ -95,6 +96,7 @@ class GradientNorm(Method):
     """L2 norm of the gradient per token, summed per word and normalised to 1 (unsigned: how sensitive)."""
 
     name = "gradient_norm"
+    signed = False
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
         g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
@@ -305,11 +307,36 @@ def agreement(a: WordSaliency, b: WordSaliency) -> float | None:
     return float(spearmanr(x, y)[0])
 
 
+def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | None, method_name: str,
+             **kw) -> WordSaliency | None:
+    """`sal` (this model's map) restated for class `label`, so two models' maps are compared on one class: the
+    same map when it already explains it; with two classes, the map negated (a class's probability is one minus
+    the other's, so every method's signed scores change sign exactly; gradient norms are the same); else a new
+    attribution. None when the model has no such class."""
+    if sal.target_label == label:
+        return sal
+    if label not in (clf.labels or ()):
+        return None
+    if len(clf.labels) == 2:
+        scores = [-x for x in sal.scores] if METHODS[method_name].signed else list(sal.scores)
+        return replace(sal, scores=scores, target=clf.labels.index(label), target_label=label,
+                       probability=None if sal.probability is None else 1.0 - sal.probability)
+    return method(method_name, clf, **kw).attribute(example, label)
+
+
 def explain(models, example: Example, method_name: str, target: int | str | None = None, **kw) -> dict:
-    """Saliency, faithfulness and the cross-model agreement for every model of a pair."""
+    """Saliency, faithfulness and the cross-model agreement for every model of a pair. The agreement compares
+    both models on the class the first one explains: when each explains its own prediction and they disagree,
+    ranking one model's reasons for "negative" against the other's for "positive" would read as disagreement
+    exactly where they agree."""
     maps, faith = [], []
     for clf in models:
         sal = method(method_name, clf, **kw).attribute(example, target)
         maps.append(sal)
         faith.append(faithfulness(clf, example, sal))
-    return {"maps": maps, "faithfulness": faith, "agreement": agreement(*maps) if len(maps) == 2 else None}
+    agree, label = None, None
+    if len(maps) == 2:
+        label = maps[0].target_label
+        other = on_class(models[1], example, maps[1], label, method_name, **kw)
+        agree = None if other is None else agreement(maps[0], other)
+    return {"maps": maps, "faithfulness": faith, "agreement": agree, "agreement_label": label}
