@@ -5,8 +5,8 @@ import pytest
 
 from app.core.data import Example
 from app.core.errors import InputError
-from app.core.projection import (cached_embeddings, knn_overlap, neighbours_k, plot_png, procrustes_align, project, project_pair,
-                                 projection_table)
+from app.core.projection import (cached_embeddings, knn_overlap, neighbours_k, plot_png, procrustes_align, project,
+                                 project_pair, projection_figure, projection_table)
 
 from .conftest import SENTENCES
 
@@ -75,6 +75,13 @@ def test_project_pair_table_and_png(tiny_pair, tmp_path):
     assert 0 <= proj.knn_overlap <= 1
     plot_png(rows, tmp_path / "p.png", color="correct")
     assert (tmp_path / "p.png").stat().st_size > 10_000
+    fig = projection_figure(rows, "correct")
+    legends = [[t.get_text() for t in ax.get_legend().get_texts()] for ax in fig.axes]
+    correct = {str(p == e.label) for p, e in zip(preds[0].predicted, exs)}
+    assert set(legends[0]) == correct and legends[2] == [m.name for m in tiny_pair.models]
+    unlabelled = [r | {"gold": "", "correct": ""} for r in rows]
+    assert [t.get_text() for t in projection_figure(unlabelled, "gold").axes[0].get_legend().get_texts()] == [
+        "no gold label"]
 
 
 def test_warm_up_compiles_umap_kernels_in_a_fresh_process():

@@ -166,7 +166,7 @@ def test_ig_on_a_regression_head_integrates_the_score(tiny_dirs, tmp_path):
     """STS-B models output one similarity score: F is that score (no softmax), per field words kept apart."""
     from app.core.pair import Pair
 
-    from .conftest import _tiny_bert, copy_tokenizer
+    from .conftest import _tiny_bert
 
     reg = _tiny_bert(tmp_path / "reg", num_labels=1)
     pair = Pair.resolve(models=[str(reg), str(reg)], task="stsb")

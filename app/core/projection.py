@@ -189,21 +189,25 @@ def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Se
 
 
 def plot_png(rows: list[dict], path, color: str = "gold", title: str = "") -> None:
-    """Side-by-side and overlaid scatter plots as one PNG."""
-    import matplotlib
+    projection_figure(rows, color, title).savefig(path, dpi=110)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def projection_figure(rows: list[dict], color: str = "gold", title: str = ""):
+    """Side-by-side and overlaid scatter plots (a Figure without pyplot: the app draws two at once, and
+    pyplot's global state is not thread-safe)."""
+    from matplotlib import colormaps
+    from matplotlib.figure import Figure
 
     models = list(dict.fromkeys(r["model"] for r in rows))
     cats = sorted({r[color] for r in rows})
-    cmap = plt.get_cmap("tab10")
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8))
+    cmap = colormaps["tab10"]
+    fig = Figure(figsize=(15, 4.8), layout="tight")
+    axes = fig.subplots(1, 3)
     for ax, model in zip(axes, models):
         for c, cat in enumerate(cats):
             pts = [(r["x"], r["y"]) for r in rows if r["model"] == model and r[color] == cat]
             if pts:
-                ax.scatter(*zip(*pts), s=8, color=cmap(c % 10), label=cat or "(none)", alpha=0.7)
+                ax.scatter(*zip(*pts), s=8, color=cmap(c % 10), label=cat or "no gold label", alpha=0.7)
         ax.set_title(f"{model} ({color})")
         ax.legend(fontsize=7, markerscale=2)
     for m, (model, marker) in enumerate(zip(models, ("o", "x"))):
@@ -213,6 +217,4 @@ def plot_png(rows: list[dict], path, color: str = "gold", title: str = "") -> No
     axes[2].legend(fontsize=7)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
