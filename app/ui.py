@@ -147,7 +147,7 @@ def build(pair: Pair) -> gr.Blocks:
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown(label="summary")
             cplot = gr.Plot(label="effect per model")
-            ctable = gr.Dataframe(headers=["edited", "edits", "generator",
+            ctable = gr.Dataframe(headers=["flips", "edited", "edits", "generator",
                                            *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
                                   label="changes", wrap=True)
             craw = gr.JSON(label="result (JSON)", open=False)
@@ -508,10 +508,18 @@ def _attack_line(model: str, s: dict) -> str:
             f"{s['avg_queries'] or 0:.0f} queries, transfer {percent(s['transfer_rate'])}")
 
 
+def _flips(change: dict, names: list[str]) -> str:
+    who = [n for n, f in zip(names, change["flipped"]) if f]
+    return "both" if len(who) == len(names) > 1 else f"{who[0]} only" if who else "none"
+
+
 def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
+    """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
+    one model only lead the table (the study's question: where do the two models part ways?)."""
     rows = []
     for c in res.get("changes") or res.get("examples", []):
-        row = {"edited": " / ".join(c["edited"]), "edits": edits_text(c), "generator": c["generator"]}
+        row = {"flips": _flips(c, names), "edited": " / ".join(c["edited"]), "edits": edits_text(c),
+               "generator": c["generator"]}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]
             row[f"{n} before"] = b.get("label", b.get("score"))
@@ -519,6 +527,9 @@ def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
             key, d = own_delta(c, k)
             row[f"{n} Δp({key})"] = float(f"{d:.3g}")  # small effects keep their digits
         rows.append(row)
+    if res["generator"] == "dataset_flip_rate":
+        rank = {"both": 1, "none": 2}
+        rows.sort(key=lambda r: rank.get(r["flips"], 0))  # stable: dataset order within each group
     return pd.DataFrame(rows)
 
 

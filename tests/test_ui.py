@@ -198,3 +198,21 @@ def test_attack_api_takes_named_arguments(client):
     assert res["recipe"] == "deepwordbug" and len(res["examples"]) == 1
     assert all(r["queries"] is None or r["queries"] <= 40 for r in res["examples"][0]["results"])
     assert set(res["summary"]) == set(res["models"])
+
+
+def test_changes_table_leads_with_examples_that_flip_one_model_only():
+    from app.ui import _changes_frame
+
+    def change(text, flipped):
+        return {"edited": [text], "edits": [["film", "movie"]], "generator": "word_replacement",
+                "before": [{"label": "positive"}] * 2, "after": [{"label": "negative"}] * 2,
+                "flipped": flipped, "deltas": [{"positive": -0.5}] * 2}
+
+    res = {"generator": "dataset_flip_rate",
+           "examples": [change("a", [False, False]), change("b", [True, True]), change("c", [False, True]),
+                        change("d", [True, False]), change("e", [False, True])]}
+    frame = _changes_frame(res, ["BERT", "ALBERT"])
+    assert list(frame["edited"]) == ["c", "d", "e", "b", "a"]
+    assert list(frame["flips"]) == ["ALBERT only", "BERT only", "ALBERT only", "both", "none"]
+    single = _changes_frame({"generator": "word_replacement", "changes": res["examples"]}, ["BERT", "ALBERT"])
+    assert list(single["edited"]) == ["a", "b", "c", "d", "e"]  # one input's edits keep their order
