@@ -149,7 +149,9 @@ def build(pair: Pair) -> gr.Blocks:
             cplot = gr.Plot(label="effect per model")
             ctable = gr.Dataframe(headers=["flips", "edited", "edits", "generator",
                                            *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
-                                  label="changes", wrap=True)
+                                  label="changes (Δp: change in the probability of the label the model gave the "
+                                        "original)", wrap=True,
+                                  column_widths=["9%", "31%", "12%", "10%", *["6.3%"] * (3 * len(names))])
             craw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -524,8 +526,9 @@ def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
             b, a = c["before"][k], c["after"][k]
             row[f"{n} before"] = b.get("label", b.get("score"))
             row[f"{n} after"] = a.get("label", a.get("score"))
-            key, d = own_delta(c, k)
-            row[f"{n} Δp({key})"] = float(f"{d:.3g}")  # small effects keep their digits
+            # one column per model whatever the label: Δp of the label the model gave the original (its score
+            # for regression); a column per label would leave every other row empty
+            row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
         rows.append(row)
     if res["generator"] == "dataset_flip_rate":
         rank = {"both": 1, "none": 2}

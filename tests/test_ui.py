@@ -214,5 +214,11 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
     frame = _changes_frame(res, ["BERT", "ALBERT"])
     assert list(frame["edited"]) == ["c", "d", "e", "b", "a"]
     assert list(frame["flips"]) == ["ALBERT only", "BERT only", "ALBERT only", "both", "none"]
+    assert list(frame.columns[-3:]) == ["ALBERT before", "ALBERT after", "ALBERT Δp"]
+    mixed = change("f", [False, False]) | {"before": [{"label": "negative"}, {"label": "positive"}],
+                                           "deltas": [{"negative": 0.25, "positive": -0.25}, {"positive": -0.5}]}
+    frame = _changes_frame({"generator": "word_replacement", "changes": [res["examples"][0], mixed]},
+                           ["BERT", "ALBERT"])
+    assert list(frame["BERT Δp"]) == [-0.5, 0.25] and not frame.isna().any().any()  # no column per label
     single = _changes_frame({"generator": "word_replacement", "changes": res["examples"]}, ["BERT", "ALBERT"])
     assert list(single["edited"]) == ["a", "b", "c", "d", "e"]  # one input's edits keep their order
