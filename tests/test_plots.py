@@ -54,3 +54,6 @@ def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1:good", "2:good", "3:film"]
     assert [round(b.get_height(), 6) for b in ax.patches] == [0.5, -0.25, 0.125, 0.0, 0.75, -0.5]
     assert ax.get_title() == "integrated gradients, per word"
+    res["maps"][0]["target_label"], res["maps"][1]["target_label"] = "negative", "positive"
+    legend = saliency_figure(res).axes[0].get_legend().get_texts()
+    assert [t.get_text() for t in legend] == ["BERT: negative", "ALBERT: positive"]

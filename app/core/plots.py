@@ -38,7 +38,10 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
 
 def saliency_figure(res: dict):
     """Both models' per-word scores of an `api.saliency` result, numbered words on x (a word can repeat)."""
-    rows = [{"model": m["model"], "word": f"{i + 1}:{w}", "score": s}
+    def who(m: dict) -> str:  # the legend says which class each model's bars explain: they can differ
+        return m["model"] if m.get("target_label") is None else f"{m['model']}: {m['target_label']}"
+
+    rows = [{"model": who(m), "word": f"{i + 1}:{w}", "score": s}
             for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
     # a title above the axes also keeps the app's label badge off the top y tick
     return grouped_bars(rows, "word", "score", "model", "score (+ supports the class)",
