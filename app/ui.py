@@ -19,7 +19,8 @@ import pandas as pd
 from app.core import api
 from app.core.errors import LensError
 from app.core.pair import Pair
-from app.core.plots import counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_figure
+from app.core.plots import (counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_figure,
+                             transition_labels)
 from app.core.report import percent
 from app.core.saliency import METHODS
 
@@ -226,7 +227,7 @@ def build(pair: Pair) -> gr.Blocks:
             fsum = gr.Markdown(label="summary")
             ftable = gr.Dataframe(headers=["fact", *names], label="facts")
             with gr.Row():
-                steps = _transition_labels(max(m.model.config.num_hidden_layers for m in pair.models))
+                steps = transition_labels(max(m.model.config.num_hidden_layers for m in pair.models))
                 l2plot = gr.LinePlot(x="layer", y="l2", color="model", sort=steps, label="L2 distance between layers")
                 cosplot = gr.LinePlot(x="layer", y="cosine", color="model", sort=steps,
                                       label="cosine similarity between layers")
@@ -459,12 +460,6 @@ def _attack_examples(pair: Pair) -> list[list]:
     pair) is left for the user to choose."""
     labels = list(pair.task.labels or [])
     return [[*e.texts, e.label if e.label in labels else None] for e in _shipped(pair)]
-
-
-def _transition_labels(n: int) -> list[str]:
-    """x-axis categories "0→1" ... "(n-1)→n" for the layer-to-layer plots (hidden state 0 is the embedding
-    output); categories, so the axis shows whole transitions rather than ticks at 1.5, 2.5."""
-    return [f"{i}→{i + 1}" for i in range(n)]
 
 
 def _fixed(x: float, digits: int = 3) -> str:

@@ -1,4 +1,4 @@
-from app.core.plots import counterfactual_figure, grouped_bars, saliency_figure
+from app.core.plots import counterfactual_figure, grouped_bars, saliency_figure, transition_labels, transitions_figure
 
 
 def test_grouped_bars_put_models_side_by_side_not_stacked():
@@ -57,3 +57,14 @@ def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():
     res["maps"][0]["target_label"], res["maps"][1]["target_label"] = "negative", "positive"
     legend = saliency_figure(res).axes[0].get_legend().get_texts()
     assert [t.get_text() for t in legend] == ["BERT: negative", "ALBERT: positive"]
+
+
+def test_layer_transition_axis_names_whole_transitions():
+    """transitions[i] is hidden state i -> i + 1 (0: the embedding output): the app's plot and the CLI/report
+    figure both say so, and a shallower model's line stops at its last layer."""
+    assert transition_labels(3) == ["0→1", "1→2", "2→3"]
+    fig = transitions_figure({"BERT": {"l2": [1.0, 2.0, 3.0], "cosine": [0.9, 0.8, 0.7]},
+                              "ALBERT": {"l2": [3.0, 2.0], "cosine": [0.5, 0.6]}})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["0→1", "1→2", "2→3"]
+    assert [len(line.get_xdata()) for line in ax.get_lines()] == [3, 2]

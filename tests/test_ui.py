@@ -124,13 +124,6 @@ def test_facts_table_text():
         ["1,007,916", "3.21", "556", "True", "bert"]
 
 
-def test_layer_transition_axis_names_whole_transitions():
-    """transitions[i] is hidden state i -> i + 1 (0: the embedding output), so the plot's categories say so."""
-    from app.ui import _transition_labels
-
-    assert _transition_labels(3) == ["0→1", "1→2", "2→3"]
-
-
 def test_attack_examples_carry_their_gold_label(tiny_pair, tiny_nli_pair):
     """An attack needs the input's gold label: the Attacks tab's examples fill it in from the shipped files,
     and leave it to the user where the task has no such label (RTE's not_entailment on a 3-way NLI pair)."""

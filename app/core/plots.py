@@ -72,19 +72,25 @@ def counterfactual_figure(res: dict, names: Sequence[str]):
     return grouped_bars(rows, "x", "v", "model", "Δ probability of the original label")
 
 
+def transition_labels(n: int) -> list[str]:
+    """Axis labels "0→1" ... "(n-1)→n" for layer-to-layer values (hidden state 0 is the embedding output):
+    whole transitions rather than ticks at 1.5, 2.5."""
+    return [f"{i}→{i + 1}" for i in range(n)]
+
+
 def transitions_figure(transitions: dict[str, dict]):
     """Per model, layer-to-layer L2 distance and cosine similarity of hidden states (the ALBERT paper's Figure 2)."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(10, 3.4), layout="tight")
     axes = fig.subplots(1, 2)
+    steps = transition_labels(max(len(t["l2"]) for t in transitions.values()))
     for m, t in transitions.items():
-        layers = list(range(1, len(t["l2"]) + 1))
-        axes[0].plot(layers, t["l2"], marker="o", label=m)
-        axes[1].plot(layers, t["cosine"], marker="o", label=m)
+        axes[0].plot(steps[: len(t["l2"])], t["l2"], marker="o", label=m)
+        axes[1].plot(steps[: len(t["cosine"])], t["cosine"], marker="o", label=m)
     axes[0].set_title("L2 distance between layer input and output")
     axes[1].set_title("cosine similarity between layer input and output")
     for ax in axes:
-        ax.set_xlabel("layer")
+        ax.set_xlabel("layer transition (0 = embeddings)")
         ax.legend()
     return fig
