@@ -7,7 +7,7 @@ from app.core.data import Example, load_dataset
 from app.core.gradients import forward_embeds
 from app.core.inference import encode_one, predict
 from app.core.saliency import (IntegratedGradients, METHODS, Occlusion, WordSaliency, agreement, explain,
-                               faithfulness, method)
+                               faithfulness, method, on_class)
 
 from .conftest import shared
 
@@ -214,6 +214,8 @@ def test_agreement_compares_both_models_on_one_class(offline_pair, name):
     assert same["maps"][1].target_label == first.target_label == own["agreement_label"]
     assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
     assert own["agreement"] == pytest.approx(agreement(first, same["maps"][1]), abs=1e-9)
+    restated = on_class(offline_pair.models[1], ex, second, first.target_label, name)
+    np.testing.assert_allclose(restated.scores, same["maps"][1].scores, atol=1e-5)  # exact but for rounding
     if METHODS[name].signed:  # the naive comparison has the opposite sign
         assert agreement(first, second) == pytest.approx(-own["agreement"], abs=1e-9)
 

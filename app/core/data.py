@@ -70,6 +70,7 @@ def blank_reason(text: str) -> str | None:
     shown = ", ".join(sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})[:3])
     return f"has only invisible characters ({shown}), nothing a model can read"
 
+
 GLUE_LABELS: dict[str, tuple[str, ...] | None] = {
     "sst2": ("negative", "positive"),
     "rte": ("entailment", "not_entailment"),

@@ -318,8 +318,9 @@ def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | 
     if label not in (clf.labels or ()):
         return None
     if len(clf.labels) == 2:
-        scores = [-x for x in sal.scores] if METHODS[method_name].signed else list(sal.scores)
-        return replace(sal, scores=scores, target=clf.labels.index(label), target_label=label,
+        sign = -1.0 if METHODS[method_name].signed else 1.0
+        return replace(sal, scores=[sign * x for x in sal.scores], token_scores=[sign * x for x in sal.token_scores],
+                       target=clf.labels.index(label), target_label=label,
                        probability=None if sal.probability is None else 1.0 - sal.probability)
     return method(method_name, clf, **kw).attribute(example, label)
 
