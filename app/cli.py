@@ -100,7 +100,7 @@ def cmd_saliency(args) -> int:
         print(f"{args.method} · pair {pair.name}\n")
         print(f"{'word':<{width}}" + "".join(f"{h:>22}" for h in heads))
         for i, w in enumerate(maps[0]["words"]):
-            field = f" [{maps[0]['fields'][i]}]" if pair.task.is_pair else ""
+            field = f" [{pair.task.fields[maps[0]['fields'][i]]}]" if pair.task.is_pair else ""
             print(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{_signed(m['scores'][i]):>22}" for m in maps))
         print()
         for m, f in zip(maps, res["faithfulness"]):

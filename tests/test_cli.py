@@ -107,3 +107,12 @@ def test_cli_choices_are_the_cores():
     from app.core.saliency import METHODS
 
     assert sorted(cli.SALIENCY_METHODS) == sorted(METHODS) and list(cli.GENERATORS) == list(GENERATORS)
+
+
+def test_saliency_command_names_the_field_of_each_word_for_pairs(tiny_nli_pair, capsys):
+    paths = [m.path for m in tiny_nli_pair.models]
+    assert main(["saliency", "--models", *paths, "--task", "rte", "--method", "gradient_x_input",
+                 "A man sleeps.", "A person rests."]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines() if ln[:3].strip().isdigit()]
+    assert [r[1] for r in rows] == ["A", "man", "sleeps", ".", "A", "person", "rests", "."]
+    assert [r[2] for r in rows] == ["[premise]"] * 4 + ["[hypothesis]"] * 4
