@@ -1,6 +1,7 @@
 import pickle
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -184,6 +185,39 @@ def test_positions_numbered_from_ids_are_seen_in_the_loaded_model(family_dirs, t
     clf = load(spec(d))
     assert clf.max_length == 16
     assert predict(clf, [Example((" ".join(["wonderful film"] * 40),))]).probs.shape == (1, 2)
+
+
+def test_config_label_names_are_checked_against_the_task(tiny_dirs, tmp_path):
+    """A config that names its outputs is the model's own word on them: the same names in another order label
+    predictions in that order (roberta-large-mnli answers contradiction, neutral, entailment); names of another
+    task are refused at load, instead of SST-2 outputs being called entailment and not_entailment."""
+    import json
+
+    from app.core.pair import Pair
+
+    def with_names(names: list[str]) -> Path:
+        d = tmp_path / "-".join(names)
+        if d.exists():
+            return d
+        shutil.copytree(tiny_dirs["bert"], d)
+        cfg = json.loads((d / "config.json").read_text())
+        cfg["id2label"] = {str(i): n for i, n in enumerate(names)}
+        cfg["label2id"] = {n: i for i, n in enumerate(names)}
+        (d / "config.json").write_text(json.dumps(cfg))
+        return d
+
+    plain = load(spec(tiny_dirs["bert"]))
+    swapped = load(spec(with_names(["positive", "negative"])))
+    assert swapped.labels == ("positive", "negative") and plain.labels == ("negative", "positive")
+    ex = Example(("a fine film",))
+    p_plain, p_swapped = predict(plain, [ex]).record(0), predict(swapped, [ex]).record(0)
+    # the same weights: what the task calls "negative" is output 0 for one and output 1 for the other
+    assert p_swapped["probabilities"]["positive"] == pytest.approx(p_plain["probabilities"]["negative"], abs=1e-6)
+    assert load(spec(with_names(["NEGATIVE", "POSITIVE"]))).labels == ("negative", "positive")
+    assert read_head(spec(with_names(["positive", "negative"]))).labels == ("positive", "negative")
+    with pytest.raises(ModelLoadError, match=r"its config names its outputs \['negative', 'positive'\], but task "
+                                             r"'rte' has \['entailment', 'not_entailment'\]; give the task"):
+        Pair.resolve(models=["offline:bert-sst2", "offline:albert-sst2"], task="rte").models
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])

@@ -99,9 +99,33 @@ def task_from_config(config, base: Task) -> Task:
     n = int(getattr(config, "num_labels", 2))
     if n == 1 or getattr(config, "problem_type", None) == "regression":
         return Task("custom", base.fields, None)
+    return Task("custom", base.fields, _output_names(config))
+
+
+def _output_names(config) -> tuple[str, ...]:
     id2label = getattr(config, "id2label", None) or {}
-    labels = tuple(str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(n))
-    return Task("custom", base.fields, labels)
+    return tuple(str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(int(config.num_labels)))
+
+
+def _named_outputs(spec: ModelSpec, config) -> ModelSpec:
+    """A preset task's labels checked against the names the config gives its outputs (when it gives any beyond
+    transformers' LABEL_0, LABEL_1...). Same names in another order: the config's order is the model's (an MNLI
+    checkpoint answering contradiction, neutral, entailment), so predictions are named by it; other names: the
+    model was trained for something else, and labelling its outputs with the task's names would be silent
+    nonsense."""
+    task = spec.task
+    if task.labels is None or task.name == "custom" or spec.labels is not None:
+        return spec
+    names = _output_names(config)
+    if all(re.fullmatch(r"LABEL_\d+", x) for x in names):
+        return spec
+    canon = {x.lower(): x for x in task.labels}
+    if sorted(canon) != sorted(x.lower() for x in names):
+        raise ModelLoadError(
+            f"model {spec.source!r}: its config names its outputs {list(names)}, but task {task.name!r} has "
+            f"{list(task.labels)}; give the task it was trained for, or none to take the config's labels")
+    order = tuple(canon[x.lower()] for x in names)
+    return spec if order == task.labels else replace(spec, labels=order)
 
 
 def _find_weights(path: Path) -> Path:
@@ -286,7 +310,7 @@ def _answering(spec: ModelSpec, config, id_pad: int | None = None) -> ModelSpec:
             f"model {spec.source!r}: has {n_out} outputs but task {spec.task.name!r} expects {expected} "
             f"({'a score' if labels is None else list(labels)})"
         )
-    return spec
+    return _named_outputs(spec, config)
 
 
 def read_head(spec: ModelSpec) -> ModelHead:
