@@ -37,3 +37,18 @@ def test_other_families_answer_every_capability(family_pairs, name):
     assert len(proj["points"]) == 2 * proj["n"] and 0 <= proj["knn_overlap"] <= 1
     facts = api.facts(pair, [text])
     assert all(m["parameters"] > 0 for m in facts["models"])
+
+
+def test_a_pair_whose_configs_name_outputs_differently_is_refused_until_a_task_names_them(tiny_dirs):
+    """The offline BERT's config says negative/positive, a tiny model's LABEL_0/LABEL_1: matched by name, the
+    second would be wrong on every gold label and no class could be explained on both. --task names both."""
+    from app.core.pair import PairError
+
+    loose = Pair.resolve(models=["offline:bert-sst2", str(tiny_dirs["bert"])])
+    for attr in ("heads", "models"):
+        with pytest.raises(PairError, match=r"models: offline:bert-sst2 answers with labels \['negative', "
+                                            r"'positive'\] and .* with labels \['LABEL_0', 'LABEL_1'\]; give --task"):
+            getattr(loose, attr)
+    named = Pair.resolve(models=["offline:bert-sst2", str(tiny_dirs["bert"])], task="sst2")
+    assert [m.labels for m in named.models] == [("negative", "positive")] * 2
+    assert api.predict(named, "a fine film")["models"][1]["label"] in ("negative", "positive")

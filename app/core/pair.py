@@ -5,12 +5,31 @@ import logging
 from collections.abc import Sequence
 
 from .data import Example
+from .errors import InputError
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
 from .loading import Classifier, ModelHead, get_classifier, get_head
 from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
 log = logging.getLogger("albert_lens")
+
+
+class PairError(InputError):
+    """Two models that can't be compared side by side."""
+
+
+def same_outputs(heads: tuple) -> tuple:
+    """Both models must answer in the same label names: gold labels, flips, agreement and the explained class
+    are all matched by name. Two configs naming their outputs differently (a user's pair without --task) can't
+    be compared, so say so instead of scoring one model wrong on every example."""
+    a, b = heads
+    if a.labels != b.labels and (a.labels is None or b.labels is None or set(a.labels) != set(b.labels)):
+        def says(h) -> str:
+            return "a regression score" if h.labels is None else f"labels {list(h.labels)}"
+
+        raise PairError(f"models: {a.name} answers with {says(a)} and {b.name} with {says(b)}; give --task to name "
+                        "both models' outputs alike (positionally, when a config has only LABEL_0, LABEL_1...)")
+    return heads
 
 
 class Pair:
@@ -27,16 +46,12 @@ class Pair:
 
         cap = limits()
         if cap["hosted"]:
-            from .errors import InputError
-
             if models:
                 raise InputError("models: hosted mode serves only its configured pairs, not arbitrary model ids")
             if pair and pair.strip().lower() not in cap["allowed_pairs"]:
                 raise InputError(f"pair: {pair!r} is not served here; allowed: {sorted(cap['allowed_pairs'])}")
         if models:
             if len(models) != 2:
-                from .errors import InputError
-
                 raise InputError(f"models: give exactly two model ids or directories, got {len(models)}")
             return cls(custom_pair(models[0], models[1], task), "models given by the user")
         if pair:
@@ -58,12 +73,12 @@ class Pair:
         needs to read its workers' logits."""
         if self._models is not None:
             return self._models
-        return tuple(get_head(s) for s in self.spec.models)  # type: ignore[return-value]
+        return same_outputs(tuple(get_head(s) for s in self.spec.models))  # type: ignore[arg-type]
 
     @property
     def models(self) -> tuple[Classifier, Classifier]:
         if self._models is None:
-            self._models = tuple(get_classifier(s) for s in self.spec.models)  # type: ignore[assignment]
+            self._models = same_outputs(tuple(get_classifier(s) for s in self.spec.models))  # type: ignore
         return self._models
 
     def predict(self, examples: Sequence[Example], *, batch_size: int = DEFAULT_BATCH,
