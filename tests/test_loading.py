@@ -99,10 +99,15 @@ def test_models_are_loaded_once(tiny_dirs):
 def test_custom_pair_takes_labels_from_config(tiny_dirs):
     from app.core.pair import Pair
 
-    pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert3"])])
-    assert pair.models[0].labels == ("LABEL_0", "LABEL_1")
-    assert pair.models[1].labels == ("LABEL_0", "LABEL_1", "LABEL_2")
-    assert pair.models[1].family == "albert"
+    from app.core.pair import PairError
+
+    pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])])
+    assert [m.labels for m in pair.models] == [("LABEL_0", "LABEL_1")] * 2 and pair.task.name == "custom"
+    three = load(custom_pair(str(tiny_dirs["albert3"]), str(tiny_dirs["bert"])).models[0])
+    assert three.labels == ("LABEL_0", "LABEL_1", "LABEL_2") and three.family == "albert"
+    with pytest.raises(PairError, match=r"with labels \['LABEL_0', 'LABEL_1'\] and albert3 with labels "
+                                        r"\['LABEL_0', 'LABEL_1', 'LABEL_2'\]"):
+        Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert3"])]).models
 
 
 def test_head_from_the_config_alone_answers_as_the_loaded_model(tiny_dirs, tmp_path):
