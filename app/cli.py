@@ -75,10 +75,11 @@ def cmd_predict(args) -> int:
     return 0
 
 
-def _save_figure(fig, path: str | None) -> None:
+def _save_figure(draw, path: str | None) -> None:
+    """`draw()` makes the figure, only when a path asks for it; said on stderr so --json output stays JSON."""
     if path:
-        fig.savefig(path, dpi=110)
-        print(f"figure: {path}")
+        draw().savefig(path, dpi=110)
+        print(f"figure: {path}", file=sys.stderr)
 
 
 def _signed(x: float) -> str:
@@ -112,7 +113,7 @@ def cmd_saliency(args) -> int:
         agree, on = res["agreement"], res["agreement_label"]
         print(f"rank agreement{'' if on is None else f' on {on}'} (Spearman): "
               + ("undefined" if agree is None else f"{agree:.3f}"))
-    _save_figure(saliency_figure(res), args.png)
+    _save_figure(lambda: saliency_figure(res), args.png)
     return 0
 
 
@@ -161,7 +162,7 @@ def cmd_counterfactual(args) -> int:
                       f"(Δp({key}) {_signed(d)}){flip}")
         if not res["changes"]:
             print("no edit found")
-    _save_figure(counterfactual_figure(res, names), args.png)
+    _save_figure(lambda: counterfactual_figure(res, names), args.png)
     return 0
 
 
@@ -227,7 +228,7 @@ def cmd_facts(args) -> int:
         r = res["ratios"]
         print(f"{pair.models[1].name} / {pair.models[0].name}: parameters {r['parameters']:.2f}x, latency "
               f"{r['latency']:.2f}x, throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
-    _save_figure(transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
+    _save_figure(lambda: transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
     return 0
 
 

@@ -53,6 +53,11 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     for g, r in zip(got["maps"], ref["maps"]):
         assert g["words"] == r["words"] and abs(max(g["scores"]) - max(r["scores"])) < 1e-6
     png = tmp_path / "s.png"
+    assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--json", "--png", str(png),
+                 text]) == 0
+    assert json.loads(capsys.readouterr().out)["maps"][0]["words"] == text.split()  # still JSON with --png
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png.unlink()
     assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--png", str(png), text]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [ln for ln in lines if ln[:3].strip().isdigit()]
