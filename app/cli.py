@@ -18,7 +18,7 @@ log = logging.getLogger("albert_lens")
 # tests/test_cli.py keeps them equal
 SALIENCY_METHODS = ["gradient_norm", "gradient_x_input", "integrated_gradients", "lime", "occlusion"]
 GENERATORS = ["word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
-              "dataset_flip_rate"]
+              "dataset_flip_rate", "dataset_wordnet_synonym", "dataset_wordnet_antonym"]
 
 
 def _pair_args(p: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def _pair_args(p: argparse.ArgumentParser) -> None:
 
 def _text_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("text", nargs=None if required else "?", help="the input" + ("" if required else
-                   " (not for dataset_flip_rate)"))
+                   " (not for dataset_*)"))
     p.add_argument("text2", nargs="?", help="second text for pair tasks (premise/hypothesis, ...)")
 
 
@@ -122,13 +122,14 @@ def cmd_counterfactual(args) -> int:
     from app.core.plots import counterfactual_figure, edits_text, own_delta
 
     pair = _pair(args)
-    if args.generator == "dataset_flip_rate" and not args.dataset:
+    over_dataset = args.generator.startswith("dataset_")
+    if over_dataset and not args.dataset:
         from app.core.errors import InputError
 
-        raise InputError("dataset: dataset_flip_rate needs --dataset (a shipped name, file or datasets id)")
+        raise InputError(f"dataset: {args.generator} needs --dataset (a shipped name, file or datasets id)")
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=1, desc="predicting", disable=args.json or args.generator != "dataset_flip_rate")
+    bar = tqdm(total=1, desc="predicting", disable=args.json or not over_dataset)
 
     def step(done, total):
         bar.total, bar.n = total, done
@@ -140,14 +141,14 @@ def cmd_counterfactual(args) -> int:
     names = [m.name for m in pair.models]
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
-    elif args.generator == "dataset_flip_rate":
-        print(f"{res['changed']} of the examples in {res['dataset']} changed by the replacements")
+    elif over_dataset:
+        print(f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in {res['dataset']}")
         for n, r, only in zip(names, res["flip_rate"], res["only"]):
             print(f"  {n:<10} flip rate {r:.1%} · flips only this model: {len(only)}")
         print(f"  both flip: {res['both']}")
         for n, only in zip(names, res["only"]):
             for c in only[: args.show]:
-                print(f"  only {n}: {' / '.join(c['original'])}  →  {' / '.join(c['edited'])}")
+                print(f"  only {n} ({edits_text(c)}): {' / '.join(c['edited'])}")
     else:
         for p in res.get("per_model", []):
             if p.get("note"):
@@ -433,9 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generator", default="word_replacement", choices=GENERATORS)
     p.add_argument("--replacements", default="cities -> townships",
                    help="old -> new pairs, comma-separated (word_replacement, dataset_flip_rate)")
-    p.add_argument("--dataset", help="dataset_flip_rate: a shipped name, file or datasets id")
-    p.add_argument("--limit", type=int, help="dataset_flip_rate: first N examples")
-    p.add_argument("--show", type=int, default=5, help="dataset_flip_rate: examples shown that flip one model only")
+    p.add_argument("--dataset", help="dataset_*: a shipped name, file or datasets id")
+    p.add_argument("--limit", type=int, help="dataset_*: first N examples")
+    p.add_argument("--show", type=int, default=5, help="dataset_*: edits shown that flip one model only")
     p.add_argument("--png", help="save the figure here")
     p.add_argument("--json", action="store_true")
     _text_args(p, required=False)

@@ -487,10 +487,11 @@ def _saliency_summary(res: dict) -> str:
 
 
 def _counterfactual_summary(res: dict, names: list[str]) -> str:
-    if res["generator"] == "dataset_flip_rate":
+    if "flip_rate" in res:  # over a dataset
         rates = " · ".join(f"**{html.escape(n)}** {r:.1%}" for n, r in zip(names, res["flip_rate"]))
         only = " · ".join(f"only {html.escape(n)}: {len(o)}" for n, o in zip(names, res["only"]))
-        return f"{res['changed']} examples changed in {html.escape(res['dataset'])}; flip rate {rates}; {only}"
+        return (f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
+                f"{html.escape(res['dataset'])}; flip rate {rates}; {only}")
     n = len(res["changes"])
     flips = [sum(c["flipped"][k] for c in res["changes"]) for k in range(len(names))]
     notes = [f"**{html.escape(p['model'])}**: {html.escape(p['note'])}" for p in res.get("per_model", [])
@@ -525,7 +526,7 @@ def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
             # for regression); a column per label would leave every other row empty
             row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
         rows.append(row)
-    if res["generator"] == "dataset_flip_rate":
+    if "flip_rate" in res:  # over a dataset
         rank = {"both": 1, "none": 2}
         rows.sort(key=lambda r: rank.get(r["flips"], 0))  # stable: dataset order within each group
     return pd.DataFrame(rows)

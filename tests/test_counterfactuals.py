@@ -110,3 +110,29 @@ def test_replacements_apply_at_once_so_pairs_can_swap():
     assert edits == [("film", "movie"), ("movie", "film"), ("Movie", "Film"), ("FILM", "MOVIE")]
     new, _ = replace_words(Example(("New York and York",)), {"york": "Leeds", "new york": "Boston"})
     assert new.text == "Boston and Leeds"  # the longer key wins where both match
+
+
+@pytest.mark.parametrize("kind", ["wordnet_antonym", "wordnet_synonym"])
+def test_flip_rate_of_wordnet_swaps_over_a_dataset(offline_pair, kind):
+    """Over a dataset, every example gets its WordNet swaps (up to per_example); the rates count edits, and each
+    edit is the one the single-input generator makes for that example."""
+    from app.core.counterfactuals import wordnet_swaps
+
+    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:12]
+    res = flip_rate(offline_pair.models, dev, edits=kind, per_example=4)
+    assert res["edits"] == kind and 12 >= res["examples_changed"] > 5 and res["changed"] > res["examples_changed"]
+    for k, rate in enumerate(res["flip_rate"]):
+        assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
+    first = dev[0]
+    single = wordnet_swaps(offline_pair.models, first, kind.split("_")[1], limit=4)
+    mine = [e for e in res["examples"] if e["original"] == first.texts]
+    assert [(c.edited, c.flipped) for c in single] == [(e["edited"], e["flipped"]) for e in mine]
+
+
+def test_dataset_generators_through_the_api(tiny_pair):
+    from app.core import api
+
+    res = api.counterfactual(tiny_pair, "", None, "dataset_wordnet_antonym", "", "sentiment_plain", 10)
+    assert res["generator"] == "dataset_wordnet_antonym" and res["edits"] == "wordnet_antonym" and res["changed"]
+    with pytest.raises(InputError, match=r"edits: 'shuffle' is not one of"):
+        flip_rate(tiny_pair.models, [Example(("a fine film",))], edits="shuffle")

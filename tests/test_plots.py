@@ -43,7 +43,7 @@ def test_counterfactual_plot_shows_each_models_own_delta():
     flips = {"generator": "dataset_flip_rate", "flip_rate": [0.2, 0.05], "only": [[1, 2, 3], []], "changed": 20}
     ax = counterfactual_figure(flips, ["BERT", "ALBERT"]).axes[0]
     assert [round(b.get_height(), 6) for b in ax.patches] == [0.2, 0.15, 0.05, 0.0]
-    assert "20 changed" in ax.get_ylabel()
+    assert ax.get_ylabel() == "share of 20 edits"
 
 
 def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():

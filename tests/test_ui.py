@@ -201,7 +201,7 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
                 "before": [{"label": "positive"}] * 2, "after": [{"label": "negative"}] * 2,
                 "flipped": flipped, "deltas": [{"positive": -0.5}] * 2}
 
-    res = {"generator": "dataset_flip_rate",
+    res = {"generator": "dataset_flip_rate", "flip_rate": [0.4, 0.6],
            "examples": [change("a", [False, False]), change("b", [True, True]), change("c", [False, True]),
                         change("d", [True, False]), change("e", [False, True])]}
     frame = _changes_frame(res, ["BERT", "ALBERT"])

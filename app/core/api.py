@@ -133,12 +133,15 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
     cap = limits()["max_chars"]
     if replacements and len(replacements) > cap:
         raise InputError(f"replacements: {len(replacements):,} characters; the limit here is {cap:,}")
-    if generator == "dataset_flip_rate":
+    if generator in DATASET_GENERATORS:
         ds = resolve_dataset(pair, dataset, limit)
-        pairs = cf.parse_pairs(replacements)
-        res = cf.flip_rate(pair.models, ds.examples, pairs, progress)
+        edits = DATASET_GENERATORS[generator]
+        pairs = cf.parse_pairs(replacements) if edits == "word_replacement" else None
+        res = cf.flip_rate(pair.models, ds.examples, pairs, progress, edits=edits)
         if not res["changed"]:
-            raise InputError(f"replacements: none of {list(pairs)} occurs in the {len(ds)} examples of {ds.name}")
+            what = f"none of {list(pairs)} occurs" if pairs is not None else "WordNet offers no swap"
+            field = "replacements" if pairs is not None else "dataset"
+            raise InputError(f"{field}: {what} in the {len(ds)} examples of {ds.name}")
         return {"generator": generator, "dataset": ds.name, "models": [m.name for m in pair.models], **res}
     ex = example_from(pair, text, text2)
     models = pair.models
@@ -165,8 +168,11 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
     return {"generator": generator, "models": [m.name for m in models], "changes": changes}
 
 
+# over a dataset: the edit each generator makes to every example
+DATASET_GENERATORS = {"dataset_flip_rate": "word_replacement", "dataset_wordnet_synonym": "wordnet_synonym",
+                      "dataset_wordnet_antonym": "wordnet_antonym"}
 GENERATORS = ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
-              "dataset_flip_rate")
+              *DATASET_GENERATORS)
 
 
 def shipped_datasets() -> dict[str, Path]:

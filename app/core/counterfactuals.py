@@ -163,8 +163,9 @@ def wordnet_alternatives(word: str, kind: str = "synonym", limit: int = 5) -> li
     return out[:limit]
 
 
-def wordnet_swaps(models, example: Example, kind: str = "antonym", per_word: int = 3, limit: int = 40) -> list[Change]:
-    """Every single-word swap WordNet offers (antonyms or synonyms), scored on both models in one batch."""
+def wordnet_candidates(example: Example, kind: str = "antonym", per_word: int = 3, limit: int = 40
+                       ) -> list[tuple[Example, list[tuple[str, str]]]]:
+    """(edited example, [(word, replacement)]) for every single-word swap WordNet offers, first `limit`."""
     if kind not in ("synonym", "antonym"):
         raise InputError(f"kind: {kind!r} is not 'synonym' or 'antonym'")
     words = [w for f, t in enumerate(example.texts) for w in split_words(t, f)]
@@ -175,7 +176,14 @@ def wordnet_swaps(models, example: Example, kind: str = "antonym", per_word: int
         for alt in wordnet_alternatives(w.text, kind, per_word):
             alt = _match_case(w.text, alt)
             candidates.append((Example(edit_texts(example.texts, words, {i: alt}), example.label), [(w.text, alt)]))
-    candidates = candidates[:limit]
+            if len(candidates) == limit:
+                return candidates
+    return candidates
+
+
+def wordnet_swaps(models, example: Example, kind: str = "antonym", per_word: int = 3, limit: int = 40) -> list[Change]:
+    """Every single-word swap WordNet offers (antonyms or synonyms), scored on both models in one batch."""
+    candidates = wordnet_candidates(example, kind, per_word, limit)
     if not candidates:
         return []
     scored = _score(models, [example] * len(candidates), [c[0] for c in candidates])
@@ -275,21 +283,34 @@ def hotflip(clf: Classifier, example: Example, top_k: int = 20) -> dict:
 # ------------------------------------------------------------------ over a dataset
 
 
-def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str], progress=None) -> dict:
-    """Apply a word replacement to every example; per model, the share of changed examples whose label flips."""
-    originals, edited, edits = [], [], []
+DATASET_EDITS = ("word_replacement", "wordnet_synonym", "wordnet_antonym")
+
+
+def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None = None, progress=None, *,
+              edits: str = "word_replacement", per_example: int = 10) -> dict:
+    """Edit every example (`edits`: the word replacement `pairs`, or up to `per_example` single-word WordNet
+    swaps) and score originals and edits on every model in one batch each; per model, the share of edits that
+    flip its label, and the edits that flip one model only."""
+    originals, edited, made = [], [], []
     for ex in examples:
-        new, e = replace_words(ex, pairs)
-        if e:
+        if edits == "word_replacement":
+            new, e = replace_words(ex, pairs or {})
+            found = [(new, e)] if e else []
+        elif edits in ("wordnet_synonym", "wordnet_antonym"):
+            found = wordnet_candidates(ex, edits.split("_")[1], limit=per_example)
+        else:
+            raise InputError(f"edits: {edits!r} is not one of {list(DATASET_EDITS)}")
+        for new, e in found:
             originals.append(ex)
             edited.append(new)
-            edits.append(e)
+            made.append(e)
     if not originals:  # no rate to report: 0 of 0 is not 0%
-        return {"changed": 0, "flip_rate": [None] * len(models), "both": 0, "only": [[] for _ in models],
-                "examples": []}
+        return {"edits": edits, "changed": 0, "examples_changed": 0, "flip_rate": [None] * len(models), "both": 0,
+                "only": [[] for _ in models], "examples": []}
     scored = _score(models, originals, edited, progress)
     flips = np.asarray([s[2] for s in scored])  # (n, models)
-    changes = [Change(o.texts, e.texts, ed, "word_replacement", *s) for o, e, ed, s in zip(originals, edited, edits, scored)]
+    changes = [Change(o.texts, e.texts, ed, edits, *s) for o, e, ed, s in zip(originals, edited, made, scored)]
     only = [[c.to_dict() for c, f in zip(changes, flips) if f[k] and not f[1 - k]] for k in range(len(models))]
-    return {"changed": len(originals), "flip_rate": flips.mean(0).tolist(), "both": int(flips.all(1).sum()),
-            "only": only, "examples": [c.to_dict() for c in changes]}
+    return {"edits": edits, "changed": len(originals), "examples_changed": len({id(o) for o in originals}),
+            "flip_rate": flips.mean(0).tolist(), "both": int(flips.all(1).sum()), "only": only,
+            "examples": [c.to_dict() for c in changes]}

@@ -61,11 +61,11 @@ def edits_text(change: dict) -> str:
 
 def counterfactual_figure(res: dict, names: Sequence[str]):
     """Flip rate per model over a dataset; else, per edit, how far each model's own prediction moved."""
-    if res["generator"] == "dataset_flip_rate":
+    if "flip_rate" in res:  # over a dataset
         rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
         rows += [{"x": "flips only this model", "model": n, "v": len(o) / res["changed"]}
                  for n, o in zip(names, res["only"])]
-        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} changed examples", ylim=(0, 1))
+        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} edits", ylim=(0, 1))
     changes = res.get("changes", [])
     rows = [{"x": f"{i + 1}: {edits_text(c)}"[:40], "model": n, "v": own_delta(c, k)[1]}
             for i, c in enumerate(changes) for k, n in enumerate(names)]
