@@ -129,10 +129,15 @@ def test_flip_rate_of_wordnet_swaps_over_a_dataset(offline_pair, kind):
     assert [(c.edited, c.flipped) for c in single] == [(e["edited"], e["flipped"]) for e in mine]
 
 
-def test_dataset_generators_through_the_api(tiny_pair):
+def test_dataset_generators_through_the_api(tiny_pair, monkeypatch):
     from app.core import api
 
-    res = api.counterfactual(tiny_pair, "", None, "dataset_wordnet_antonym", "", "sentiment_plain", 10)
-    assert res["generator"] == "dataset_wordnet_antonym" and res["edits"] == "wordnet_antonym" and res["changed"]
+    res = api.counterfactual(tiny_pair, "", None, "dataset_wordnet_synonym", "", "sentiment_plain", 10)
+    assert res["generator"] == "dataset_wordnet_synonym" and res["edits"] == "wordnet_synonym" and res["changed"]
+    per_example = lambda r: max(sum(e["original"] == o["original"] for e in r["examples"]) for o in r["examples"])
+    assert per_example(res) > 3
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")  # hosted: fewer swaps per example bound a request's cost
+    hosted = api.counterfactual(tiny_pair, "", None, "dataset_wordnet_synonym", "", "sentiment_plain", 10)
+    assert per_example(hosted) == 3
     with pytest.raises(InputError, match=r"edits: 'shuffle' is not one of"):
         flip_rate(tiny_pair.models, [Example(("a fine film",))], edits="shuffle")

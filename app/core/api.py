@@ -30,6 +30,7 @@ def limits() -> dict:
         "max_lime_samples": 256 if hosted else 2048,
         "min_ig_tolerance": 1e-4 if hosted else 1e-7,  # tighter tolerances cost more integrated-gradient steps
         "max_ig_steps": 128 if hosted else 512,
+        "swaps_per_example": 3 if hosted else 10,  # WordNet swaps per example over a dataset
         "allowed_pairs": {p.strip().lower() for p in
                           os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
     }
@@ -137,7 +138,8 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
         ds = resolve_dataset(pair, dataset, limit)
         edits = DATASET_GENERATORS[generator]
         pairs = cf.parse_pairs(replacements) if edits == "word_replacement" else None
-        res = cf.flip_rate(pair.models, ds.examples, pairs, progress, edits=edits)
+        res = cf.flip_rate(pair.models, ds.examples, pairs, progress, edits=edits,
+                           per_example=limits()["swaps_per_example"])
         if not res["changed"]:
             what = f"none of {list(pairs)} occurs" if pairs is not None else "WordNet offers no swap"
             field = "replacements" if pairs is not None else "dataset"
