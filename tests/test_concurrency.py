@@ -26,3 +26,36 @@ def test_concurrent_predictions_and_saliency(tiny_pair):
         got = list(pool.map(work, range(len(exs))))
     for a, b in zip(got, expected):
         np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_tokenizer_copies_are_per_live_thread_and_outlive_their_threads(tiny_dirs):
+    """Live threads never share a copy (the "Already borrowed" failure); a new thread takes over the copy of an
+    ended one instead of paying ~25 ms for its own (the app's worker threads are retired when idle)."""
+    import threading
+
+    from app.core.loading import load
+    from app.core.registry import TASKS, ModelSpec
+
+    clf = load(ModelSpec("M", str(tiny_dirs["bert"]), "bert", TASKS["sst2"]))
+    assert clf.tokenizer is clf.base_tokenizer  # the main thread's own
+    spare = clf._spare[0]  # made at load for the first worker thread
+    seen, both_alive = {}, threading.Barrier(2)
+
+    def grab(key, wait=False):
+        seen[key] = clf.tokenizer
+        if wait:
+            both_alive.wait()
+
+    first = threading.Thread(target=grab, args=("first",))
+    first.start()
+    first.join()
+    assert seen["first"] is spare
+    pair = [threading.Thread(target=grab, args=(k, True)) for k in ("a", "b")]
+    for t in pair:
+        t.start()
+    for t in pair:
+        t.join()
+    assert seen["a"] is not seen["b"]
+    assert spare in (seen["a"], seen["b"])  # the ended thread's copy went to one of them
+    assert all(t is not clf.base_tokenizer for t in seen.values())
+    assert predict(clf, [Example(("a fine film",))]).probs.shape == (1, 2)

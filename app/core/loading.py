@@ -11,6 +11,7 @@ import os
 import re
 import threading
 import time
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -75,6 +76,9 @@ class Classifier(ModelHead):
     load_seconds: float
     untrained_head: bool = False  # a checkpoint without a classification head, loaded for its embeddings
     _local: threading.local = field(default_factory=threading.local, repr=False, compare=False)
+    _copies: list = field(default_factory=list, repr=False, compare=False)  # (weakref to a thread, its copy)
+    _spare: list = field(default_factory=list, repr=False, compare=False)  # copies whose threads have ended
+    _copies_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def describe(self) -> str:
         warn = " · classification head untrained (random): its predictions mean nothing"
@@ -83,11 +87,26 @@ class Classifier(ModelHead):
     @property
     def tokenizer(self):
         """The tokenizer, one copy per thread: a fast tokenizer's settings live in shared Rust state, and two
-        threads calling it at once fail with "Already borrowed" (seen under load with 16 app users)."""
+        threads calling it at once fail with "Already borrowed" (seen under load with 16 app users). A copy
+        takes ~25 ms, and the app's worker threads come and go (idle ones are retired), so a thread takes over
+        the copy of one that has ended before making a new one: else a new thread's first prediction was
+        charged the copy in its live latency."""
         tok = getattr(self._local, "tok", None)
         if tok is None:
-            main = threading.current_thread() is threading.main_thread()
-            tok = self.base_tokenizer if main else copy.deepcopy(self.base_tokenizer)
+            me = threading.current_thread()
+            if me is threading.main_thread():
+                tok = self.base_tokenizer
+            else:
+                with self._copies_lock:  # threads, not their idents: a new thread often reuses an ended one's
+                    live = []
+                    for ref, t in self._copies:
+                        owner = ref()
+                        if owner is not None and owner.is_alive():
+                            live.append((ref, t))
+                        else:
+                            self._spare.append(t)
+                    tok = self._spare.pop() if self._spare else copy.deepcopy(self.base_tokenizer)
+                    self._copies[:] = live + [(weakref.ref(me), tok)]
             self._local.tok = tok
         return tok
 
@@ -332,7 +351,9 @@ def load(spec: ModelSpec) -> Classifier:
     except Exception as exc:  # noqa: BLE001 - a model and tokenizer that don't fit: say so at load, not later
         raise ModelLoadError(f"model {spec.source!r}: a test forward pass on its tokenizer's output failed "
                              f"({type(exc).__name__}: {_short(exc)})") from exc
-    return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
+    clf = Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
+    clf._spare.append(copy.deepcopy(tok))  # for the first worker thread (the app answers from worker threads)
+    return clf
 
 
 def _warm_up(model: torch.nn.Module, tok) -> None:
