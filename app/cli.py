@@ -35,6 +35,12 @@ def _text_args(p: argparse.ArgumentParser, required: bool = True) -> None:
     p.add_argument("text2", nargs="?", help="second text for pair tasks (premise/hypothesis, ...)")
 
 
+def _output_args(p: argparse.ArgumentParser, figure: str | None = None) -> None:
+    if figure:
+        p.add_argument("--png", help=f"save {figure} here")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["local", "ray"], default="local", help="run batches here or on Ray")
     p.add_argument("--address", help="address of an existing Ray cluster (default: start a local one)")
@@ -415,7 +421,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="both models' labels and probabilities for one input")
     _pair_args(p)
-    p.add_argument("--json", action="store_true")
+    _output_args(p)
     _text_args(p)
     p.set_defaults(func=cmd_predict)
 
@@ -424,8 +430,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="integrated_gradients", choices=SALIENCY_METHODS)
     p.add_argument("--target", help="class to explain (default: each model's prediction)")
     p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
-    p.add_argument("--png", help="save the per-word bar chart here")
-    p.add_argument("--json", action="store_true")
+    _output_args(p, "the per-word bar chart")
     _text_args(p)
     p.set_defaults(func=cmd_saliency)
 
@@ -437,8 +442,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="dataset_*: a shipped name, file or datasets id")
     p.add_argument("--limit", type=int, help="dataset_*: first N examples")
     p.add_argument("--show", type=int, default=5, help="dataset_*: edits shown that flip one model only")
-    p.add_argument("--png", help="save the figure here")
-    p.add_argument("--json", action="store_true")
+    _output_args(p, "the figure")
     _text_args(p, required=False)
     p.set_defaults(func=cmd_counterfactual)
 
@@ -451,14 +455,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--colour", choices=["gold", "prediction", "correct"], default="gold")
     p.add_argument("--limit", type=int, default=500, help="first N examples")
     p.add_argument("--out", help="folder for projection.csv, projection.png and projection.json")
-    p.add_argument("--json", action="store_true")
+    _output_args(p)
     p.set_defaults(func=cmd_project)
 
     p = sub.add_parser("facts", help="parameters, shared layers, layer transitions, latency and throughput")
     _pair_args(p)
     p.add_argument("--file", help="inputs, one per line (pair tasks: tab between the two texts)")
-    p.add_argument("--png", help="save the layer-transition figure here")
-    p.add_argument("--json", action="store_true")
+    _output_args(p, "the layer-transition figure")
     p.add_argument("texts", nargs="*", help="inputs (default: the shipped examples)")
     p.set_defaults(func=cmd_facts)
 
