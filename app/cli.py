@@ -215,8 +215,6 @@ def cmd_facts(args) -> int:
     texts = list(args.texts)
     if args.file:
         texts += [ln for ln in Path(args.file).read_text(encoding="utf-8").splitlines() if ln.strip()]
-    if pair.task.is_pair:
-        texts = [t.split("\t", 1) if "\t" in t else [t, t] for t in texts]
     res = api.facts(pair, texts or None)
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))

@@ -237,8 +237,6 @@ def build(pair: Pair) -> gr.Blocks:
             def do_facts(texts, progress=gr.Progress()):
                 progress(0.1, desc="measuring")
                 lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
-                if is_pair:
-                    lines = [ln.split("\t", 1) if "\t" in ln else [ln, ln] for ln in lines]
                 res = api.facts(pair, lines or None)
                 rows = [{k: _fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
                 trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}

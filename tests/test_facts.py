@@ -68,3 +68,13 @@ def test_facts_name_the_bad_input_line(tiny_pair):
 
     with pytest.raises(LensError, match=r"texts, line 2: field 'sentence' has only invisible characters \(U\+200B\)"):
         api.facts(tiny_pair, ["a fine film", "\u200b"])
+
+
+def test_facts_lines_of_a_pair_task_split_at_the_tab(tiny_nli_pair):
+    """One rule for the app's field and the CLI's lines: premise<TAB>hypothesis, or one text used for both."""
+    from app.core import api
+    from app.core.errors import LensError
+
+    assert api.facts(tiny_nli_pair, ["A man sleeps.\tA person rests.", "A man sleeps."])["n_inputs"] == 2
+    with pytest.raises(LensError, match=r"texts, line 2: field 'hypothesis' has only invisible characters"):
+        api.facts(tiny_nli_pair, ["A man sleeps.", "A man sleeps.\t\u200b"])

@@ -224,7 +224,9 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
             "embeddings_cached": proj.embeddings_cached, "points": rows}
 
 
-def facts(pair: Pair, texts: Sequence[str] | None = None) -> dict:
+def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:
+    """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
+    by a tab, or one text used for both) or its fields; none: the shipped examples."""
     from .facts import model_facts
 
     if texts:
@@ -234,7 +236,9 @@ def facts(pair: Pair, texts: Sequence[str] | None = None) -> dict:
         exs = []
         for i, t in enumerate(texts, 1):
             try:
-                exs.append(example_from(pair, *(t if isinstance(t, list | tuple) else [t])))
+                if isinstance(t, str):
+                    t = (t.split("\t", 1) if "\t" in t else [t, t]) if pair.task.is_pair else [t]
+                exs.append(example_from(pair, *t))
             except InputError as exc:  # the UI gives one input per line: say which
                 raise InputError(f"texts, line {i}: {exc}") from None
     else:

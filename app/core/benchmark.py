@@ -9,6 +9,7 @@ import numpy as np
 from .data import Dataset
 from .errors import InputError
 from .inference import predict
+from .loading import generic_labels
 from .facts import count_parameters, parameter_split
 from .pair import Pair
 
@@ -24,8 +25,8 @@ def quality(clf, pred, gold: list) -> dict:
         return {"pearson": float(pearsonr(pred.scores, y)[0]), "spearman": float(spearmanr(pred.scores, y)[0])}
     unknown = sorted({g for g in gold if g not in clf.labels})
     if unknown:
-        generic = all(lab.startswith("LABEL_") for lab in clf.labels)
-        hint = "; its config names no labels: give the pair's task with --task (e.g. --task sst2)" if generic else ""
+        hint = ("; its config names no labels: give the pair's task with --task (e.g. --task sst2)"
+                if generic_labels(clf.labels) else "")
         raise InputError(f"dataset: gold labels {unknown[:5]} are not among {clf.name}'s labels {list(clf.labels)}"
                          + hint)
     hits = [p == g for p, g in zip(pred.predicted, gold)]

@@ -13,6 +13,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -121,6 +122,11 @@ def task_from_config(config, base: Task) -> Task:
     return Task("custom", base.fields, _output_names(config))
 
 
+def generic_labels(labels: Sequence[str]) -> bool:
+    """Transformers' LABEL_0, LABEL_1, ...: a config that names no labels."""
+    return all(re.fullmatch(r"LABEL_\d+", x) for x in labels)
+
+
 def _output_names(config) -> tuple[str, ...]:
     id2label = getattr(config, "id2label", None) or {}
     return tuple(str(id2label.get(i, id2label.get(str(i), f"LABEL_{i}"))) for i in range(int(config.num_labels)))
@@ -136,7 +142,7 @@ def _named_outputs(spec: ModelSpec, config) -> ModelSpec:
     if task.labels is None or task.name == "custom" or spec.labels is not None:
         return spec
     names = _output_names(config)
-    if all(re.fullmatch(r"LABEL_\d+", x) for x in names):
+    if generic_labels(names):
         return spec
     canon = {x.lower(): x for x in task.labels}
     if sorted(canon) != sorted(x.lower() for x in names):
