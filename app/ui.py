@@ -532,6 +532,8 @@ def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
     demo = build(pair)
+    for clf in pair.models:  # the app answers from worker threads
+        clf.reserve_tokenizer()
     _warm_up()
     demo.launch(server_name=host, server_port=port, show_error=True,
                 max_file_size=f"{MAX_UPLOAD_MB}mb", **kw)

@@ -40,6 +40,8 @@ def page_url(pair: Pair, host: str, port: int) -> str:
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
                 limit: int | None = None, **kw) -> dev_server.Server:
     models = models_for(pair.models)
+    for clf in pair.models:  # LIT answers from its server thread, not the main one
+        clf.reserve_tokenizer()
     data = datasets_for(pair, datasets, limit)
     interpreters = lit_core.default_interpreters(models)
     if "umap" not in interpreters:

@@ -111,6 +111,13 @@ class Classifier(ModelHead):
             self._local.tok = tok
         return tok
 
+    def reserve_tokenizer(self) -> None:
+        """One tokenizer copy made ahead for the first worker thread, by servers that answer from worker threads
+        (the Gradio app, LIT): else their first request pays the copy. CLI runs stay on the main thread and
+        need none."""
+        with self._copies_lock:
+            self._spare.append(copy.deepcopy(self.base_tokenizer))
+
 
 def task_from_config(config, base: Task) -> Task:
     """For user-given models: labels from the config (or LABEL_i), regression when it has one output."""
@@ -357,9 +364,7 @@ def load(spec: ModelSpec) -> Classifier:
     except Exception as exc:  # noqa: BLE001 - a model and tokenizer that don't fit: say so at load, not later
         raise ModelLoadError(f"model {spec.source!r}: a test forward pass on its tokenizer's output failed "
                              f"({type(exc).__name__}: {_short(exc)})") from exc
-    clf = Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
-    clf._spare.append(copy.deepcopy(tok))  # for the first worker thread (the app answers from worker threads)
-    return clf
+    return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
 
 
 def _warm_up(model: torch.nn.Module, tok) -> None:
