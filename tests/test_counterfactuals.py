@@ -141,3 +141,7 @@ def test_dataset_generators_through_the_api(tiny_pair, monkeypatch):
     assert per_example(hosted) == 3
     with pytest.raises(InputError, match=r"edits: 'shuffle' is not one of"):
         flip_rate(tiny_pair.models, [Example(("a fine film",))], edits="shuffle")
+    # every dataset generator the app offers is an edit kind flip_rate knows, and every kind is offered
+    from app.core.counterfactuals import DATASET_EDITS
+
+    assert sorted(api.DATASET_GENERATORS.values()) == sorted(DATASET_EDITS)
