@@ -50,17 +50,25 @@ def guarded(fn):
 
 
 def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
-    """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated."""
+    """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
+    text past the model's cut is one plain span (a long review would be thousands of unscored spans)."""
     from app.core.alignment import split_words
 
     top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
     spans = [w for f, t in enumerate(texts) for w in split_words(t, f)]
+    unread = set(sal.get("unread", ()))
     out: list[tuple[str, float | None]] = []
-    pos, field = 0, 0
-    for span, score in zip(spans, sal["scores"]):
+    pos, field, done = 0, 0, False
+    for i, (span, score) in enumerate(zip(spans, sal["scores"])):
         if span.field != field:
             out.append(("  ‖  ", None))
-            field, pos = span.field, 0
+            field, pos, done = span.field, 0, False
+        if done:
+            continue
+        if i in unread:
+            out.append((texts[field][pos:], None))
+            done = True
+            continue
         if span.start > pos:
             out.append((texts[field][pos : span.start], None))
         out.append((span.text, round(score / top, 4)))

@@ -88,3 +88,19 @@ def test_pair_truncation_reports_cut_words(tiny_nli_pair):
     _, al = encode_one(clf, Example((long, "short hypothesis")))
     assert al.cut and all(al.words[i].field == 0 for i in al.cut)
     assert all(al.word_tokens[i] for i, w in enumerate(al.words) if w.field == 1)
+
+
+def test_window_keeps_a_margin_of_words_past_the_cut():
+    """Perturbing methods edit the window, not a 100,000-character text: each cut field keeps `margin` words
+    past what the model read; fields the model read whole, and inputs without a cut, stay as they are."""
+    from app.core.alignment import Alignment
+
+    first, second = "keep this whole", " ".join(f"w{i}" for i in range(50))
+    words = split_words(first) + split_words(second, 1)
+    seen = 3 + 10
+    al = Alignment(words, [], [[k] for k in range(seen)] + [[]] * 40, cut=list(range(seen, len(words))))
+    assert al.seen == list(range(seen))
+    assert al.window((first, second), margin=5) == (first, " ".join(f"w{i}" for i in range(15)))
+    assert al.window((first, second), margin=40) == (first, second)  # the margin reaches the end
+    uncut = Alignment(words, [], [[k] for k in range(len(words))])
+    assert uncut.window((first, second), margin=5) == (first, second)

@@ -94,6 +94,31 @@ def test_time_limit_and_cancellation(offline_pair):
         attacks.attack_pair(offline_pair.models, "deepwordbug", [ex], cancel=cancel)
 
 
+def test_a_huge_input_is_attacked_where_the_model_reads_it(offline_pair):
+    """TextAttack built a copy of a 100,000-character review per word before its first query, out of reach
+    of the time limit (minutes). The window the model reads is attacked, the rest put back unchanged: the
+    adversarial text is the whole input, it fools the model, and the marked view spells it out."""
+    clf = offline_pair.models[1]
+    rest = " The plot was a bit thin, but the acting was superb." * 2000
+    ex = Example(("a gorgeous , witty , seductive movie ." + rest, ), "positive")
+    t0 = time.perf_counter()
+    res = attacks.attack_one(clf, "deepwordbug", ex, query_budget=300, time_limit=60)
+    assert time.perf_counter() - t0 < 60
+    assert res["outcome"] == "success" and "the rest of the input is left as it was" in res["note"]
+    (adv,) = res["adversarial"]
+    assert len(adv) > len(rest) and adv.endswith(ex.text[-len(rest) // 2:])
+    assert predict(clf, [Example((adv,))]).predicted[0] == res["adversarial_label"] != "positive"
+    assert "".join(chunk for chunk, _ in res["marked"]) == adv
+    assert any(changed for _, changed in res["marked"])
+
+
+def test_marked_chunks_get_each_fields_rest_back():
+    marked = [["a", False], [" ", False], ["bd", True], ["\n", False], ["c", False], [" d", False]]
+    out = attacks._with_rests(marked, ["a bd", "c d"], [" e f", " g"])
+    assert "".join(c for c, _ in out) == "a bd e f\nc d g"
+    assert out[2:4] == [["bd", True], [" e f", False]] and out[-1] == [" g", False]
+
+
 def test_offline_recipes_are_listed_as_offline():
     listed = {r["name"]: r for r in attacks.list_recipes()}
     for name in ("deepwordbug", "pruthi", "input-reduction", "pwws", "leap", "textfooler-offline"):

@@ -59,6 +59,26 @@ def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():
     assert [t.get_text() for t in legend] == ["BERT: negative", "ALBERT: positive"]
 
 
+def test_saliency_figure_of_a_long_input_shows_the_words_read_and_at_most_the_largest():
+    """Words past both models' cut have no bars; of more words than the chart holds, the largest |scores| in
+    either model stay, in text order (a 16,000-word input drew a figure too wide to encode: the app failed)."""
+    words = [f"w{i}" for i in range(200)]
+    first = [0.0] * 200
+    second = [0.0] * 200
+    for i in range(100):
+        first[i], second[i] = 0.001 * i, -0.0005 * i
+    first[7], second[50] = 5.0, -9.0
+    res = {"method": "occlusion",
+           "maps": [{"model": "BERT", "words": words, "scores": first, "unread": list(range(100, 200))},
+                    {"model": "ALBERT", "words": words, "scores": second, "unread": list(range(120, 200))}]}
+    ax = saliency_figure(res, most=10).axes[0]
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["8:w7", "51:w50"] + [f"{i + 1}:w{i}" for i in range(92, 100)]
+    assert ax.get_title() == "occlusion, per word: the 10 of 200 words with the largest scores"
+    ax = saliency_figure(res, most=150).axes[0]  # ALBERT read up to word 120, BERT to 100: 120 words shown
+    assert len(ax.get_xticklabels()) == 120 and ax.get_title().endswith("the 120 of 200 words read")
+
+
 def test_layer_transition_axis_names_whole_transitions():
     """transitions[i] is hidden state i -> i + 1 (0: the embedding output): the app's plot and the CLI/report
     figure both say so, and a shallower model's line stops at its last layer."""

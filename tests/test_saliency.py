@@ -148,6 +148,25 @@ def test_agreement_is_rank_correlation():
     assert agreement(ws([1, 1, 1, 1]), ws([1, 2, 3, 4])) is None
 
 
+def test_agreement_ranks_only_the_words_both_models_read():
+    """Words past a cut score 0 in both maps; counted, a long input's thousands of shared zeros would read as
+    agreement (here: -1 on the words read, +0.6 over all 40)."""
+    from scipy.stats import spearmanr
+
+    from app.core.alignment import Alignment, split_words
+
+    words = split_words(" ".join(f"w{i}" for i in range(40)))
+
+    def ws(scores, read):
+        al = Alignment(words, [], [[i] if i < read else [] for i in range(40)], cut=list(range(read, 40)))
+        return WordSaliency("m", "x", [w.text for w in words], [0] * 40, scores + [0.0] * (40 - len(scores)),
+                            0, None, None, alignment=al)
+
+    a, b = ws([1.0, 2, 3, 4, 5, 6], 6), ws([6.0, 5, 4, 3, 2, 1, 0.5, 0.25], 8)
+    assert agreement(a, b) == pytest.approx(-1.0)
+    assert spearmanr(a.scores, b.scores)[0] > 0.5  # what counting every word gave
+
+
 def test_ig_ranking_is_more_comprehensive_than_random_on_the_offline_pair(offline_pair):
     dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples
     sents = [e for e in dev if 8 <= len(e.text.split()) <= 20][:12]
@@ -242,3 +261,77 @@ def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
     same = explain(pair.models, ex, "gradient_x_input", first.target_label)
     assert first.target_label != second.target_label and own["agreement_label"] == first.target_label
     assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def short_bert(tmp_path_factory):
+    """A BERT that reads 16 tokens, so that a sentence is a long input."""
+    from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
+
+    from app.core.loading import load
+    from app.core.offline import minilm_dir
+    from app.core.registry import TASKS, ModelSpec
+
+    d = tmp_path_factory.mktemp("short") / "m"
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=37, max_position_embeddings=16)
+    BertForSequenceClassification(config).save_pretrained(d)
+    BertTokenizerFast.from_pretrained(minilm_dir()).save_pretrained(d)
+    return {task: load(ModelSpec("M", str(d), "bert", TASKS[task])) for task in ("sst2", "rte")}
+
+
+LONG = ("the plot was dull but the actors were wonderful and the music was moving , though the ending felt "
+        "rushed and the middle dragged on for far too long , a mixed bag overall")
+
+
+@pytest.mark.parametrize("task", ["sst2", "rte"])
+def test_edits_of_the_window_predict_as_edits_of_the_whole_text(short_bert, task):
+    """What makes the window safe: removing any of the words the model read (one, a random half, all of them)
+    gives the model the same input whether the whole text or the window is edited."""
+    from app.core.inference import windowed
+
+    clf = short_bert[task]
+    ex = Example((LONG,) if task == "sst2" else ("the film was long .", LONG))
+    _, al = encode_one(clf, ex)
+    window = windowed(clf, ex, al)
+    assert al.cut and sum(map(len, window.texts)) < sum(map(len, ex.texts))
+    rng = np.random.default_rng(0)
+    seen = al.seen
+    edits = [{i: ""} for i in seen] + [{i: "" for i in seen}]
+    edits += [{i: "" for i in seen if rng.random() < 0.5} for _ in range(8)]
+    full = predict(clf, [Example(edit_texts(ex.texts, al.words, e)) for e in edits], validate=False).probs
+    short = predict(clf, [Example(edit_texts(window.texts, al.words, e)) for e in edits], validate=False).probs
+    np.testing.assert_allclose(short, full, atol=1e-6)
+
+
+def test_perturbing_methods_read_a_huge_input_a_window_at_a_time(tiny_pair, monkeypatch):
+    """Occlusion of every word of a 100,000-character review made ~16,000 copies of it and held tens of GB of
+    token ids (the app was killed for memory). Only the words the model read are perturbed, each copy is cut
+    a window past them, and the words past the cut score 0, as the note says."""
+    import app.core.inference as inference
+    from app.core.counterfactuals import ablation_flip
+
+    clf = tiny_pair.models[0]
+    huge = Example(("The acting was superb but the plot dragged. " * 2300,))
+    longest = []
+    real = inference.tokenize
+
+    def spy(clf_, examples, *a, **kw):
+        longest.extend(sum(map(len, e.texts)) for e in examples)
+        return real(clf_, examples, *a, **kw)
+
+    monkeypatch.setattr(inference, "tokenize", spy)
+    for name in ("occlusion", "lime"):
+        longest.clear()
+        sal = method(name, clf).attribute(huge)
+        assert len(sal.scores) == len(sal.words) > 16000 and "input cut at" in sal.note
+        seen = sal.alignment.seen
+        assert len(seen) < clf.max_length and not any(sal.scores[i] for i in sal.alignment.cut)
+        assert sum(n > 3000 for n in longest) == 1  # the input itself is read once, whole
+        longest.clear()
+        faithfulness(clf, huge, sal)
+        assert sum(n > 3000 for n in longest) <= 1 and len(longest) == 11
+    longest.clear()
+    ablation_flip(clf, huge)
+    assert sum(n > 3000 for n in longest) == 1

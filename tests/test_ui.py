@@ -215,3 +215,16 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
     assert list(frame["BERT Δp"]) == [-0.5, 0.25] and not frame.isna().any().any()  # no column per label
     single = _changes_frame({"generator": "word_replacement", "changes": res["examples"]}, ["BERT", "ALBERT"])
     assert list(single["edited"]) == ["a", "b", "c", "d", "e"]  # one input's edits keep their order
+
+
+def test_highlight_keeps_all_text_and_puts_what_the_model_did_not_read_in_one_span():
+    """Every character of both fields comes back in order; past the cut, a field's rest is one plain span (a
+    100,000-character review was 16,000 unscored spans for the browser)."""
+    from app.ui import _highlight
+
+    texts = ["A fine  film.", " ".join(f"w{i}" for i in range(10))]
+    scores = [1.0, -2.0, 0.5, 0.0] + [0.1] * 5 + [0.0] * 5
+    spans = _highlight({"scores": scores, "unread": list(range(9, 14))}, texts)
+    assert "".join(t for t, _ in spans) == texts[0] + "  ‖  " + texts[1]
+    assert spans[:3] == [("A", 0.5), (" ", None), ("fine", -1.0)]
+    assert spans[-1] == (" w5 w6 w7 w8 w9", None) and spans[-2] == ("w4", 0.05)

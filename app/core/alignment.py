@@ -47,6 +47,30 @@ class Alignment:
         return (f"input cut at {max_length} tokens: the model saw {seen} of {len(self.words)} words; "
                 f"the last {len(self.cut)} have no score")
 
+    @property
+    def seen(self) -> list[int]:
+        """The words the model read (they have tokens): the only ones whose removal or swap can change it."""
+        return [i for i, toks in enumerate(self.word_tokens) if toks]
+
+    def window(self, texts: tuple[str, ...], margin: int) -> tuple[str, ...]:
+        """`texts` without the words far past the cut: each cut field keeps `margin` words beyond what the model
+        read. Editing read words then gives the model the same input as editing the whole text would, as long
+        as the edit removes at most `margin` tokens per field (each word is at least one token; the margin
+        words refill the window), and a 100,000-character input costs each perturbed copy ~2 windows, not the
+        whole text (occlusion of every word of such a text held tens of GB of token ids)."""
+        if not self.cut:
+            return tuple(texts)
+        out = list(texts)
+        for f, text in enumerate(texts):
+            cut = [i for i in self.cut if self.words[i].field == f]
+            if not cut:
+                continue
+            field_words = [i for i, w in enumerate(self.words) if w.field == f]
+            last = min(field_words.index(cut[0]) + margin, len(field_words)) - 1
+            if last >= 0 and field_words[last] != field_words[-1]:
+                out[f] = text[: self.words[field_words[last]].end]
+        return tuple(out)
+
     def pool(self, token_scores, reduce: str = "sum") -> list[float]:
         """Per-word score from per-token scores (sum for attributions, max for norms)."""
         out = []

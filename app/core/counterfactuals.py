@@ -19,7 +19,7 @@ from .alignment import edit_texts, split_words
 from .data import Example
 from .errors import InputError, LensError
 from .gradients import input_gradients
-from .inference import predict
+from .inference import predict, windowed
 from .loading import Classifier
 
 
@@ -203,14 +203,17 @@ def ablation_flip(clf: Classifier, example: Example, max_size: int = 3, candidat
     occ = Occlusion(clf).attribute(example)
     al = occ.alignment
     base_label = occ.target_label
-    top = [int(i) for i in np.argsort(-np.asarray(occ.scores))[:candidates]]
+    window = windowed(clf, example, al)  # a long input's copies are predicted on the part the model reads
+    seen = al.seen
+    top = [seen[i] for i in np.argsort(-np.asarray(occ.scores)[seen], kind="stable")[:candidates]]
     for size in range(1, min(max_size, len(top)) + 1):
         subsets = list(itertools.combinations(top, size))
-        edited = [Example(edit_texts(example.texts, al.words, {i: "" for i in s})) for s in subsets]
+        edited = [Example(edit_texts(window.texts, al.words, {i: "" for i in s})) for s in subsets]
         pred = predict(clf, edited, validate=False)
-        for s, ex, lab in zip(subsets, edited, pred.predicted):
+        for s, lab in zip(subsets, pred.predicted):
             if lab != base_label:
-                return {"model": clf.name, "removed": [al.words[i].text for i in sorted(s)], "edited": ex.texts,
+                return {"model": clf.name, "removed": [al.words[i].text for i in sorted(s)],
+                        "edited": edit_texts(example.texts, al.words, {i: "" for i in s}),
                         "before": base_label, "after": lab, "size": size}
     return {"model": clf.name, "removed": None, "edited": None, "before": base_label, "after": None,
             "size": None, "note": f"no set of up to {max_size} of the {len(top)} most important words flips it"}

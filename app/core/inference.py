@@ -5,6 +5,7 @@ padding every input to 128 or 512 tokens) is most of the speed. Results come bac
 """
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -158,3 +159,11 @@ def encode_one(clf: Classifier, example: Example):
     alignment = align(example.texts, enc["offset_mapping"][0].tolist(), enc.sequence_ids(0),
                       at_limit=len(ids) >= clf.max_length)
     return enc, alignment
+
+
+def windowed(clf: Classifier, example: Example, alignment) -> Example:
+    """The example cut a window past what `clf` reads (`Alignment.window`): techniques that predict on many
+    edited copies of a long input edit this, with the same predictions as editing the whole text."""
+    if not alignment.cut:
+        return example
+    return dataclasses.replace(example, texts=alignment.window(example.texts, clf.max_length))

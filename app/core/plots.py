@@ -36,16 +36,30 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
 
 
 
-def saliency_figure(res: dict):
-    """Both models' per-word scores of an `api.saliency` result, numbered words on x (a word can repeat)."""
+SALIENCY_BARS = 60  # words per chart: a 512-token input's bars would draw a figure too wide to encode or read
+
+
+def saliency_figure(res: dict, most: int = SALIENCY_BARS):
+    """Both models' per-word scores of an `api.saliency` result, numbered words on x (a word can repeat): the
+    words some model read, and of those, when there are more than `most`, the `most` with the largest |score|
+    in either model, in text order."""
     def who(m: dict) -> str:  # the legend says which class each model's bars explain: they can differ
         return m["model"] if m.get("target_label") is None else f"{m['model']}: {m['target_label']}"
 
-    rows = [{"model": who(m), "word": f"{i + 1}:{w}", "score": s}
-            for m in res["maps"] for i, (w, s) in enumerate(zip(m["words"], m["scores"]))]
+    maps = res["maps"]
+    words = maps[0]["words"] if maps else []
+    unread = set.intersection(*(set(m.get("unread", ())) for m in maps)) if maps else set()
+    shown = [i for i in range(len(words)) if i not in unread]
+    title = f"{res['method'].replace('_', ' ')}, per word"
+    if len(shown) > most:
+        size = {i: max(abs(m["scores"][i]) for m in maps) for i in shown}
+        shown = sorted(sorted(shown, key=lambda i: -size[i])[:most])
+        title += f": the {most} of {len(words)} words with the largest scores"
+    elif unread:
+        title += f": the {len(shown)} of {len(words)} words read"
+    rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i]} for m in maps for i in shown]
     # a title above the axes also keeps the app's label badge off the top y tick
-    return grouped_bars(rows, "word", "score", "model", "score (+ supports the class)",
-                        title=f"{res['method'].replace('_', ' ')}, per word")
+    return grouped_bars(rows, "word", "score", "model", "score (+ supports the class)", title=title)
 
 
 def own_delta(change: dict, k: int) -> tuple[str, float]:

@@ -17,7 +17,7 @@ from .data import Example
 from .errors import InputError
 from .gradients import (class_score, forward_from_layer, id_positions, input_gradients, layer_outputs,
                         repeat_rows)
-from .inference import class_index, encode_one, predict
+from .inference import class_index, encode_one, predict, windowed
 from .loading import Classifier
 
 
@@ -37,6 +37,7 @@ class WordSaliency:
     delta: float | None = None  # integrated gradients: completeness error
     n_steps: int | None = None
     seconds: float = 0.0
+    unread: list[int] = field(default_factory=list)  # words past the model's max length: never read, no score
     alignment: Alignment | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
@@ -64,6 +65,7 @@ class Method:
     def attribute(self, example: Example, target: int | str | None = None) -> WordSaliency:
         t0 = time.perf_counter()
         enc, al = encode_one(self.clf, example)
+        example = windowed(self.clf, example, al)  # perturbing methods edit copies of a long input
         probs, ctx = self._prepare(example, enc)
         tgt = class_index(self.clf, target, probs)
         res = self._attribute(example, enc, al, tgt, ctx)
@@ -76,7 +78,8 @@ class Method:
         return WordSaliency(
             model=self.clf.name, method=self.name, words=[w.text for w in al.words], fields=[w.field for w in al.words],
             scores=[float(s) for s in scores], target=tgt,
-            target_label=None if self.clf.is_regression else self.clf.labels[tgt], probability=None, alignment=al, **kw)
+            target_label=None if self.clf.is_regression else self.clf.labels[tgt], probability=None,
+            unread=list(al.cut), alignment=al, **kw)
 
     def _prepare(self, example: Example, enc) -> tuple[np.ndarray | None, object]:
         """(class probabilities on the input, anything the method can reuse from computing them)."""
@@ -225,10 +228,13 @@ class Occlusion(Method):
         return (None if self.clf.is_regression else pred.probs[0]), pred
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        edited = [Example(edit_texts(example.texts, al.words, {i: ""})) for i in range(len(al.words))]
+        seen = al.seen  # removing a word the model never read (cut, or dropped by the tokenizer) changes nothing
+        edited = [Example(edit_texts(example.texts, al.words, {i: ""})) for i in seen]
         base = _target_values(self.clf, ctx, tgt)[0]
-        probs = _target_prob(self.clf, edited, tgt) if edited else np.zeros(0)
-        return self._result(al, tgt, base - probs)
+        scores = np.zeros(len(al.words))
+        if edited:
+            scores[seen] = base - _target_prob(self.clf, edited, tgt)
+        return self._result(al, tgt, scores)
 
 
 class Lime(Method):
@@ -245,13 +251,15 @@ class Lime(Method):
         from captum._utils.models.linear_model import SkLearnRidge
         from captum.attr._core.lime import get_exp_kernel_similarity_function
 
-        n = len(al.words)
+        seen = al.seen  # the interpretable features: words the model read
+        n = len(seen)
+        scores = np.zeros(len(al.words))
         if n == 0:
-            return self._result(al, tgt, [])
+            return self._result(al, tgt, scores)
 
         def f(mask: torch.Tensor) -> torch.Tensor:
-            exs = [Example(edit_texts(example.texts, al.words, {i: "" for i in np.flatnonzero(m.numpy() < 0.5)}))
-                   for m in mask]
+            exs = [Example(edit_texts(example.texts, al.words,
+                                      {seen[j]: "" for j in np.flatnonzero(m.numpy() < 0.5)})) for m in mask]
             return torch.as_tensor(_target_prob(self.clf, exs, tgt), dtype=torch.float32)
 
         torch.manual_seed(self.seed)
@@ -259,7 +267,8 @@ class Lime(Method):
                           similarity_func=get_exp_kernel_similarity_function("cosine", 0.75))
         attr = lime.attribute(torch.ones(1, n), baselines=torch.zeros(1, n), n_samples=self.n_samples,
                               perturbations_per_eval=self.n_samples)
-        return self._result(al, tgt, attr[0].numpy(), note=f"{self.n_samples} samples")
+        scores[seen] = attr[0].numpy()
+        return self._result(al, tgt, scores, note=f"{self.n_samples} samples")
 
 
 METHODS: dict[str, type[Method]] = {m.name: m for m in (GradientNorm, GradientXInput, IntegratedGradients, Occlusion, Lime)}
@@ -280,15 +289,19 @@ def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAIT
     """ERASER's comprehensiveness (probability drop when the top-k% words are removed) and sufficiency (drop
     when only they are kept), averaged over k. Higher comprehensiveness, lower sufficiency = more faithful."""
     al = sal.alignment
-    n = len(al.words)
+    seen = np.asarray(al.seen, dtype=int)  # ranked among the words the model read, not those past a cut
+    n = len(seen)
     if n == 0:
         return {"comprehensiveness": 0.0, "sufficiency": 0.0, "bins": list(bins)}
-    order = np.argsort(-np.asarray(sal.scores), kind="stable")
+    order = seen[np.argsort(-np.asarray(sal.scores)[seen], kind="stable")]
+    window = windowed(clf, example, al)
     removed, kept = [], []
     for k in bins:
         top = set(order[: max(1, int(round(k * n)))].tolist())
-        removed.append(Example(edit_texts(example.texts, al.words, {i: "" for i in top})))
-        kept.append(Example(edit_texts(example.texts, al.words, {i: "" for i in range(n) if i not in top})))
+        removed.append(Example(edit_texts(window.texts, al.words, {i: "" for i in top})))
+        # only the top words stay: every other word goes, those past the cut too (they would refill the window)
+        kept.append(Example(edit_texts(example.texts, al.words,
+                                       {i: "" for i in range(len(al.words)) if i not in top})))
     probs = _target_prob(clf, [example] + removed + kept, sal.target)
     p0, pr, pk = probs[0], probs[1 : 1 + len(bins)], probs[1 + len(bins) :]
     return {"comprehensiveness": float(np.mean(p0 - pr)), "sufficiency": float(np.mean(p0 - pk)),
@@ -296,15 +309,24 @@ def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAIT
 
 
 def agreement(a: WordSaliency, b: WordSaliency) -> float | None:
-    """Spearman rank correlation of two models' word scores on the same words (None if undefined)."""
+    """Spearman rank correlation of two models' word scores on the words both read (None if undefined): words
+    past a cut score 0 for both, and on a long input thousands of such ties would rank as agreement."""
     from scipy.stats import spearmanr
 
-    if a.words != b.words or len(a.words) < 2:
+    if a.words != b.words:
         return None
-    x, y = np.asarray(a.scores), np.asarray(b.scores)
+    both = sorted(_read(a) & _read(b))
+    if len(both) < 2:
+        return None
+    x, y = np.asarray(a.scores)[both], np.asarray(b.scores)[both]
     if np.ptp(x) == 0 or np.ptp(y) == 0:
         return None
     return float(spearmanr(x, y)[0])
+
+
+def _read(sal: WordSaliency) -> set[int]:
+    """The words the model read (all of them without an alignment)."""
+    return set(range(len(sal.words))) if sal.alignment is None else set(sal.alignment.seen)
 
 
 def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | None, method_name: str,
