@@ -106,9 +106,14 @@ def cmd_saliency(args) -> int:
         width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
         print(f"{args.method} · pair {pair.name}\n")
         print(f"{'word':<{width}}" + "".join(f"{h:>22}" for h in heads))
+        unread = set.intersection(*(set(m.get("unread", ())) for m in maps))
         for i, w in enumerate(maps[0]["words"]):
+            if i in unread:
+                continue
             field = f" [{pair.task.fields[maps[0]['fields'][i]]}]" if pair.task.is_pair else ""
             print(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{_signed(m['scores'][i]):>22}" for m in maps))
+        if unread:
+            print(f"... and {len(unread)} words past the cut, which neither model read")
         print()
         for m, f in zip(maps, res["faithfulness"]):
             line = (f"{m['model']}: p={m['probability'] or 0:.3f}, comprehensiveness {f['comprehensiveness']:.3f}, "

@@ -63,6 +63,13 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     rows = [ln for ln in lines if ln[:3].strip().isdigit()]
     assert [ln.split()[1] for ln in rows] == text.split()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    long = " ".join(["the hotel was dreadful"] * 400)  # past every model's cut: its rest is one line, not 1,600
+    ref = api.saliency(tiny_pair, long, None, "gradient_norm")
+    unread = set.intersection(*(set(m["unread"]) for m in ref["maps"]))
+    assert unread and main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_norm", long]) == 0
+    out = capsys.readouterr().out
+    assert len([ln for ln in out.splitlines() if ln[:3].strip().isdigit()]) == 1600 - len(unread)
+    assert f"... and {len(unread)} words past the cut, which neither model read" in out
     assert main(["saliency", *_tiny(tiny_dirs), "--tolerance", "abc", text]) == 2
     assert "tolerance: 'abc' is not a number" in capsys.readouterr().err
 
