@@ -49,9 +49,13 @@ def guarded(fn):
     return inner
 
 
+UNREAD_SHOWN = 300  # characters of a field's unread rest shown before "... N more"
+
+
 def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
     """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
-    text past the model's cut is one plain span (a long review would be thousands of unscored spans)."""
+    text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
+    and pages of text the input box already holds)."""
     from app.core.alignment import split_words
 
     top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
@@ -66,7 +70,10 @@ def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
         if done:
             continue
         if i in unread:
-            out.append((texts[field][pos:], None))
+            rest = texts[field][pos:]
+            if len(rest) > UNREAD_SHOWN + 100:
+                rest = f"{rest[:UNREAD_SHOWN]} … [{len(rest) - UNREAD_SHOWN:,} more characters, not read]"
+            out.append((rest, None))
             done = True
             continue
         if span.start > pos:

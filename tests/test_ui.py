@@ -217,9 +217,9 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
     assert list(single["edited"]) == ["a", "b", "c", "d", "e"]  # one input's edits keep their order
 
 
-def test_highlight_keeps_all_text_and_puts_what_the_model_did_not_read_in_one_span():
+def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_short_span():
     """Every character of both fields comes back in order; past the cut, a field's rest is one plain span (a
-    100,000-character review was 16,000 unscored spans for the browser)."""
+    100,000-character review was 16,000 unscored spans for the browser), shortened when long."""
     from app.ui import _highlight
 
     texts = ["A fine  film.", " ".join(f"w{i}" for i in range(10))]
@@ -228,3 +228,8 @@ def test_highlight_keeps_all_text_and_puts_what_the_model_did_not_read_in_one_sp
     assert "".join(t for t, _ in spans) == texts[0] + "  ‖  " + texts[1]
     assert spans[:3] == [("A", 0.5), (" ", None), ("fine", -1.0)]
     assert spans[-1] == (" w5 w6 w7 w8 w9", None) and spans[-2] == ("w4", 0.05)
+    long = "fine " * 2000
+    spans = _highlight({"scores": [1.0] + [0.0] * 1999, "unread": list(range(1, 2000))}, [long])
+    assert spans[0] == ("fine", 1.0) and spans[1][0].endswith(
+        f"… [{len(long) - 4 - 300:,} more characters, not read]")
+    assert len(spans) == 2 and spans[1][0].startswith(long[4:304])
