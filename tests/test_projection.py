@@ -65,6 +65,50 @@ def test_embeddings_are_cached(tiny_pair):
     np.testing.assert_array_equal(a, b)
 
 
+def test_embedding_cache_notices_retrained_weights_and_stays_under_its_cap(tiny_dirs, tmp_path, monkeypatch):
+    """A model retrained into the same directory is embedded again (its old vectors were served); the cache
+    drops its least recently used files past ALBERT_LENS_EMBEDDING_CACHE_MB."""
+    import os
+    import shutil
+    import time
+
+    from app.core.embeddings import embed
+    from app.core.loading import load
+    from app.core.registry import TASKS, ModelSpec
+
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["bert"], d)
+    exs = [Example((s,)) for s in SENTENCES]
+    first = load(ModelSpec("M", str(d), "bert", TASKS["sst2"]))
+    a, _ = cached_embeddings(first, exs, layer=1)
+    weights = next(d.glob("*.safetensors"))
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(weights)
+    noise = torch.Generator().manual_seed(0)  # "retrained": every weight moved
+    state = {k: v + 0.1 * torch.randn(v.shape, generator=noise) for k, v in state.items()}
+    save_file(state, weights, metadata={"format": "pt"})
+    os.utime(weights, ns=(1, 10**18))  # a distinct mtime even on a coarse clock
+    second = load(ModelSpec("M", str(d), "bert", TASKS["sst2"]))
+    b, cached = cached_embeddings(second, exs, layer=1)
+    assert not cached and not np.allclose(a, b)
+    np.testing.assert_allclose(b, embed(second, exs, layer=1), atol=1e-6)
+
+    assert cached_embeddings(first, exs, layer=1)[1]  # the model loaded before keeps its own vectors
+
+    folder = tmp_path / "cache" / "embeddings"
+    one = max(f.stat().st_size for f in folder.glob("*.npy"))
+    monkeypatch.setenv("ALBERT_LENS_EMBEDDING_CACHE_MB", str(2.5 * one / 2**20))  # room for two files
+    time.sleep(0.01)
+    cached_embeddings(second, exs, layer=1)  # used again: now the first model's file is the oldest
+    time.sleep(0.01)
+    cached_embeddings(second, exs, layer=0)  # a third file: the least recently used goes
+    assert len(list(folder.glob("*.npy"))) == 2
+    assert not cached_embeddings(first, exs, layer=1)[1]
+
+
 def test_project_pair_table_and_png(tiny_pair, tmp_path):
     exs = [Example((s + f" {i}",), "positive" if i % 2 else "negative") for i in range(3) for s in SENTENCES]
     proj = project_pair(tiny_pair.models, exs, method="pca")

@@ -31,6 +31,18 @@ class ModelLoadError(LensError, RuntimeError):
     """A model that can't be loaded; the message names the model and the cause."""
 
 
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
+
+
+def weights_stamp(path: str | None) -> list:
+    """Name, size and modification time of each weight file in a model directory."""
+    folder = Path(path) if path else None
+    if folder is None or not folder.is_dir():
+        return []
+    return sorted([f.name, st.st_size, st.st_mtime_ns] for f in folder.iterdir()
+                  if f.suffix in WEIGHT_SUFFIXES for st in [f.stat()])
+
+
 @dataclass
 class ModelHead:
     """What a model answers, read from its config alone: name, task, labels, where it lives. Enough for code that
@@ -39,6 +51,11 @@ class ModelHead:
     spec: ModelSpec
     origin: str  # "offline assets", "local directory", "hub", "local Hugging Face cache"
     path: str
+    # the weight files as they were when this model was read: caches keyed by it miss once it is retrained
+    weights_stamp: list = field(init=False, default_factory=list, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        self.weights_stamp = weights_stamp(self.path)
 
     @property
     def name(self) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from dataclasses import dataclass
@@ -24,9 +25,13 @@ from .runtime import cache_dir
 METHODS = ("umap", "pca")
 
 
+CACHE_MB = 1024.0  # embeddings kept on disk (ALBERT_LENS_EMBEDDING_CACHE_MB): the least recently used go first
+
+
 def _key(clf: ModelHead, examples: Sequence[Example], layer: int, pooling: str) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length]).encode())
+    h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length,
+                         clf.weights_stamp]).encode())  # a model retrained in place is embedded again
     for ex in examples:
         h.update("\x1f".join(ex.texts).encode("utf-8", "surrogatepass") + b"\x1e")
     return h.hexdigest()[:24]
@@ -43,6 +48,7 @@ def _load_cached(path: Path, n: int) -> np.ndarray | None:
         try:
             arr = np.load(path, allow_pickle=False)
             if arr.shape[0] == n:
+                os.utime(path)  # used: the last to be pruned
                 return arr
         except (OSError, ValueError):
             path.unlink(missing_ok=True)  # a torn write: recompute
@@ -53,6 +59,36 @@ def _store(path: Path, arr: np.ndarray) -> None:
     tmp = path.with_suffix(".tmp.npy")
     np.save(tmp, arr)
     tmp.replace(path)
+    _prune(path.parent, keep=path)
+
+
+def _cache_cap_bytes() -> float:
+    raw = os.environ.get("ALBERT_LENS_EMBEDDING_CACHE_MB", "").strip()
+    try:
+        mb = float(raw) if raw else CACHE_MB
+    except ValueError:
+        mb = CACHE_MB
+    return mb * 2**20
+
+
+def _prune(folder: Path, keep: Path) -> None:
+    """Keep the cache under its cap, least recently used first: a long-running app (a Space whose visitors
+    upload their own datasets) would otherwise fill its disk."""
+    cap = _cache_cap_bytes()
+    files = []
+    for f in folder.glob("*.npy"):
+        try:
+            st = f.stat()
+        except OSError:  # pruned by another thread
+            continue
+        files.append((st.st_mtime_ns, st.st_size, f))
+    total = sum(size for _, size, _ in files)
+    for _, size, f in sorted(files, key=lambda t: t[0]):
+        if total <= cap:
+            break
+        if f != keep:
+            f.unlink(missing_ok=True)
+            total -= size
 
 
 def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
