@@ -1,0 +1,102 @@
+"""The offline pair's training pieces (`app/core/training.py`) and its model cards (`app/core/model_cards.py`).
+The end-to-end `train-offline` run (seeded, resumable) is in test_offline.py."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from app.core import model_cards, offline
+from app.core.data import Example, load_dataset
+from app.core.inference import predict
+from app.core.training import TrainSettings, bucketed_batches, collate, detokenise, logits_for, prepare_texts
+
+from .conftest import shared
+
+
+@pytest.mark.parametrize("sst,plain", [
+    ("it 's a charming , funny film .", "It's a charming, funny film."),
+    ("i did n't like it -lrb- at all -rrb- !", "I didn't like it (at all)!"),
+    ("`` wow '' , she said ; that 's 100 % true", '"wow", she said; that\'s 100% true'),
+    ("  the $ 5 ticket was worth it  ", "The $5 ticket was worth it"),
+])
+def test_detokenise_writes_sst_sentences_as_people_type_them(sst, plain):
+    assert detokenise(sst) == plain
+
+
+def test_prepare_texts_rewrites_the_set_share_reproducibly():
+    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:400]
+    texts, labels = prepare_texts(dev, TrainSettings(detok_share=0.5))
+    again, _ = prepare_texts(dev, TrainSettings(detok_share=0.5))
+    assert texts == again
+    rewritten = sum(t != e.text for t, e in zip(texts, dev))
+    assert 150 < rewritten < 250  # about half (a few sentences read the same either way)
+    assert labels.tolist() == [1 if e.label == "positive" else 0 for e in dev]
+    assert prepare_texts(dev, TrainSettings(detok_share=0.0))[0] == [e.text for e in dev]
+
+
+def test_bucketed_batches_cover_every_example_once_with_less_padding_than_random():
+    rng = np.random.default_rng(1)
+    lengths = rng.integers(3, 64, size=5000)
+    batches = bucketed_batches(lengths, 32, seed=7)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(5000)) and max(map(len, batches)) == 32
+    padded = sum(len(b) * lengths[b].max() for b in batches)
+    shuffled = rng.permutation(5000)
+    random_padded = sum(32 * lengths[shuffled[i:i + 32]].max() for i in range(0, 5000, 32))
+    assert padded < 0.75 * random_padded
+    assert [b.tolist() for b in bucketed_batches(lengths, 32, seed=7)] == [b.tolist() for b in batches]
+    assert [b.tolist() for b in bucketed_batches(lengths, 32, seed=8)] != [b.tolist() for b in batches]
+
+
+def test_collate_pads_and_masks():
+    enc = {"input_ids": [[101, 7, 102], [101, 102], [101, 5, 6, 102]]}
+    batch = collate(enc, np.array([1, 2]))
+    assert batch["input_ids"].tolist() == [[101, 102, 0, 0], [101, 5, 6, 102]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 0, 0], [1, 1, 1, 1]]
+    assert batch["token_type_ids"].abs().sum() == 0
+
+
+def test_logits_for_keeps_the_input_order(offline_pair):
+    """Batches are sorted by length inside; rows come back in the caller's order, equal to one-at-a-time."""
+    clf = offline_pair.models[0]
+    texts = ["a gorgeous , witty , seductive movie .", "bad.", "the plot dragged on and on and never went anywhere"]
+    enc = clf.tokenizer(texts)
+    got = logits_for(clf.model, dict(enc), batch_size=2)
+    with torch.no_grad():
+        one = [clf.model(**clf.tokenizer(t, return_tensors="pt")).logits[0].numpy() for t in texts]
+    np.testing.assert_allclose(got, np.stack(one), atol=1e-4)
+
+
+def test_model_cards_export_what_loads_back_and_state_measured_accuracy(offline_pair, tmp_path, monkeypatch):
+    """write_offline_cards exports fp16 weights (the BERT's word embeddings left to the installed MiniLM) and a
+    card per model; materialised again they predict as the models did, and the card's out-of-domain accuracy
+    is the one the core's predict measures."""
+    monkeypatch.setattr(model_cards, "IMDB_SAMPLE", tmp_path / "absent.tsv")  # keeps the test short
+    bert, albert = (m.model for m in offline_pair.models)
+    results = {"final": {"bert_dev_accuracy": 0.5, "albert_dev_accuracy": 0.25}, "albert_init": {"layer": 2},
+               "bert": {"history": [{"epoch": 1}]}, "albert": {"history": []}}
+    summary = model_cards.write_offline_cards(bert, albert, results, TrainSettings(train_limit=100), tmp_path,
+                                              train_path="train.tsv", dev_path="dev.tsv")
+    plain = load_dataset(model_cards.PLAIN_SENTIMENT, task="sst2").examples
+    for name, clf in zip(("bert-sst2", "albert-sst2"), offline_pair.models):
+        card = (tmp_path / name / "README.md").read_text()
+        acc = float(np.mean([p == e.label for p, e in zip(predict(clf, plain).predicted, plain)]))
+        assert summary[name]["out_of_domain"]["plain_reviews_and_tweets"]["accuracy"] == pytest.approx(acc)
+        assert f"| {acc:.4f} |" in card and "training data | GLUE SST-2 train, 100 sentences" in card
+        assert f"| parameters (unique) | {summary[name]['parameters']:,} |" in card
+    assert "| 0.5000 |" in (tmp_path / "bert-sst2" / "README.md").read_text()
+    assert "shared layer from MiniLM layer 2" in (tmp_path / "albert-sst2" / "README.md").read_text()
+    assert json.loads((tmp_path / "summary.json").read_text())["albert_over_bert_parameters"] < 0.4
+
+    from app.core.loading import load
+    from app.core.registry import TASKS, ModelSpec
+
+    monkeypatch.setattr(offline, "OFFLINE_ASSETS", tmp_path)
+    sentences = [Example((e.text,)) for e in plain]
+    for name, clf in zip(("bert-sst2", "albert-sst2"), offline_pair.models):
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config["albert_lens_frozen_from_minilm"] == (offline.FROZEN_FROM_MINILM if name == "bert-sst2" else {})
+        back = load(ModelSpec(name, str(offline.materialise(name, root=tmp_path / "full")), clf.family,
+                              TASKS["sst2"]))
+        np.testing.assert_allclose(predict(back, sentences).probs, predict(clf, sentences).probs, atol=1e-6)
