@@ -49,7 +49,15 @@ def guarded(fn):
     return inner
 
 
-UNREAD_SHOWN = 300  # characters of a field's unread rest shown before "... N more"
+UNREAD_SHOWN = 300  # characters of a long plain stretch shown before "... N more"
+
+
+def _clip(text: str, what: str = "") -> str:
+    """A long stretch of plain text (what a model did not read, what an attack left alone) as its start and
+    how much more: the input box, and the JSON, hold all of it."""
+    if len(text) <= UNREAD_SHOWN + 100:
+        return text
+    return f"{text[:UNREAD_SHOWN]} … [{len(text) - UNREAD_SHOWN:,} more characters{what}]"
 
 
 def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
@@ -70,10 +78,7 @@ def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
         if done:
             continue
         if i in unread:
-            rest = texts[field][pos:]
-            if len(rest) > UNREAD_SHOWN + 100:
-                rest = f"{rest[:UNREAD_SHOWN]} … [{len(rest) - UNREAD_SHOWN:,} more characters, not read]"
-            out.append((rest, None))
+            out.append((_clip(texts[field][pos:], ", not read"), None))
             done = True
             continue
         if span.start > pos:
@@ -383,13 +388,14 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) 
             finally:
                 _CANCEL.pop(key, None)  # one entry per running attack, not one per session ever seen
             first = res["examples"][0]["results"] if res["examples"] else []
-            hl = [[(c, "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
+            hl = [[(c if ch else _clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
                   [(r["outcome"], None)] for r in first] or [[], []]
             rows, bars = [], []
             for ex in res["examples"]:
                 for r in ex["results"]:
                     rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
-                                 "adversarial": " / ".join(r["adversarial"] or []), "queries": r["queries"],
+                                 "adversarial": " / ".join(_clip(t) for t in r["adversarial"] or []),
+                                 "queries": r["queries"],
                                  "perturbed %": "" if r["perturbed_words_pct"] is None
                                  else round(r["perturbed_words_pct"], 1),
                                  "seconds": round(r["seconds"], 2)})

@@ -233,3 +233,6 @@ def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_sh
     assert spans[0] == ("fine", 1.0) and spans[1][0].endswith(
         f"… [{len(long) - 4 - 300:,} more characters, not read]")
     assert len(spans) == 2 and spans[1][0].startswith(long[4:304])
+    from app.ui import _clip  # the attack tab's untouched rest and adversarial column use the same cut
+
+    assert _clip("x" * 400) == "x" * 400 and _clip("x" * 1000) == "x" * 300 + " … [700 more characters]"
