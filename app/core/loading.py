@@ -34,7 +34,7 @@ class ModelLoadError(LensError, RuntimeError):
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")
 
 
-def weights_stamp(path: str | None) -> list:
+def read_weights_stamp(path: str | None) -> list:
     """Name, size and modification time of each weight file in a model directory."""
     folder = Path(path) if path else None
     if folder is None or not folder.is_dir():
@@ -55,7 +55,7 @@ class ModelHead:
     weights_stamp: list = field(init=False, default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        self.weights_stamp = weights_stamp(self.path)
+        self.weights_stamp = read_weights_stamp(self.path)
 
     @property
     def name(self) -> str:

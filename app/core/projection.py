@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,6 +26,7 @@ from .runtime import cache_dir
 METHODS = ("umap", "pca")
 
 
+log = logging.getLogger("albert_lens.projection")
 CACHE_MB = 1024.0  # embeddings kept on disk (ALBERT_LENS_EMBEDDING_CACHE_MB): the least recently used go first
 
 
@@ -67,6 +69,7 @@ def _cache_cap_bytes() -> float:
     try:
         mb = float(raw) if raw else CACHE_MB
     except ValueError:
+        log.warning("ALBERT_LENS_EMBEDDING_CACHE_MB=%r is not a number of megabytes; using %s", raw, CACHE_MB)
         mb = CACHE_MB
     return mb * 2**20
 
