@@ -530,12 +530,23 @@ def _flips(change: dict, names: list[str]) -> str:
     return "both" if len(who) == len(names) > 1 else f"{who[0]} only" if who else "none"
 
 
+def _around_edit(original: str, edited: str, before: int = 120, after: int = 240) -> str:
+    """A long edited text as the stretch around its first change (a cell holding a whole review would hide an
+    edit past its first lines, and send every row's full text to the browser)."""
+    if len(edited) <= before + after + 100:
+        return edited
+    at = len(os.path.commonprefix([original, edited]))
+    start, end = max(0, at - before), min(len(edited), at + after)
+    return ("…" if start else "") + edited[start:end] + ("…" if end < len(edited) else "")
+
+
 def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
     one model only lead the table (the study's question: where do the two models part ways?)."""
     rows = []
     for c in res.get("changes") or res.get("examples", []):
-        row = {"flips": _flips(c, names), "edited": " / ".join(c["edited"]), "edits": edits_text(c),
+        shown = [_around_edit(o, e) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
+        row = {"flips": _flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
                "generator": c["generator"]}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]

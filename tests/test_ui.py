@@ -215,6 +215,12 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
     assert list(frame["BERT Δp"]) == [-0.5, 0.25] and not frame.isna().any().any()  # no column per label
     single = _changes_frame({"generator": "word_replacement", "changes": res["examples"]}, ["BERT", "ALBERT"])
     assert list(single["edited"]) == ["a", "b", "c", "d", "e"]  # one input's edits keep their order
+    long = "a fine film. " * 100
+    edited = long[:650] + "a fine movie." + long[663:]
+    cell = _changes_frame({"generator": "word_replacement", "changes": [change(edited, [False, False])
+                                                                       | {"original": [long]}]},
+                          ["BERT", "ALBERT"])["edited"][0]
+    assert "a fine movie." in cell and cell.startswith("…") and cell.endswith("…") and len(cell) < 400
 
 
 def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_short_span():
