@@ -12,6 +12,7 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 from app.core.data import Example
+from app.core.errors import InputError
 from app.core.inspection import inspect
 from app.core.loading import Classifier, get_classifier
 from app.core.registry import TASKS, ModelSpec, Task
@@ -31,6 +32,7 @@ class LensModel(lit_model.BatchedModel):
             classifier = get_classifier(ModelSpec(name or model, model, family, TASKS[task]))
         self.clf = classifier
         self.batch_size = batch_size
+        self.max_chars: int | None = None  # hosted: the longest text field a visitor may send (see server.py)
 
     @classmethod
     def init_spec(cls) -> lit_types.Spec:
@@ -93,6 +95,10 @@ class LensModel(lit_model.BatchedModel):
     def _one(self, ex: dict) -> dict:
         fields = self.task.fields
         example = Example(tuple(str(ex.get(f, "")) for f in fields))
+        for f, text in zip(fields, example.texts):
+            if self.max_chars is not None and len(text) > self.max_chars:
+                raise InputError(f"field {f!r} is {len(text):,} characters long; the limit here is "
+                                 f"{self.max_chars:,}")
         tokens = [ex.get(f"tokens_{f}") for f in fields]
         embs = [ex.get(f"input_embs_{f}") for f in fields]
         target = None if self.clf.is_regression else ex.get(LABEL) or None

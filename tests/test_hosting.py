@@ -99,6 +99,31 @@ def test_hosted_lit_cannot_write_or_read_server_files(monkeypatch, tmp_path, tin
     assert info["demoMode"] is is_hosted and bool(info["initSpecs"]["models"]) is (not is_hosted)
 
 
+def test_hosted_lit_caps_a_visitors_text_but_serves_the_operators_long_rows(hosted, tiny_pair, tmp_path):
+    """LIT's datapoint editor takes any text, and its LIME multiplies it; hosted, a field longer than the app's
+    cap is refused with the app's message, unless the operator's own datasets hold texts that long."""
+    from werkzeug.test import Client
+
+    from lit_models.server import make_server
+
+    long_row = "a long private review that goes on " * 80  # 2,800 characters, longer than the 2,000 cap
+    data = tmp_path / "long.tsv"
+    data.write_text(f"sentence\tlabel\n{long_row}\t1\na short one\t0\n")
+    client = Client(make_server(tiny_pair, [str(data)], port=None, server_type="external").serve())
+    name = tiny_pair.models[0].name
+
+    def preds(text):  # LIT caches predictions by id
+        key = str(len(text))
+        inputs = [{"id": key, "data": {"sentence": text, "label": "positive", "_id": key}, "meta": {}}]
+        return client.post(f"/get_preds?model={name}&dataset_name=long&requested_types=MulticlassPreds",
+                           json={"inputs": inputs})
+
+    assert preds(long_row).status_code == 200
+    refused = preds("x" * 5000)
+    assert refused.status_code == 500
+    assert "field 'sentence' is 5,000 characters long; the limit here is 3,080" in refused.get_data(as_text=True)
+
+
 def _tsv(path: Path, n: int = 2) -> Path:
     rows = ["a private review nobody shipped\t1", *(f"another private review, number {i}\t{i % 2}" for i in range(n - 1))]
     path.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
