@@ -33,6 +33,7 @@ class LensModel(lit_model.BatchedModel):
         self.clf = classifier
         self.batch_size = batch_size
         self.max_chars: int | None = None  # hosted: the longest text field a visitor may send (see server.py)
+        self.max_inputs: int | None = None  # hosted: the most texts one request may ask for (LIME's samples count)
 
     @classmethod
     def init_spec(cls) -> lit_types.Spec:
@@ -118,6 +119,13 @@ class LensModel(lit_model.BatchedModel):
         for i, att in enumerate(r["attentions"] or []):
             out[f"layer_{i + 1}/attention"] = att
         return out
+
+    def predict(self, inputs, **kw):
+        inputs = list(inputs)
+        if self.max_inputs is not None and len(inputs) > self.max_inputs:
+            raise InputError(f"inputs: {len(inputs):,} texts in one request (LIME's samples count); the limit here "
+                             f"is {self.max_inputs:,}")
+        return super().predict(inputs, **kw)
 
     def predict_minibatch(self, inputs: list[dict]) -> list[dict]:
         return [self._one(ex) for ex in inputs]

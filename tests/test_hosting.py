@@ -122,6 +122,19 @@ def test_hosted_lit_caps_a_visitors_text_but_serves_the_operators_long_rows(host
     refused = preds("x" * 5000)
     assert refused.status_code == 500
     assert "field 'sentence' is 5,000 characters long; the limit here is 3,080" in refused.get_data(as_text=True)
+    # and the number of texts one request asks for (LIT's LIME takes its sample count from the page)
+    from lit_nlp.components.lime_explainer import LIME, NUM_SAMPLES_KEY
+
+    from lit_models.models import models_for
+
+    model = next(iter(make_server(tiny_pair, [str(data)], port=None, server_type="external").serve()
+                      ._models.values()))
+    row = {"sentence": " ".join(f"word{i}" for i in range(24)), "label": "positive"}  # 2^24 distinct samples
+    assert len(LIME().run([row], model, None, config={NUM_SAMPLES_KEY: 256})) == 1
+    too_many = r"inputs: 5,001 texts in one request \(LIME.s samples count\); the limit here is 2,000"
+    with pytest.raises(InputError, match=too_many):
+        LIME().run([row], model, None, config={NUM_SAMPLES_KEY: 5000})
+    assert models_for(tiny_pair.models)[name].max_inputs is None  # only the hosted server sets caps
 
 
 def _tsv(path: Path, n: int = 2) -> Path:
