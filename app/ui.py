@@ -403,6 +403,8 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) 
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
             summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
+            notes = dict.fromkeys(r["note"] for ex in res["examples"] for r in ex["results"] if r.get("note"))
+            summary += "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)  # e.g. a long input's window
             return (res, summary, *hl, pd.DataFrame(rows),
                     grouped_bars(bars, "model", "value", "measure", "rate", ylim=(0, 1)))
 

@@ -242,3 +242,13 @@ def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_sh
     from app.ui import _clip  # the attack tab's untouched rest and adversarial column use the same cut
 
     assert _clip("x" * 400) == "x" * 400 and _clip("x" * 1000) == "x" * 300 + " … [700 more characters]"
+
+
+def test_attack_summary_says_a_long_input_was_attacked_where_the_model_reads_it(client):
+    text = "a gorgeous , witty , seductive movie . " * 300
+    res, summary, *_ = client.predict(text=text, text2="", recipe_name="deepwordbug", gold_label="positive",
+                                      dataset=None, n_examples=1, query_budget=20, time_limit_s=20,
+                                      api_name="/attack")
+    notes = [r.get("note") for r in res["examples"][0]["results"]]
+    assert all(n and "the rest of the input is left as it was" in n for n in notes)
+    assert all(n.replace("'", "&#x27;") in summary for n in notes)
