@@ -40,6 +40,23 @@ def test_wordnet_antonyms_and_swaps(tiny_pair):
     assert all(len(c.before) == 2 for c in changes)
 
 
+def test_wordnet_swaps_reach_both_fields_of_a_pair():
+    """A long premise's swaps alone used up the limit: the hypothesis, what an NLI probe most needs to vary,
+    got none. The fields take turns; one field keeps its text order."""
+    from app.core.counterfactuals import wordnet_candidates
+
+    premise = " ".join(["the happy children played in the large green garden near the old house"] * 5)
+    found = wordnet_candidates(Example((premise, "the children were happy")), "synonym", limit=20)
+    assert len(found) == 20
+    swapped_hypothesis = [ex for ex, _ in found if ex.texts[0] == premise]
+    assert len(swapped_hypothesis) == 8  # all the hypothesis has, in turns with the premise's first words
+    assert [e for _, e in found[:4]] == [[("happy", "felicitous")], [("children", "child")], [("happy", "glad")],
+                                         [("children", "kid")]]
+    assert found[1][0].texts == (premise, "the child were happy")
+    single = wordnet_candidates(Example((premise,)), "synonym", limit=6)
+    assert [w for _, ((w, _),) in single] == ["happy", "happy", "children", "children", "children", "played"]
+
+
 def test_ablation_flip_really_flips(offline_pair):
     for clf in offline_pair.models:
         ex = Example(("not a bad film at all , quite enjoyable .",))

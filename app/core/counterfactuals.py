@@ -169,15 +169,27 @@ def wordnet_candidates(example: Example, kind: str = "antonym", per_word: int = 
     if kind not in ("synonym", "antonym"):
         raise InputError(f"kind: {kind!r} is not 'synonym' or 'antonym'")
     words = [w for f, t in enumerate(example.texts) for w in split_words(t, f)]
-    candidates = []
-    for i, w in enumerate(words):
-        if not w.text.isalpha() or len(w.text) < 3:
-            continue
-        for alt in wordnet_alternatives(w.text, kind, per_word):
-            alt = _match_case(w.text, alt)
-            candidates.append((Example(edit_texts(example.texts, words, {i: alt}), example.label), [(w.text, alt)]))
+
+    def of_field(f: int):
+        for i, w in enumerate(words):
+            if w.field != f or not w.text.isalpha() or len(w.text) < 3:
+                continue
+            for alt in wordnet_alternatives(w.text, kind, per_word):
+                alt = _match_case(w.text, alt)
+                yield Example(edit_texts(example.texts, words, {i: alt}), example.label), [(w.text, alt)]
+
+    # the fields take turns: a premise's swaps alone would use up `limit` before the hypothesis got any
+    turns = [of_field(f) for f in range(len(example.texts))]
+    candidates: list = []
+    while turns and len(candidates) < limit:
+        for g in list(turns):
+            nxt = next(g, None)
+            if nxt is None:
+                turns.remove(g)
+            else:
+                candidates.append(nxt)
             if len(candidates) == limit:
-                return candidates
+                break
     return candidates
 
 
