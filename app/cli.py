@@ -94,7 +94,7 @@ def _signed(x: float) -> str:
 
 def cmd_saliency(args) -> int:
     from app.core import api
-    from app.core.plots import saliency_figure
+    from app.core.plots import saliency_figure, unread_by_all
 
     pair = _pair(args)
     res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance)
@@ -106,7 +106,7 @@ def cmd_saliency(args) -> int:
         width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
         print(f"{args.method} · pair {pair.name}\n")
         print(f"{'word':<{width}}" + "".join(f"{h:>22}" for h in heads))
-        unread = set.intersection(*(set(m.get("unread", ())) for m in maps))
+        unread = unread_by_all(maps)
         for i, w in enumerate(maps[0]["words"]):
             if i in unread:
                 continue

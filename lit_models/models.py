@@ -11,6 +11,7 @@ import numpy as np
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
+from app.core.api import check_length
 from app.core.data import Example
 from app.core.errors import InputError
 from app.core.inspection import inspect
@@ -96,10 +97,9 @@ class LensModel(lit_model.BatchedModel):
     def _one(self, ex: dict) -> dict:
         fields = self.task.fields
         example = Example(tuple(str(ex.get(f, "")) for f in fields))
-        for f, text in zip(fields, example.texts):
-            if self.max_chars is not None and len(text) > self.max_chars:
-                raise InputError(f"field {f!r} is {len(text):,} characters long; the limit here is "
-                                 f"{self.max_chars:,}")
+        if self.max_chars is not None:
+            for f, text in zip(fields, example.texts):
+                check_length(f, text, self.max_chars)
         tokens = [ex.get(f"tokens_{f}") for f in fields]
         embs = [ex.get(f"input_embs_{f}") for f in fields]
         target = None if self.clf.is_regression else ex.get(LABEL) or None

@@ -50,15 +50,16 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     from app.core.api import limits
 
     # hosted mode: no loading of arbitrary models from the LIT UI
-    hosted = limits()["hosted"]
+    cap = limits()
+    hosted = cap["hosted"]
     if hosted:  # a visitor's datapoint (and what LIT's LIME or generators make of it) is capped like the app's
         # input, or at the operator's longest text, which the served datasets and their edits must still pass
         longest = max((len(str(v)) for d in data.values() for row in d.examples for f, v in row.items()
                        if f in pair.task.fields), default=0)
         biggest = max((len(d.examples) for d in data.values()), default=0)
         for m in models.values():
-            m.max_chars = max(limits()["max_chars"], longest + longest // 10)  # room for edits' growth
-            m.max_inputs = max(4 * limits()["max_examples"], biggest)  # LIME's default 256 samples pass
+            m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
+            m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}
     # LIT's /save_datapoints and /load_datapoints write and read any server path the page names; a public
     # Space must not offer that, and LIT's demo mode turns both off

@@ -63,6 +63,12 @@ def readable(spec: str, field: str) -> str:
                      f"files, not other server paths or hub datasets such as {spec!r}; upload the file instead")
 
 
+def check_length(field: str, text: str, cap: int) -> None:
+    """Over-long text is refused, naming the field: the app's inputs and, hosted, LIT's datapoints."""
+    if len(text) > cap:
+        raise InputError(f"field {field!r} is {len(text):,} characters long; the limit here is {cap:,}")
+
+
 def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Example:
     """Raw strings to a checked Example; NUL characters become spaces, over-long fields are refused."""
     fields = pair.task.fields
@@ -72,8 +78,7 @@ def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Exam
         t = "" if t is None else t
         if not isinstance(t, str):
             raise InputError(f"field {name!r} must be text, got {type(t).__name__}")
-        if len(t) > cap:
-            raise InputError(f"field {name!r} is {len(t):,} characters long; the limit here is {cap:,}")
+        check_length(name, t, cap)
         texts.append(t.replace("\x00", " "))
     return check_examples(pair.task, [Example(tuple(texts))])[0]
 

@@ -39,6 +39,11 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
 SALIENCY_BARS = 60  # words per chart: a 512-token input's bars would draw a figure too wide to encode or read
 
 
+def unread_by_all(maps: Sequence[dict]) -> set[int]:
+    """Indices of the words past every model's cut in an `api.saliency` result's maps: no model read them."""
+    return set.intersection(*(set(m.get("unread", ())) for m in maps)) if maps else set()
+
+
 def saliency_figure(res: dict, most: int = SALIENCY_BARS):
     """Both models' per-word scores of an `api.saliency` result, numbered words on x (a word can repeat): the
     words some model read, and of those, when there are more than `most`, the `most` with the largest |score|
@@ -48,7 +53,7 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
 
     maps = res["maps"]
     words = maps[0]["words"] if maps else []
-    unread = set.intersection(*(set(m.get("unread", ())) for m in maps)) if maps else set()
+    unread = unread_by_all(maps)
     shown = [i for i in range(len(words)) if i not in unread]
     title = f"{res['method'].replace('_', ' ')}, per word"
     if len(shown) > most:
