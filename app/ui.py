@@ -127,6 +127,8 @@ def build(pair: Pair) -> gr.Blocks:
             go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict")
             gr.Examples(examples, [t1, t2] if is_pair else [t1])
 
+        _benchmark_tab(pair, names, hosted, shipped)
+
         with gr.Tab("Saliency"):
             s1, s2 = text_inputs()
             with gr.Row():
@@ -277,12 +279,73 @@ def build(pair: Pair) -> gr.Blocks:
     return demo
 
 
-def _dataset_field(shipped: list[str], hosted: bool, label: str, hint: str, value: str | None = None
+def _dataset_field(shipped: list, hosted: bool, label: str, hint: str, value: str | None = None
                    ) -> gr.Dropdown:
     """A dataset dropdown: locally also a typed path or id (`hint` says which); hosted, the shipped names only,
     since typed server paths are refused there anyway (`api.readable`)."""
     return gr.Dropdown(shipped, value=value, allow_custom_value=not hosted,
                        label=label if hosted else f"{label} ({hint})")
+
+
+def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
+    from app.core.benchmark import DISAGREEMENTS_SHOWN
+    from app.core.plots import benchmark_figure
+    from app.core.significance import verdict
+
+    dev = api.released_dev_set(pair)
+    with gr.Tab("Benchmark"):
+        with gr.Row():
+            released = [(f"{Path(dev).parent.name} dev (released GLUE)", dev)] if dev else []
+            ds = _dataset_field([(n, n) for n in shipped] + released, hosted, "labelled dataset",
+                                "shipped name or path", value=dev or api.default_dataset(pair))
+            upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
+            limit = gr.Number(value=1000, precision=0, label="max examples")
+        go = gr.Button("Score both models", variant="primary")
+        summary = gr.Markdown(label="summary")
+        plot = gr.Plot(label="accuracy and who is right")
+        table = gr.Dataframe(headers=["#", "input", "gold", *names, "right"], wrap=True,
+                             label=f"examples the models answer differently (one model right first; at most "
+                                   f"{DISAGREEMENTS_SHOWN})", column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
+        raw = gr.JSON(label="result (JSON)", open=False)
+
+        @guarded
+        def do_benchmark(dataset, uploaded, max_examples, progress=gr.Progress()):
+            spec = _upload_path(uploaded) or dataset
+            res = api.benchmark(pair, spec, int(max_examples) if max_examples else None,
+                                progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
+            return res, _benchmark_summary(res, names, verdict), benchmark_figure(res), _disagreement_frame(res, names)
+
+        go.click(do_benchmark, [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark")
+
+
+def _benchmark_summary(res: dict, names: list[str], verdict) -> str:
+    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
+    rows = ["| model | " + metric + " | parameters | examples/s | latency p50 |", "|---|---|---|---|---|"]
+    rows += [f"| {html.escape(r['model'])} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
+             f"{r['latency_ms_median']:.1f} ms |" for r in res["models"]]
+    cmp = res["comparison"]
+    lines = [f"**{html.escape(res['dataset'])}**, {res['n']:,} labelled examples", "", *rows, ""]
+    if "undefined" in cmp:
+        lines.append(f"No paired test: {html.escape(cmp['undefined'])}")
+    else:
+        lines.append(html.escape(verdict(cmp, names)))
+        if cmp["metric"] == "accuracy":
+            kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
+            lines.append(f"\n\nRight: both {cmp['both_right']:,} · only {html.escape(names[0])} "
+                         f"{cmp['only_right'][0]:,} · only {html.escape(names[1])} {cmp['only_right'][1]:,} · neither "
+                         f"{cmp['both_wrong']:,}. The models give the same answer on {percent(cmp['agreement'])} "
+                         f"(Cohen's kappa {kappa}); {res['disagreements']['total']:,} differ.")
+    return "\n".join(lines)
+
+
+def _disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
+    cols = ["#", "input", "gold", *names, "right"]
+    rows = []
+    for e in res["disagreements"]["examples"]:
+        preds = [p if isinstance(p, str) else f"{p:.2f}" for p in e["predictions"]]
+        rows.append([e["index"] + 1, _clip(" ‖ ".join(e["texts"])), str(e["gold"]), *preds,
+                     e.get("right") or ("neither" if "right" in e else f"gap {e['gap']:.2f}")])
+    return pd.DataFrame(rows, columns=cols)
 
 
 def _extra_tabs(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:

@@ -50,3 +50,57 @@ def test_a_pair_without_a_task_is_told_to_give_one(tiny_dirs):
     ds = Dataset("d", [Example(("a fine film",), "positive")])
     with pytest.raises(InputError, match=r"its config names no labels: give the pair.s task with --task \(e.g. --task sst2\)"):
         benchmark(pair, ds)
+
+
+def test_paired_comparison_and_disagreements_on_sst2_dev(offline_pair):
+    """The benchmark's paired test counts the same right/wrong answers its accuracy rows come from, and lists
+    exactly the examples the two models answer differently, one model right first."""
+    from app.core.significance import mcnemar_exact
+
+    ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(300)
+    res = benchmark(offline_pair, ds)
+    a, b = (p.predicted for p in offline_pair.predict(ds.examples))
+    gold = [e.label for e in ds.examples]
+    cmp = res["comparison"]
+    assert cmp["values"] == pytest.approx([r["accuracy"] for r in res["models"]])
+    only_a = sum(x == g != y for x, y, g in zip(a, b, gold))
+    only_b = sum(y == g != x for x, y, g in zip(a, b, gold))
+    assert cmp["only_right"] == [only_a, only_b] and cmp["p_value"] == pytest.approx(mcnemar_exact(only_a, only_b))
+    differ = [i for i in range(300) if a[i] != b[i]]
+    dis = res["disagreements"]
+    assert dis["total"] == len(differ) and sorted(e["index"] for e in dis["examples"]) == differ[:100]
+    one_right = [e["right"] is not None for e in dis["examples"]]
+    assert one_right == sorted(one_right, reverse=True) and sum(one_right) == only_a + only_b
+    for e in dis["examples"]:
+        assert e["predictions"] == [a[e["index"]], b[e["index"]]] and e["texts"] == list(ds.examples[e["index"]].texts)
+        assert e["right"] in (None, *[m.name for m in offline_pair.models])
+    table = format_table(res)
+    assert f"only BERT {only_a}, only ALBERT {only_b}" in table and "McNemar, exact p =" in table
+
+
+def test_regression_pairs_get_correlations_and_the_largest_gaps(tiny_dirs, tmp_path):
+    from scipy.stats import pearsonr
+
+    from app.core.pair import Pair
+
+    from .conftest import _tiny_albert, _tiny_bert
+
+    pair = Pair.resolve(models=[str(_tiny_bert(tmp_path / "b", num_labels=1)),
+                                str(_tiny_albert(tmp_path / "a", num_labels=1))], task="stsb")
+    ds = load_dataset(shared("glue", "stsb", "dev.tsv"), task="stsb").head(60)
+    res = benchmark(pair, ds)
+    a, b = (p.scores for p in pair.predict(ds.examples))
+    gold = [e.label for e in ds.examples]
+    cmp = res["comparison"]
+    assert cmp["metric"] == "pearson" and cmp["values"] == pytest.approx([pearsonr(a, gold)[0], pearsonr(b, gold)[0]],
+                                                                         abs=1e-6)
+    gaps = [e["gap"] for e in res["disagreements"]["examples"]]
+    assert gaps == sorted(gaps, reverse=True) and gaps[0] == pytest.approx(float(np.max(np.abs(a - b))), abs=1e-6)
+    assert "the two models' scores correlate at" in format_table(res)
+
+
+def test_a_result_cached_before_the_paired_test_still_formats(tiny_pair):
+    ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(10)
+    res = benchmark(tiny_pair, ds)
+    old = {k: v for k, v in res.items() if k not in ("comparison", "disagreements")}
+    assert format_table(res).startswith(format_table(old) + "\n") and "McNemar" not in format_table(old)

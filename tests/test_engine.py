@@ -104,6 +104,10 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local, monkey
     for a, b in zip(local_b["models"], remote_b["models"]):
         assert a["accuracy"] == b["accuracy"] and a["parameters"] == b["parameters"] and a["n"] == b["n"] == 50
         assert b["throughput_per_s"] > 0 and b["latency_ms_median"] > 0
+    # the paired test and the disagreements come from the workers' predictions, the same as in process
+    assert remote_b["comparison"] == local_b["comparison"]
+    assert [e["index"] for e in remote_b["disagreements"]["examples"]] == \
+        [e["index"] for e in local_b["disagreements"]["examples"]]
 
 
 def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch):

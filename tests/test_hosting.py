@@ -166,6 +166,17 @@ def test_hosted_mode_reads_no_server_paths(hosted, tiny_pair, tmp_path, monkeypa
     assert len(api.resolve_dataset(tiny_pair, "sentiment_plain", 5)) == 5  # shipped names still work
 
 
+def test_hosted_benchmark_scores_the_released_dev_set_within_the_cap(hosted, tiny_pair, tmp_path):
+    """The Benchmark tab offers the task's released GLUE dev split, which a hosted server may read, at most
+    `max_examples` of it; a typed server path is refused like everywhere else."""
+    dev = api.released_dev_set(tiny_pair)
+    assert dev is not None and dev.endswith("glue/sst2/dev.tsv")
+    res = api.benchmark(tiny_pair, dev, 10_000)
+    assert res["n"] == api.limits()["max_examples"] == 500
+    with pytest.raises(InputError, match="dataset: this hosted server reads only"):
+        api.benchmark(tiny_pair, str(_tsv(tmp_path / "private.tsv")))
+
+
 def test_hosted_lit_reads_the_files_its_operator_named(hosted, tiny_pair, tmp_path):
     from lit_models.server import datasets_for
 
@@ -205,7 +216,7 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
     demo = build(tiny_pair)
     dropdowns = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     suite = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and "CheckList suite" in (b.label or "")]
-    assert len(dropdowns) == 3 and len(suite) == 1
+    assert len(dropdowns) == 4 and len(suite) == 1
     assert {b.allow_custom_value for b in dropdowns} == {not is_hosted}
     assert suite[0].interactive is (not is_hosted)
     assert any("path" in b.label for b in dropdowns) is (not is_hosted)

@@ -88,3 +88,31 @@ def test_layer_transition_axis_names_whole_transitions():
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0→1", "1→2", "2→3"]
     assert [len(line.get_xdata()) for line in ax.get_lines()] == [3, 2]
+
+
+def _bench(metric, cmp):
+    return {"n": 200, "models": [{"model": "BERT", metric: 0.9}, {"model": "ALBERT", metric: 0.8}], "comparison": cmp}
+
+
+def test_benchmark_figure_draws_the_intervals_and_the_table_of_who_is_right():
+    from app.core.plots import benchmark_figure
+
+    cmp = {"metric": "accuracy", "confidence": 0.95, "intervals": [[0.86, 0.94], [0.75, 0.85]], "test": "McNemar, exact",
+           "p_value": 0.0123, "both_right": 150, "only_right": [30, 10], "both_wrong": 10}
+    fig = benchmark_figure(_bench("accuracy", cmp))
+    bars, table = fig.axes
+    assert [round(p.get_height(), 6) for p in bars.patches] == [0.9, 0.8]
+    caps = sorted(round(y, 6) for line in bars.lines for y in line.get_ydata())  # the error bars' caps
+    assert caps == [0.75, 0.85, 0.86, 0.94]
+    assert sorted(t.get_text() for t in table.texts) == sorted(["150", "30", "10", "10"])
+    assert table.texts[1].get_text() == "30" and "p = 0.0123" in table.get_title()  # row: BERT right, ALBERT wrong
+    assert [t.get_text() for t in table.get_xticklabels()] == ["ALBERT right", "ALBERT wrong"]
+
+
+def test_benchmark_figure_of_a_regression_pair_or_an_undefined_test_has_the_bars_alone():
+    from app.core.plots import benchmark_figure
+
+    cmp = {"metric": "pearson", "confidence": 0.95, "intervals": [[0.8, 0.95], [0.7, 0.9]]}
+    assert len(benchmark_figure(_bench("pearson", cmp)).axes) == 1
+    fig = benchmark_figure(_bench("pearson", {"undefined": "a model gives every example the same score"}))
+    assert len(fig.axes) == 1 and [round(p.get_height(), 6) for p in fig.axes[0].patches] == [0.9, 0.8]

@@ -45,6 +45,49 @@ def test_project_api(client):
     assert again.count("from cache") == 2 and "computed" not in again  # the second run reuses both models' vectors
 
 
+def test_benchmark_api_scores_both_models_with_the_paired_test(client, tiny_pair):
+    from app.core.benchmark import benchmark
+    from app.core.data import load_dataset
+
+    from .conftest import shared
+
+    path = str(shared("glue", "sst2", "dev.tsv"))
+    res, summary, plot, table = client.predict(path, None, 40, api_name="/benchmark")
+    direct = benchmark(tiny_pair, load_dataset(path).head(40))
+    assert res["n"] == 40 and res["comparison"]["values"] == pytest.approx(direct["comparison"]["values"])
+    assert res["comparison"]["only_right"] == direct["comparison"]["only_right"]
+    assert f"p = {res['comparison']['p_value']:.3g}" in summary and "40 labelled examples" in summary
+    assert len(table["data"]) == min(100, res["disagreements"]["total"])
+    assert [row[0] for row in table["data"]] == [e["index"] + 1 for e in res["disagreements"]["examples"]]
+
+
+def test_benchmark_api_names_a_dataset_without_labels(client, tmp_path):
+    from gradio_client.exceptions import AppError
+
+    unlabelled = tmp_path / "u.jsonl"
+    unlabelled.write_text('{"text": "a fine film"}\n{"text": "a dull film"}\n', encoding="utf-8")
+    with pytest.raises(AppError, match="dataset: .* has no labelled examples to score"):
+        client.predict(str(unlabelled), None, 10, api_name="/benchmark")
+
+
+def test_disagreement_table_says_who_is_right():
+    from app.ui import _disagreement_frame
+
+    res = {"disagreements": {"total": 2, "examples": [
+        {"index": 4, "texts": ["a premise", "a hypothesis"], "gold": "entailment",
+         "predictions": ["entailment", "not_entailment"], "confidence": [0.9, 0.8], "right": "BERT"},
+        {"index": 0, "texts": ["x " * 400], "gold": "a", "predictions": ["b", "c"], "confidence": [0.5, 0.6],
+         "right": None}]}}
+    frame = _disagreement_frame(res, ["BERT", "ALBERT"])
+    assert frame.iloc[0].tolist() == [5, "a premise ‖ a hypothesis", "entailment", "entailment", "not_entailment",
+                                      "BERT"]
+    assert frame.iloc[1]["right"] == "neither" and "more characters" in frame.iloc[1]["input"]
+    scores = {"disagreements": {"total": 1, "examples": [
+        {"index": 2, "texts": ["s1", "s2"], "gold": 3.5, "predictions": [1.234, 4.0], "gap": 2.766}]}}
+    assert _disagreement_frame(scores, ["A", "B"]).iloc[0].tolist() == [3, "s1 ‖ s2", "3.5", "1.23", "4.00",
+                                                                       "gap 2.77"]
+
+
 def test_facts_api(client, tiny_pair):
     res, summary, *_ = client.predict("", api_name="/facts")
     assert res["models"][1]["shares_layers"] is True

@@ -191,6 +191,13 @@ def default_dataset(pair: Pair) -> str:
     return "rte_pairs" if pair.task.is_pair else "sentiment_plain"
 
 
+def released_dev_set(pair: Pair) -> str | None:
+    """The task's GLUE dev split in the released data beside the checkout, when it is there: a benchmark on
+    the shipped examples alone (30 sentences) can't tell two models apart."""
+    path = SHARED_DATA / "glue" / pair.task.name / "dev.tsv"
+    return str(path) if path.is_file() else None
+
+
 def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None, *, visitor: bool = True) -> Dataset:
     """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online.
     `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only what
@@ -227,6 +234,15 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
     return {"dataset": ds.name, "n": len(ds), "method": method, "layer": int(layer), "pooling": pooling,
             "knn_overlap": proj.knn_overlap, "k": proj.k, "procrustes_disparity": proj.disparity,
             "embeddings_cached": proj.embeddings_cached, "points": rows}
+
+
+def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None) -> dict:
+    """Both models scored on one labelled dataset: accuracy (Pearson for regression), speed, the paired test of
+    the gap between them and the examples they answer differently (`core.benchmark`)."""
+    from .benchmark import benchmark as score
+
+    ds = resolve_dataset(pair, dataset, limit)
+    return score(pair, ds, progress=progress)
 
 
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:

@@ -6,12 +6,13 @@ import time
 
 import numpy as np
 
-from .data import Dataset
+from .data import Dataset, Example
 from .errors import InputError
 from .inference import predict
 from .loading import generic_labels
 from .facts import count_parameters, parameter_split
 from .pair import Pair
+from .significance import compare_accuracy, compare_correlation, verdict
 
 LATENCY_SAMPLES = 20
 
@@ -65,7 +66,7 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_ba
 
     if ray_or_none(engine) is not None:
         return _benchmark_remote(pair, dataset.name, labelled, gold, engine, batch_size, progress_bar, progress)
-    rows = []
+    rows, preds = [], []
     bar = None
     if progress_bar:
         from tqdm.auto import tqdm
@@ -80,6 +81,7 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_ba
                 progress(k * total + done, 2 * total)
 
         pred = predict(clf, labelled, batch_size=batch_size, progress=step)
+        preds.append(pred)
         rows.append({
             "model": clf.name, "source": clf.spec.source, "n": len(labelled),
             **quality(clf, pred, gold),
@@ -88,7 +90,7 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_ba
         })
     if bar is not None:
         bar.close()
-    return _result(pair, dataset.name, labelled, rows, {"engine": "local"})
+    return _result(pair, dataset.name, labelled, rows, {"engine": "local"}, preds)
 
 
 def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_bar, progress) -> dict:
@@ -116,21 +118,62 @@ def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_b
     prof = engine.run(pair.spec, "profile", labelled[:LATENCY_SAMPLES])
     if bar is not None:
         bar.close()
-    rows = []
+    rows, preds = [], []
     for clf, t, p in zip(pair.heads, timed, prof):
         pred = from_logits(clf, t["logits"], t["seconds"])
+        preds.append(pred)
         rows.append({"model": clf.name, "source": clf.spec.source, "n": len(labelled), **quality(clf, pred, gold),
                      "throughput_per_s": len(labelled) / t["seconds"], "seconds": t["seconds"], **p})
     return _result(pair, name, labelled, rows, engine.describe() | {
-        "wall_seconds": wall, "examples_per_s_both_models": 2 * len(labelled) / wall})
+        "wall_seconds": wall, "examples_per_s_both_models": 2 * len(labelled) / wall}, preds)
 
 
-def _result(pair, name, labelled, rows, engine_info) -> dict:
+def _result(pair, name, labelled, rows, engine_info, preds) -> dict:
     a, b = rows
+    gold = [ex.label for ex in labelled]
     return {"pair": pair.name, "dataset": name, "n": len(labelled), "models": rows, "engine": engine_info,
+            "comparison": compare(gold, preds), "disagreements": disagreements(labelled, preds),
             "ratios": {"parameters_b_over_a": b["parameters"] / a["parameters"],
                        "throughput_b_over_a": b["throughput_per_s"] / a["throughput_per_s"],
                        "latency_b_over_a": b["latency_ms_median"] / a["latency_ms_median"]}}
+
+
+def compare(gold: list, preds) -> dict:
+    """The paired test of the two models' lead (`significance`): accuracy, or Pearson for regression. When
+    it is undefined (constant scores), the reason instead, under "undefined": the rows still stand."""
+    a, b = (p.predicted for p in preds)
+    try:
+        if preds[0].labels is None:
+            return compare_correlation([float(g) for g in gold], a, b)
+        return compare_accuracy(gold, a, b)
+    except InputError as exc:
+        return {"undefined": str(exc)}
+
+
+DISAGREEMENTS_SHOWN = 100
+
+
+def disagreements(labelled: list[Example], preds, most: int = DISAGREEMENTS_SHOWN) -> dict:
+    """The examples the two models answer differently, for reading: those exactly one model gets right first
+    (they are what McNemar's test counts), then those both get wrong, each in dataset order; for regression the
+    largest gaps between the two scores first. `total` counts them all, `examples` holds at most `most`."""
+    first, second = preds
+    if first.labels is None:
+        gap = np.abs(first.scores - second.scores)
+        order = [int(i) for i in np.argsort(-gap, kind="stable")]
+        rows = [{"index": i, "texts": list(labelled[i].texts), "gold": labelled[i].label,
+                 "predictions": [float(first.scores[i]), float(second.scores[i])], "gap": float(gap[i])}
+                for i in order[:most]]
+        return {"total": len(order), "examples": rows}
+    a, b = first.predicted, second.predicted
+    differ = [i for i in range(len(labelled)) if a[i] != b[i]]
+    right = {i: [a[i] == labelled[i].label, b[i] == labelled[i].label] for i in differ}
+    differ.sort(key=lambda i: sum(right[i]) != 1)  # stable: one model right first, dataset order within
+    rows = [{"index": i, "texts": list(labelled[i].texts), "gold": labelled[i].label, "predictions": [a[i], b[i]],
+             "confidence": [float(first.probs[i].max()), float(second.probs[i].max())],
+             "right": [first.model, second.model][right[i].index(True)] if sum(right[i]) == 1 else None}
+            for i in differ[:most]]
+    return {"total": len(differ), "examples": rows}
 
 
 def format_table(res: dict) -> str:
@@ -147,4 +190,18 @@ def format_table(res: dict) -> str:
                      f"{eng['examples_per_s_both_models']:.1f} examples/s for both models")
     lines.append(f"second/first: parameters {rat['parameters_b_over_a']:.2f}x, throughput "
                  f"{rat['throughput_b_over_a']:.2f}x, latency {rat['latency_b_over_a']:.2f}x")
+    cmp, names = res.get("comparison"), [r["model"] for r in res["models"]]
+    if cmp is None:  # a result cached by an earlier version
+        return "\n".join(lines)
+    if "undefined" in cmp:
+        lines.append(f"no paired test: {cmp['undefined']}")
+    else:
+        lines.append(verdict(cmp, names))
+        if cmp["metric"] == "pearson":
+            lines.append(f"the two models' scores correlate at {cmp['agreement']:.3f}")
+        else:
+            kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
+            lines.append(f"right: both {cmp['both_right']}, only {names[0]} {cmp['only_right'][0]}, only {names[1]} "
+                         f"{cmp['only_right'][1]}, neither {cmp['both_wrong']}; the models agree on "
+                         f"{100 * cmp['agreement']:.1f}% (kappa {kappa})")
     return "\n".join(lines)

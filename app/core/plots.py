@@ -113,3 +113,45 @@ def transitions_figure(transitions: dict[str, dict]):
         ax.set_xlabel("layer transition (0 = embeddings)")
         ax.legend()
     return fig
+
+
+def benchmark_figure(res: dict):
+    """A benchmark result: each model's accuracy (Pearson for regression) with its bootstrap interval, and for
+    classifiers the 2x2 table of who is right, whose off-diagonal cells are what McNemar's test weighs."""
+    from matplotlib.figure import Figure
+
+    names = [r["model"] for r in res["models"]]
+    cmp = res.get("comparison") or {}
+    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
+    values = [r[metric] for r in res["models"]]
+    table = cmp.get("metric") == "accuracy"
+    fig = Figure(figsize=(9.5 if table else 5.0, 3.2), layout="tight")
+    axes = fig.subplots(1, 2 if table else 1, squeeze=False)[0]
+    ax = axes[0]
+    colours = ["#1f77b4", "#ff7f0e"]
+    if "intervals" in cmp:
+        err = [[v - lo for v, (lo, _) in zip(values, cmp["intervals"])],
+               [hi - v for v, (_, hi) in zip(values, cmp["intervals"])]]
+        ax.bar(names, values, color=colours[: len(names)], yerr=err, capsize=8)
+        ax.set_title(f"{metric}, {int(round(100 * cmp['confidence']))}% bootstrap interval (n={res['n']:,})",
+                     fontsize=10)
+    else:
+        ax.bar(names, values, color=colours[: len(names)])
+        ax.set_title(f"{metric} (n={res['n']:,})", fontsize=10)
+    for i, v in enumerate(values):
+        ax.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(14, 3), fontsize=9)
+    lo = min(values + [lo for lo, _ in cmp.get("intervals", [])])
+    ax.set_ylim(max(0.0, lo - 0.15) if lo > 0 else lo - 0.05, 1.0)
+    ax.set_ylabel(metric)
+    if table:
+        cells = [[cmp["both_right"], cmp["only_right"][0]], [cmp["only_right"][1], cmp["both_wrong"]]]
+        t = axes[1]
+        t.imshow(cells, cmap="Blues")
+        for i in range(2):
+            for j in range(2):
+                t.text(j, i, f"{cells[i][j]:,}", ha="center", va="center", fontsize=12,
+                       color="white" if cells[i][j] > 0.6 * max(map(max, cells)) else "black")
+        t.set_xticks([0, 1], [f"{names[1]} right", f"{names[1]} wrong"])
+        t.set_yticks([0, 1], [f"{names[0]} right", f"{names[0]} wrong"])
+        t.set_title(f"{cmp['test']}: p = {cmp['p_value']:.3g}", fontsize=10)
+    return fig

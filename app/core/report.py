@@ -158,6 +158,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
     from . import projection
+    from .significance import verdict
 
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
@@ -177,6 +178,16 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                           f"{r['latency_ms_median']:.1f} | {r['n']} |")
                 bench_rows.append((res["dataset"], r["model"], r[metric], r["throughput_per_s"]))
             md.append("")
+            cmp = res.get("comparison")  # a section cached by an earlier version has none
+            if cmp and "undefined" in cmp:
+                md += [f"No paired test: {cmp['undefined']}", ""]
+            elif cmp:
+                names = [r["model"] for r in res["models"]]
+                md += [verdict(cmp, names) + ".", ""]
+                if cmp["metric"] == "accuracy":
+                    md += [f"Right: both {cmp['both_right']}, only {names[0]} {cmp['only_right'][0]}, only "
+                           f"{names[1]} {cmp['only_right'][1]}, neither {cmp['both_wrong']}; the models agree on "
+                           f"{percent(cmp['agreement'])}.", ""]
         elif kind == "checklist":
             md += [f"Suite `{res['suite']}`, up to {res['sample']} cases per test; labels mapped by name.", "",
                    res["markdown"], ""]

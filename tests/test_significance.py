@@ -1,0 +1,106 @@
+"""The paired comparison of two models: exact McNemar p-values, bootstrap intervals equal to resampling the
+examples themselves, Cohen's kappa by its definition, Pearson against scipy, and clear errors."""
+from math import comb
+
+import numpy as np
+import pytest
+from scipy.stats import pearsonr
+
+from app.core.errors import InputError
+from app.core.significance import compare_accuracy, compare_correlation, mcnemar_exact, verdict
+
+
+def _labels(rng, n, acc, gold):
+    """Predictions right with probability `acc`, otherwise the other label."""
+    right = rng.random(n) < acc
+    return np.where(right, gold, np.where(gold == "positive", "negative", "positive"))
+
+
+def test_mcnemar_is_the_exact_two_sided_binomial_of_the_discordant_examples():
+    # 10 vs 2 discordant: 2 * P(X <= 2), X ~ Binomial(12, 1/2)
+    assert mcnemar_exact(10, 2) == pytest.approx(2 * sum(comb(12, k) for k in range(3)) / 2**12)
+    assert mcnemar_exact(2, 10) == pytest.approx(mcnemar_exact(10, 2))
+    assert mcnemar_exact(0, 0) == 1.0 and mcnemar_exact(5, 5) == 1.0
+
+
+def test_accuracy_table_agreement_and_kappa_by_their_definitions():
+    gold = ["positive", "positive", "negative", "negative", "positive", "negative", "positive", "negative"]
+    first = ["positive", "negative", "negative", "positive", "positive", "negative", "positive", "positive"]
+    second = ["positive", "positive", "negative", "negative", "negative", "negative", "negative", "positive"]
+    cmp = compare_accuracy(gold, first, second)
+    a = [f == g for f, g in zip(first, gold)]
+    b = [s == g for s, g in zip(second, gold)]
+    assert cmp["values"] == pytest.approx([np.mean(a), np.mean(b)])
+    assert cmp["difference"] == pytest.approx(np.mean(b) - np.mean(a))
+    assert cmp["both_right"] == sum(x and y for x, y in zip(a, b))
+    assert cmp["only_right"] == [sum(x and not y for x, y in zip(a, b)), sum(y and not x for x, y in zip(a, b))]
+    assert cmp["both_wrong"] == sum(not x and not y for x, y in zip(a, b))
+    assert cmp["both_right"] + sum(cmp["only_right"]) + cmp["both_wrong"] == len(gold)
+    po = np.mean([f == s for f, s in zip(first, second)])
+    pe = sum(first.count(lab) * second.count(lab) for lab in ("positive", "negative")) / len(gold) ** 2
+    assert cmp["agreement"] == pytest.approx(po)
+    assert cmp["kappa"] == pytest.approx((po - pe) / (1 - pe))
+    assert cmp["p_value"] == pytest.approx(mcnemar_exact(*cmp["only_right"]))
+
+
+def test_multinomial_bootstrap_matches_resampling_the_examples():
+    """The cell counts are drawn from a multinomial instead of resampling indices: the intervals must be those
+    of the index bootstrap (up to Monte Carlo error)."""
+    rng = np.random.default_rng(1)
+    gold = rng.choice(["positive", "negative"], 600)
+    first, second = _labels(rng, 600, 0.85, gold), _labels(rng, 600, 0.8, gold)
+    cmp = compare_accuracy(gold, first, second, resamples=4000, seed=3)
+    ra, rb = first == gold, second == gold
+    idx = np.random.default_rng(7).integers(0, 600, size=(4000, 600))
+    acc_a, acc_b = ra[idx].mean(1), rb[idx].mean(1)
+    for got, samples in ((cmp["intervals"][0], acc_a), (cmp["intervals"][1], acc_b),
+                         (cmp["difference_interval"], acc_b - acc_a)):
+        assert got == pytest.approx(np.percentile(samples, [2.5, 97.5]), abs=0.006)
+    for (lo, hi), v in zip(cmp["intervals"], cmp["values"]):
+        assert lo < v < hi
+    assert compare_accuracy(gold, first, second, resamples=500, seed=3) == \
+        compare_accuracy(gold, first, second, resamples=500, seed=3)
+
+
+def test_a_real_gap_is_found_and_identical_models_are_not_told_apart():
+    rng = np.random.default_rng(0)
+    gold = rng.choice(["positive", "negative"], 800)
+    strong, weak = _labels(rng, 800, 0.92, gold), _labels(rng, 800, 0.80, gold)
+    cmp = compare_accuracy(gold, weak, strong)
+    assert cmp["p_value"] < 1e-4 and cmp["difference_interval"][0] > 0
+    assert verdict(cmp, ["W", "S"]).endswith("S is ahead beyond chance on these 800 examples")
+    same = compare_accuracy(gold, strong, strong)
+    assert same["p_value"] == 1.0 and same["difference"] == 0 and same["difference_interval"] == [0.0, 0.0]
+    assert same["agreement"] == 1.0 and same["kappa"] == pytest.approx(1.0)
+    assert verdict(same, ["W", "S"]).endswith("not distinguishable from chance on these 800 examples")
+
+
+def test_kappa_is_undefined_when_both_models_always_say_the_same_one_label():
+    cmp = compare_accuracy(["positive", "negative"], ["positive", "positive"], ["positive", "positive"])
+    assert cmp["kappa"] is None and cmp["agreement"] == 1.0
+
+
+def test_correlations_match_scipy_and_a_better_regressor_wins():
+    rng = np.random.default_rng(2)
+    gold = rng.uniform(0, 5, 300)
+    good, poor = gold + rng.normal(0, 0.5, 300), gold + rng.normal(0, 2.0, 300)
+    cmp = compare_correlation(gold, poor, good)
+    assert cmp["values"] == pytest.approx([pearsonr(poor, gold)[0], pearsonr(good, gold)[0]])
+    assert cmp["agreement"] == pytest.approx(pearsonr(poor, good)[0])
+    assert cmp["p_value"] < 0.01 and cmp["difference_interval"][0] > 0
+    for (lo, hi), v in zip(cmp["intervals"], cmp["values"]):
+        assert lo < v < hi
+    same = compare_correlation(gold, good, good)
+    assert same["difference"] == 0 and same["p_value"] == 1.0
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: compare_accuracy([], [], []), "dataset: no labelled examples"),
+    (lambda: compare_accuracy(["a", "b"], ["a"], ["a", "b"]), "predictions: 1 and 2 predictions for 2 gold"),
+    (lambda: compare_correlation([1.0, 2.0], [1.0, 2.0], [1.0, 2.0]), "dataset: 2 scored examples; a corr"),
+    (lambda: compare_correlation([3.0] * 5, [1.0, 2, 3, 4, 5], [1.0, 2, 3, 4, 5]), "every gold score is the same"),
+    (lambda: compare_correlation([1.0, 2, 3, 4], [2.0] * 4, [1.0, 2, 3, 4]), "predictions: a model gives every"),
+])
+def test_bad_input_names_what_is_wrong(call, message):
+    with pytest.raises(InputError, match=message):
+        call()
