@@ -157,6 +157,10 @@ def cmd_counterfactual(args) -> int:
         for n, r, only in zip(names, res["flip_rate"], res["only"]):
             print(f"  {n:<10} flip rate {r:.1%} · flips only this model: {len(only)}")
         print(f"  both flip: {res['both']}")
+        if "comparison" in res:
+            from app.core.significance import verdict
+
+            print(f"  {verdict(res['comparison'], names, unit='edits')}")
         for n, only in zip(names, res["only"]):
             for c in only[: args.show]:
                 print(f"  only {n} ({edits_text(c)}): {' / '.join(c['edited'])}")
@@ -339,9 +343,10 @@ def cmd_attack(args) -> int:
     bar.close()
     rows.sort(key=lambda r: r["index"])
     summary = attacks.summarize(rows, pair.heads)
+    cmp = attacks.compare_success(rows, pair.heads)
     if args.json:
-        print(json.dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "examples": rows},
-                         indent=2, ensure_ascii=False))
+        print(json.dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "comparison": cmp,
+                          "examples": rows}, indent=2, ensure_ascii=False))
         return 0
     for name, s in summary.items():
         rate = "n/a" if s["success_rate"] is None else f"{s['success_rate']:.0%}"
@@ -349,6 +354,10 @@ def cmd_attack(args) -> int:
         print(f"{name:<10} success {rate:>5} of {s['attacked']} attacked ({s['skipped']} skipped) · "
               f"queries {s['avg_queries'] or 0:.0f} · perturbed {s['avg_perturbed_words_pct'] or 0:.1f}% · "
               f"{s['avg_seconds'] or 0:.2f} s/example · transfer {trans}")
+    if cmp is not None:
+        from app.core.significance import verdict
+
+        print(verdict(cmp, [h.name for h in pair.heads], unit="examples attacked on both models"))
     if out:
         print(f"per-example results: {out}")
     return 0
@@ -375,6 +384,8 @@ def cmd_checklist(args) -> int:
     else:
         print(f"{res['suite']} ({res['kind']}), up to {args.sample or 'all'} cases per test\n")
         print(res["markdown"])
+        if res["summary"]:
+            print(res["summary"])
     return 0
 
 

@@ -328,7 +328,7 @@ def _benchmark_summary(res: dict, names: list[str], verdict) -> str:
     if "undefined" in cmp:
         lines.append(f"No paired test: {html.escape(cmp['undefined'])}")
     else:
-        lines.append(html.escape(verdict(cmp, names)))
+        lines.append(html.escape(verdict(cmp, names), quote=False))
         if cmp["metric"] == "accuracy":
             kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
             lines.append(f"\n\nRight: both {cmp['both_right']:,} · only {html.escape(names[0])} "
@@ -369,9 +369,12 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = gr.Number(value=20, precision=0, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
+        verdict = gr.Markdown(label="differences beyond chance")
         bars = gr.Plot(label="mean fail rate per capability")
         table = gr.Dataframe(headers=["capability", "test", "type", "n", *[f"{n_} fail %" for n_ in names],
-                                      "expectation"], label="fail rate per test", wrap=True)
+                                      "p (McNemar)", "p (Holm)", "expectation"], wrap=True,
+                             label="fail rate per test (p: do the two models fail equally often? Holm: corrected "
+                                   "for the suite's number of tests)")
         fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], label="failing examples", wrap=True)
         craw = gr.JSON(label="result (JSON)", open=False)
 
@@ -391,15 +394,19 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
                         fail_rows.append({"model": r["model"], "test": t["name"],
                                           "inputs": " | ".join(" / ".join(x) for x in e["inputs"])[:300],
                                           "why": e["detail"]})
+                paired = t.get("paired") or {}
+                row["p (McNemar)"], row["p (Holm)"] = (None if paired.get(k) is None else round(paired[k], 4)
+                                                       for k in ("p_value", "p_holm"))
                 row["expectation"] = t["expectation"]
                 rows.append(row)
             for cap_name, per in res["capabilities"].items():
                 for m, v in per.items():
                     bar_rows.append({"capability": cap_name, "model": m, "fail rate": v or 0.0})
-            return (res, grouped_bars(bar_rows, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)),
+            return (res, html.escape(res["summary"], quote=False),
+                    grouped_bars(bar_rows, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)),
                     pd.DataFrame(rows), pd.DataFrame(fail_rows))
 
-        go.click(do_checklist, [suite, upload, sample], [craw, bars, table, fails], api_name="checklist")
+        go.click(do_checklist, [suite, upload, sample], [craw, verdict, bars, table, fails], api_name="checklist")
 
 
 _CANCEL: dict[str, threading.Event] = {}
@@ -466,6 +473,11 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) 
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
             summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
+            if res.get("comparison") and res["comparison"]["n"] > 1:  # one example is no test
+                from app.core.significance import verdict
+
+                summary += "<br>" + html.escape(verdict(res["comparison"], names,
+                                                        unit="examples attacked on both models"), quote=False)
             notes = dict.fromkeys(r["note"] for ex in res["examples"] for r in ex["results"] if r.get("note"))
             summary += "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)  # e.g. a long input's window
             return (res, summary, *hl, pd.DataFrame(rows),
@@ -574,8 +586,13 @@ def _counterfactual_summary(res: dict, names: list[str]) -> str:
     if "flip_rate" in res:  # over a dataset
         rates = " · ".join(f"**{html.escape(n)}** {r:.1%}" for n, r in zip(names, res["flip_rate"]))
         only = " · ".join(f"only {html.escape(n)}: {len(o)}" for n, o in zip(names, res["only"]))
-        return (f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
+        text = (f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
                 f"{html.escape(res['dataset'])}; flip rate {rates}; {only}")
+        if "comparison" in res:
+            from app.core.significance import verdict
+
+            text += "\n\n" + html.escape(verdict(res["comparison"], names, unit="edits"), quote=False)
+        return text
     n = len(res["changes"])
     flips = [sum(c["flipped"][k] for c in res["changes"]) for k in range(len(names))]
     notes = [f"**{html.escape(p['model'])}**: {html.escape(p['note'])}" for p in res.get("per_model", [])

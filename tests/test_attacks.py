@@ -144,3 +144,20 @@ def test_cli_attack_is_resumable(offline_pair, tmp_path, capsys):
     printed = capsys.readouterr().out
     res = json.loads(printed[printed.index('{\n  "pair"'):])
     assert [r["index"] for r in res["examples"]] == [0, 1, 2]
+
+
+def test_success_rates_are_compared_on_the_examples_both_models_were_attacked_on(tiny_pair):
+    from app.core.attacks import compare_success
+    from app.core.significance import mcnemar_exact
+
+    def row(a, b):
+        return {"results": [{"outcome": a}, {"outcome": b}], "transfer": []}
+
+    rows = [row("success", "failed"), row("success", "success"), row("skipped", "success"),
+            row("timeout", "success"), row("success", "failed"), row("failed", "skipped"), row("success", "timeout")]
+    cmp = compare_success(rows, tiny_pair.models)
+    # paired: rows 0, 1, 3, 4, 6 (a skip leaves the example out for both); a timeout is an attack that failed
+    assert cmp["n"] == 5 and cmp["values"] == pytest.approx([4 / 5, 2 / 5])
+    assert cmp["only"] == [3, 1] and cmp["both"] == 1 and cmp["p_value"] == pytest.approx(mcnemar_exact(3, 1))
+    assert cmp["metric"] == "success rate"
+    assert compare_success([row("skipped", "success")], tiny_pair.models) is None

@@ -75,7 +75,7 @@ def test_paired_comparison_and_disagreements_on_sst2_dev(offline_pair):
         assert e["predictions"] == [a[e["index"]], b[e["index"]]] and e["texts"] == list(ds.examples[e["index"]].texts)
         assert e["right"] in (None, *[m.name for m in offline_pair.models])
     table = format_table(res)
-    assert f"only BERT {only_a}, only ALBERT {only_b}" in table and "McNemar, exact p =" in table
+    assert f"only BERT {only_a}, only ALBERT {only_b}" in table and "p = " in table and "(McNemar, exact)" in table
 
 
 def test_regression_pairs_get_correlations_and_the_largest_gaps(tiny_dirs, tmp_path):

@@ -123,7 +123,44 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair):
         assert r["fail_rate"] < 0.5, r
     assert all(r.results[0]["n"] > 0 for r in res if r.name != "single neutral words")
     md = cl.table_markdown(res, [m.name for m in offline_pair.models])
-    assert md.count("\n") == len(res) + 2
+    assert md.count("\n") == len(res) + 2 and "| p (McNemar) | p (Holm) |" in md.splitlines()[0]
+
+
+def test_paired_failures_count_only_the_cases_both_models_were_tested_on():
+    # passed per case; case 3 skipped by the second model (its original prediction did not fit the test)
+    first = {0: True, 1: False, 2: False, 3: False, 4: True}
+    second = {0: False, 1: False, 2: True, 4: True}
+    paired = cl.paired_failures(first, second)
+    assert paired == {"n": 4, "only_failed": [1, 1], "p_value": 1.0}
+    lopsided = cl.paired_failures({i: i >= 9 for i in range(10)}, {i: True for i in range(10)})
+    assert lopsided["only_failed"] == [9, 0] and lopsided["p_value"] == pytest.approx(2 / 2**9)
+
+
+def test_holm_adjusts_step_down_and_keeps_order():
+    from app.core.significance import holm
+
+    # sorted p: 0.01 (x4), 0.02 (x3 = 0.06), 0.03 (x2 = 0.06, kept monotone), 0.5 (x1)
+    assert holm([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.06, 0.5, 0.04, 0.06])
+    assert holm([0.9, 0.2]) == pytest.approx([0.9, 0.4]) and holm([0.9, 0.8]) == [1.0, 1.0] and holm([]) == []
+
+
+def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair):
+    """Where both models were tested on the same cases, the difference of their failure counts is the
+    difference of the cases only one of them fails; the summary names exactly the tests Holm keeps."""
+    suite = cl.load_suite(shared("checklist", "sentiment_suite.json.gz"))
+    res = cl.run_suite(suite, offline_pair.models, sample=60)
+    same_cases = [r for r in res if r.results[0]["n"] == r.results[1]["n"] == r.paired["n"]]
+    assert len(same_cases) > 30
+    for r in same_cases:
+        a, b = r.paired["only_failed"]
+        assert r.results[0]["failed"] - r.results[1]["failed"] == a - b, r.name
+    assert all(r.paired["p_holm"] >= r.paired["p_value"] for r in res)
+    names = [m.name for m in offline_pair.models]
+    differ = cl.differing_tests(res)
+    assert differ, "60 cases per test: the offline pair differs on some (e.g. 'protected: race')"
+    text = cl.summary(res, names)
+    assert text.startswith(f"{len(differ)} of {len(res)} tests differ beyond chance")
+    assert all(t.name in text for t in differ)
 
 
 def test_qqp_suite_runs_on_a_pair_task(tiny_dirs):

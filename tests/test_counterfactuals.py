@@ -106,6 +106,13 @@ def test_flip_rate_over_a_dataset(offline_pair):
     for k, rate in enumerate(res["flip_rate"]):
         assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
         assert all(e["flipped"][k] and not e["flipped"][1 - k] for e in res["only"][k])
+    # one edit per example: the paired test is McNemar's on the edits that flip one model only
+    from app.core.significance import mcnemar_exact
+
+    cmp = res["comparison"]
+    assert cmp["test"] == "McNemar, exact" and cmp["only"] == [len(o) for o in res["only"]]
+    assert cmp["values"] == pytest.approx(res["flip_rate"]) and cmp["both"] == res["both"]
+    assert cmp["p_value"] == pytest.approx(mcnemar_exact(*cmp["only"]))
 
 
 def test_flip_rate_with_nothing_to_replace_is_undefined_and_the_api_says_why(tiny_pair):
@@ -140,6 +147,10 @@ def test_flip_rate_of_wordnet_swaps_over_a_dataset(offline_pair, kind):
     assert res["edits"] == kind and 12 >= res["examples_changed"] > 5 and res["changed"] > res["examples_changed"]
     for k, rate in enumerate(res["flip_rate"]):
         assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
+    # several swaps of one sentence are not independent: the test resamples sentences, not edits
+    cmp = res["comparison"]
+    assert cmp["test"] == f"bootstrap over {res['examples_changed']} examples" and cmp["n"] == res["changed"]
+    assert cmp["values"] == pytest.approx(res["flip_rate"]) and 0 <= cmp["p_value"] <= 1
     first = dev[0]
     single = wordnet_swaps(offline_pair.models, first, kind.split("_")[1], limit=4)
     mine = [e for e in res["examples"] if e["original"] == first.texts]

@@ -19,7 +19,7 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
         assert f"]({fig})" in md
     # the benchmark says whether the gap between the models is more than chance (60 sentences: the paired test)
     bench = md.split("## Benchmark: dev.tsv")[1].split("## ")[0]
-    assert "accuracy: " in bench and "McNemar, exact p = " in bench and "on these 60 examples." in bench
+    assert "accuracy: " in bench and "(McNemar, exact)" in bench and "on these 60 examples." in bench
     assert "Right: both " in bench
     html = (tmp_path / "report.html").read_text()
     assert "<table>" in html and "<img" in html

@@ -68,7 +68,7 @@ def test_a_real_gap_is_found_and_identical_models_are_not_told_apart():
     strong, weak = _labels(rng, 800, 0.92, gold), _labels(rng, 800, 0.80, gold)
     cmp = compare_accuracy(gold, weak, strong)
     assert cmp["p_value"] < 1e-4 and cmp["difference_interval"][0] > 0
-    assert verdict(cmp, ["W", "S"]).endswith("S is ahead beyond chance on these 800 examples")
+    assert verdict(cmp, ["W", "S"]).endswith("S's accuracy is higher beyond chance on these 800 examples")
     same = compare_accuracy(gold, strong, strong)
     assert same["p_value"] == 1.0 and same["difference"] == 0 and same["difference_interval"] == [0.0, 0.0]
     assert same["agreement"] == 1.0 and same["kappa"] == pytest.approx(1.0)
@@ -104,3 +104,36 @@ def test_correlations_match_scipy_and_a_better_regressor_wins():
 def test_bad_input_names_what_is_wrong(call, message):
     with pytest.raises(InputError, match=message):
         call()
+
+
+def test_events_in_groups_resample_whole_groups():
+    """Ten edits of one sentence flip together or not at all: they are one observation, not ten. The grouped
+    intervals are those of resampling the groups themselves, and wider than treating edits as independent."""
+    from app.core.significance import compare_events
+
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(30), 10)
+    first = np.repeat(rng.random(30) < 0.3, 10)
+    second = np.repeat(rng.random(30) < 0.5, 10)
+    grouped = compare_events(first, second, groups, resamples=4000, seed=1)
+    naive = compare_events(first, second, resamples=4000, seed=1)
+    assert grouped["test"] == "bootstrap over 30 groups" and grouped["groups"] == 30
+    assert naive["test"] == "McNemar, exact" and grouped["values"] == naive["values"]
+    width = lambda c: c["difference_interval"][1] - c["difference_interval"][0]
+    assert width(grouped) > 2 * width(naive)
+    picks = np.random.default_rng(9).integers(0, 30, size=(4000, 30))
+    fa, fb = first.reshape(30, 10).mean(1), second.reshape(30, 10).mean(1)  # equal group sizes: mean of means
+    ref = np.percentile(fb[picks].mean(1) - fa[picks].mean(1), [2.5, 97.5])
+    assert grouped["difference_interval"] == pytest.approx(ref, abs=0.03)
+    # one item per group is no grouping at all: McNemar, as without groups
+    alone = compare_events(first, second, np.arange(300), resamples=4000, seed=1)
+    assert {k: v for k, v in alone.items() if k != "groups"} == naive
+
+
+def test_events_name_the_mismatch():
+    from app.core.significance import compare_events
+
+    with pytest.raises(InputError, match="items: nothing to compare"):
+        compare_events([], [])
+    with pytest.raises(InputError, match="items: 3 and 3 outcomes, 2 groups"):
+        compare_events([True] * 3, [False] * 3, [0, 1])

@@ -88,6 +88,31 @@ def test_disagreement_table_says_who_is_right():
                                                                        "gap 2.77"]
 
 
+def test_checklist_api_gives_each_test_its_paired_p_value(client):
+    from .conftest import shared
+
+    res, verdict, plot, table, fails = client.predict(str(shared("checklist", "sentiment_suite.json.gz")), None, 5,
+                                                      api_name="/checklist")
+    cols = table["headers"]
+    assert cols[-3:] == ["p (McNemar)", "p (Holm)", "expectation"]
+    for row, t in zip(table["data"], res["tests"]):
+        assert row[cols.index("p (McNemar)")] == pytest.approx(t["paired"]["p_value"], abs=5e-5)
+        assert t["paired"]["p_holm"] >= t["paired"]["p_value"]
+    assert verdict == res["summary"] and "differ beyond chance" in verdict
+
+
+def test_dataset_counterfactual_summary_says_whether_the_flip_rates_differ():
+    from app.core.significance import compare_events
+    from app.ui import _counterfactual_summary
+
+    cmp = compare_events([True] * 12 + [False] * 88, [False] * 100, metric="flip rate")
+    res = {"flip_rate": [0.12, 0.0], "only": [[{}] * 12, []], "changed": 100, "edits": "word_replacement",
+           "examples_changed": 100, "dataset": "sst2/dev", "comparison": cmp}
+    text = _counterfactual_summary(res, ["BERT", "ALBERT"])
+    assert "ALBERT − BERT flip rate: -0.120" in text and "BERT's flip rate is higher beyond chance on these 100 edits" \
+        in text and f"p = {cmp['p_value']:.3g} (McNemar, exact)" in text
+
+
 def test_facts_api(client, tiny_pair):
     res, summary, *_ = client.predict("", api_name="/facts")
     assert res["models"][1]["shares_layers"] is True

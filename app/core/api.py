@@ -299,7 +299,7 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
     attacks.attack_pair(pair.models, recipe, examples, query_budget=query_budget, time_limit=time_limit,
                         cancel=cancel, on_result=on_result)
     return {"recipe": recipe, "models": [m.name for m in pair.models], "examples": rows,
-            "summary": attacks.summarize(rows, pair.models)}
+            "summary": attacks.summarize(rows, pair.models), "comparison": attacks.compare_success(rows, pair.models)}
 
 
 def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None, engine=None) -> dict:
@@ -330,4 +330,5 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
             rates = [t.results[k]["fail_rate"] for t in tests if t.results[k]["fail_rate"] is not None]
             caps[cap_name][n] = float(sum(rates) / len(rates)) if rates else None
     return {"suite": s.name, "kind": s.kind, "sample": sample, "models": names, "tests": cl.to_dict(results),
-            "capabilities": caps, "markdown": cl.table_markdown(results, names)}
+            "capabilities": caps, "markdown": cl.table_markdown(results, names),
+            "differing": [t.name for t in cl.differing_tests(results)], "summary": cl.summary(results, names)}

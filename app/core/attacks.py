@@ -413,7 +413,7 @@ def summarize(rows: list[dict], models: Sequence[ModelHead]) -> dict:
     out = {}
     for k, clf in enumerate(models):
         res = [r["results"][k] for r in rows]
-        attacked = [r for r in res if r["outcome"] in ("success", "failed", "timeout")]
+        attacked = [r for r in res if r["outcome"] in ATTACKED]
         succ = [r for r in res if r["outcome"] == "success"]
         trans = [t for r in rows for t in r["transfer"] if t["from"] == clf.name and t["other_was_correct"]]
         out[clf.name] = {
@@ -427,3 +427,19 @@ def summarize(rows: list[dict], models: Sequence[ModelHead]) -> dict:
             "transfer_n": len(trans),
         }
     return out
+
+
+ATTACKED = ("success", "failed", "timeout")
+
+
+def compare_success(rows: list[dict], models: Sequence[ModelHead]) -> dict | None:
+    """Does the recipe succeed more often on one model? Paired over the examples both models were attacked on
+    (one already wrong on the gold label is skipped for that model only); None when there are none."""
+    from .significance import compare_events
+
+    both = [r for r in rows if len(r["results"]) == 2 and all(x["outcome"] in ATTACKED for x in r["results"])]
+    if len(models) != 2 or not both:
+        return None
+    first, second = ([r["results"][k]["outcome"] == "success" for r in both] for k in range(2))
+    return compare_events(first, second, metric="success rate")
+

@@ -24,6 +24,7 @@ from .data import DataError, Example
 from .errors import InputError
 from .inference import predict
 from .loading import ModelHead
+from .significance import holm, mcnemar_exact
 
 TOLERANCE = 0.1
 SENTIMENT = ("negative", "neutral", "positive")
@@ -262,6 +263,7 @@ class TestResult:
     description: str
     expectation: str
     results: list[dict] = field(default_factory=list)  # per model: n, failed, fail_rate, examples
+    paired: dict = field(default_factory=dict)  # two models: cases both were tested on, McNemar's exact test
 
 
 def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None = None, seed: int = 0,
@@ -300,8 +302,9 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
     out = []
     for test, fn, cases in plan:
         tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation)
+        outcomes = []  # per model, case index -> passed, for the paired test
         for clf, sp in zip(models, spaces):
-            failed, tested, examples = 0, 0, []
+            failed, tested, examples, passed = 0, 0, [], {}
             for i, keys, rows in cases:
                 preds, confs = sp.preds[rows], sp.confs[rows]
                 labels = test.labels[i] if isinstance(test.labels, list) else test.labels
@@ -312,6 +315,7 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
                     ok, detail = fn(preds, confs, labels)
                 if ok is None:
                     continue
+                passed[i] = ok
                 tested += 1
                 if not ok:
                     failed += 1
@@ -319,8 +323,23 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
                         examples.append({"inputs": [list(k) for k in keys], "detail": detail})
             tr.results.append({"model": clf.name, "n": tested, "failed": failed,
                                "fail_rate": failed / tested if tested else None, "examples": examples})
+            outcomes.append(passed)
+        if len(outcomes) == 2:
+            tr.paired = paired_failures(*outcomes)
         out.append(tr)
+    if all(r.paired for r in out):
+        for r, adj in zip(out, holm([r.paired["p_value"] for r in out])):
+            r.paired["p_holm"] = adj
     return out
+
+
+def paired_failures(first: dict[int, bool], second: dict[int, bool]) -> dict:
+    """The two models' failures on the cases both were tested on: McNemar's exact test of "they fail equally
+    often", from the cases exactly one of them fails (a case one model skips, e.g. its original prediction is
+    not what the test needs, is left out)."""
+    both = sorted(first.keys() & second.keys())
+    only = [sum(not first[i] and second[i] for i in both), sum(first[i] and not second[i] for i in both)]
+    return {"n": len(both), "only_failed": only, "p_value": mcnemar_exact(*only)}
 
 
 def by_capability(results: list[TestResult]) -> dict[str, list[TestResult]]:
@@ -332,14 +351,47 @@ def by_capability(results: list[TestResult]) -> dict[str, list[TestResult]]:
 
 def table_markdown(results: list[TestResult], models: Sequence[str]) -> str:
     """The study's Tables 2/3 layout: capability, test, type, then fail rate per model."""
-    head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |\n"
-    head += "|---|---|---|" + "---|" * len(models) + "---|\n"
+    paired = all(t.paired for t in results)
+    head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |"
+    head += " p (McNemar) | p (Holm) |\n" if paired else "\n"
+    head += "|---|---|---|" + "---|" * len(models) + "---|" + ("---|---|\n" if paired else "\n")
     rows = []
     for cap, tests in by_capability(results).items():
         for t in tests:
             rates = " | ".join("n/a" if r["fail_rate"] is None else f"{100 * r['fail_rate']:.1f}" for r in t.results)
-            rows.append(f"| {cap} | {t.name.replace('|', '/')} | {t.type} | {rates} | {t.results[0]['n']} |")
+            p = f" {_p(t.paired['p_value'])} | {_p(t.paired.get('p_holm'))} |" if paired else ""
+            rows.append(f"| {cap} | {t.name.replace('|', '/')} | {t.type} | {rates} | {t.results[0]['n']} |{p}")
     return head + "\n".join(rows) + "\n"
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}" if p >= 0.001 else "<0.001"
+
+
+def differing_tests(results: list[TestResult], alpha: float = 0.05) -> list[TestResult]:
+    """Tests on which the two models' fail rates differ beyond chance across the whole suite (Holm)."""
+    return [t for t in results if t.paired.get("p_holm") is not None and t.paired["p_holm"] < alpha]
+
+
+def summary(results: list[TestResult], models: Sequence[str], alpha: float = 0.05) -> str:
+    """Which differences between the two models' fail rates are more than chance: a gap of 70% against 40% on
+    20 cases often is not, and "less fair" should rest on the tests where it is."""
+    if len(models) != 2 or not results or not all(t.paired for t in results):
+        return ""
+    differ = differing_tests(results, alpha)
+    if not differ:
+        return (f"No test's fail rates differ beyond chance between {models[0]} and {models[1]} (McNemar's exact "
+                f"test on the cases both were tested on, Holm-corrected over {len(results)} tests, {alpha}); more "
+                "cases per test give the test more power.")
+    parts = []
+    for t in differ:
+        a, b = (r["fail_rate"] for r in t.results)
+        worse = models[0] if t.paired["only_failed"][0] > t.paired["only_failed"][1] else models[1]
+        p = _p(t.paired["p_holm"])
+        parts.append(f"{t.name} ({t.capability}: {100 * a:.0f}% vs {100 * b:.0f}%, {worse} fails more, "
+                     f"p {p if p.startswith('<') else '= ' + p})")
+    return (f"{len(differ)} of {len(results)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
+            f"{alpha}): " + "; ".join(parts) + ".")
 
 
 def to_dict(results: list[TestResult]) -> list[dict]:

@@ -18,6 +18,7 @@ import torch
 from .alignment import edit_texts, split_words
 from .data import Example
 from .errors import InputError, LensError
+from .significance import compare_events
 from .gradients import input_gradients
 from .inference import predict, windowed
 from .loading import Classifier
@@ -306,8 +307,8 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
     """Edit every example (`edits`: the word replacement `pairs`, or up to `per_example` single-word WordNet
     swaps) and score originals and edits on every model in one batch each; per model, the share of edits that
     flip its label, and the edits that flip one model only."""
-    originals, edited, made = [], [], []
-    for ex in examples:
+    originals, edited, made, source = [], [], [], []
+    for k, ex in enumerate(examples):
         if edits == "word_replacement":
             new, e = replace_words(ex, pairs or {})
             found = [(new, e)] if e else []
@@ -319,6 +320,7 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
             originals.append(ex)
             edited.append(new)
             made.append(e)
+            source.append(k)
     if not originals:  # no rate to report: 0 of 0 is not 0%
         return {"edits": edits, "changed": 0, "examples_changed": 0, "flip_rate": [None] * len(models), "both": 0,
                 "only": [[] for _ in models], "examples": []}
@@ -326,6 +328,10 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
     flips = np.asarray([s[2] for s in scored])  # (n, models)
     changes = [Change(o.texts, e.texts, ed, edits, *s) for o, e, ed, s in zip(originals, edited, made, scored)]
     only = [[c.to_dict() for c, f in zip(changes, flips) if f[k] and not f[1 - k]] for k in range(len(models))]
-    return {"edits": edits, "changed": len(originals), "examples_changed": len({id(o) for o in originals}),
-            "flip_rate": flips.mean(0).tolist(), "both": int(flips.all(1).sum()), "only": only,
-            "examples": [c.to_dict() for c in changes]}
+    out = {"edits": edits, "changed": len(originals), "examples_changed": len(set(source)),
+           "flip_rate": flips.mean(0).tolist(), "both": int(flips.all(1).sum()), "only": only,
+           "examples": [c.to_dict() for c in changes]}
+    if len(models) == 2:  # is one model flipped more often than chance would give? edits of one example together
+        out["comparison"] = compare_events(flips[:, 0], flips[:, 1], source, metric="flip rate",
+                                           group_name="examples")
+    return out

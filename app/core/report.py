@@ -85,7 +85,8 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                                       params={"recipe": recipe, "query_budget": 200, "time_limit": 30})
                 else:
                     rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
-                return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.heads)}
+                return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.heads),
+                        "comparison": attacks.compare_success(rows, pair.heads)}
 
             secs.append(Section(_fingerprint(pair, "attack", params), f"Attack: {recipe}", run_attack))
         params = {"dataset": first, "n": umap_n}
@@ -191,6 +192,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
         elif kind == "checklist":
             md += [f"Suite `{res['suite']}`, up to {res['sample']} cases per test; labels mapped by name.", "",
                    res["markdown"], ""]
+            if res.get("summary"):  # a section cached by an earlier version has none
+                md += [res["summary"], ""]
             fig = out / f"checklist_{res['kind']}.png"
             _bar_png(res["capabilities"], fig, "mean fail rate per capability", "fail rate")
             figs.append(fig)
@@ -207,6 +210,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                               f"{_num(s['avg_queries'])} | {_num(s['avg_perturbed_words_pct'])} | "
                               f"{_num(s['avg_seconds'], 2)} | {percent(s['transfer_rate'])} |")
                 md.append("")
+                if res.get("comparison"):  # a section cached by an earlier version has none
+                    md += [verdict(res["comparison"], list(res["summary"]),
+                                   unit="examples attacked on both models") + ".", ""]
         elif kind == "umap":
             fig = out / "umap.png"
             projection.plot_png(res["points"], fig, "gold", title=f"UMAP (cosine) of CLS embeddings, {res['dataset']}")

@@ -43,29 +43,59 @@ def _interval(samples: np.ndarray, confidence: float) -> list[float]:
     return [float(lo), float(hi)]
 
 
+def compare_events(first: Sequence[bool], second: Sequence[bool], groups: Sequence | None = None, *,
+                   metric: str = "rate", group_name: str = "groups", resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
+                   seed: int = 0) -> dict:
+    """How often a yes/no event (a right answer, a label flip, a successful attack) happens to each model on the
+    same items: both rates with paired bootstrap intervals, their difference (second minus first) and a p-value
+    for "equally often".
+
+    Independent items get McNemar's exact test, and the bootstrap draws the 2x2 table's cells from a multinomial
+    (resampling items only moves counts between the cells: the same distribution as resampling indices).
+    Items in `groups` (several edits of one sentence) are not independent: then whole groups are resampled,
+    and the p-value is the bootstrap's own (two-sided)."""
+    a, b = np.asarray(first, dtype=bool), np.asarray(second, dtype=bool)
+    n = len(a)
+    if n == 0:
+        raise InputError("items: nothing to compare the models on")
+    if len(b) != n or (groups is not None and len(groups) != n):
+        raise InputError(f"items: {n} and {len(b)} outcomes" + ("" if groups is None else f", {len(groups)} groups"))
+    cells = np.array([np.sum(a & b), np.sum(a & ~b), np.sum(~a & b), np.sum(~a & ~b)])
+    rng = np.random.default_rng(seed)
+    codes = None if groups is None else np.unique(np.asarray(groups, dtype=object).astype(str), return_inverse=True)[1]
+    if codes is None or codes.max() + 1 == n:
+        draws = rng.multinomial(n, cells / n, size=resamples)
+        ra, rb = (draws[:, 0] + draws[:, 1]) / n, (draws[:, 0] + draws[:, 2]) / n
+        test, p = "McNemar, exact", mcnemar_exact(cells[1], cells[2])
+    else:  # a resample of groups is a multinomial count per group
+        g = codes.max() + 1
+        size, sa, sb = (np.bincount(codes, weights=w, minlength=g) for w in (np.ones(n), a, b))
+        w = rng.multinomial(g, np.full(g, 1 / g), size=resamples)
+        ra, rb = (w @ sa) / (w @ size), (w @ sb) / (w @ size)
+        diff = rb - ra
+        below, above = np.sum(diff <= 0), np.sum(diff >= 0)
+        test = f"bootstrap over {g:,} {group_name}"
+        p = 1.0 if cells[1] == cells[2] else float(min(1.0, 2 * (min(below, above) + 1) / (resamples + 1)))
+    values = [float(a.mean()), float(b.mean())]
+    out = {"metric": metric, "n": n, "confidence": confidence, "resamples": resamples,
+           "values": values, "intervals": [_interval(ra, confidence), _interval(rb, confidence)],
+           "difference": values[1] - values[0], "difference_interval": _interval(rb - ra, confidence),
+           "test": test, "p_value": p, "both": int(cells[0]), "only": [int(cells[1]), int(cells[2])],
+           "neither": int(cells[3])}
+    if codes is not None:
+        out["groups"] = int(codes.max() + 1)
+    return out
+
+
 def compare_accuracy(gold: Sequence, first: Sequence, second: Sequence, *, resamples: int = RESAMPLES,
                      confidence: float = CONFIDENCE, seed: int = 0) -> dict:
-    """Accuracies with paired bootstrap intervals, their difference (second minus first), McNemar's exact
-    p-value, the 2x2 table of right and wrong, and how often the two predictions agree.
-
-    Resampling examples with replacement only moves counts between the table's four cells, so the bootstrap
-    draws the cells from a multinomial: the same distribution as resampling indices, at any dataset size."""
-    n = _check(gold, first, second)
+    """Accuracies compared as events (`compare_events`: a right answer), the 2x2 table of right and wrong,
+    and how often the two predictions agree (Cohen's kappa)."""
+    _check(gold, first, second)
     g, a, b = (np.asarray(x, dtype=object) for x in (gold, first, second))
-    right_a, right_b = a == g, b == g
-    cells = np.array([np.sum(right_a & right_b), np.sum(right_a & ~right_b), np.sum(~right_a & right_b),
-                      np.sum(~right_a & ~right_b)])
-    draws = np.random.default_rng(seed).multinomial(n, cells / n, size=resamples)
-    acc_a, acc_b = (draws[:, 0] + draws[:, 1]) / n, (draws[:, 0] + draws[:, 2]) / n
-    values = [float(right_a.mean()), float(right_b.mean())]
-    return {
-        "metric": "accuracy", "n": n, "confidence": confidence, "resamples": resamples,
-        "values": values, "intervals": [_interval(acc_a, confidence), _interval(acc_b, confidence)],
-        "difference": values[1] - values[0], "difference_interval": _interval(acc_b - acc_a, confidence),
-        "test": "McNemar, exact", "p_value": mcnemar_exact(cells[1], cells[2]),
-        "both_right": int(cells[0]), "only_right": [int(cells[1]), int(cells[2])], "both_wrong": int(cells[3]),
-        "agreement": float(np.mean(a == b)), "kappa": _kappa(a, b),
-    }
+    cmp = compare_events(a == g, b == g, metric="accuracy", resamples=resamples, confidence=confidence, seed=seed)
+    cmp["both_right"], cmp["only_right"], cmp["both_wrong"] = cmp.pop("both"), cmp.pop("only"), cmp.pop("neither")
+    return cmp | {"agreement": float(np.mean(a == b)), "kappa": _kappa(a, b)}
 
 
 def _kappa(a: np.ndarray, b: np.ndarray) -> float | None:
@@ -122,13 +152,23 @@ def compare_correlation(gold: Sequence[float], first: Sequence[float], second: S
     }
 
 
-def verdict(cmp: dict, names: Sequence[str], alpha: float = 0.05) -> str:
-    """One sentence a reader can act on: who leads, by how much, and whether that is more than chance."""
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment: a suite of 38 tests at 0.05 each would call about two differences real by
+    chance alone; adjusted p-values below 0.05 keep the chance of any false call under 0.05."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    out, running = [0.0] * len(p_values), 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
+        out[i] = running
+    return out
+
+
+def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: float = 0.05) -> str:
+    """One sentence a reader can act on: the gap, its interval, and whether it is more than chance."""
     metric, (a, b), d = cmp["metric"], names, cmp["difference"]
     lo, hi = cmp["difference_interval"]
     pct = f"{int(round(100 * cmp['confidence']))}%"
-    lead = f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}), {cmp['test']} p = {cmp['p_value']:.3g}"
+    lead = f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}); p = {cmp['p_value']:.3g} ({cmp['test']})"
     if cmp["p_value"] < alpha:
-        winner = b if d > 0 else a
-        return f"{lead}: {winner} is ahead beyond chance on these {cmp['n']:,} examples"
-    return f"{lead}: not distinguishable from chance on these {cmp['n']:,} examples"
+        return f"{lead}: {b if d > 0 else a}'s {metric} is higher beyond chance on these {cmp['n']:,} {unit}"
+    return f"{lead}: not distinguishable from chance on these {cmp['n']:,} {unit}"
