@@ -116,3 +116,13 @@ def test_benchmark_figure_of_a_regression_pair_or_an_undefined_test_has_the_bars
     assert len(benchmark_figure(_bench("pearson", cmp)).axes) == 1
     fig = benchmark_figure(_bench("pearson", {"undefined": "a model gives every example the same score"}))
     assert len(fig.axes) == 1 and [round(p.get_height(), 6) for p in fig.axes[0].patches] == [0.9, 0.8]
+
+
+def test_grouped_bars_draw_an_interval_where_a_row_has_one():
+    rows = [{"d": "sst2", "model": "BERT", "acc": 0.9, "ci": [0.87, 0.93]},
+            {"d": "sst2", "model": "ALBERT", "acc": 0.85, "ci": None}]
+    ax = grouped_bars(rows, "d", "acc", "model", "accuracy", interval="ci").axes[0]
+    marked = lambda a: [line for line in a.lines if line.get_marker() not in (None, "None", "")]  # error-bar caps
+    caps = sorted(round(y, 6) for line in marked(ax) for y in line.get_ydata())
+    assert caps == [0.87, 0.93]  # one error bar, BERT's; ALBERT's row has none
+    assert not marked(grouped_bars(rows, "d", "acc", "model", "accuracy").axes[0])

@@ -389,7 +389,7 @@ def summary(results: list[TestResult], models: Sequence[str], alpha: float = 0.0
         worse = models[0] if t.paired["only_failed"][0] > t.paired["only_failed"][1] else models[1]
         p = _p(t.paired["p_holm"])
         parts.append(f"{t.name} ({t.capability}: {100 * a:.0f}% vs {100 * b:.0f}%, {worse} fails more, "
-                     f"p {p if p.startswith('<') else '= ' + p})")
+                     f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
     return (f"{len(differ)} of {len(results)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
             f"{alpha}): " + "; ".join(parts) + ".")
 

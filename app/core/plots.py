@@ -6,10 +6,11 @@ from collections.abc import Sequence
 
 
 def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = "",
-                 ylim: tuple[float, float] | None = None):
+                 ylim: tuple[float, float] | None = None, interval: str | None = None):
     """Bars of each group side by side per x value, with a legend: two models' values must not stack.
     Draws on `ax` when given, else on a new Figure; returns the Figure. `ylim` fixes the axis for rates, which
-    would otherwise span -0.04..0.04 when every bar is 0."""
+    would otherwise span -0.04..0.04 when every bar is 0. `interval` names a row field holding [low, high]
+    (a confidence interval), drawn as an error bar where present."""
     xs = list(dict.fromkeys(r[x] for r in rows))
     groups = list(dict.fromkeys(r[group] for r in rows))
     if ax is None:
@@ -18,9 +19,15 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
         ax = Figure(figsize=(max(6.0, 0.55 * len(xs) + 2), 3.0), layout="tight").subplots()
     values = {(r[x], r[group]): r[y] for r in rows}
     width = 0.8 / max(1, len(groups))
+    spans = {(r[x], r[group]): r.get(interval) for r in rows} if interval else {}
     for k, g in enumerate(groups):
-        ax.bar([i + (k - (len(groups) - 1) / 2) * width for i in range(len(xs))],
-               [float(values.get((v, g)) or 0.0) for v in xs], width, label=str(g))
+        pos = [i + (k - (len(groups) - 1) / 2) * width for i in range(len(xs))]
+        heights = [float(values.get((v, g)) or 0.0) for v in xs]
+        ax.bar(pos, heights, width, label=str(g))
+        marked = [(p, h, spans[(v, g)]) for p, h, v in zip(pos, heights, xs) if spans.get((v, g))]
+        if marked:
+            ax.errorbar([p for p, _, _ in marked], [h for _, h, _ in marked], fmt="none", ecolor="#333", capsize=4,
+                        yerr=[[h - lo for _, h, (lo, _) in marked], [hi - h for _, h, (_, hi) in marked]])
     ax.axhline(0, color="#888", linewidth=0.6)
     tilt = len(xs) > 6
     ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30 if tilt else 0, ha="right" if tilt else "center",

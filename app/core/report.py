@@ -177,7 +177,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
             for r in res["models"]:
                 md.append(f"| {r['model']} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
                           f"{r['latency_ms_median']:.1f} | {r['n']} |")
-                bench_rows.append((res["dataset"], r["model"], r[metric], r["throughput_per_s"]))
+                ci = (res.get("comparison") or {}).get("intervals")
+                bench_rows.append((res["dataset"], r["model"], r[metric], r["throughput_per_s"],
+                                   ci[res["models"].index(r)] if ci else None))
             md.append("")
             cmp = res.get("comparison")  # a section cached by an earlier version has none
             if cmp and "undefined" in cmp:
@@ -281,7 +283,8 @@ def _bench_png(rows, path: Path) -> None:
 
     fig = Figure(figsize=(10, 3.4), layout="tight")
     axes = fig.subplots(1, 2)
-    records = [{"dataset": d, "model": m, "metric": v, "throughput": t} for d, m, v, t in rows]
-    grouped_bars(records, "dataset", "metric", "model", "", ax=axes[0], title="accuracy (Pearson for STS-B)")
+    records = [{"dataset": d, "model": m, "metric": v, "throughput": t, "ci": ci} for d, m, v, t, ci in rows]
+    grouped_bars(records, "dataset", "metric", "model", "", ax=axes[0], interval="ci",
+                 title="accuracy (Pearson for STS-B), 95% bootstrap interval")
     grouped_bars(records, "dataset", "throughput", "model", "", ax=axes[1], title="throughput (examples/s)")
     fig.savefig(path, dpi=110)
