@@ -11,7 +11,7 @@ from app.core import runtime
 
 runtime.prepare()
 
-from app.core.errors import LensError  # noqa: E402
+from app.core.errors import InputError, LensError  # noqa: E402
 
 log = logging.getLogger("albert_lens")
 # the core's names (app.core.saliency.METHODS, app.core.api.GENERATORS), written out so --help needs no torch;
@@ -97,6 +97,10 @@ def cmd_saliency(args) -> int:
     from app.core.plots import saliency_figure, unread_by_all
 
     pair = _pair(args)
+    if args.dataset:
+        return _saliency_dataset(pair, args)
+    if args.text is None:
+        raise InputError("text: give the input to explain, or --dataset")
     res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance)
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
@@ -125,6 +129,46 @@ def cmd_saliency(args) -> int:
         print(f"rank agreement{'' if on is None else f' on {on}'} (Spearman): "
               + ("undefined" if agree is None else f"{agree:.3f}"))
     _save_figure(lambda: saliency_figure(res), args.png)
+    return 0
+
+
+def _saliency_dataset(pair, args) -> int:
+    from tqdm.auto import tqdm
+
+    from app.core import api
+    from app.core.plots import saliency_dataset_figure
+    from app.core.significance import verdict
+
+    if args.text is not None:
+        raise InputError("text: give either an input or --dataset, not both")
+    bar = tqdm(total=1, desc=f"{args.method} over the dataset", unit="example", disable=args.json)
+
+    def step(done, total):
+        bar.total, bar.n = total, done
+        bar.refresh()
+
+    res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step)
+    bar.close()
+    if args.json:
+        print(json.dumps(res, indent=2, ensure_ascii=False))
+    else:
+        names = res["models"]
+        fmt = lambda m: "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
+        print(f"{args.method} over {res['n']} examples of {res['dataset']} (mean [95% interval])\n")
+        print(f"{'':<10}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
+        for k, n in enumerate(names):
+            print(f"{n:<10}" + "".join(f"{fmt(res[key][k]):>26}" for key in
+                                         ("comprehensiveness", "random_comprehensiveness", "sufficiency")))
+        if "comprehensiveness_comparison" in res:
+            print(verdict(res["comprehensiveness_comparison"], names))
+        a = res["agreement"]
+        if a["mean"] is not None:
+            print(f"rank agreement between the models: {fmt(a)} over {a['n']} examples; least on:")
+            for i in res["lowest_agreement"][:args.show]:
+                e = res["examples"][i]
+                tops = " · ".join(f"{n}: {', '.join(w) or '(no word for the class)'}" for n, w in zip(names, e["top_words"]))
+                print(f"  {e['agreement']:+.2f}  {' / '.join(e['texts'])[:100]}  ({tops})")
+    _save_figure(lambda: saliency_dataset_figure(res), args.png)
     return 0
 
 
@@ -395,7 +439,8 @@ def cmd_report(args) -> int:
     pair = _pair(args)
     with _engine(args) as engine:
         res = generate(pair, args.out, datasets=args.datasets or [], suites=args.suites, limit=args.limit,
-                       sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n, engine=engine)
+                       sample=args.sample, attack_n=args.attack_n, umap_n=args.umap_n,
+                       saliency_n=args.saliency_n, engine=engine)
     print(f"report written to {res['out']}: {', '.join(res['files'])} "
           f"({len(res['reused'])} of {len(res['sections'])} sections reused from the cache)")
     for key, why in res["failed"].items():
@@ -444,8 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="integrated_gradients", choices=SALIENCY_METHODS)
     p.add_argument("--target", help="class to explain (default: each model's prediction)")
     p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
-    _output_args(p, "the per-word bar chart")
-    _text_args(p)
+    p.add_argument("--dataset", help="explain a dataset instead of one input: faithfulness against a random "
+                                     "ranking, the paired comparison and the models' agreement")
+    p.add_argument("--limit", type=int, default=50, help="--dataset: first N examples")
+    p.add_argument("--show", type=int, default=5, help="--dataset: examples shown where the models agree least")
+    _output_args(p, "the per-word bar chart (with --dataset: faithfulness and agreement)")
+    _text_args(p, required=False)
     p.set_defaults(func=cmd_saliency)
 
     p = sub.add_parser("counterfactual", help="edit an input (or a dataset) and compare both models before and after")
@@ -533,7 +582,8 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(p)
     p.set_defaults(func=cmd_checklist)
 
-    p = sub.add_parser("report", help="benchmark, CheckList, attacks, UMAP, parameters and speed: markdown + PNG + HTML")
+    p = sub.add_parser("report", help="benchmark, CheckList, attacks, UMAP, saliency, parameters and speed: "
+                                             "markdown + PNG + HTML")
     _pair_args(p)
     p.add_argument("--out", required=True, help="output folder (its cache/ makes re-runs resume)")
     p.add_argument("--datasets", nargs="*", help="labelled dataset files or ids")
@@ -542,6 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=int, default=20, help="CheckList cases per test")
     p.add_argument("--attack-n", type=int, default=10, help="examples attacked per recipe")
     p.add_argument("--umap-n", type=int, default=500, help="examples in the UMAP figure")
+    p.add_argument("--saliency-n", type=int, default=30,
+                   help="examples explained by integrated gradients for the saliency section (0: none)")
     _engine_args(p)
     p.set_defaults(func=cmd_report)
 

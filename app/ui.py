@@ -19,8 +19,8 @@ import pandas as pd
 from app.core import api
 from app.core.errors import LensError
 from app.core.pair import Pair
-from app.core.plots import (counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_figure,
-                             transition_labels)
+from app.core.plots import (counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_dataset_figure,
+                             saliency_figure, transition_labels)
 from app.core.report import percent
 from app.core.saliency import METHODS
 
@@ -158,6 +158,30 @@ def build(pair: Pair) -> gr.Blocks:
             go.click(do_saliency, [s1, s2, method, target, tolerance], [sraw, *maps, summary, bars], api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
 
+            with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
+                with gr.Row():
+                    sds = _dataset_field(shipped, hosted, "dataset", "shipped name or path",
+                                         value=api.default_dataset(pair))
+                    slimit = gr.Number(value=50, precision=0, label="max examples (each is explained by both models)")
+                sgo = gr.Button("Explain the dataset with this method")
+                ssum = gr.Markdown(label="summary")
+                splot = gr.Plot(label="faithfulness and agreement")
+                stable = gr.Dataframe(headers=["#", "input", "explained class", "agreement",
+                                               *[f"{n} top words" for n in names]], wrap=True,
+                                      label="where the two models agree least on which words matter")
+                sdraw = gr.JSON(label="result (JSON)", open=False)
+
+                @guarded
+                def do_saliency_dataset(dataset, method_name, ig_tolerance, limit, progress=gr.Progress()):
+                    res = api.saliency_dataset(pair, dataset, method_name, int(limit) if limit else None,
+                                               ig_tolerance, progress=lambda d, n: progress(d / max(n, 1),
+                                                                                            desc="explaining"))
+                    return (res, _saliency_dataset_summary(res), saliency_dataset_figure(res),
+                            _lowest_agreement_frame(res))
+
+                sgo.click(do_saliency_dataset, [sds, method, tolerance, slimit], [sdraw, ssum, splot, stable],
+                          api_name="saliency_dataset")
+
         with gr.Tab("Counterfactuals"):
             c1, c2 = text_inputs()
             with gr.Row():
@@ -290,7 +314,6 @@ def _dataset_field(shipped: list, hosted: bool, label: str, hint: str, value: st
 def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
     from app.core.benchmark import DISAGREEMENTS_SHOWN
     from app.core.plots import benchmark_figure
-    from app.core.significance import verdict
 
     dev = api.released_dev_set(pair)
     with gr.Tab("Benchmark"):
@@ -313,29 +336,22 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str
             spec = _upload_path(uploaded) or dataset
             res = api.benchmark(pair, spec, int(max_examples) if max_examples else None,
                                 progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
-            return res, _benchmark_summary(res, names, verdict), benchmark_figure(res), _disagreement_frame(res, names)
+            return res, _benchmark_summary(res, names), benchmark_figure(res), _disagreement_frame(res, names)
 
         go.click(do_benchmark, [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark")
 
 
-def _benchmark_summary(res: dict, names: list[str], verdict) -> str:
+def _benchmark_summary(res: dict, names: list[str]) -> str:
+    from app.core.significance import describe
+
     metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
     rows = ["| model | " + metric + " | parameters | examples/s | latency p50 |", "|---|---|---|---|---|"]
     rows += [f"| {html.escape(r['model'])} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
              f"{r['latency_ms_median']:.1f} ms |" for r in res["models"]]
-    cmp = res["comparison"]
-    lines = [f"**{html.escape(res['dataset'])}**, {res['n']:,} labelled examples", "", *rows, ""]
-    if "undefined" in cmp:
-        lines.append(f"No paired test: {html.escape(cmp['undefined'])}")
-    else:
-        lines.append(html.escape(verdict(cmp, names), quote=False))
-        if cmp["metric"] == "accuracy":
-            kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
-            lines.append(f"\n\nRight: both {cmp['both_right']:,} · only {html.escape(names[0])} "
-                         f"{cmp['only_right'][0]:,} · only {html.escape(names[1])} {cmp['only_right'][1]:,} · neither "
-                         f"{cmp['both_wrong']:,}. The models give the same answer on {percent(cmp['agreement'])} "
-                         f"(Cohen's kappa {kappa}); {res['disagreements']['total']:,} differ.")
-    return "\n".join(lines)
+    lines = [f"**{html.escape(res['dataset'])}**, {res['n']:,} labelled examples", "\n".join(rows)]
+    lines += [html.escape(t, quote=False) for t in describe(res["comparison"], names)]
+    lines.append(f"{res['disagreements']['total']:,} examples get different answers from the two models.")
+    return "\n\n".join(lines)
 
 
 def _disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
@@ -581,6 +597,35 @@ def _saliency_summary(res: dict) -> str:
     parts.append(f"rank agreement between the models{on} (Spearman): **{agree:.2f}**" if agree is not None
                  else "rank agreement: undefined (too few words or constant scores)")
     return "\n\n".join(parts)
+
+
+def _saliency_dataset_summary(res: dict) -> str:
+    from app.core.significance import verdict
+
+    names = res["models"]
+    fmt = lambda m: "n/a" if m["mean"] is None else f"{m['mean']:.3f} ({m['interval'][0]:.3f} to {m['interval'][1]:.3f})"
+    rows = ["| model | comprehensiveness | … of a random ranking | sufficiency |", "|---|---|---|---|"]
+    rows += [f"| {html.escape(n)} | {fmt(res['comprehensiveness'][k])} | {fmt(res['random_comprehensiveness'][k])} | "
+             f"{fmt(res['sufficiency'][k])} |" for k, n in enumerate(names)]
+    a = res["agreement"]
+    lines = [f"**{html.escape(res['dataset'])}**, {res['n']} examples, {res['method'].replace('_', ' ')} "
+             "(mean and 95% interval; comprehensiveness well above the random ranking's means the maps found "
+             "words the model relies on)", "", *rows, ""]
+    if "comprehensiveness_comparison" in res:
+        lines.append(html.escape(verdict(res["comprehensiveness_comparison"], names), quote=False))
+    lines.append("" if a["mean"] is None else f"\n\nRank agreement between the models: mean **{a['mean']:.2f}** "
+                 f"({a['interval'][0]:.2f} to {a['interval'][1]:.2f}) over {a['n']} examples")
+    return "\n".join(lines)
+
+
+def _lowest_agreement_frame(res: dict) -> pd.DataFrame:
+    names = res["models"]
+    rows = []
+    for i in res.get("lowest_agreement", []):
+        e = res["examples"][i]
+        rows.append([i + 1, _clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
+                     *[", ".join(w) or "(none for the class)" for w in e["top_words"]]])
+    return pd.DataFrame(rows, columns=["#", "input", "explained class", "agreement", *[f"{n} top words" for n in names]])
 
 
 def _counterfactual_summary(res: dict, names: list[str]) -> str:

@@ -96,7 +96,7 @@ def test_regression_pairs_get_correlations_and_the_largest_gaps(tiny_dirs, tmp_p
                                                                          abs=1e-6)
     gaps = [e["gap"] for e in res["disagreements"]["examples"]]
     assert gaps == sorted(gaps, reverse=True) and gaps[0] == pytest.approx(float(np.max(np.abs(a - b))), abs=1e-6)
-    assert "the two models' scores correlate at" in format_table(res)
+    assert "The two models' scores correlate at" in format_table(res)
 
 
 def test_a_result_cached_before_the_paired_test_still_formats(tiny_pair):

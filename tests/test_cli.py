@@ -121,6 +121,28 @@ def test_cli_choices_are_the_cores():
     assert sorted(cli.SALIENCY_METHODS) == sorted(METHODS) and list(cli.GENERATORS) == list(GENERATORS)
 
 
+def test_saliency_command_over_a_dataset(tiny_dirs, tiny_pair, capsys, tmp_path):
+    from app.core import api
+
+    args = ["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--dataset", "sentiment_plain",
+            "--limit", "5"]
+    assert main([*args, "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    ref = api.saliency_dataset(tiny_pair, "sentiment_plain", "gradient_x_input", 5)
+    assert got["n"] == 5 and got["comprehensiveness"] == ref["comprehensiveness"]
+    png = tmp_path / "d.png"
+    assert main([*args, "--png", str(png), "--show", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "over 5 examples of sentiment_plain" in out and "random ranking" in out
+    assert f"p = {ref['comprehensiveness_comparison']['p_value']:.3g} (paired permutation)" in out
+    assert len([ln for ln in out.splitlines() if ln.startswith("  ") and "(" in ln]) == 2
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["saliency", *_tiny(tiny_dirs), "--dataset", "sentiment_plain", "a text"]) == 2
+    assert "text: give either an input or --dataset, not both" in capsys.readouterr().err
+    assert main(["saliency", *_tiny(tiny_dirs)]) == 2
+    assert "text: give the input to explain, or --dataset" in capsys.readouterr().err
+
+
 def test_saliency_command_names_the_field_of_each_word_for_pairs(tiny_nli_pair, capsys):
     paths = [m.path for m in tiny_nli_pair.models]
     assert main(["saliency", "--models", *paths, "--task", "rte", "--method", "gradient_x_input",

@@ -120,7 +120,8 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
 
     ds = str(shared("glue", "sst2", "dev.tsv"))
     suite = str(shared("checklist", "sentiment_suite.json.gz"))
-    kw = dict(datasets=[ds], suites=[suite], limit=40, sample=3, attack_n=2, umap_n=30, progress_bar=False)
+    kw = dict(datasets=[ds], suites=[suite], limit=40, sample=3, attack_n=2, umap_n=30, saliency_n=3,
+              progress_bar=False)
     sections = {}
     for name in ("local", "ray"):
         monkeypatch.setattr(projection, "cache_dir", lambda name=name: tmp_path / f"emb-{name}")  # no sharing
@@ -137,7 +138,7 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
         sections[name] = {p.stem: json.loads(p.read_text()) for p in (tmp_path / name / "cache").glob("*.json")}
         assert (tmp_path / name / "report.md").is_file() and (tmp_path / name / "umap.png").is_file()
     loc, rem = sections["local"], sections["ray"]
-    assert sorted(loc) == sorted(rem) and len(loc) == 6  # same cache keys: either engine's cache serves the other
+    assert sorted(loc) == sorted(rem) and len(loc) == 7  # same cache keys: either engine's cache serves the other
     for key, a in loc.items():
         b, kind = rem[key], key.split("-")[0]
         if kind == "benchmark":
@@ -149,6 +150,10 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
             assert [p["prediction"] for p in a["points"]] == [p["prediction"] for p in b["points"]]
         elif kind == "facts":
             assert [m["parameters"] for m in a["models"]] == [m["parameters"] for m in b["models"]]
+        elif kind == "saliency":  # explained on a worker: the same maps, up to float rounding across processes
+            for k in ("comprehensiveness", "sufficiency", "random_comprehensiveness"):
+                assert [m["mean"] for m in a[k]] == pytest.approx([m["mean"] for m in b[k]], abs=1e-4)
+            assert [e["top_words"] for e in a["examples"]] == [e["top_words"] for e in b["examples"]]
         elif kind == "attack":
             pick = lambda s: {m: (v["successes"], v["attacked"], v["avg_queries"]) for m, v in s["summary"].items()}
             assert ("unavailable" in a) == ("unavailable" in b)

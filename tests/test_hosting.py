@@ -216,7 +216,7 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
     demo = build(tiny_pair)
     dropdowns = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     suite = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and "CheckList suite" in (b.label or "")]
-    assert len(dropdowns) == 4 and len(suite) == 1
+    assert len(dropdowns) == 5 and len(suite) == 1
     assert {b.allow_custom_value for b in dropdowns} == {not is_hosted}
     assert suite[0].interactive is (not is_hosted)
     assert any("path" in b.label for b in dropdowns) is (not is_hosted)

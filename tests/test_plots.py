@@ -126,3 +126,16 @@ def test_grouped_bars_draw_an_interval_where_a_row_has_one():
     caps = sorted(round(y, 6) for line in marked(ax) for y in line.get_ydata())
     assert caps == [0.87, 0.93]  # one error bar, BERT's; ALBERT's row has none
     assert not marked(grouped_bars(rows, "d", "acc", "model", "accuracy").axes[0])
+
+
+def test_saliency_dataset_figure_shows_intervals_and_the_spread_of_agreement():
+    from app.core.plots import saliency_dataset_figure
+
+    m = lambda v: {"mean": v, "interval": [v - 0.05, v + 0.05], "n": 3}
+    res = {"method": "integrated_gradients", "n": 3, "models": ["BERT", "ALBERT"],
+           "comprehensiveness": [m(0.5), m(0.6)], "random_comprehensiveness": [m(0.15), m(0.1)],
+           "sufficiency": [m(0.05), m(-0.02)],
+           "examples": [{"agreement": 0.4}, {"agreement": None}, {"agreement": -0.2}, {"agreement": 0.7}]}
+    bars, hist = saliency_dataset_figure(res).axes
+    assert sorted(round(p.get_height(), 6) for p in bars.patches) == sorted([0.5, 0.15, 0.05, 0.6, 0.1, -0.02])
+    assert sum(p.get_height() for p in hist.patches) == 3 and "3 defined" in hist.get_title()

@@ -9,12 +9,14 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     ds = str(shared("glue", "sst2", "dev.tsv"))
     suite = str(shared("checklist", "sentiment_suite.json.gz"))
     res = generate(offline_pair, tmp_path, datasets=[ds], suites=[suite], limit=60, sample=4, attack_n=2,
-                   umap_n=40, progress_bar=False)
+                   umap_n=40, saliency_n=4, progress_bar=False)
     md = (tmp_path / "report.md").read_text()
     for heading in ("Benchmark: dev.tsv", "CheckList: sentiment_suite.json.gz", "Attack: deepwordbug",
-                    "Attack: textfooler-offline", "UMAP", "Parameters and speed"):
+                    "Attack: textfooler-offline", "UMAP", "Saliency: integrated gradients", "Parameters and speed"):
         assert f"## {heading}" in md
-    for fig in ("umap.png", "checklist_sentiment.png", "layer_transitions.png", "benchmark.png"):
+    sal = md.split("## Saliency: integrated gradients")[1].split("## ")[0]
+    assert "| BERT | " in sal and "(paired permutation)" in sal and "Rank agreement" in sal
+    for fig in ("umap.png", "checklist_sentiment.png", "layer_transitions.png", "benchmark.png", "saliency.png"):
         assert (tmp_path / fig).stat().st_size > 5000
         assert f"]({fig})" in md
     # the benchmark says whether the gap between the models is more than chance (60 sentences: the paired test)
@@ -26,7 +28,7 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     assert res["reused"] == []
     # a second run with one more dataset reuses every earlier section
     res2 = generate(offline_pair, tmp_path, datasets=[ds, str(shared("imdb", "test_1000.tsv"))], suites=[suite],
-                    limit=60, sample=4, attack_n=2, umap_n=40, progress_bar=False)
+                    limit=60, sample=4, attack_n=2, umap_n=40, saliency_n=4, progress_bar=False)
     assert set(res["sections"]) <= set(res2["reused"])
     assert len(res2["sections"]) == len(res["sections"]) + 1
     assert "## Benchmark: test_1000.tsv" in (tmp_path / "report.md").read_text()

@@ -335,3 +335,48 @@ def test_perturbing_methods_read_a_huge_input_a_window_at_a_time(tiny_pair, monk
     longest.clear()
     ablation_flip(clf, huge)
     assert sum(n > 3000 for n in longest) == 1
+
+
+def test_saliency_over_a_dataset_is_the_per_example_numbers_aggregated(offline_pair):
+    """Every per-example figure is what `explain` gives that example; the random ranking deals the same scores
+    among the words read; the paired comparison and the agreement summarise exactly those rows."""
+    from app.core.saliency import explain, explain_dataset, shuffled, top_words
+
+    exs = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:8]
+    res = explain_dataset(offline_pair.models, exs, "gradient_x_input", shown=3)
+    assert res["n"] == 8 and res["models"] == [m.name for m in offline_pair.models]
+    for row, ex in zip(res["examples"], exs):
+        one = explain(offline_pair.models, ex, "gradient_x_input")
+        assert row["comprehensiveness"] == pytest.approx([f["comprehensiveness"] for f in one["faithfulness"]],
+                                                         abs=1e-6)
+        assert row["agreement"] == pytest.approx(one["agreement"]) and row["label"] == one["agreement_label"]
+        assert row["top_words"] == [top_words(m) for m in one["maps"]]
+    for k in range(2):
+        assert res["comprehensiveness"][k]["mean"] == pytest.approx(np.mean([r["comprehensiveness"][k]
+                                                                             for r in res["examples"]]))
+    cmp = res["comprehensiveness_comparison"]
+    assert cmp["values"] == pytest.approx([res["comprehensiveness"][k]["mean"] for k in range(2)])
+    agree = [res["examples"][i]["agreement"] for i in res["lowest_agreement"]]
+    assert len(agree) == 3 and agree == sorted(agree) and agree[0] == min(r["agreement"] for r in res["examples"])
+    # the random ranking: the read words' scores, dealt again
+    sal = IntegratedGradients(offline_pair.models[0]).attribute(exs[0])
+    sal = WordSaliency(**{**sal.__dict__, "scores": [float(i + 1) for i in range(len(sal.scores))]})
+    dealt = shuffled(sal, np.random.default_rng(0))
+    assert sorted(dealt.scores) == sorted(sal.scores) and dealt.scores != sal.scores
+
+
+def test_top_words_are_the_most_supporting_words_read():
+    from app.core.alignment import Alignment, split_words
+    from app.core.saliency import top_words
+
+    words = split_words("one two three four five", 0)
+    al = Alignment(words, [], [[0], [1], [2], [3], []], cut=[4])
+    sal = WordSaliency("m", "x", [w.text for w in words], [0] * 5, [0.1, -0.5, 0.3, 0.2, 9.0], 0, None, None,
+                       alignment=al)
+    assert top_words(sal) == ["three", "four", "one"]  # "five" was not read; "two" speaks against the class
+    assert top_words(WordSaliency(**{**sal.__dict__, "scores": [-1.0] * 5})) == []
+    from app.core.saliency import shuffled
+
+    dealt = [shuffled(sal, np.random.default_rng(s)).scores for s in range(20)]
+    assert all(d[4] == 9.0 and sorted(d[:4]) == sorted(sal.scores[:4]) for d in dealt)  # the unread word keeps its
+    assert len({tuple(d) for d in dealt}) > 5

@@ -137,3 +137,32 @@ def test_events_name_the_mismatch():
         compare_events([], [])
     with pytest.raises(InputError, match="items: 3 and 3 outcomes, 2 groups"):
         compare_events([True] * 3, [False] * 3, [0, 1])
+
+
+def test_paired_permutation_p_value_matches_the_exact_sign_flip_distribution():
+    from itertools import product
+
+    from app.core.significance import compare_means
+
+    a = np.array([0.2, 0.5, 0.1, 0.7, 0.3, 0.4, 0.6, 0.2, 0.5, 0.3])
+    b = a + np.array([0.1, 0.05, 0.2, -0.02, 0.15, 0.1, 0.0, 0.12, -0.05, 0.08])
+    d = b - a
+    flips = np.array(list(product((-1.0, 1.0), repeat=10)))
+    exact = np.mean(np.abs((flips * d).mean(1)) >= abs(d.mean()) - 1e-12)
+    cmp = compare_means(a, b, resamples=20000, seed=5)
+    assert cmp["p_value"] == pytest.approx(exact, abs=0.005)
+    assert cmp["values"] == pytest.approx([a.mean(), b.mean()]) and cmp["difference"] == pytest.approx(d.mean())
+    lo, hi = cmp["difference_interval"]
+    assert lo < d.mean() < hi
+    same = compare_means(a, a)
+    assert same["p_value"] == 1.0 and same["difference_interval"] == [0.0, 0.0]
+    with pytest.raises(InputError, match="items: 2 and 3 scores"):
+        compare_means([1, 2], [1, 2, 3])
+
+
+def test_mean_interval_skips_undefined_values():
+    from app.core.significance import mean_interval
+
+    m = mean_interval([0.2, None, 0.4, float("nan"), 0.6])
+    assert m["n"] == 3 and m["mean"] == pytest.approx(0.4) and m["interval"][0] < 0.4 < m["interval"][1]
+    assert mean_interval([None]) == {"mean": None, "interval": None, "n": 0}

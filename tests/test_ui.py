@@ -113,6 +113,25 @@ def test_dataset_counterfactual_summary_says_whether_the_flip_rates_differ():
         in text and f"p = {cmp['p_value']:.3g} (McNemar, exact)" in text
 
 
+def test_saliency_dataset_api(client):
+    res, summary, plot, table = client.predict("sentiment_plain", "gradient_norm", "1e-03", 6,
+                                               api_name="/saliency_dataset")
+    assert res["n"] == 6 and res["method"] == "gradient_norm" and len(res["examples"]) == 6
+    assert "comprehensiveness" in summary and "random ranking" in summary and "Rank agreement" in summary
+    assert [row[0] for row in table["data"]] == [i + 1 for i in res["lowest_agreement"]]
+
+
+def test_saliency_dataset_names_a_bad_method_and_is_capped_when_hosted(tiny_pair, monkeypatch):
+    from app.core import api
+    from app.core.errors import InputError
+
+    with pytest.raises(InputError, match="method: 'shap' is not one of"):
+        api.saliency_dataset(tiny_pair, "sentiment_plain", "shap")
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")  # each example is a full explanation by both models
+    res = api.saliency_dataset(tiny_pair, api.released_dev_set(tiny_pair), "gradient_norm", 500)
+    assert res["n"] == api.limits()["max_saliency_examples"] == 50
+
+
 def test_facts_api(client, tiny_pair):
     res, summary, *_ = client.predict("", api_name="/facts")
     assert res["models"][1]["shares_layers"] is True
@@ -132,7 +151,7 @@ def test_errors_are_messages_not_tracebacks(client):
 @pytest.mark.parametrize("fixture,expected,suite", [("tiny_pair", "sentiment_plain", "sentiment_suite.json.gz"),
                                                     ("tiny_nli_pair", "rte_pairs", None)])
 def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expected, suite):
-    """The Projection tab opens on examples the pair can read (single sentences or sentence pairs); the
+    """The Projection tab (and saliency over a dataset) opens on examples the pair can read (single sentences or sentence pairs); the
     Behavioural tab proposes a released suite only when its labels fit the task (none for RTE)."""
     from app.core import api
     from app.ui import build
@@ -140,7 +159,7 @@ def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expect
     pair = request.getfixturevalue(fixture)
     demo = build(pair)
     drop = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("dataset (shipped")]
-    assert len(drop) == 1 and drop[0].value == expected
+    assert len(drop) == 2 and {d.value for d in drop} == {expected}  # projection, saliency over a dataset
     ds = api.resolve_dataset(pair, drop[0].value)
     assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
     box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]

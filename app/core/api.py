@@ -31,6 +31,7 @@ def limits() -> dict:
         "min_ig_tolerance": 1e-4 if hosted else 1e-7,  # tighter tolerances cost more integrated-gradient steps
         "max_ig_steps": 128 if hosted else 512,
         "swaps_per_example": 3 if hosted else 10,  # WordNet swaps per example over a dataset
+        "max_saliency_examples": 50 if hosted else 2000,  # saliency over a dataset: each is a full explanation
         "allowed_pairs": {p.strip().lower() for p in
                           os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
     }
@@ -113,22 +114,41 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
     from .saliency import explain
 
     ex = example_from(pair, text, text2)
-    cap = limits()
-    kw = {}
-    if method == "lime":
-        kw = {"n_samples": min(256, cap["max_lime_samples"])}
-    elif method == "integrated_gradients":  # no tolerance given: the method's own default
-        kw = {"max_steps": cap["max_ig_steps"]}
-        if tolerance not in (None, ""):
-            kw["tolerance"] = ig_tolerance(tolerance)
     tgt = None if target in (None, "", "predicted") else target
-    out = explain(pair.models, ex, method, tgt, **kw)
+    out = explain(pair.models, ex, method, tgt, **_method_options(method, tolerance))
     return {
         "method": method, "fields": list(pair.task.fields),
         "maps": [m.to_dict() for m in out["maps"]],
         "faithfulness": out["faithfulness"],
         "agreement": out["agreement"], "agreement_label": out["agreement_label"],
     }
+
+
+def _method_options(method: str, tolerance: float | str | None) -> dict:
+    """What a request may ask of a saliency method here: LIME's samples, integrated gradients' steps and delta."""
+    cap = limits()
+    if method == "lime":
+        return {"n_samples": min(256, cap["max_lime_samples"])}
+    if method == "integrated_gradients":  # no tolerance given: the method's own default
+        kw = {"max_steps": cap["max_ig_steps"]}
+        if tolerance not in (None, ""):
+            kw["tolerance"] = ig_tolerance(tolerance)
+        return kw
+    return {}
+
+
+def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
+                     limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None) -> dict:
+    """Saliency over the first `limit` examples of a dataset (`saliency.explain_dataset`): faithfulness per
+    model against a random ranking, the paired comparison of the two, and the models' agreement."""
+    from .saliency import METHODS, explain_dataset
+
+    if method not in METHODS:
+        raise InputError(f"method: {method!r} is not one of {sorted(METHODS)}")
+    cap = limits()["max_saliency_examples"]
+    ds = resolve_dataset(pair, dataset, min(limit or cap, cap))
+    res = explain_dataset(pair.models, ds.examples, method, progress=progress, **_method_options(method, tolerance))
+    return {"dataset": ds.name, **res}
 
 
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",

@@ -12,7 +12,7 @@ from .inference import predict
 from .loading import generic_labels
 from .facts import count_parameters, parameter_split
 from .pair import Pair
-from .significance import compare_accuracy, compare_correlation, verdict
+from .significance import compare_accuracy, compare_correlation, describe
 
 LATENCY_SAMPLES = 20
 
@@ -193,15 +193,4 @@ def format_table(res: dict) -> str:
     cmp, names = res.get("comparison"), [r["model"] for r in res["models"]]
     if cmp is None:  # a result cached by an earlier version
         return "\n".join(lines)
-    if "undefined" in cmp:
-        lines.append(f"no paired test: {cmp['undefined']}")
-    else:
-        lines.append(verdict(cmp, names))
-        if cmp["metric"] == "pearson":
-            lines.append(f"the two models' scores correlate at {cmp['agreement']:.3f}")
-        else:
-            kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
-            lines.append(f"right: both {cmp['both_right']}, only {names[0]} {cmp['only_right'][0]}, only {names[1]} "
-                         f"{cmp['only_right'][1]}, neither {cmp['both_wrong']}; the models agree on "
-                         f"{100 * cmp['agreement']:.1f}% (kappa {kappa})")
-    return "\n".join(lines)
+    return "\n".join(lines + describe(cmp, names))

@@ -18,8 +18,8 @@ from .data import Example
 from .errors import InputError, LensError
 from .registry import PairSpec
 
-JOBS = ("embed", "predict", "timed_predict", "attack", "profile", "facts")
-WHOLE = ("profile", "facts")  # jobs that see the whole sample in one call
+JOBS = ("embed", "predict", "timed_predict", "attack", "profile", "facts", "saliency")
+WHOLE = ("profile", "facts", "saliency")  # jobs that see the whole sample in one call
 ENGINES = ("local", "ray")
 WORKER_PREFIX = "albert-lens-worker-"
 
@@ -56,6 +56,10 @@ def run_batch(pair, job: str, batch: list[Example], params: dict):
         from .facts import model_facts
 
         return [model_facts(clf, batch) for clf in pair.models]
+    if job == "saliency":
+        from .saliency import explain_dataset
+
+        return explain_dataset(pair.models, batch, params.get("method", "integrated_gradients"))
     raise InputError(f"job: {job!r} is not one of {JOBS}")
 
 

@@ -162,3 +162,27 @@ def benchmark_figure(res: dict):
         t.set_yticks([0, 1], [f"{names[0]} right", f"{names[0]} wrong"])
         t.set_title(f"{cmp['test']}: p = {cmp['p_value']:.3g}", fontsize=10)
     return fig
+
+
+def saliency_dataset_figure(res: dict):
+    """Saliency over a dataset: each model's comprehensiveness, that of a random ranking and sufficiency, with
+    bootstrap intervals; and how the two models' per-example rank agreement is spread."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(10, 3.4), layout="tight")
+    bars, hist = fig.subplots(1, 2)
+    labels = {"comprehensiveness": "comprehensiveness", "random_comprehensiveness": "… of a random ranking",
+              "sufficiency": "sufficiency"}
+    rows = [{"x": label, "model": m, "v": res[key][k]["mean"], "ci": res[key][k]["interval"]}
+            for key, label in labels.items() for k, m in enumerate(res["models"])]
+    grouped_bars(rows, "x", "v", "model", "probability drop", ax=bars, interval="ci",
+                 title=f"{res['method'].replace('_', ' ')}, {res['n']} examples, 95% intervals")
+    agree = [e["agreement"] for e in res["examples"] if e["agreement"] is not None]
+    hist.hist(agree, bins=20, range=(-1, 1), color="#888")
+    if agree:
+        hist.axvline(float(sum(agree) / len(agree)), color="#d62728", label="mean")
+        hist.legend(fontsize=8)
+    hist.set_xlabel("Spearman rank agreement of the two models' word scores")
+    hist.set_ylabel("examples")
+    hist.set_title(f"agreement per example ({len(agree)} defined)", fontsize=10)
+    return fig

@@ -1,7 +1,7 @@
 """`albert-lens report`: the study's tables and figures regenerated for any pair, in one go.
 
-Sections: benchmark per dataset, CheckList tables, an attack summary, the UMAP figure, parameter and speed
-tables. Each section's result is cached as JSON under `<out>/cache/` keyed by what it depends on (models, files,
+Sections: benchmark per dataset, CheckList tables, an attack summary, the UMAP figure, saliency over examples,
+parameter and speed tables. Each section's result is cached as JSON under `<out>/cache/` keyed by what it depends on (models, files,
 settings), so a re-run after a crash, or with one more dataset, only computes what is new.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ def default_suites(pair: Pair) -> list[str]:
 
 
 def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *, limit: int, sample: int,
-                   attack_n: int, umap_n: int, engine=None) -> list[Section]:
+                   attack_n: int, umap_n: int, saliency_n: int = 30, engine=None) -> list[Section]:
     """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
     keys don't depend on the engine: both give the same results)."""
     from . import api, attacks, benchmark, data, facts, inference, projection
@@ -106,6 +106,19 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                     "points": projection.projection_table(proj, pair.heads, d.examples, preds)}
 
         secs.append(Section(_fingerprint(pair, "umap", params), "UMAP of sentence embeddings", run_umap))
+        params = {"dataset": first, "n": saliency_n, "method": SALIENCY_METHOD}
+
+        def run_saliency(first=first):
+            from .saliency import explain_dataset
+
+            d = data.load_dataset(first, task=pair.spec.task.name).head(saliency_n)
+            if remote is not None:
+                return remote.run(pair.spec, "saliency", d.examples, params={"method": SALIENCY_METHOD})
+            return explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
+
+        if saliency_n:
+            secs.append(Section(_fingerprint(pair, "saliency", params), "Saliency: integrated gradients",
+                                run_saliency))
 
     def run_facts():
         exs = api.resolve_dataset(pair, None, 30).examples
@@ -118,7 +131,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
 
 def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suites: Sequence[str] | None = None,
-             limit: int = 1000, sample: int = 20, attack_n: int = 10, umap_n: int = 500,
+             limit: int = 1000, sample: int = 20, attack_n: int = 10, umap_n: int = 500, saliency_n: int = 30,
              progress_bar: bool = True, engine=None) -> dict:
     """Compute (or reuse) every section, then write report.md, report.html and the PNG figures. Sections run
     in process, or on a Ray `engine` (see `engine.Engine`). A section that fails on its input (`LensError`) is
@@ -130,7 +143,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     cache.mkdir(parents=True, exist_ok=True)
     suites = default_suites(pair) if suites is None else list(suites)
     sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
-                              umap_n=umap_n, engine=engine)
+                              umap_n=umap_n, saliency_n=saliency_n, engine=engine)
     results, reused = {}, []
     for sec in tqdm(sections, desc="report", disable=not progress_bar):
         path = cache / f"{sec.key}.json"
@@ -159,7 +172,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
     from . import projection
-    from .significance import verdict
+    from .significance import describe, verdict
 
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
@@ -181,16 +194,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                 bench_rows.append((res["dataset"], r["model"], r[metric], r["throughput_per_s"],
                                    ci[res["models"].index(r)] if ci else None))
             md.append("")
-            cmp = res.get("comparison")  # a section cached by an earlier version has none
-            if cmp and "undefined" in cmp:
-                md += [f"No paired test: {cmp['undefined']}", ""]
-            elif cmp:
-                names = [r["model"] for r in res["models"]]
-                md += [verdict(cmp, names) + ".", ""]
-                if cmp["metric"] == "accuracy":
-                    md += [f"Right: both {cmp['both_right']}, only {names[0]} {cmp['only_right'][0]}, only "
-                           f"{names[1]} {cmp['only_right'][1]}, neither {cmp['both_wrong']}; the models agree on "
-                           f"{percent(cmp['agreement'])}.", ""]
+            cmp = res.get("comparison")
+            if cmp:  # a section cached by an earlier version has none
+                md += [" ".join(describe(cmp, [r["model"] for r in res["models"]])), ""]
         elif kind == "checklist":
             md += [f"Suite `{res['suite']}`, up to {res['sample']} cases per test; labels mapped by name.", "",
                    res["markdown"], ""]
@@ -222,6 +228,26 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
             md += [f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "
                    f"embedding spaces: **{res['knn_overlap']:.2f}**; Procrustes disparity {res['disparity']:.3f}.", "",
                    f"![UMAP]({fig.name})", ""]
+        elif kind == "saliency":
+            from .plots import saliency_dataset_figure
+
+            fig = out / "saliency.png"
+            saliency_dataset_figure(res).savefig(fig, dpi=110)
+            figs.append(fig)
+            md += [f"{res['n']} examples, each explained by both models; mean [95% bootstrap interval] of the "
+                   "probability drop when the top-ranked words are removed (comprehensiveness; a random ranking of "
+                   "the same words for comparison) or kept alone (sufficiency).", "",
+                   "| model | comprehensiveness | random ranking | sufficiency |", "|---|---|---|---|"]
+            md += [f"| {n} | " + " | ".join(_mean(res[k][i]) for k in ("comprehensiveness", "random_comprehensiveness",
+                                                                       "sufficiency")) + " |"
+                   for i, n in enumerate(res["models"])]
+            md.append("")
+            if "comprehensiveness_comparison" in res:
+                md += [verdict(res["comprehensiveness_comparison"], res["models"]) + ".", ""]
+            if res["agreement"]["mean"] is not None:
+                md += [f"Rank agreement between the two models' word scores: {_mean(res['agreement'])} over "
+                       f"{res['agreement']['n']} examples.", ""]
+            md += [f"![saliency]({fig.name})", ""]
         elif kind == "facts":
             md += ["| model | parameters | embeddings | encoder | head | shares layers | latency (ms) | throughput (ex/s) |",
                    "|---|---|---|---|---|---|---|---|"]
@@ -256,6 +282,13 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
 def percent(x: float | None) -> str:
     """A rate as a whole percentage; "n/a" where nothing was measured (shared with the app)."""
     return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+SALIENCY_METHOD = "integrated_gradients"
+
+
+def _mean(m: dict) -> str:
+    return "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
 
 
 def _num(x, d: int = 1) -> str:

@@ -363,3 +363,58 @@ def explain(models, example: Example, method_name: str, target: int | str | None
         other = on_class(models[1], example, maps[1], label, method_name, **kw)
         agree = None if other is None else agreement(maps[0], other)
     return {"maps": maps, "faithfulness": faith, "agreement": agree, "agreement_label": label}
+
+
+# ------------------------------------------------------------------ over a dataset
+
+
+def shuffled(sal: WordSaliency, rng: np.random.Generator) -> WordSaliency:
+    """The same map with its scores dealt at random among the words the model read: the ranking a faithfulness
+    score must beat to say the method found anything."""
+    scores = np.asarray(sal.scores, dtype=float)
+    seen = np.asarray(sal.alignment.seen if sal.alignment is not None else range(len(scores)), dtype=int)
+    scores[seen] = rng.permutation(scores[seen])
+    return replace(sal, scores=scores.tolist())
+
+
+def top_words(sal: WordSaliency, k: int = 3) -> list[str]:
+    """The `k` words that most support the explained class (largest score; for unsigned methods, the largest
+    sensitivity), among the words the model read."""
+    read = sal.alignment.seen if sal.alignment is not None else range(len(sal.words))
+    best = sorted(read, key=lambda i: -sal.scores[i])[:k]
+    return [sal.words[i] for i in best if sal.scores[i] > 0]
+
+
+def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progress=None, shown: int = 10,
+                    **kw) -> dict:
+    """Saliency over many examples, the numbers one map can't give: each model's faithfulness (against a random
+    ranking of the same words), whether one model's explanations are more faithful than the other's (paired,
+    Wilcoxon), and how far the two agree on which words matter, with the examples where they agree least."""
+    from .significance import compare_means, mean_interval
+
+    if not examples:
+        raise InputError("dataset: no examples to explain")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, ex in enumerate(examples):
+        out = explain(models, ex, method_name, **kw)
+        rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
+                for clf, sal in zip(models, out["maps"])]
+        rows.append({"index": i, "texts": list(ex.texts), "label": out["agreement_label"],
+                     "comprehensiveness": [f["comprehensiveness"] for f in out["faithfulness"]],
+                     "sufficiency": [f["sufficiency"] for f in out["faithfulness"]],
+                     "random_comprehensiveness": rand, "agreement": out["agreement"],
+                     "top_words": [top_words(m) for m in out["maps"]]})
+        if progress:
+            progress(i + 1, len(examples))
+    names = [clf.name for clf in models]
+    per_model = {key: [mean_interval([r[key][k] for r in rows], seed=seed) for k in range(len(models))]
+                 for key in ("comprehensiveness", "sufficiency", "random_comprehensiveness")}
+    res = {"method": method_name, "n": len(rows), "models": names, **per_model,
+           "agreement": mean_interval([r["agreement"] for r in rows], seed=seed), "examples": rows}
+    if len(models) == 2:
+        res["comprehensiveness_comparison"] = compare_means(*([r["comprehensiveness"][k] for r in rows]
+                                                              for k in range(2)), metric="comprehensiveness")
+        defined = [r for r in rows if r["agreement"] is not None]
+        res["lowest_agreement"] = [r["index"] for r in sorted(defined, key=lambda r: r["agreement"])[:shown]]
+    return res

@@ -152,6 +152,51 @@ def compare_correlation(gold: Sequence[float], first: Sequence[float], second: S
     }
 
 
+def _mean_draws(values: np.ndarray, resamples: int, rng) -> np.ndarray:
+    """Bootstrap means of `values`, resampled with replacement, in chunks that stay small for long inputs."""
+    n, out = len(values), []
+    for start in range(0, resamples, _CHUNK):
+        out.append(values[rng.integers(0, n, size=(min(_CHUNK, resamples - start), n))].mean(1))
+    return np.concatenate(out)
+
+
+def compare_means(first: Sequence[float], second: Sequence[float], *, metric: str = "mean",
+                  resamples: int = RESAMPLES, confidence: float = CONFIDENCE, seed: int = 0) -> dict:
+    """Two models' per-item scores on the same items (a faithfulness per sentence): both means with bootstrap
+    intervals, the mean paired difference (second minus first) with its interval, and a paired permutation test
+    of "no difference" (each item's difference keeps or flips its sign at random): a test of the same mean
+    the interval is about, with no assumption that the scores, bounded and skewed, are normal."""
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    n = len(a)
+    if n == 0 or len(b) != n:
+        raise InputError(f"items: {n} and {len(b)} scores; both models need one per item, at least one item")
+    rng = np.random.default_rng(seed)
+    idx_draws = [rng.integers(0, n, size=(min(_CHUNK, resamples - k), n)) for k in range(0, resamples, _CHUNK)]
+    ma = np.concatenate([a[i].mean(1) for i in idx_draws])
+    mb = np.concatenate([b[i].mean(1) for i in idx_draws])
+    d = b - a
+    observed = abs(d.mean())
+    flipped = np.concatenate([(d * rng.choice((-1.0, 1.0), size=(min(_CHUNK, resamples - k), n))).mean(1)
+                              for k in range(0, resamples, _CHUNK)])
+    # a tolerance so that flips giving the same mean up to rounding count as "as extreme"
+    p = 1.0 if not np.any(d) else float((np.sum(np.abs(flipped) >= observed - 1e-12) + 1) / (resamples + 1))
+    return {"metric": metric, "n": n, "confidence": confidence, "resamples": resamples,
+            "values": [float(a.mean()), float(b.mean())], "intervals": [_interval(ma, confidence),
+                                                                    _interval(mb, confidence)],
+            "difference": float(d.mean()), "difference_interval": _interval(mb - ma, confidence),
+            "test": "paired permutation", "p_value": p}
+
+
+def mean_interval(values: Sequence[float], *, resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
+                  seed: int = 0) -> dict:
+    """A mean with its bootstrap interval (None for no values)."""
+    v = np.asarray([x for x in values if x is not None and np.isfinite(x)], dtype=float)
+    if not len(v):
+        return {"mean": None, "interval": None, "n": 0}
+    draws = _mean_draws(v, resamples, np.random.default_rng(seed))
+    return {"mean": float(v.mean()), "interval": _interval(draws, confidence), "n": int(len(v))}
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment: a suite of 38 tests at 0.05 each would call about two differences real by
     chance alone; adjusted p-values below 0.05 keep the chance of any false call under 0.05."""
@@ -172,3 +217,19 @@ def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: floa
     if cmp["p_value"] < alpha:
         return f"{lead}: {b if d > 0 else a}'s {metric} is higher beyond chance on these {cmp['n']:,} {unit}"
     return f"{lead}: not distinguishable from chance on these {cmp['n']:,} {unit}"
+
+
+def describe(cmp: dict, names: Sequence[str]) -> list[str]:
+    """A benchmark's paired comparison as sentences, the same in the CLI, the report and the app: the verdict,
+    then who was right (accuracy) or how the two models' scores correlate (regression)."""
+    if "undefined" in cmp:
+        return [f"No paired test: {cmp['undefined']}"]
+    lines = [verdict(cmp, names) + "."]
+    if cmp["metric"] == "pearson":
+        lines.append(f"The two models' scores correlate at {cmp['agreement']:.3f}.")
+    elif "both_right" in cmp:
+        kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
+        lines.append(f"Right: both {cmp['both_right']:,}, only {names[0]} {cmp['only_right'][0]:,}, only {names[1]} "
+                     f"{cmp['only_right'][1]:,}, neither {cmp['both_wrong']:,}; the models give the same answer on "
+                     f"{100 * cmp['agreement']:.1f}% (Cohen's kappa {kappa}).")
+    return lines
