@@ -1,10 +1,12 @@
-"""Is one model's lead on a dataset more than chance?
+"""Is a gap between the two models more than chance?
 
-Both models answer the same examples, so the comparison is paired: two accuracies 0.88 and 0.84 on 300 sentences
+Both models answer the same items, so every comparison is paired: two accuracies 0.88 and 0.84 on 300 sentences
 may be a real gap or the luck of which sentences were drawn, and unpaired intervals (one per model) overlap far
-more than the gap's own interval does. Accuracy gets McNemar's exact test on the examples exactly one model gets
-right, paired bootstrap intervals and the models' agreement (Cohen's kappa); a regression pair (STS-B) gets
-bootstrap intervals of each Pearson correlation and of their difference, with a bootstrap p-value.
+more than the gap's own interval does. Yes/no events (a right answer, a failed CheckList case, a flipped label,
+a successful attack) get McNemar's exact test on the items exactly one model has the event on and paired
+bootstrap intervals, resampling whole groups when items come in groups (several edits of one sentence); per-item
+scores (faithfulness) a paired permutation test; a regression pair (STS-B) bootstrap intervals of each Pearson
+correlation and of their difference. `holm` corrects a suite of tests for their number.
 """
 from __future__ import annotations
 
@@ -44,8 +46,8 @@ def _interval(samples: np.ndarray, confidence: float) -> list[float]:
 
 
 def compare_events(first: Sequence[bool], second: Sequence[bool], groups: Sequence | None = None, *,
-                   metric: str = "rate", group_name: str = "groups", resamples: int = RESAMPLES, confidence: float = CONFIDENCE,
-                   seed: int = 0) -> dict:
+                   metric: str = "rate", group_name: str = "groups", resamples: int = RESAMPLES,
+                   confidence: float = CONFIDENCE, seed: int = 0) -> dict:
     """How often a yes/no event (a right answer, a label flip, a successful attack) happens to each model on the
     same items: both rates with paired bootstrap intervals, their difference (second minus first) and a p-value
     for "equally often".
