@@ -253,7 +253,8 @@ def cmd_project(args) -> int:
         print(json.dumps(summary, indent=2))
     else:
         print(f"{res['dataset']}: {res['n']} examples, {args.method} of {args.pooling} pooling at layer {res['layer']}")
-        print(f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f}")
+        print(f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f} "
+              f"(unrelated spaces: {res['knn_chance']:.3f})")
         print(f"  Procrustes disparity of the aligned projections: {res['procrustes_disparity']:.3f}")
         if args.out:
             print(f"  written: {out / 'projection.csv'}, {out / 'projection.png'}, {out / 'projection.json'}")

@@ -255,7 +255,7 @@ def build(pair: Pair) -> gr.Blocks:
                 per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour,
                                        **lims) for n in names]
                 summary = (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
-                           f"neighbours: **{res['knn_overlap']:.2f}** · Procrustes disparity "
+                           f"neighbours: **{res['knn_overlap']:.2f}** (unrelated spaces: {res['knn_chance']:.2f}) · Procrustes disparity "
                            f"{res['procrustes_disparity']:.3f} · embeddings: " + ", ".join(
                                f"{html.escape(n_)} {'from cache' if c else 'computed'}"
                                for n_, c in zip(names, res["embeddings_cached"])))

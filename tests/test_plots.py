@@ -43,7 +43,12 @@ def test_counterfactual_plot_shows_each_models_own_delta():
     flips = {"generator": "dataset_flip_rate", "flip_rate": [0.2, 0.05], "only": [[1, 2, 3], []], "changed": 20}
     ax = counterfactual_figure(flips, ["BERT", "ALBERT"]).axes[0]
     assert [round(b.get_height(), 6) for b in ax.patches] == [0.2, 0.15, 0.05, 0.0]
-    assert ax.get_ylabel() == "share of 20 edits"
+    assert ax.get_ylabel() == "share of 20 edits (flip rate: 95% interval)"
+    with_ci = counterfactual_figure(flips | {"comparison": {"intervals": [[0.05, 0.4], [0.0, 0.2]]}},
+                                    ["BERT", "ALBERT"]).axes[0]
+    caps = sorted(round(y, 6) for line in with_ci.lines if line.get_marker() not in (None, "None", "")
+                  for y in line.get_ydata())
+    assert caps == [0.0, 0.05, 0.2, 0.4]  # the flip rates' intervals; "flips only this model" has none
 
 
 def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():

@@ -36,6 +36,18 @@ def test_project_api_reports_the_k_it_used(tiny_pair):
 
     res = api.project(tiny_pair, "sentiment_plain", "pca", limit=4)  # 4 is the fewest a projection takes
     assert res["n"] == 4 and res["k"] == 2 and 0 <= res["knn_overlap"] <= 1
+    assert res["knn_chance"] == pytest.approx(2 / 3)
+
+
+def test_unrelated_spaces_overlap_at_the_chance_level():
+    """Two independent random embeddings of the same 300 points share k / (n - 1) of their neighbours."""
+    from app.core.projection import knn_chance
+
+    rng = np.random.default_rng(3)
+    got = [knn_overlap(rng.standard_normal((300, 32)), rng.standard_normal((300, 32)), k=10) for _ in range(5)]
+    assert knn_chance(300, 10) == pytest.approx(10 / 299)
+    assert np.mean(got) == pytest.approx(knn_chance(300, 10), abs=0.006)
+    assert np.isnan(knn_chance(2, 10)) and knn_chance(5, 10) == pytest.approx(3 / 4)
 
 
 def test_knn_overlap_extremes():

@@ -244,7 +244,7 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None, *, v
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
             limit: int | None = 500, progress: Progress = None) -> dict:
-    from .projection import project_pair, projection_table
+    from .projection import knn_chance, project_pair, projection_table
 
     ds = resolve_dataset(pair, dataset, limit)
     proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling,
@@ -252,7 +252,8 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
     preds = pair.predict(ds.examples)
     rows = projection_table(proj, pair.models, ds.examples, preds)
     return {"dataset": ds.name, "n": len(ds), "method": method, "layer": int(layer), "pooling": pooling,
-            "knn_overlap": proj.knn_overlap, "k": proj.k, "procrustes_disparity": proj.disparity,
+            "knn_overlap": proj.knn_overlap, "k": proj.k, "knn_chance": knn_chance(len(ds), proj.k),
+            "procrustes_disparity": proj.disparity,
             "embeddings_cached": proj.embeddings_cached, "points": rows}
 
 

@@ -88,10 +88,13 @@ def edits_text(change: dict) -> str:
 def counterfactual_figure(res: dict, names: Sequence[str]):
     """Flip rate per model over a dataset; else, per edit, how far each model's own prediction moved."""
     if "flip_rate" in res:  # over a dataset
-        rows = [{"x": "label flip rate", "model": n, "v": r} for n, r in zip(names, res["flip_rate"])]
+        spans = (res.get("comparison") or {}).get("intervals") or [None] * len(names)
+        rows = [{"x": "label flip rate", "model": n, "v": r, "ci": ci}
+                for n, r, ci in zip(names, res["flip_rate"], spans)]
         rows += [{"x": "flips only this model", "model": n, "v": len(o) / res["changed"]}
                  for n, o in zip(names, res["only"])]
-        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} edits", ylim=(0, 1))
+        return grouped_bars(rows, "x", "v", "model", f"share of {res['changed']} edits (flip rate: 95% interval)",
+                            ylim=(0, 1), interval="ci")
     changes = res.get("changes", [])
     rows = [{"x": f"{i + 1}: {edits_text(c)}"[:40], "model": n, "v": own_delta(c, k)[1]}
             for i, c in enumerate(changes) for k, n in enumerate(names)]

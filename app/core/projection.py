@@ -190,6 +190,14 @@ def knn_overlap(a: np.ndarray, b: np.ndarray, k: int = 10) -> float:
     return float(np.mean([len(s & t) / k for s, t in zip(*sets)]))
 
 
+def knn_chance(n: int, k: int = 10) -> float:
+    """The overlap two unrelated spaces would score: each point's k neighbours drawn at random from the other
+    n - 1 points share k * k / (n - 1) of them on average, a share of k / (n - 1). An overlap means something only
+    well above it (NaN when no k is informative)."""
+    k = neighbours_k(n, k)
+    return float("nan") if k < 1 else k / (n - 1)
+
+
 @dataclass
 class Projection:
     coords: list[np.ndarray]  # per model, (n, 2); the second aligned to the first

@@ -226,7 +226,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
             projection.plot_png(res["points"], fig, "gold", title=f"UMAP (cosine) of CLS embeddings, {res['dataset']}")
             figs.append(fig)
             md += [f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "
-                   f"embedding spaces: **{res['knn_overlap']:.2f}**; Procrustes disparity {res['disparity']:.3f}.", "",
+                   f"embedding spaces: **{res['knn_overlap']:.2f}** (unrelated spaces would share "
+                   f"{projection.knn_chance(res['n'], res['k']):.2f}); Procrustes disparity {res['disparity']:.3f}.", "",
                    f"![UMAP]({fig.name})", ""]
         elif kind == "saliency":
             from .plots import saliency_dataset_figure
