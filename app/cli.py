@@ -287,6 +287,10 @@ def cmd_facts(args) -> int:
         r = res["ratios"]
         print(f"{pair.models[1].name} / {pair.models[0].name}: parameters {r['parameters']:.2f}x, latency "
               f"{r['latency']:.2f}x, throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
+        from app.core.significance import verdict
+
+        print("one input at a time, both models in turns: "
+              + verdict(res["latency_comparison"], [m.name for m in pair.models], unit="inputs"))
     _save_figure(lambda: transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
     return 0
 

@@ -289,9 +289,13 @@ def build(pair: Pair) -> gr.Blocks:
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
                                                                                 m["transitions"]["cosine"]))]
                 r = res["ratios"]
+                from app.core.significance import verdict
+
                 summary = (f"{names[1]} / {names[0]}: parameters **{r['parameters']:.2f}×**, latency "
                            f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** "
-                           f"(measured now on {res['n_inputs']} inputs)")
+                           f"(measured now on {res['n_inputs']} inputs)\n\nOne input at a time, both models in "
+                           "turns: " + html.escape(verdict(res["latency_comparison"], names, unit="inputs"),
+                                                   quote=False))
                 frame = pd.DataFrame(trans)
                 table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
                 return res, summary, table.astype(str), frame, frame

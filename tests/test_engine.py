@@ -150,6 +150,7 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
             assert [p["prediction"] for p in a["points"]] == [p["prediction"] for p in b["points"]]
         elif kind == "facts":
             assert [m["parameters"] for m in a["models"]] == [m["parameters"] for m in b["models"]]
+            assert a["latency_comparison"]["n"] == b["latency_comparison"]["n"] == 30  # timed on a worker too
         elif kind == "saliency":  # explained on a worker: the same maps, up to float rounding across processes
             for k in ("comprehensiveness", "sufficiency", "random_comprehensiveness"):
                 assert [m["mean"] for m in a[k]] == pytest.approx([m["mean"] for m in b[k]], abs=1e-4)

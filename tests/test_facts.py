@@ -2,6 +2,7 @@ import numpy as np
 import pytest
 
 from app.core.data import Example
+from app.core.errors import InputError
 from app.core.facts import count_parameters, layer_transitions, model_facts, parameter_split, shares_layers
 
 from .conftest import SENTENCES
@@ -78,3 +79,29 @@ def test_facts_lines_of_a_pair_task_split_at_the_tab(tiny_nli_pair):
     assert api.facts(tiny_nli_pair, ["A man sleeps.\tA person rests.", "A man sleeps."])["n_inputs"] == 2
     with pytest.raises(LensError, match=r"texts, line 2: field 'hypothesis' has only invisible characters"):
         api.facts(tiny_nli_pair, ["A man sleeps.", "A man sleeps.\t\u200b"])
+
+
+def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_pair, monkeypatch):
+    """The second model is made 4 ms slower per call: the paired comparison must see about that, beyond chance,
+    and the same models unchanged must show nothing like it."""
+    import time
+
+    from app.core import inference
+    from app.core.data import Example
+    from app.core.facts import latency_comparison
+
+    exs = [Example((f"a film number {i}, rather good",)) for i in range(16)]
+    slow = tiny_pair.models[1]
+    real = inference.predict
+
+    def predict(clf, examples, **kw):
+        if clf is slow:
+            time.sleep(0.004)
+        return real(clf, examples, **kw)
+
+    monkeypatch.setattr(inference, "predict", predict)
+    cmp = latency_comparison(tiny_pair.models, exs)
+    assert cmp["n"] == 16 and cmp["metric"] == "latency (ms)" and cmp["p_value"] < 0.01
+    assert 3.0 < cmp["difference"] < 8.0 and cmp["difference_interval"][0] > 2.0
+    with pytest.raises(InputError, match="texts: a latency comparison needs two models"):
+        latency_comparison(tiny_pair.models[:1], exs)

@@ -134,6 +134,7 @@ def test_saliency_dataset_names_a_bad_method_and_is_capped_when_hosted(tiny_pair
 
 def test_facts_api(client, tiny_pair):
     res, summary, *_ = client.predict("", api_name="/facts")
+    assert res["latency_comparison"]["n"] == res["n_inputs"] and "both models in turns" in summary
     assert res["models"][1]["shares_layers"] is True
     assert res["models"][0]["parameters"] > res["models"][1]["parameters"]
 

@@ -269,7 +269,7 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
     by a tab, or one text used for both) or its fields; none: the shipped examples."""
-    from .facts import model_facts
+    from .facts import latency_comparison, model_facts
 
     if texts:
         cap = limits()["max_examples"]
@@ -287,7 +287,7 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dic
         exs = resolve_dataset(pair, None, 30).examples
     models = [model_facts(clf, exs) for clf in pair.models]
     a, b = models
-    return {"models": models, "n_inputs": len(exs),
+    return {"models": models, "n_inputs": len(exs), "latency_comparison": latency_comparison(pair.models, exs),
             "ratios": {"parameters": b["parameters"] / a["parameters"],
                        "latency": b["latency_ms"] / a["latency_ms"],
                        "throughput": b["throughput_per_s"] / a["throughput_per_s"]}}

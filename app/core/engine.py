@@ -18,8 +18,8 @@ from .data import Example
 from .errors import InputError, LensError
 from .registry import PairSpec
 
-JOBS = ("embed", "predict", "timed_predict", "attack", "profile", "facts", "saliency")
-WHOLE = ("profile", "facts", "saliency")  # jobs that see the whole sample in one call
+JOBS = ("embed", "predict", "timed_predict", "attack", "profile", "facts", "latency", "saliency")
+WHOLE = ("profile", "facts", "latency", "saliency")  # jobs that see the whole sample in one call
 ENGINES = ("local", "ray")
 WORKER_PREFIX = "albert-lens-worker-"
 
@@ -56,6 +56,10 @@ def run_batch(pair, job: str, batch: list[Example], params: dict):
         from .facts import model_facts
 
         return [model_facts(clf, batch) for clf in pair.models]
+    if job == "latency":
+        from .facts import latency_comparison
+
+        return latency_comparison(pair.models, batch)
     if job == "saliency":
         from .saliency import explain_dataset
 

@@ -1,6 +1,8 @@
 """Model facts: how many parameters, where they sit, and whether layers share them (ALBERT's headline)."""
 from __future__ import annotations
 
+from .errors import InputError
+
 
 def count_parameters(model) -> int:
     """Unique parameters: a tensor shared by several layers is stored, and counted, once."""
@@ -67,6 +69,30 @@ def speed(clf, examples, batch_size: int = 32) -> dict:
     predict(clf, examples, batch_size=batch_size)
     total = time.perf_counter() - t0
     return {"latency_ms": lat["latency_ms_median"], "throughput_per_s": len(examples) / total}
+
+
+def latency_comparison(models, examples, warm_up: int = 2) -> dict:
+    """Is one model faster one example at a time? Each input is timed on both models back to back, in turns
+    (the first model first on even inputs, second on odd), so that a machine getting busier slows both alike;
+    the per-input differences go to a paired permutation test."""
+    import time
+
+    from .inference import predict
+    from .significance import compare_means
+
+    if len(models) != 2 or not examples:
+        raise InputError("texts: a latency comparison needs two models and at least one input")
+    for clf in models:
+        for ex in examples[:warm_up]:
+            predict(clf, [ex])
+    times = [[], []]
+    for i, ex in enumerate(examples):
+        order = (0, 1) if i % 2 == 0 else (1, 0)
+        for k in order:
+            t0 = time.perf_counter()
+            predict(models[k], [ex])
+            times[k].append(1000 * (time.perf_counter() - t0))
+    return compare_means(*times, metric="latency (ms)")
 
 
 def model_facts(clf, examples) -> dict:

@@ -123,8 +123,10 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
     def run_facts():
         exs = api.resolve_dataset(pair, None, 30).examples
         if remote is not None:
-            return {"models": remote.run(pair.spec, "facts", exs)}
-        return {"models": [facts.model_facts(clf, exs) for clf in pair.models]}
+            return {"models": remote.run(pair.spec, "facts", exs),
+                    "latency_comparison": remote.run(pair.spec, "latency", exs)}
+        return {"models": [facts.model_facts(clf, exs) for clf in pair.models],
+                "latency_comparison": facts.latency_comparison(pair.models, exs)}
 
     secs.append(Section(_fingerprint(pair, "facts", {}), "Parameters and speed", run_facts))
     return secs
@@ -257,6 +259,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                           f"{f['parameters_encoder']:,} | {f['parameters_head']:,} | {f['shares_layers']} | "
                           f"{f['latency_ms']:.1f} | {f['throughput_per_s']:.1f} |")
             md.append("")
+            if res.get("latency_comparison"):  # a section cached by an earlier version has none
+                md += ["One input at a time, both models in turns: " + verdict(
+                    res["latency_comparison"], [f["model"] for f in res["models"]], unit="inputs") + ".", ""]
             fig = out / "layer_transitions.png"
             _lines_png({f["model"]: f["transitions"] for f in res["models"]}, fig)
             figs.append(fig)
