@@ -137,7 +137,7 @@ def _saliency_dataset(pair, args) -> int:
 
     from app.core import api
     from app.core.plots import saliency_dataset_figure
-    from app.core.significance import verdict
+    from app.core.significance import format_mean, verdict
 
     if args.text is not None:
         raise InputError("text: give either an input or --dataset, not both")
@@ -153,17 +153,16 @@ def _saliency_dataset(pair, args) -> int:
         print(json.dumps(res, indent=2, ensure_ascii=False))
     else:
         names = res["models"]
-        fmt = lambda m: "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
         print(f"{args.method} over {res['n']} examples of {res['dataset']} (mean [95% interval])\n")
         print(f"{'':<10}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
         for k, n in enumerate(names):
-            print(f"{n:<10}" + "".join(f"{fmt(res[key][k]):>26}" for key in
+            print(f"{n:<10}" + "".join(f"{format_mean(res[key][k]):>26}" for key in
                                          ("comprehensiveness", "random_comprehensiveness", "sufficiency")))
         if "comprehensiveness_comparison" in res:
             print(verdict(res["comprehensiveness_comparison"], names))
         a = res["agreement"]
         if a["mean"] is not None:
-            print(f"rank agreement between the models: {fmt(a)} over {a['n']} examples; least on:")
+            print(f"rank agreement between the models: {format_mean(a)} over {a['n']} examples; least on:")
             for i in res["lowest_agreement"][:args.show]:
                 e = res["examples"][i]
                 tops = " · ".join(f"{n}: {', '.join(w) or '(no word for the class)'}" for n, w in zip(names, e["top_words"]))

@@ -604,21 +604,21 @@ def _saliency_summary(res: dict) -> str:
 
 
 def _saliency_dataset_summary(res: dict) -> str:
-    from app.core.significance import verdict
+    from app.core.significance import format_mean, verdict
 
     names = res["models"]
-    fmt = lambda m: "n/a" if m["mean"] is None else f"{m['mean']:.3f} ({m['interval'][0]:.3f} to {m['interval'][1]:.3f})"
     rows = ["| model | comprehensiveness | … of a random ranking | sufficiency |", "|---|---|---|---|"]
-    rows += [f"| {html.escape(n)} | {fmt(res['comprehensiveness'][k])} | {fmt(res['random_comprehensiveness'][k])} | "
-             f"{fmt(res['sufficiency'][k])} |" for k, n in enumerate(names)]
+    rows += [f"| {html.escape(n)} | " + " | ".join(format_mean(res[key][k]) for key in
+                                                   ("comprehensiveness", "random_comprehensiveness", "sufficiency"))
+             + " |" for k, n in enumerate(names)]
     a = res["agreement"]
     lines = [f"**{html.escape(res['dataset'])}**, {res['n']} examples, {res['method'].replace('_', ' ')} "
              "(mean and 95% interval; comprehensiveness well above the random ranking's means the maps found "
              "words the model relies on)", "", *rows, ""]
     if "comprehensiveness_comparison" in res:
         lines.append(html.escape(verdict(res["comprehensiveness_comparison"], names), quote=False))
-    lines.append("" if a["mean"] is None else f"\n\nRank agreement between the models: mean **{a['mean']:.2f}** "
-                 f"({a['interval'][0]:.2f} to {a['interval'][1]:.2f}) over {a['n']} examples")
+    lines.append("" if a["mean"] is None else f"\n\nRank agreement between the models: **{format_mean(a)}** "
+                 f"over {a['n']} examples")
     return "\n".join(lines)
 
 

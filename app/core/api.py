@@ -141,10 +141,9 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
                      limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None) -> dict:
     """Saliency over the first `limit` examples of a dataset (`saliency.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement."""
-    from .saliency import METHODS, explain_dataset
+    from .saliency import check_method, explain_dataset
 
-    if method not in METHODS:
-        raise InputError(f"method: {method!r} is not one of {sorted(METHODS)}")
+    check_method(method)
     cap = limits()["max_saliency_examples"]
     ds = resolve_dataset(pair, dataset, min(limit or cap, cap))
     res = explain_dataset(pair.models, ds.examples, method, progress=progress, **_method_options(method, tolerance))

@@ -174,7 +174,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
     from . import projection
-    from .significance import describe, verdict
+    from .significance import describe, format_mean, verdict
 
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
@@ -241,14 +241,14 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list
                    "probability drop when the top-ranked words are removed (comprehensiveness; a random ranking of "
                    "the same words for comparison) or kept alone (sufficiency).", "",
                    "| model | comprehensiveness | random ranking | sufficiency |", "|---|---|---|---|"]
-            md += [f"| {n} | " + " | ".join(_mean(res[k][i]) for k in ("comprehensiveness", "random_comprehensiveness",
+            md += [f"| {n} | " + " | ".join(format_mean(res[k][i]) for k in ("comprehensiveness", "random_comprehensiveness",
                                                                        "sufficiency")) + " |"
                    for i, n in enumerate(res["models"])]
             md.append("")
             if "comprehensiveness_comparison" in res:
                 md += [verdict(res["comprehensiveness_comparison"], res["models"]) + ".", ""]
             if res["agreement"]["mean"] is not None:
-                md += [f"Rank agreement between the two models' word scores: {_mean(res['agreement'])} over "
+                md += [f"Rank agreement between the two models' word scores: {format_mean(res['agreement'])} over "
                        f"{res['agreement']['n']} examples.", ""]
             md += [f"![saliency]({fig.name})", ""]
         elif kind == "facts":
@@ -291,10 +291,6 @@ def percent(x: float | None) -> str:
 
 
 SALIENCY_METHOD = "integrated_gradients"
-
-
-def _mean(m: dict) -> str:
-    return "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
 
 
 def _num(x, d: int = 1) -> str:

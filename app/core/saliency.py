@@ -274,9 +274,14 @@ class Lime(Method):
 METHODS: dict[str, type[Method]] = {m.name: m for m in (GradientNorm, GradientXInput, IntegratedGradients, Occlusion, Lime)}
 
 
-def method(name: str, clf: Classifier, **kw) -> Method:
+def check_method(name: str) -> None:
+    """Unknown method names are refused before any work (a dataset read, a model run)."""
     if name not in METHODS:
         raise InputError(f"method: {name!r} is not one of {sorted(METHODS)}")
+
+
+def method(name: str, clf: Classifier, **kw) -> Method:
+    check_method(name)
     return METHODS[name](clf, **kw)
 
 
@@ -372,7 +377,7 @@ def shuffled(sal: WordSaliency, rng: np.random.Generator) -> WordSaliency:
     """The same map with its scores dealt at random among the words the model read: the ranking a faithfulness
     score must beat to say the method found anything."""
     scores = np.asarray(sal.scores, dtype=float)
-    seen = np.asarray(sal.alignment.seen if sal.alignment is not None else range(len(scores)), dtype=int)
+    seen = np.asarray(sorted(_read(sal)), dtype=int)
     scores[seen] = rng.permutation(scores[seen])
     return replace(sal, scores=scores.tolist())
 
@@ -380,16 +385,15 @@ def shuffled(sal: WordSaliency, rng: np.random.Generator) -> WordSaliency:
 def top_words(sal: WordSaliency, k: int = 3) -> list[str]:
     """The `k` words that most support the explained class (largest score; for unsigned methods, the largest
     sensitivity), among the words the model read."""
-    read = sal.alignment.seen if sal.alignment is not None else range(len(sal.words))
-    best = sorted(read, key=lambda i: -sal.scores[i])[:k]
+    best = sorted(sorted(_read(sal)), key=lambda i: -sal.scores[i])[:k]
     return [sal.words[i] for i in best if sal.scores[i] > 0]
 
 
 def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progress=None, shown: int = 10,
                     **kw) -> dict:
     """Saliency over many examples, the numbers one map can't give: each model's faithfulness (against a random
-    ranking of the same words), whether one model's explanations are more faithful than the other's (paired,
-    Wilcoxon), and how far the two agree on which words matter, with the examples where they agree least."""
+    ranking of the same words), whether one model's explanations are more faithful than the other's (a paired
+    permutation test), and how far the two agree on which words matter, with the examples where they agree least."""
     from .significance import compare_means, mean_interval
 
     if not examples:

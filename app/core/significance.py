@@ -39,6 +39,17 @@ def _check(gold: Sequence, first: Sequence, second: Sequence) -> int:
     return n
 
 
+def _chunks(resamples: int) -> list[int]:
+    """Resamples drawn at a time, so that resamples x items indices stay small for long inputs."""
+    return [min(_CHUNK, resamples - k) for k in range(0, resamples, _CHUNK)]
+
+
+def _bootstrap_p(diff: np.ndarray) -> float:
+    """Two-sided p-value of "no difference" from resampled differences: twice the share on the smaller side of 0."""
+    below, above = np.sum(diff <= 0), np.sum(diff >= 0)
+    return float(min(1.0, 2 * (min(below, above) + 1) / (len(diff) + 1)))
+
+
 def _interval(samples: np.ndarray, confidence: float) -> list[float]:
     tail = 100 * (1 - confidence) / 2
     lo, hi = np.percentile(samples, [tail, 100 - tail])
@@ -74,10 +85,8 @@ def compare_events(first: Sequence[bool], second: Sequence[bool], groups: Sequen
         size, sa, sb = (np.bincount(codes, weights=w, minlength=g) for w in (np.ones(n), a, b))
         w = rng.multinomial(g, np.full(g, 1 / g), size=resamples)
         ra, rb = (w @ sa) / (w @ size), (w @ sb) / (w @ size)
-        diff = rb - ra
-        below, above = np.sum(diff <= 0), np.sum(diff >= 0)
         test = f"bootstrap over {g:,} {group_name}"
-        p = 1.0 if cells[1] == cells[2] else float(min(1.0, 2 * (min(below, above) + 1) / (resamples + 1)))
+        p = 1.0 if cells[1] == cells[2] else _bootstrap_p(rb - ra)
     values = [float(a.mean()), float(b.mean())]
     out = {"metric": metric, "n": n, "confidence": confidence, "resamples": resamples,
            "values": values, "intervals": [_interval(ra, confidence), _interval(rb, confidence)],
@@ -135,8 +144,8 @@ def compare_correlation(gold: Sequence[float], first: Sequence[float], second: S
         raise InputError("predictions: a model gives every example the same score, so its correlation is undefined")
     rng = np.random.default_rng(seed)
     ra, rb = [], []
-    for start in range(0, resamples, _CHUNK):
-        idx = rng.integers(0, n, size=(min(_CHUNK, resamples - start), n))
+    for size in _chunks(resamples):
+        idx = rng.integers(0, n, size=(size, n))
         ra.append(_pearson_rows(y[idx], a[idx]))
         rb.append(_pearson_rows(y[idx], b[idx]))
     ra, rb = np.concatenate(ra), np.concatenate(rb)
@@ -144,22 +153,19 @@ def compare_correlation(gold: Sequence[float], first: Sequence[float], second: S
     ra, rb = ra[ok], rb[ok]
     diff = rb - ra
     values = [float(_pearson_rows(y[None], a[None])[0]), float(_pearson_rows(y[None], b[None])[0])]
-    below, above = np.sum(diff <= 0), np.sum(diff >= 0)
     return {
         "metric": "pearson", "n": n, "confidence": confidence, "resamples": int(ok.sum()),
         "values": values, "intervals": [_interval(ra, confidence), _interval(rb, confidence)],
         "difference": values[1] - values[0], "difference_interval": _interval(diff, confidence),
-        "test": "paired bootstrap", "p_value": float(min(1.0, 2 * (min(below, above) + 1) / (len(diff) + 1))),
+        "test": "paired bootstrap", "p_value": _bootstrap_p(diff),
         "agreement": float(np.corrcoef(a, b)[0, 1]),
     }
 
 
 def _mean_draws(values: np.ndarray, resamples: int, rng) -> np.ndarray:
     """Bootstrap means of `values`, resampled with replacement, in chunks that stay small for long inputs."""
-    n, out = len(values), []
-    for start in range(0, resamples, _CHUNK):
-        out.append(values[rng.integers(0, n, size=(min(_CHUNK, resamples - start), n))].mean(1))
-    return np.concatenate(out)
+    n = len(values)
+    return np.concatenate([values[rng.integers(0, n, size=(size, n))].mean(1) for size in _chunks(resamples)])
 
 
 def compare_means(first: Sequence[float], second: Sequence[float], *, metric: str = "mean",
@@ -173,13 +179,12 @@ def compare_means(first: Sequence[float], second: Sequence[float], *, metric: st
     if n == 0 or len(b) != n:
         raise InputError(f"items: {n} and {len(b)} scores; both models need one per item, at least one item")
     rng = np.random.default_rng(seed)
-    idx_draws = [rng.integers(0, n, size=(min(_CHUNK, resamples - k), n)) for k in range(0, resamples, _CHUNK)]
+    idx_draws = [rng.integers(0, n, size=(size, n)) for size in _chunks(resamples)]
     ma = np.concatenate([a[i].mean(1) for i in idx_draws])
     mb = np.concatenate([b[i].mean(1) for i in idx_draws])
     d = b - a
     observed = abs(d.mean())
-    flipped = np.concatenate([(d * rng.choice((-1.0, 1.0), size=(min(_CHUNK, resamples - k), n))).mean(1)
-                              for k in range(0, resamples, _CHUNK)])
+    flipped = np.concatenate([(d * rng.choice((-1.0, 1.0), size=(size, n))).mean(1) for size in _chunks(resamples)])
     # a tolerance so that flips giving the same mean up to rounding count as "as extreme"
     p = 1.0 if not np.any(d) else float((np.sum(np.abs(flipped) >= observed - 1e-12) + 1) / (resamples + 1))
     return {"metric": metric, "n": n, "confidence": confidence, "resamples": resamples,
@@ -197,6 +202,11 @@ def mean_interval(values: Sequence[float], *, resamples: int = RESAMPLES, confid
         return {"mean": None, "interval": None, "n": 0}
     draws = _mean_draws(v, resamples, np.random.default_rng(seed))
     return {"mean": float(v.mean()), "interval": _interval(draws, confidence), "n": int(len(v))}
+
+
+def format_mean(m: dict) -> str:
+    """A `mean_interval` as "mean [low, high]" (the CLI, the report and the app write it alike)."""
+    return "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
