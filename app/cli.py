@@ -72,12 +72,13 @@ def cmd_predict(args) -> int:
                           "predictions": records}, indent=2, ensure_ascii=False))
         return 0
     print(f"pair: {pair.name} ({pair.reason})")
+    width = max(8, *(len(clf.name) for clf in pair.models))
     for clf, rec in zip(pair.models, records):
         if "score" in rec:
-            print(f"  {clf.name:<8} score {rec['score']:.4f}   [{clf.spec.source}]")
+            print(f"  {clf.name:<{width}} score {rec['score']:.4f}   [{clf.spec.source}]")
         else:
             probs = "  ".join(f"{k}={v:.4f}" for k, v in rec["probabilities"].items())
-            print(f"  {clf.name:<8} {rec['label']:<16} {probs}   [{clf.spec.source}]")
+            print(f"  {clf.name:<{width}} {rec['label']:<16} {probs}   [{clf.spec.source}]")
     return 0
 
 

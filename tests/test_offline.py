@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from app.core.data import load_dataset
+from app.core.data import Example, load_dataset
 from app.core.facts import count_parameters
 from app.core.inference import predict
 
@@ -48,6 +48,33 @@ def test_offline_pair_loads_in_under_5_seconds_from_a_fresh_cache(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-1500:]
     assert float(out.stdout.split()[-1]) < 5.0
+
+
+def test_an_export_folder_given_by_path_loads_as_the_offline_pair(offline_pair, tmp_path):
+    """`--models assets/offline/bert-sst2 ...` (or a `train-offline --export` folder elsewhere) lacks the word
+    embeddings and tokenizer the package supplies: it is completed like `offline:<name>`, not refused as a model
+    with missing weights; an export whose frozen table can't be found is refused naming the folder."""
+    import shutil
+
+    import pytest
+
+    from app.core.loading import ModelLoadError, load
+    from app.core.registry import TASKS, ModelSpec
+
+    texts = [Example(("an awful, tedious film",)), Example(("a warm and generous movie",))]
+    for clf in offline_pair.models:
+        folder = OFFLINE / clf.spec.source.split(":", 1)[1]
+        moved = shutil.copytree(folder, tmp_path / folder.name)  # a folder outside the assets, as an export is
+        for where in (folder, moved):
+            back = load(ModelSpec(clf.name, str(where), clf.family, TASKS["sst2"]))
+            assert "offline export" in back.origin and str(where.resolve()) in back.origin
+            np.testing.assert_allclose(predict(back, texts).probs, predict(clf, texts).probs, atol=1e-6)
+    config = json.loads((moved / "config.json").read_text())
+    config["albert_lens_frozen_from_minilm"] = {"albert.embeddings.word_embeddings.weight": "no.such.tensor"}
+    (moved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match="offline export that can't be completed") as err:
+        load(ModelSpec("ALBERT", str(moved), "albert", TASKS["sst2"]))
+    assert str(moved) in str(err.value)
 
 
 def test_accuracy_bars_on_sst2_dev(offline_pair):

@@ -49,7 +49,7 @@ class ModelHead:
     only turns logits into labels (a Ray driver, whose workers hold the weights), at the cost of a config file."""
 
     spec: ModelSpec
-    origin: str  # "offline assets", "local directory", "hub", "local Hugging Face cache"
+    origin: str  # "offline assets", "local directory", "an offline export (...)", "hub", "local Hugging Face cache"
     path: str
     # the weight files as they were when this model was read: caches keyed by it miss once it is retrained
     weights_stamp: list = field(init=False, default_factory=list, repr=False, compare=False)
@@ -307,6 +307,11 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
         if not (path / "config.json").is_file():
             raise ModelLoadError(f"model directory {path}: no config.json; is this a Hugging Face model folder?")
         _find_weights(path)
+        if offline.is_export(path):
+            try:
+                return offline.materialise_export(path), f"an offline export ({path}, word embeddings from the MiniLM)"
+            except Exception as exc:  # noqa: BLE001 - re-raised naming the folder
+                raise ModelLoadError(f"model {source!r}: an offline export that can't be completed ({_short(exc)})") from exc
         return path, "local directory"
     if source.startswith(("/", "./", "../", "~")) or os.sep in source.strip("/").replace("/", "", 1):
         raise ModelLoadError(f"model {source!r}: no such directory")

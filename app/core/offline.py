@@ -184,6 +184,16 @@ def _fingerprint(src: Path) -> str:
     return h.hexdigest()[:16]
 
 
+def is_export(path: Path) -> bool:
+    """Whether a model folder is one `export_shipped` wrote (shipped or `train-offline --export`): it lacks the
+    tables read from the MiniLM and the tokenizer, so it loads only once materialised."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and "albert_lens_frozen_from_minilm" in config
+
+
 def materialise(name: str, root: Path | None = None) -> Path:
     """A complete HF model directory (fp32 safetensors + tokenizer) for shipped offline model `name`."""
     src = OFFLINE_ASSETS / name
@@ -192,7 +202,19 @@ def materialise(name: str, root: Path | None = None) -> Path:
             f"offline model '{name}' is not shipped: {src}/model.safetensors is missing "
             "(train it with `albert-lens train-offline`)"
         )
-    dest = (root or cache_dir() / "offline") / name
+    return materialise_dir(src, (root or cache_dir() / "offline") / name)
+
+
+def materialise_export(src: Path) -> Path:
+    """`materialise` for an exported folder given by path (a researcher pointing `--models` at
+    `assets/offline/bert-sst2` or at their own `train-offline --export` output)."""
+    src = src.resolve()
+    tag = hashlib.sha256(str(src).encode()).hexdigest()[:10]
+    return materialise_dir(src, cache_dir() / "offline" / "exports" / f"{src.name}-{tag}")
+
+
+def materialise_dir(src: Path, dest: Path) -> Path:
+    """Rebuilt only when the export or the installed MiniLM changed (the stamp is their sizes and times)."""
     stamp = _fingerprint(src)
     if (dest / ".stamp").is_file() and (dest / ".stamp").read_text() == stamp:
         return dest
@@ -209,7 +231,8 @@ def materialise(name: str, root: Path | None = None) -> Path:
     for fname in MINILM_TOKENIZER_FILES:
         if (minilm_dir() / fname).is_file():
             shutil.copy(minilm_dir() / fname, tmp / fname)
-    shutil.copy(src / "README.md", tmp / "README.md")
+    if (src / "README.md").is_file():
+        shutil.copy(src / "README.md", tmp / "README.md")
     (tmp / ".stamp").write_text(stamp)
     shutil.rmtree(dest, ignore_errors=True)
     tmp.rename(dest)
