@@ -110,13 +110,14 @@ def cmd_saliency(args) -> int:
         heads = [f"{m['model']} ({m['target_label'] if m['target_label'] is not None else 'score'})" for m in maps]
         width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
         print(f"{args.method} · pair {pair.name}\n")
-        print(f"{'word':<{width}}" + "".join(f"{h:>22}" for h in heads))
+        col = max(22, *(len(h) + 2 for h in heads))
+        print(f"{'word':<{width}}" + "".join(f"{h:>{col}}" for h in heads))
         unread = unread_by_all(maps)
         for i, w in enumerate(maps[0]["words"]):
             if i in unread:
                 continue
             field = f" [{pair.task.fields[maps[0]['fields'][i]]}]" if pair.task.is_pair else ""
-            print(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{_signed(m['scores'][i]):>22}" for m in maps))
+            print(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{_signed(m['scores'][i]):>{col}}" for m in maps))
         if unread:
             print(f"... and {len(unread)} words past the cut, which neither model read")
         print()
@@ -155,9 +156,10 @@ def _saliency_dataset(pair, args) -> int:
     else:
         names = res["models"]
         print(f"{args.method} over {res['n']} examples of {res['dataset']} (mean [95% interval])\n")
-        print(f"{'':<10}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
+        nw = max(10, *(len(n) + 2 for n in names))
+        print(f"{'':<{nw}}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
         for k, n in enumerate(names):
-            print(f"{n:<10}" + "".join(f"{format_mean(res[key][k]):>26}" for key in
+            print(f"{n:<{nw}}" + "".join(f"{format_mean(res[key][k]):>26}" for key in
                                          ("comprehensiveness", "random_comprehensiveness", "sufficiency")))
         if "comprehensiveness_comparison" in res:
             print(verdict(res["comprehensiveness_comparison"], names))
