@@ -98,8 +98,12 @@ def build(pair: Pair) -> gr.Blocks:
     is_pair = pair.task.is_pair
     labels = list(pair.task.labels or [])
     shipped = list(api.shipped_datasets())
+    dev = api.released_dev_set(pair)
+    # every dataset field offers the task's released dev split beside the shipped examples (the study's UMAPs,
+    # flip rates and attacks ran on it); a typed path still works locally
+    datasets = [(n, n) for n in shipped] + ([(f"{Path(dev).parent.name} dev (released GLUE)", dev)] if dev else [])
     api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
-    hosted = api.limits()["hosted"]  # then the dataset fields offer the shipped names only
+    hosted = api.limits()["hosted"]  # then the dataset fields offer the listed datasets only
     examples = _examples(pair)
 
     def text_inputs():
@@ -127,7 +131,7 @@ def build(pair: Pair) -> gr.Blocks:
             go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict")
             gr.Examples(examples, [t1, t2] if is_pair else [t1])
 
-        _benchmark_tab(pair, names, hosted, shipped)
+        _benchmark_tab(pair, names, hosted, datasets)
 
         with gr.Tab("Saliency"):
             s1, s2 = text_inputs()
@@ -160,7 +164,7 @@ def build(pair: Pair) -> gr.Blocks:
 
             with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
                 with gr.Row():
-                    sds = _dataset_field(shipped, hosted, "dataset", "shipped name or path",
+                    sds = _dataset_field(datasets, hosted, "dataset", "shipped name or path",
                                          value=api.default_dataset(pair))
                     slimit = gr.Number(value=50, precision=0, label="max examples (each is explained by both models)")
                 sgo = gr.Button("Explain the dataset with this method")
@@ -189,7 +193,7 @@ def build(pair: Pair) -> gr.Blocks:
                 repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=_default_swaps(pair),
                                   lines=2)
             with gr.Row():
-                cds = _dataset_field(shipped, hosted, "dataset for flip rate", "shipped name or path")
+                cds = _dataset_field(datasets, hosted, "dataset for flip rate", "shipped name or path")
                 climit = gr.Number(value=500, precision=0, label="max examples")
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown(label="summary")
@@ -217,7 +221,7 @@ def build(pair: Pair) -> gr.Blocks:
         with gr.Tab("Projection"):
             with gr.Row():
                 first = api.default_dataset(pair)
-                pds = _dataset_field(shipped, hosted, "dataset", "shipped name, local path or datasets id",
+                pds = _dataset_field(datasets, hosted, "dataset", "shipped name, local path or datasets id",
                                      value=first if first in shipped else None)
                 upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
             with gr.Row():
@@ -302,28 +306,27 @@ def build(pair: Pair) -> gr.Blocks:
 
             go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts")
 
-        _extra_tabs(pair, names, hosted, shipped)
+        _extra_tabs(pair, names, hosted, datasets)
     demo.queue(default_concurrency_limit=int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")), max_size=64)
     return demo
 
 
-def _dataset_field(shipped: list, hosted: bool, label: str, hint: str, value: str | None = None
+def _dataset_field(datasets: list, hosted: bool, label: str, hint: str, value: str | None = None
                    ) -> gr.Dropdown:
-    """A dataset dropdown: locally also a typed path or id (`hint` says which); hosted, the shipped names only,
-    since typed server paths are refused there anyway (`api.readable`)."""
-    return gr.Dropdown(shipped, value=value, allow_custom_value=not hosted,
+    """A dataset dropdown of (name, value) choices: locally also a typed path or id (`hint` says which); hosted,
+    the listed ones only, since typed server paths are refused there anyway (`api.readable`)."""
+    return gr.Dropdown(datasets, value=value, allow_custom_value=not hosted,
                        label=label if hosted else f"{label} ({hint})")
 
 
-def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
+def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
     from app.core.benchmark import DISAGREEMENTS_SHOWN
     from app.core.plots import benchmark_figure
 
     dev = api.released_dev_set(pair)
     with gr.Tab("Benchmark"):
         with gr.Row():
-            released = [(f"{Path(dev).parent.name} dev (released GLUE)", dev)] if dev else []
-            ds = _dataset_field([(n, n) for n in shipped] + released, hosted, "labelled dataset",
+            ds = _dataset_field(datasets, hosted, "labelled dataset",
                                 "shipped name or path", value=dev or api.default_dataset(pair))
             upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
             limit = gr.Number(value=1000, precision=0, label="max examples")
@@ -368,8 +371,8 @@ def _disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _extra_tabs(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
-    _attack_tab(pair, names, hosted, shipped)
+def _extra_tabs(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
+    _attack_tab(pair, names, hosted, datasets)
     _checklist_tab(pair, names, hosted)
 
 
@@ -433,7 +436,7 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
 _CANCEL: dict[str, threading.Event] = {}
 
 
-def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) -> None:
+def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
     from app.core.attacks import list_recipes
 
     fields = pair.task.fields
@@ -448,7 +451,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, shipped: list[str]) 
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
-            ads = _dataset_field(shipped, hosted, "or a dataset", "shipped name or path")
+            ads = _dataset_field(datasets, hosted, "or a dataset", "shipped name or path")
         with gr.Row():
             n = gr.Number(value=5, precision=0, label="examples from the dataset")
             budget = gr.Number(value=200, precision=0, label="query budget")

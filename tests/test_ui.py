@@ -152,8 +152,8 @@ def test_errors_are_messages_not_tracebacks(client):
 @pytest.mark.parametrize("fixture,expected,suite", [("tiny_pair", "sentiment_plain", "sentiment_suite.json.gz"),
                                                     ("tiny_nli_pair", "rte_pairs", None)])
 def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expected, suite):
-    """The Projection tab (and saliency over a dataset) opens on examples the pair can read (single sentences or sentence pairs); the
-    Behavioural tab proposes a released suite only when its labels fit the task (none for RTE)."""
+    """The Projection tab (and saliency over a dataset) opens on examples the pair can read (single sentences or sentence pairs), and
+    every dataset field offers the released dev split; the Behavioural tab proposes a released suite only when its labels fit the task (none for RTE)."""
     from app.core import api
     from app.ui import build
 
@@ -163,6 +163,12 @@ def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expect
     assert len(drop) == 2 and {d.value for d in drop} == {expected}  # projection, saliency over a dataset
     ds = api.resolve_dataset(pair, drop[0].value)
     assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
+    # every dataset field (benchmark, projection, saliency and flip rate over a dataset, attacks) offers the
+    # task's released dev split, and it reads as the task's examples
+    dev = api.released_dev_set(pair)
+    fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
+    assert len(fields) == 5 and all(dev in [v for _, v in f.choices] for f in fields)
+    assert len(api.resolve_dataset(pair, dev, 5).examples[0].texts) == len(pair.task.fields)
     box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]
     assert len(box) == 1
     assert (box[0].value.endswith(suite) if suite else box[0].value == "")
