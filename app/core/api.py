@@ -243,12 +243,15 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None, *, v
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
             limit: int | None = 500, progress: Progress = None) -> dict:
-    from .projection import knn_chance, project_pair, projection_table
+    from .projection import cached_predictions, knn_chance, project_pair, projection_table
 
     ds = resolve_dataset(pair, dataset, limit)
-    proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling,
-                        progress=progress)
-    preds = pair.predict(ds.examples)
+    preds = []
+    for k, clf in enumerate(pair.models):  # the first third of the progress: predictions, then embeddings
+        step = (lambda d, n, k=k: progress(k * n + d, 6 * n)) if progress else None
+        preds.append(cached_predictions(clf, ds.examples, progress=step)[0])
+    step = (lambda d, n: progress(n + 2 * d, 3 * n)) if progress else None
+    proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling, progress=step)
     rows = projection_table(proj, pair.models, ds.examples, preds)
     return {"dataset": ds.name, "n": len(ds), "method": method, "layer": int(layer), "pooling": pooling,
             "knn_overlap": proj.knn_overlap, "k": proj.k, "knn_chance": knn_chance(len(ds), proj.k),

@@ -19,6 +19,7 @@ import numpy as np
 
 from .data import Example
 from .embeddings import embed
+from .inference import Prediction, from_logits, predict
 from .errors import InputError
 from .loading import Classifier, ModelHead
 from .runtime import cache_dir
@@ -30,7 +31,7 @@ log = logging.getLogger("albert_lens.projection")
 CACHE_MB = 1024.0  # embeddings kept on disk (ALBERT_LENS_EMBEDDING_CACHE_MB): the least recently used go first
 
 
-def _key(clf: ModelHead, examples: Sequence[Example], layer: int, pooling: str) -> str:
+def _key(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length,
                          clf.weights_stamp]).encode())  # a model retrained in place is embedded again
@@ -39,7 +40,7 @@ def _key(clf: ModelHead, examples: Sequence[Example], layer: int, pooling: str) 
     return h.hexdigest()[:24]
 
 
-def _cache_path(clf: ModelHead, examples: Sequence[Example], layer: int, pooling: str) -> Path:
+def _cache_path(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> Path:
     folder = cache_dir() / "embeddings"
     folder.mkdir(parents=True, exist_ok=True)
     return folder / f"{_key(clf, examples, layer, pooling)}.npy"
@@ -104,6 +105,18 @@ def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: in
     arr = embed(clf, examples, layer=layer, pooling=pooling, progress=progress)
     _store(path, arr)
     return arr, False
+
+
+def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=None) -> tuple[Prediction, bool]:
+    """(prediction, came_from_cache): the logits kept beside the embeddings, since a projection re-run with
+    another method, layer or colour would otherwise predict the whole dataset again (6 s for SST-2 dev)."""
+    path = _cache_path(clf, examples, "logits", "")
+    arr = _load_cached(path, len(examples))
+    if arr is not None:
+        return from_logits(clf, arr), True
+    pred = predict(clf, examples, progress=progress)
+    _store(path, pred.logits)
+    return pred, False
 
 
 def pair_embeddings(models: Sequence[ModelHead], examples: Sequence[Example], *, layer: int = -1,
