@@ -396,10 +396,11 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
         bars = gr.Plot(label="mean fail rate per capability")
         table = gr.Dataframe(headers=["capability", "test", "type", "n", *[f"{n_} fail %" for n_ in names],
                                       "p (McNemar)", "p (Holm)", "expectation"], wrap=True,
-                             column_widths=["9%", "20%", "5%", "4%", *["8%"] * len(names), "9%", "8%", "29%"],
+                             column_widths=["9%", "18%", "5%", "4%", *["9%"] * len(names), "10%", "8%", "28%"],
                              label="fail rate per test (p: do the two models fail equally often? Holm: corrected "
                                    "for the suite's number of tests)")
-        fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], label="failing examples", wrap=True)
+        fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], label="failing examples", wrap=True,
+                             column_widths=["10%", "22%", "42%", "26%"])
         craw = gr.JSON(label="result (JSON)", open=False)
 
         @guarded
