@@ -202,7 +202,7 @@ def build(pair: Pair) -> gr.Blocks:
                                            *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
                                   label="changes (Δp: change in the probability of the label the model gave the "
                                         "original)", wrap=True,
-                                  column_widths=["9%", "31%", "12%", "10%", *["6.3%"] * (3 * len(names))])
+                                  column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))])
             craw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
