@@ -14,10 +14,12 @@ from app.core.api import resolve_dataset
 from app.core.pair import Pair
 
 from .datasets import LensDataset
+from .metrics import PairedComparison
 from .models import LensModel, models_for
 
 SALIENCE = ("Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME")
 GENERATORS = ("Word Replacer", "Hotflip", "Ablation Flip", "Scrambler")
+PAIRED = "vs the other model"  # the metrics table's columns read "vs the other model: p" etc.
 
 
 def datasets_for(pair: Pair, specs: Sequence[str] | None, limit: int | None = None) -> dict[str, LensDataset]:
@@ -69,5 +71,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     kw.setdefault("client_root", str(Path(lit_nlp.__file__).parent / "client" / "build" / "default"))
     # LIT's own flags default this to "default"; without it the page reads layouts[undefined] and shows no module
     kw.setdefault("default_layout", "default")
-    return dev_server.Server(models, data, generators=generators, interpreters=interpreters,
+    # LIT's metrics table, plus the paired test of each model against the pair's other one on the selection
+    metrics = lit_core.default_metrics() | {PAIRED: PairedComparison([models[clf.name] for clf in pair.models])}
+    return dev_server.Server(models, data, generators=generators, interpreters=interpreters, metrics=metrics,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -106,3 +106,76 @@ def test_server_preds_and_salience_equal_the_core(lit_server):
         tok = np.asarray(ours.token_scores[1:-1])  # word tokens, [CLS]/[SEP] excluded as in LIT's field tokens
         tok = tok + np.finfo(np.float32).eps  # LIT's normalize_scores: add eps, then make |scores| sum to 1
         np.testing.assert_allclose(lit_scores, tok / np.abs(tok).sum(), atol=1e-4)
+
+
+def test_metrics_table_has_the_paired_test_of_the_selection(lit_server):
+    """LIT's metrics, on any selection, say whether the two models' accuracies differ beyond chance: the same
+    gap, interval and McNemar p as the core's `compare_accuracy`, from each model's side (the sign flips, the
+    p-value does not); examples without a gold label are left out."""
+    from urllib.parse import quote
+
+    from app.core.significance import compare_accuracy
+    from lit_models.server import PAIRED
+
+    url, pair = lit_server
+    info = _post(url, "/get_info", {})
+    assert all(PAIRED in info["models"][m.name]["metrics"] for m in pair.models)
+    rows = _post(url, "/get_dataset?dataset_name=sst2/dev", {})
+    inputs = [{"id": r["id"], "data": r["data"]} for r in rows]
+    unlabelled = dict(inputs[0]["data"], label=None, sentence="an unlabelled , dull film .")
+    unlabelled["_id"] = "unlabelled"
+    inputs.append({"id": "unlabelled", "data": unlabelled})
+    exs = [Example((r["data"]["sentence"],)) for r in rows]
+    gold = [r["data"]["label"] for r in rows]
+    first, second = (predict(clf, exs).predicted for clf in pair.models)
+    core = compare_accuracy(gold, first, second)
+    got = []
+    for clf in pair.models:
+        res = _post(url, f"/get_metrics?model={quote(clf.name)}&dataset_name=sst2/dev&metrics={quote(PAIRED)}"
+                         "&do_predict=1", {"inputs": inputs})
+        (entry,) = res[PAIRED]
+        got.append(entry["metrics"])
+        assert entry["pred_key"] == "probas" and entry["label_key"] == "label"
+    assert got[0]["n"] == got[1]["n"] == len(rows)
+    assert got[0]["other − this"] == pytest.approx(core["difference"])
+    assert [got[0]["95% low"], got[0]["95% high"]] == pytest.approx(core["difference_interval"])
+    assert got[1]["other − this"] == pytest.approx(-core["difference"])
+    assert got[0]["p"] == got[1]["p"] == pytest.approx(core["p_value"])
+
+
+def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs, tmp_path, tiny_pair):
+    """STS-B: the gap is in Pearson's r with the core's paired bootstrap; a model loaded from the LIT page is
+    compared with the pair's first; a selection without gold scores gives only n = 0."""
+    from app.core.data import load_dataset
+    from app.core.pair import Pair
+    from app.core.significance import compare_correlation
+    from lit_models.datasets import LensDataset
+    from lit_models.metrics import PairedComparison
+
+    from .conftest import _tiny_albert, _tiny_bert
+
+    pair = Pair.resolve(models=[str(_tiny_bert(tmp_path / "b", num_labels=1)),
+                                str(_tiny_albert(tmp_path / "a", num_labels=1))], task="stsb")
+    ds = load_dataset(shared("glue", "stsb", "dev.tsv"), task="stsb").head(30)
+    lit_ds = LensDataset(ds, pair.task)
+    models = list(models_for(pair.models).values())
+    paired = PairedComparison(models)
+    (res,) = paired.run(lit_ds.examples, models[1], lit_ds)
+    a, b = (p.scores for p in pair.predict(ds.examples))
+    core = compare_correlation([e.label for e in ds.examples], b, a)
+    assert res["pred_key"] == "score" and res["metrics"]["n"] == 30
+    assert res["metrics"]["other − this"] == pytest.approx(core["difference"], abs=1e-9)
+    assert res["metrics"]["p"] == pytest.approx(core["p_value"])
+    (none,) = paired.run([{**ex, "label": None} for ex in lit_ds.examples], models[0], lit_ds)
+    assert none["metrics"] == {"n": 0.0}
+
+    sst = LensDataset(load_dataset(shared("glue", "sst2", "dev.tsv")).head(12), tiny_pair.task)
+    pair_models = list(models_for(tiny_pair.models).values())
+    visitor = LensModel.from_classifier(tiny_pair.models[1])  # another instance, as the page would load
+    (res,) = PairedComparison(pair_models).run(sst.examples, visitor, sst)
+    exs = [Example((e["sentence"],)) for e in sst.examples]
+    first, second = (predict(clf, exs).predicted for clf in tiny_pair.models)
+    from app.core.significance import compare_accuracy
+
+    expected = compare_accuracy([e["label"] for e in sst.examples], second, first)  # vs the pair's first
+    assert res["metrics"]["other − this"] == pytest.approx(expected["difference"])

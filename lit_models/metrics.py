@@ -1,0 +1,113 @@
+"""LIT's Metrics table, paired: for each model, the gap to the pair's other model on the selected examples and
+whether it is more than chance.
+
+LIT shows each model's accuracy on a slice, side by side, but not whether two models' accuracies on the same
+examples differ beyond chance, which is what a slice ("negations", "long reviews") is selected to find out. An
+adapter only: predictions come from the core (`predict`), the test from `app.core.significance` (McNemar's
+exact test for classifiers, a paired bootstrap of Pearson's r for regression), as in the app and the CLI.
+"""
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from lit_nlp.api import components as lit_components
+from lit_nlp.api import dataset as lit_dataset
+from lit_nlp.api import model as lit_model
+from lit_nlp.api import types as lit_types
+
+from app.core.data import Example
+from app.core.errors import InputError
+from app.core.inference import predict
+from app.core.significance import compare_accuracy, compare_correlation
+
+from .models import LABEL, LensModel
+
+CACHED = 100_000  # texts whose prediction is kept per model (a LIT session re-asks on every selection)
+
+
+def _lens(model: lit_model.Model) -> LensModel | None:
+    """The LensModel under LIT's caching wrappers."""
+    while not isinstance(model, LensModel) and hasattr(model, "wrapped"):
+        model = model.wrapped
+    return model if isinstance(model, LensModel) else None
+
+
+class PairedComparison(lit_components.Metrics):
+    """Registered as LIT metrics: each model's row compares it with `others[model]` (the pair's other model; a
+    model loaded from the LIT page is compared with the pair's first)."""
+
+    def __init__(self, pair_models: Sequence[LensModel]):
+        self._pair = list(pair_models)
+        self._cache: dict[int, dict[tuple[str, ...], object]] = {}
+        self._lock = threading.Lock()
+
+    def _other(self, model: LensModel) -> LensModel:
+        if model is self._pair[0]:
+            return self._pair[1]
+        return self._pair[0]
+
+    def is_field_compatible(self, pred_spec: lit_types.LitType, parent_spec: lit_types.LitType | None) -> bool:
+        if isinstance(pred_spec, lit_types.MulticlassPreds):
+            return isinstance(parent_spec, lit_types.CategoryLabel)
+        return isinstance(pred_spec, lit_types.RegressionScore) and isinstance(parent_spec, lit_types.Scalar)
+
+    def is_compatible(self, model: lit_model.Model, dataset: lit_dataset.Dataset) -> bool:
+        return _lens(model) is not None and super().is_compatible(model, dataset)
+
+    def meta_spec(self) -> dict[str, lit_types.LitType]:
+        other = "the pair's other model (for a model loaded from this page, the pair's first)"
+        return {
+            "other − this": lit_types.MetricResult(
+                description=f"accuracy (Pearson's r for regression) of {other} minus this model's, on the same "
+                            "labelled examples"),
+            "95% low": lit_types.MetricResult(description="lower end of the paired bootstrap 95% interval of the gap"),
+            "95% high": lit_types.MetricResult(description="upper end of the paired bootstrap 95% interval of the gap"),
+            "p": lit_types.MetricResult(
+                description="two-sided p-value of 'no gap': McNemar's exact test on the examples exactly one "
+                            "model gets right (regression: paired bootstrap)"),
+            "n": lit_types.MetricResult(description="labelled examples compared"),
+        }
+
+    def _outputs(self, model: LensModel, texts: list[tuple[str, ...]]) -> list:
+        """Each text's predicted label (score for regression), from the core, cached per model."""
+        with self._lock:
+            cache = self._cache.setdefault(id(model), {})
+            missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        if missing:
+            pred = predict(model.clf, [Example(t) for t in missing])
+            values = pred.predicted
+            with self._lock:
+                if len(cache) + len(missing) > CACHED:
+                    cache.clear()
+                cache.update(zip(missing, values))
+                return [cache[t] for t in texts]
+        with self._lock:
+            return [cache[t] for t in texts]
+
+    def run(self, inputs: Sequence[dict], model: lit_model.Model, dataset: lit_dataset.Dataset,
+            model_outputs: list[dict] | None = None, config: dict | None = None) -> list[dict]:
+        this = _lens(model)
+        if this is None or LABEL not in dataset.spec():
+            return []
+        other = self._other(this)
+        key = "score" if this.clf.is_regression else "probas"
+        labelled = [ex for ex in inputs if ex.get(LABEL) not in (None, "")]
+        texts = [tuple(str(ex.get(f, "")) for f in this.task.fields) for ex in labelled]
+        metrics: dict[str, float | None] = {}
+        if labelled and other.task.fields == this.task.fields:
+            gold = [ex[LABEL] for ex in labelled]
+            try:
+                mine, theirs = self._outputs(this, texts), self._outputs(other, texts)
+                if this.clf.is_regression:
+                    cmp = compare_correlation([float(g) for g in gold], mine, theirs)
+                else:
+                    cmp = compare_accuracy(gold, mine, theirs)
+            except InputError:  # too few examples, or a constant score: the gap is undefined
+                cmp = None
+            if cmp is not None:
+                low, high = cmp["difference_interval"]
+                metrics |= {"other − this": cmp["difference"], "95% low": low, "95% high": high,
+                            "p": cmp["p_value"]}
+        metrics["n"] = float(len(labelled))  # LIT's own N counts the unlabelled too
+        return [{"pred_key": key, "label_key": LABEL, "metrics": metrics}]
