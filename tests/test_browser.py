@@ -106,7 +106,8 @@ def _deep(drv, css):
 
 def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
     """The LIT server's page, opened at the URL the CLI prints: modules render (the data table lists the shipped
-    examples), both models are selected, and the page throws no JavaScript error."""
+    examples), both models are selected, the page throws no JavaScript error, and the Metrics table shows the
+    paired test against the other model."""
     from lit_models.server import make_server, page_url
 
     srv = make_server(offline_pair, None, port=None, server_type="notebook").serve()
@@ -121,6 +122,14 @@ def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
         errors = [e["message"] for e in drv.get_log("browser")
                   if e["level"] == "SEVERE" and "fonts.googleapis" not in e["message"]]  # no network for fonts here
         assert errors == []
+        # the Metrics tab's table carries the paired test's columns beside LIT's accuracy
+        [t for t in _deep(drv, ".tab") if t.get_attribute("textContent").strip() == "Metrics"][0].click()
+        heads = _wait(lambda: [h.get_attribute("textContent") for h in _deep(drv, "th")
+                               if "vs the other model" in h.get_attribute("textContent")], timeout=180)
+        # a header's text is the component's name and the metric's on two lines, then its sort icons' names
+        heads = [" ".join(h.split()) for h in heads]
+        for column in ("vs the other modelother − this ", "vs the other modelp "):
+            assert any(h.startswith(column) for h in heads), heads
         drv.save_screenshot(str(SHOTS / "lit.png"))
     finally:
         srv.stop()
