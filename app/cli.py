@@ -546,7 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, help="use only the first N training sentences")
     p.set_defaults(func=cmd_train_offline)
 
-    p = sub.add_parser("benchmark", help="accuracy, parameters, latency and throughput of both models, and whether the accuracy gap is beyond chance")
+    p = sub.add_parser("benchmark", help="accuracy, parameters, latency and throughput of both models, and "
+                                         "whether the accuracy gap is beyond chance")
     _pair_args(p)
     p.add_argument("--dataset", required=True, help="a dataset file (GLUE tsv, csv, jsonl) or datasets id")
     p.add_argument("--limit", type=int, help="first N examples only")
