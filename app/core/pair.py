@@ -55,7 +55,7 @@ class Pair:
                 raise InputError(f"models: give exactly two model ids or directories, got {len(models)}")
             return cls(custom_pair(models[0], models[1], task), "models given by the user")
         if pair:
-            return cls(get_pair(pair), f"pair {pair!r} chosen by the user")
+            return cls(get_pair(pair), "chosen by the user")
         spec, reason = default_pair_spec()
         return cls(spec, reason)
 
