@@ -102,12 +102,14 @@ def cmd_saliency(args) -> int:
         return _saliency_dataset(pair, args)
     if args.text is None:
         raise InputError("text: give the input to explain, or --dataset")
-    res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance)
+    res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance, args.output)
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
     else:
         maps = res["maps"]
-        heads = [f"{m['model']} ({m['target_label'] if m['target_label'] is not None else 'score'})" for m in maps]
+        of = "logit of " if res["output"] == "logit" else ""
+        heads = [f"{m['model']} ({of + m['target_label'] if m['target_label'] is not None else 'score'})"
+                 for m in maps]
         width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
         print(f"{args.method} · pair {pair.name}\n")
         col = max(22, *(len(h) + 2 for h in heads))
@@ -149,7 +151,8 @@ def _saliency_dataset(pair, args) -> int:
         bar.total, bar.n = total, done
         bar.refresh()
 
-    res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step)
+    res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step,
+                               output=args.output)
     bar.close()
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
@@ -496,6 +499,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="integrated_gradients", choices=SALIENCY_METHODS)
     p.add_argument("--target", help="class to explain (default: each model's prediction)")
     p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
+    p.add_argument("--output", default="prob", choices=("prob", "logit"),
+                   help="explain the class's probability (default) or its logit, which a confident prediction "
+                        "does not flatten")
     p.add_argument("--dataset", help="explain a dataset instead of one input: faithfulness against a random "
                                      "ranking, the paired comparison and the models' agreement")
     p.add_argument("--limit", type=int, default=50, help="--dataset: first N examples")

@@ -141,6 +141,9 @@ def build(pair: Pair) -> gr.Blocks:
                 tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES
                                          if t >= api.limits()["min_ig_tolerance"]],
                                         value="1e-03", label="integrated gradients: delta tolerance")
+                # a confident prediction's probability is flat: gradients of the logit still show the evidence
+                output = gr.Radio([("probability", "prob"), ("logit", "logit")], value="prob",
+                                  label="explain the class's", visible=not pair.task.is_regression)
             go = gr.Button("Explain", variant="primary")
             with gr.Row():
                 maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
@@ -152,14 +155,16 @@ def build(pair: Pair) -> gr.Blocks:
             sraw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
-            def do_saliency(text, text2, method_name, target_label, ig_tolerance, progress=gr.Progress()):
+            def do_saliency(text, text2, method_name, target_label, ig_tolerance, explained="prob",
+                            progress=gr.Progress()):
                 progress(0.1, desc=f"{method_name} on both models")
-                res = api.saliency(pair, text, text2, method_name, target_label, ig_tolerance)
+                res = api.saliency(pair, text, text2, method_name, target_label, ig_tolerance, explained)
                 texts = [text] + ([text2] if is_pair else [])
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 return res, *hl, _saliency_summary(res), saliency_figure(res)
 
-            go.click(do_saliency, [s1, s2, method, target, tolerance], [sraw, *maps, summary, bars], api_name="saliency")
+            go.click(do_saliency, [s1, s2, method, target, tolerance, output], [sraw, *maps, summary, bars],
+                     api_name="saliency")
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
 
             with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
@@ -176,14 +181,16 @@ def build(pair: Pair) -> gr.Blocks:
                 sdraw = gr.JSON(label="result (JSON)", open=False)
 
                 @guarded
-                def do_saliency_dataset(dataset, method_name, ig_tolerance, limit, progress=gr.Progress()):
+                def do_saliency_dataset(dataset, method_name, ig_tolerance, limit, explained="prob",
+                                        progress=gr.Progress()):
                     res = api.saliency_dataset(pair, dataset, method_name, int(limit) if limit else None,
                                                ig_tolerance, progress=lambda d, n: progress(d / max(n, 1),
-                                                                                            desc="explaining"))
+                                                                                            desc="explaining"),
+                                               output=explained)
                     return (res, _saliency_dataset_summary(res), saliency_dataset_figure(res),
                             _lowest_agreement_frame(res))
 
-                sgo.click(do_saliency_dataset, [sds, method, tolerance, slimit], [sdraw, ssum, splot, stable],
+                sgo.click(do_saliency_dataset, [sds, method, tolerance, slimit, output], [sdraw, ssum, splot, stable],
                           api_name="saliency_dataset")
 
         with gr.Tab("Counterfactuals"):
@@ -592,7 +599,8 @@ def _saliency_summary(res: dict) -> str:
     parts = []
     for m, f in zip(res["maps"], res["faithfulness"]):
         what = ("the score" if m["target_label"] is None else
-                f"*{html.escape(str(m['target_label']))}* (p={_fixed(m['probability'] or 0)})")
+                f"{'the logit of ' if m.get('output') == 'logit' else ''}*{html.escape(str(m['target_label']))}* "
+                f"(p={_fixed(m['probability'] or 0)})")
         s = (f"**{html.escape(m['model'])}** explains {what}: comprehensiveness {_fixed(f['comprehensiveness'])}, "
              f"sufficiency {_fixed(f['sufficiency'])}, {m['seconds'] * 1000:.0f} ms")
         if m.get("delta") is not None:

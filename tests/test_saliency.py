@@ -4,10 +4,11 @@ import torch
 
 from app.core.alignment import edit_texts
 from app.core.data import Example, load_dataset
+from app.core.errors import InputError
 from app.core.gradients import forward_embeds
 from app.core.inference import encode_one, predict
 from app.core.saliency import (IntegratedGradients, METHODS, Occlusion, WordSaliency, agreement, explain,
-                               faithfulness, method, on_class)
+                               faithfulness, method, on_class, top_words)
 
 from .conftest import shared
 
@@ -380,3 +381,66 @@ def test_top_words_are_the_most_supporting_words_read():
     dealt = [shuffled(sal, np.random.default_rng(s)).scores for s in range(20)]
     assert all(d[4] == 9.0 and sorted(d[:4]) == sorted(sal.scores[:4]) for d in dealt)  # the unread word keeps its
     assert len({tuple(d) for d in dealt}) > 5
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_logit_output_completeness_finite_difference_and_occlusion(tiny_pair, which):
+    """Explaining the logit: IG's attributions sum to z(input) - z(baseline) within the delta; gradient x input
+    is the finite difference of the logit; occlusion is the logit's change when a word is removed."""
+    clf = tiny_pair.models[which]
+    ig = IntegratedGradients(clf, tolerance=1e-4, output="logit")
+    sal = ig.attribute(EX, "positive")
+    enc, al = encode_one(clf, EX)
+    kw = {k: v for k, v in enc.items() if k in ("attention_mask", "token_type_ids")}
+    with torch.no_grad():
+        z = lambda ids: float(clf.model(input_ids=ids, **kw).logits[0, 1])
+        expected = z(enc["input_ids"]) - z(ig.baseline_ids(enc))
+    assert sal.output == "logit" and abs(sum(sal.token_scores) - expected) <= sal.delta + 1e-5
+    assert sal.delta <= 1e-4
+
+    gxi = method("gradient_x_input", clf, output="logit").attribute(EX, "positive")
+    with torch.no_grad():
+        emb = clf.model.get_input_embeddings()(enc["input_ids"])
+    words = torch.tensor([w is not None for w in al.token_word]).view(1, -1, 1)
+
+    def f(a):
+        with torch.no_grad():
+            x = torch.where(words, a * emb, emb)
+            return forward_embeds(clf, x, enc["attention_mask"], enc.get("token_type_ids"))[0, 1].double().item()
+
+    eps = 1e-3
+    assert sum(gxi.scores) == pytest.approx((f(1 + eps) - f(1 - eps)) / (2 * eps), rel=2e-2, abs=1e-4)
+
+    occ = Occlusion(clf, output="logit").attribute(EX, "positive")
+    z0 = predict(clf, [EX]).logits[0, 1]
+    for i in (0, 1, 5):
+        without = Example(edit_texts(EX.texts, al.words, {i: ""}))
+        assert occ.scores[i] == pytest.approx(z0 - predict(clf, [without]).logits[0, 1], abs=1e-5)
+
+
+def test_logit_maps_are_restated_by_attributing_again_not_negated(offline_pair):
+    """Two logits are not tied as two probabilities are (p and 1 - p): ALBERT's logit map is restated for
+    BERT's class by a new attribution, equal to asking for that class directly; the agreement is on it."""
+    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
+    own = explain(offline_pair.models, ex, "gradient_x_input", output="logit")
+    first, second = own["maps"]
+    assert first.target_label != second.target_label and first.output == second.output == "logit"
+    asked = method("gradient_x_input", offline_pair.models[1], output="logit").attribute(ex, first.target_label)
+    restated = on_class(offline_pair.models[1], ex, second, first.target_label, "gradient_x_input", output="logit")
+    np.testing.assert_allclose(restated.scores, asked.scores, atol=1e-6)
+    assert not np.allclose(restated.scores, [-s for s in second.scores], atol=1e-3)  # negating would be wrong
+    assert own["agreement"] == pytest.approx(agreement(first, asked), abs=1e-9)
+
+
+def test_output_is_checked_and_reported_by_the_api(tiny_pair):
+    from app.core import api
+
+    with pytest.raises(InputError, match="output: 'logits' is not one of"):
+        api.saliency(tiny_pair, "a fine film", method="occlusion", output="logits")
+    res = api.saliency(tiny_pair, "a fine film", method="occlusion", output="logit")
+    assert res["output"] == "logit" and all(m["output"] == "logit" for m in res["maps"])
+    assert api.saliency(tiny_pair, "a fine film", method="occlusion")["output"] == "prob"
+    over = api.saliency_dataset(tiny_pair, "sentiment_plain", "occlusion", 3, output="logit")
+    exs = api.resolve_dataset(tiny_pair, "sentiment_plain", 3).examples
+    direct = explain(tiny_pair.models, exs[0], "occlusion", output="logit")
+    assert over["output"] == "logit" and over["examples"][0]["top_words"][0] == top_words(direct["maps"][0])

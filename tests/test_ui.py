@@ -30,6 +30,20 @@ def test_saliency_api_takes_the_ig_tolerance(client):
     assert all(m["delta"] <= 1e-3 for m in res["maps"])  # left out, the tolerance is the default 1e-3
 
 
+def test_saliency_api_explains_the_logit_when_asked(client, tiny_pair):
+    """The sixth input picks the explained output; the summary says a logit is explained; left out, the
+    probability, as before it existed."""
+    from app.core import api
+
+    res, *_, summary, _ = client.predict("a fine film", "", "occlusion", "positive", "1e-03", "logit",
+                                         api_name="/saliency")
+    direct = api.saliency(tiny_pair, "a fine film", method="occlusion", target="positive", output="logit")
+    assert res["output"] == "logit" and "the logit of *positive*" in summary
+    assert res["maps"][0]["scores"] == pytest.approx(direct["maps"][0]["scores"], abs=1e-6)
+    res, *_ = client.predict("a fine film", "", "occlusion", "positive", api_name="/saliency")
+    assert res["output"] == "prob"
+
+
 def test_counterfactual_api(client):
     res, summary, plot, table = client.predict("the cities were lovely", "", "word_replacement",
                                                "cities -> townships", None, 100, api_name="/counterfactual")

@@ -109,45 +109,52 @@ def ig_tolerance(value) -> float:
 
 
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
-             target: str | None = None, tolerance: float | str | None = None) -> dict:
-    """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3)."""
+             target: str | None = None, tolerance: float | str | None = None, output: str | None = None) -> dict:
+    """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
+    `output` is what they explain, the class's probability (default) or its logit."""
     from .saliency import explain
 
+    options = _method_options(method, tolerance, output)
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
-    out = explain(pair.models, ex, method, tgt, **_method_options(method, tolerance))
+    out = explain(pair.models, ex, method, tgt, **options)
     return {
-        "method": method, "fields": list(pair.task.fields),
+        "method": method, "output": options["output"], "fields": list(pair.task.fields),
         "maps": [m.to_dict() for m in out["maps"]],
         "faithfulness": out["faithfulness"],
         "agreement": out["agreement"], "agreement_label": out["agreement_label"],
     }
 
 
-def _method_options(method: str, tolerance: float | str | None) -> dict:
-    """What a request may ask of a saliency method here: LIME's samples, integrated gradients' steps and delta."""
+def _method_options(method: str, tolerance: float | str | None, output: str | None = None) -> dict:
+    """What a request may ask of a saliency method here: the explained output, LIME's samples, integrated
+    gradients' steps and delta."""
+    from .saliency import check_output
+
     cap = limits()
+    kw = {"output": check_output(output or "prob")}
     if method == "lime":
-        return {"n_samples": min(256, cap["max_lime_samples"])}
+        kw["n_samples"] = min(256, cap["max_lime_samples"])
     if method == "integrated_gradients":  # no tolerance given: the method's own default
-        kw = {"max_steps": cap["max_ig_steps"]}
+        kw["max_steps"] = cap["max_ig_steps"]
         if tolerance not in (None, ""):
             kw["tolerance"] = ig_tolerance(tolerance)
-        return kw
-    return {}
+    return kw
 
 
 def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
-                     limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None) -> dict:
+                     limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None,
+                     output: str | None = None) -> dict:
     """Saliency over the first `limit` examples of a dataset (`saliency.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement."""
     from .saliency import check_method, explain_dataset
 
     check_method(method)
+    options = _method_options(method, tolerance, output)
     cap = limits()["max_saliency_examples"]
     ds = resolve_dataset(pair, dataset, min(limit or cap, cap))
-    res = explain_dataset(pair.models, ds.examples, method, progress=progress, **_method_options(method, tolerance))
-    return {"dataset": ds.name, **res}
+    res = explain_dataset(pair.models, ds.examples, method, progress=progress, **options)
+    return {"dataset": ds.name, "output": options["output"], **res}
 
 
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",

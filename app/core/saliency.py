@@ -37,6 +37,7 @@ class WordSaliency:
     delta: float | None = None  # integrated gradients: completeness error
     n_steps: int | None = None
     seconds: float = 0.0
+    output: str = "prob"  # what the scores explain: the target's probability, or its logit (see OUTPUTS)
     unread: list[int] = field(default_factory=list)  # words past the model's max length: never read, no score
     alignment: Alignment | None = field(default=None, repr=False)
 
@@ -46,21 +47,36 @@ class WordSaliency:
         return d
 
 
-def _target_values(clf: Classifier, pred, target: int) -> np.ndarray:
-    """Per example, the explained output: the target's probability, or the score of a regression model."""
-    return pred.scores if clf.is_regression else pred.probs[:, target]
+# The explained output. A probability saturates: on a confident prediction its gradient all but vanishes, and
+# gradient x input then ranks noise; the logit keeps the evidence. Faithfulness is measured on the probability
+# whatever is explained (ERASER's definition).
+OUTPUTS = ("prob", "logit")
 
 
-def _target_prob(clf: Classifier, examples: list[Example], target: int) -> np.ndarray:
-    return _target_values(clf, predict(clf, examples, validate=False, batch_size=64), target)
+def check_output(output: str) -> str:
+    if output not in OUTPUTS:
+        raise InputError(f"output: {output!r} is not one of {OUTPUTS} (the target's probability or its logit)")
+    return output
+
+
+def _target_values(clf: Classifier, pred, target: int, output: str = "prob") -> np.ndarray:
+    """Per example, the explained output: the target's probability or logit, or a regression model's score."""
+    if clf.is_regression:
+        return pred.scores
+    return pred.logits[:, target] if output == "logit" else pred.probs[:, target]
+
+
+def _target_prob(clf: Classifier, examples: list[Example], target: int, output: str = "prob") -> np.ndarray:
+    return _target_values(clf, predict(clf, examples, validate=False, batch_size=64), target, output)
 
 
 class Method:
     name = "method"
     signed = True  # scores say for (+) or against (-) the class; False: how sensitive, whatever the direction
 
-    def __init__(self, clf: Classifier):
+    def __init__(self, clf: Classifier, output: str = "prob"):
         self.clf = clf
+        self.output = check_output(output)
 
     def attribute(self, example: Example, target: int | str | None = None) -> WordSaliency:
         t0 = time.perf_counter()
@@ -79,7 +95,7 @@ class Method:
             model=self.clf.name, method=self.name, words=[w.text for w in al.words], fields=[w.field for w in al.words],
             scores=[float(s) for s in scores], target=tgt,
             target_label=None if self.clf.is_regression else self.clf.labels[tgt], probability=None,
-            unread=list(al.cut), alignment=al, **kw)
+            unread=list(al.cut), alignment=al, output=self.output, **kw)
 
     def _prepare(self, example: Example, enc) -> tuple[np.ndarray | None, object]:
         """(class probabilities on the input, anything the method can reuse from computing them)."""
@@ -102,7 +118,7 @@ class GradientNorm(Method):
     signed = False
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
+        g = input_gradients(self.clf, example, tgt, score=self.output, encoded=(enc, al))
         tok = np.linalg.norm(g.gradients, axis=1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         total = tok.sum() or 1.0
@@ -115,7 +131,7 @@ class GradientXInput(Method):
     name = "gradient_x_input"
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        g = input_gradients(self.clf, example, tgt, encoded=(enc, al))
+        g = input_gradients(self.clf, example, tgt, score=self.output, encoded=(enc, al))
         tok = (g.gradients * g.embeddings).sum(1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         return self._result(al, tgt, al.pool(tok), tokens=g.tokens, token_scores=tok.tolist())
@@ -137,8 +153,8 @@ class IntegratedGradients(Method):
     RULES = ("transplanted", "gauss_legendre")
 
     def __init__(self, clf: Classifier, tolerance: float = 1e-3, start_steps: int = 16, max_steps: int = 256,
-                 rule: str = "transplanted"):
-        super().__init__(clf)
+                 rule: str = "transplanted", output: str = "prob"):
+        super().__init__(clf, output)
         if start_steps < 1 or max_steps < start_steps:
             raise InputError(f"steps: need 1 <= start_steps ({start_steps}) <= max_steps ({max_steps})")
         if rule not in self.RULES:
@@ -170,7 +186,7 @@ class IntegratedGradients(Method):
             a, w = a_all[i : i + rows], w_all[i : i + rows]
             states = (b + a[:, None, None] * (x - b)).requires_grad_(True)
             with torch.enable_grad():
-                score = class_score(self.clf, forward_from_layer(self.clf, states, ids, mask, tt), tgt, "prob")
+                score = class_score(self.clf, forward_from_layer(self.clf, states, ids, mask, tt), tgt, self.output)
                 (grad,) = torch.autograd.grad(score.sum(), states)
             total += (w[:, None, None] * grad.double()).sum(0)
             slope.append((grad * (x - b)).sum((1, 2)))
@@ -193,7 +209,7 @@ class IntegratedGradients(Method):
         ids = enc["input_ids"]
         states, logits = ctx  # from _prepare
         x, b = states[:1], states[1:]
-        f_x, f_b = (float(v) for v in class_score(clf, logits.double(), tgt, "prob"))
+        f_x, f_b = (float(v) for v in class_score(clf, logits.double(), tgt, self.output))
         best, spent, n, rule = None, 0, self.start_steps, self._even_rule(self.start_steps)
         while True:
             attr, slope = self.path_integral(enc, tgt, *rule, x, b)
@@ -218,7 +234,7 @@ class IntegratedGradients(Method):
 
 
 class Occlusion(Method):
-    """Probability of the target minus its probability with the word removed from the text."""
+    """The target's probability (or logit) minus the same with the word removed from the text."""
 
     name = "occlusion"
 
@@ -230,10 +246,10 @@ class Occlusion(Method):
     def _attribute(self, example, enc, al, tgt, ctx=None):
         seen = al.seen  # removing a word the model never read (cut, or dropped by the tokenizer) changes nothing
         edited = [Example(edit_texts(example.texts, al.words, {i: ""})) for i in seen]
-        base = _target_values(self.clf, ctx, tgt)[0]
+        base = _target_values(self.clf, ctx, tgt, self.output)[0]
         scores = np.zeros(len(al.words))
         if edited:
-            scores[seen] = base - _target_prob(self.clf, edited, tgt)
+            scores[seen] = base - _target_prob(self.clf, edited, tgt, self.output)
         return self._result(al, tgt, scores)
 
 
@@ -242,8 +258,8 @@ class Lime(Method):
 
     name = "lime"
 
-    def __init__(self, clf: Classifier, n_samples: int = 256, seed: int = 0):
-        super().__init__(clf)
+    def __init__(self, clf: Classifier, n_samples: int = 256, seed: int = 0, output: str = "prob"):
+        super().__init__(clf, output)
         self.n_samples, self.seed = n_samples, seed
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
@@ -260,7 +276,7 @@ class Lime(Method):
         def f(mask: torch.Tensor) -> torch.Tensor:
             exs = [Example(edit_texts(example.texts, al.words,
                                       {seen[j]: "" for j in np.flatnonzero(m.numpy() < 0.5)})) for m in mask]
-            return torch.as_tensor(_target_prob(self.clf, exs, tgt), dtype=torch.float32)
+            return torch.as_tensor(_target_prob(self.clf, exs, tgt, self.output), dtype=torch.float32)
 
         torch.manual_seed(self.seed)
         lime = CaptumLime(f, interpretable_model=SkLearnRidge(alpha=1.0),
@@ -337,14 +353,15 @@ def _read(sal: WordSaliency) -> set[int]:
 def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | None, method_name: str,
              **kw) -> WordSaliency | None:
     """`sal` (this model's map) restated for class `label`, so two models' maps are compared on one class: the
-    same map when it already explains it; with two classes, the map negated (a class's probability is one minus
-    the other's, so every method's signed scores change sign exactly; gradient norms are the same); else a new
-    attribution. None when the model has no such class."""
+    same map when it already explains it; with two classes and probabilities, the map negated (a class's
+    probability is one minus the other's, so every method's signed scores change sign exactly; gradient norms
+    are the same); else (more classes, or logits, which are not tied that way) a new attribution. None when the
+    model has no such class."""
     if sal.target_label == label:
         return sal
     if label not in (clf.labels or ()):
         return None
-    if len(clf.labels) == 2:
+    if len(clf.labels) == 2 and sal.output == "prob":
         sign = -1.0 if METHODS[method_name].signed else 1.0
         return replace(sal, scores=[sign * x for x in sal.scores], token_scores=[sign * x for x in sal.token_scores],
                        target=clf.labels.index(label), target_label=label,
