@@ -62,6 +62,10 @@ def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():
     res["maps"][0]["target_label"], res["maps"][1]["target_label"] = "negative", "positive"
     legend = saliency_figure(res).axes[0].get_legend().get_texts()
     assert [t.get_text() for t in legend] == ["BERT: negative", "ALBERT: positive"]
+    for m in res["maps"]:
+        m["output"] = "logit"
+    legend = saliency_figure(res).axes[0].get_legend().get_texts()
+    assert [t.get_text() for t in legend] == ["BERT: logit of negative", "ALBERT: logit of positive"]
 
 
 def test_saliency_figure_of_a_long_input_shows_the_words_read_and_at_most_the_largest():

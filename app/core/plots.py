@@ -56,7 +56,9 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
     words some model read, and of those, when there are more than `most`, the `most` with the largest |score|
     in either model, in text order."""
     def who(m: dict) -> str:  # the legend says which class each model's bars explain: they can differ
-        return m["model"] if m.get("target_label") is None else f"{m['model']}: {m['target_label']}"
+        if m.get("target_label") is None:
+            return m["model"]
+        return f"{m['model']}: {'logit of ' if m.get('output') == 'logit' else ''}{m['target_label']}"
 
     maps = res["maps"]
     words = maps[0]["words"] if maps else []
