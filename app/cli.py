@@ -158,7 +158,8 @@ def _saliency_dataset(pair, args) -> int:
         print(json.dumps(res, indent=2, ensure_ascii=False))
     else:
         names = res["models"]
-        print(f"{args.method} over {res['n']} examples of {res['dataset']} (mean [95% interval])\n")
+        of = " of the logit" if res["output"] == "logit" else ""
+        print(f"{args.method}{of} over {res['n']} examples of {res['dataset']} (mean [95% interval])\n")
         nw = max(10, *(len(n) + 2 for n in names))
         print(f"{'':<{nw}}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
         for k, n in enumerate(names):

@@ -624,7 +624,8 @@ def _saliency_dataset_summary(res: dict) -> str:
                                                    ("comprehensiveness", "random_comprehensiveness", "sufficiency"))
              + " |" for k, n in enumerate(names)]
     a = res["agreement"]
-    lines = [f"**{html.escape(res['dataset'])}**, {res['n']} examples, {res['method'].replace('_', ' ')} "
+    of = " of the logit" if res.get("output") == "logit" else ""
+    lines = [f"**{html.escape(res['dataset'])}**, {res['n']} examples, {res['method'].replace('_', ' ')}{of} "
              "(mean and 95% interval; comprehensiveness well above the random ranking's means the maps found "
              "words the model relies on)", "", *rows, ""]
     if "comprehensiveness_comparison" in res:

@@ -3,6 +3,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,6 +74,14 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     assert f"... and {len(unread)} words past the cut, which neither model read" in out
     assert main(["saliency", *_tiny(tiny_dirs), "--tolerance", "abc", text]) == 2
     assert "tolerance: 'abc' is not a number" in capsys.readouterr().err
+    assert main(["saliency", *_tiny(tiny_dirs), "--method", "occlusion", "--output", "logit", "--target", "positive",
+                 text]) == 0
+    out = capsys.readouterr().out
+    ref = api.saliency(tiny_pair, text, None, "occlusion", "positive", output="logit")
+    head = [ln for ln in out.splitlines() if ln.startswith("word")][0]
+    assert head.count("(logit of positive)") == 2
+    first = [ln for ln in out.splitlines() if ln[:3].strip() == "1"][0].split()
+    assert float(first[2]) == pytest.approx(ref["maps"][0]["scores"][0], abs=1e-4)
 
 
 def test_counterfactual_command_shows_flips_and_names_missing_dataset(tiny_dirs, capsys):

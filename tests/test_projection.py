@@ -77,14 +77,17 @@ def test_embeddings_are_cached(tiny_pair):
     np.testing.assert_array_equal(a, b)
 
 
-def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_end(tiny_pair):
+def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_end(tiny_pair, tmp_path):
     """A projection re-run predicts nothing again: the logits come from the cache, equal to a fresh predict;
     the progress the app shows covers predictions then embeddings and ends at 1."""
     from app.core import api
     from app.core.inference import predict
     from app.core.projection import cached_predictions
 
-    exs = [Example((s,)) for s in SENTENCES[:5]]
+    import json
+
+    texts = [f"{s} ({tmp_path.name})" for s in SENTENCES]  # sentences no other test embedded or predicted
+    exs = [Example((t,)) for t in texts[:5]]
     first, hit_first = cached_predictions(tiny_pair.models[1], exs)
     again, hit_again = cached_predictions(tiny_pair.models[1], exs)
     assert not hit_first and hit_again
@@ -92,7 +95,9 @@ def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_e
     np.testing.assert_allclose(again.probs, fresh.probs, atol=1e-6)
     assert again.predicted == fresh.predicted
     seen = []
-    res = api.project(tiny_pair, "sentiment_plain", "pca", limit=12, progress=lambda d, n: seen.append(d / n))
+    fresh_data = tmp_path / "fresh.jsonl"
+    fresh_data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
+    res = api.project(tiny_pair, str(fresh_data), "pca", limit=12, progress=lambda d, n: seen.append(d / n))
     assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0) and min(seen) < 1 / 3
     preds = {r["prediction"] for r in res["points"] if r["model"] == tiny_pair.models[0].name}
     assert preds <= set(tiny_pair.models[0].labels)

@@ -66,7 +66,7 @@ def _target_values(clf: Classifier, pred, target: int, output: str = "prob") -> 
     return pred.logits[:, target] if output == "logit" else pred.probs[:, target]
 
 
-def _target_prob(clf: Classifier, examples: list[Example], target: int, output: str = "prob") -> np.ndarray:
+def _target_outputs(clf: Classifier, examples: list[Example], target: int, output: str = "prob") -> np.ndarray:
     return _target_values(clf, predict(clf, examples, validate=False, batch_size=64), target, output)
 
 
@@ -249,7 +249,7 @@ class Occlusion(Method):
         base = _target_values(self.clf, ctx, tgt, self.output)[0]
         scores = np.zeros(len(al.words))
         if edited:
-            scores[seen] = base - _target_prob(self.clf, edited, tgt, self.output)
+            scores[seen] = base - _target_outputs(self.clf, edited, tgt, self.output)
         return self._result(al, tgt, scores)
 
 
@@ -276,7 +276,7 @@ class Lime(Method):
         def f(mask: torch.Tensor) -> torch.Tensor:
             exs = [Example(edit_texts(example.texts, al.words,
                                       {seen[j]: "" for j in np.flatnonzero(m.numpy() < 0.5)})) for m in mask]
-            return torch.as_tensor(_target_prob(self.clf, exs, tgt, self.output), dtype=torch.float32)
+            return torch.as_tensor(_target_outputs(self.clf, exs, tgt, self.output), dtype=torch.float32)
 
         torch.manual_seed(self.seed)
         lime = CaptumLime(f, interpretable_model=SkLearnRidge(alpha=1.0),
@@ -323,7 +323,7 @@ def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAIT
         # only the top words stay: every other word goes, those past the cut too (they would refill the window)
         kept.append(Example(edit_texts(example.texts, al.words,
                                        {i: "" for i in range(len(al.words)) if i not in top})))
-    probs = _target_prob(clf, [example] + removed + kept, sal.target)
+    probs = _target_outputs(clf, [example] + removed + kept, sal.target)
     p0, pr, pk = probs[0], probs[1 : 1 + len(bins)], probs[1 + len(bins) :]
     return {"comprehensiveness": float(np.mean(p0 - pr)), "sufficiency": float(np.mean(p0 - pk)),
             "bins": list(bins)}
