@@ -34,12 +34,12 @@ def _lens(model: lit_model.Model) -> LensModel | None:
 
 
 class PairedComparison(lit_components.Metrics):
-    """Registered as LIT metrics: each model's row compares it with `others[model]` (the pair's other model; a
-    model loaded from the LIT page is compared with the pair's first)."""
+    """Registered as LIT metrics: each model's row compares it with the pair's other model (a model loaded
+    from the LIT page, with the pair's first)."""
 
     def __init__(self, pair_models: Sequence[LensModel]):
         self._pair = list(pair_models)
-        self._cache: dict[int, dict[tuple[str, ...], object]] = {}
+        self._cache: dict[str, dict[tuple[str, ...], object]] = {}
         self._lock = threading.Lock()
 
     def _other(self, model: LensModel) -> LensModel:
@@ -70,20 +70,21 @@ class PairedComparison(lit_components.Metrics):
         }
 
     def _outputs(self, model: LensModel, texts: list[tuple[str, ...]]) -> list:
-        """Each text's predicted label (score for regression), from the core, cached per model."""
+        """Each text's predicted label (score for regression), from the core, cached per model (by its source
+        and weights: a model loaded again from the page under the same name is not answered from the old one)."""
+        clf = model.clf
+        key = repr((clf.spec.source, clf.path, clf.weights_stamp))
         with self._lock:
-            cache = self._cache.setdefault(id(model), {})
-            missing = list(dict.fromkeys(t for t in texts if t not in cache))
+            cache = self._cache.setdefault(key, {})
+            known = {t: cache[t] for t in texts if t in cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in known]
         if missing:
-            pred = predict(model.clf, [Example(t) for t in missing])
-            values = pred.predicted
+            known.update(zip(missing, predict(clf, [Example(t) for t in missing]).predicted))
             with self._lock:
                 if len(cache) + len(missing) > CACHED:
                     cache.clear()
-                cache.update(zip(missing, values))
-                return [cache[t] for t in texts]
-        with self._lock:
-            return [cache[t] for t in texts]
+                cache.update((t, known[t]) for t in missing)
+        return [known[t] for t in texts]
 
     def run(self, inputs: Sequence[dict], model: lit_model.Model, dataset: lit_dataset.Dataset,
             model_outputs: list[dict] | None = None, config: dict | None = None) -> list[dict]:
