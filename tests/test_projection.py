@@ -22,6 +22,20 @@ def test_procrustes_recovers_a_rotated_reflected_copy():
     assert disparity < 1e-10
 
 
+def test_procrustes_disparity_is_scipys_and_reads_1_for_unrelated_shapes():
+    """The disparity shown is scipy.spatial.procrustes's (it was the residual without the best scale, 1.8 for
+    two unrelated clouds where the docs promised 1)."""
+    from scipy.spatial import procrustes
+
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(300, 2)), rng.normal(size=(300, 2))
+    d_unrelated = procrustes_align(a, b)[1]
+    assert d_unrelated == pytest.approx(procrustes(a, b)[2], abs=1e-9) and 0.95 < d_unrelated <= 1.0
+    rot = np.array([[0.6, -0.8], [0.8, 0.6]])
+    noisy = a @ rot * 3 + 5 + 0.1 * rng.normal(size=a.shape)
+    assert procrustes_align(a, noisy)[1] == pytest.approx(procrustes(a, noisy)[2], abs=1e-9)
+
+
 def test_knn_overlap_is_not_trivially_perfect_on_few_points():
     """With k >= n - 1 every point's neighbours are all the others, so any two spaces would score 1.0."""
     rng = np.random.default_rng(1)

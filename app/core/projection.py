@@ -167,18 +167,18 @@ def warm_up() -> None:
 
 
 def procrustes_align(reference: np.ndarray, moving: np.ndarray) -> tuple[np.ndarray, float]:
-    """Rotate/reflect (and scale, translate) `moving` onto `reference`; returns it and the residual disparity
-    (0 = identical shapes, 1 = unrelated)."""
+    """Rotate/reflect (and scale, translate) `moving` onto `reference`; returns it, drawn at the reference's
+    size, and the disparity left after the best rotation, reflection and scale, as `scipy.spatial.procrustes`
+    defines it (0 = identical shapes, 1 = unrelated): one minus the squared sum of the singular values."""
     from scipy.linalg import orthogonal_procrustes
 
     ref_c = reference - reference.mean(0)
     mov_c = moving - moving.mean(0)
     ref_n = np.linalg.norm(ref_c) or 1.0
     mov_n = np.linalg.norm(mov_c) or 1.0
-    r, _ = orthogonal_procrustes(mov_c / mov_n, ref_c / ref_n)
+    r, fit = orthogonal_procrustes(mov_c / mov_n, ref_c / ref_n)  # fit: the sum of the singular values
     aligned = (mov_c / mov_n) @ r * ref_n + reference.mean(0)
-    disparity = float(np.sum(((mov_c / mov_n) @ r - ref_c / ref_n) ** 2))
-    return aligned.astype(np.float32), disparity
+    return aligned.astype(np.float32), float(max(0.0, 1.0 - fit ** 2))
 
 
 def neighbours_k(n: int, k: int) -> int:
