@@ -49,12 +49,25 @@ def test_wordnet_swaps_reach_both_fields_of_a_pair():
     found = wordnet_candidates(Example((premise, "the children were happy")), "synonym", limit=20)
     assert len(found) == 20
     swapped_hypothesis = [ex for ex, _ in found if ex.texts[0] == premise]
-    assert len(swapped_hypothesis) == 8  # all the hypothesis has, in turns with the premise's first words
-    assert [e for _, e in found[:4]] == [[("happy", "felicitous")], [("children", "child")], [("happy", "glad")],
-                                         [("children", "kid")]]
-    assert found[1][0].texts == (premise, "the child were happy")
+    # all the hypothesis has ("children" is inflected, "were" a function word), in turns with the premise
+    assert [ex.texts[1] for ex in swapped_hypothesis] == ["the children were felicitous", "the children were glad"]
+    assert found[0][0].texts[1] == "the children were happy" and found[1][0].texts[0] == premise
     single = wordnet_candidates(Example((premise,)), "synonym", limit=6)
-    assert [w for _, ((w, _),) in single] == ["happy", "happy", "children", "children", "children", "played"]
+    assert [w for _, ((w, _),) in single] == ["happy", "happy", "large", "large", "large", "green"]
+
+
+def test_wordnet_swaps_leave_function_words_and_inflected_words_and_match_the_part_of_speech():
+    """SST-2 dev swaps that tested grammar, not meaning: "will" -> "disinherit" (a modal read as the verb),
+    "had" -> "lack", "takes" -> "give" (a base form for an inflected word), "plain" -> "cheer" (the verb's
+    antonym for an adjective)."""
+    from app.core.counterfactuals import wordnet_candidates
+
+    swaps = lambda text: [e for _, ((e),) in wordnet_candidates(Example((text,)), "antonym", limit=20)]
+    assert swaps("the emotions are raw and will strike a nerve with anyone who 's ever had family trauma .") == \
+        [("raw", "cooked"), ("strike", "miss")]
+    assert swaps("pumpkin takes an admirable look at the hypocrisy of political correctness") == \
+        [("political", "nonpolitical"), ("correctness", "incorrectness"), ("correctness", "wrongness")]
+    assert all(new not in ("cheer", "complain") for _, new in swaps("... the movie is just a plain old monster ."))
 
 
 def test_ablation_flip_really_flips(offline_pair):
@@ -173,3 +186,20 @@ def test_dataset_generators_through_the_api(tiny_pair, monkeypatch):
     from app.core.counterfactuals import DATASET_EDITS
 
     assert sorted(api.DATASET_GENERATORS.values()) == sorted(DATASET_EDITS)
+
+
+def test_wordnet_swaps_without_a_tagger_offer_every_part_of_speech(monkeypatch):
+    """Where NLTK's tagger is not installed (a Space without the shared data), swaps are not matched by part
+    of speech, but function words and inflected words are still left alone."""
+    import nltk
+
+    from app.core.counterfactuals import wordnet_candidates
+
+    def missing(*a, **k):
+        raise LookupError("averaged_perceptron_tagger_eng not found")
+
+    monkeypatch.setattr(nltk, "pos_tag", missing)
+    swaps = [e for _, (e,) in wordnet_candidates(Example(("he will strike and takes a good look",)), "antonym",
+                                                 limit=20)]
+    assert ("strike", "miss") in swaps and ("good", "bad") in swaps
+    assert not {w for w, _ in swaps} & {"will", "takes", "and", "he"}

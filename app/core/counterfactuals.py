@@ -149,12 +149,42 @@ def _wordnet():
 def warm_up() -> None:
     """Load WordNet ahead of the first synonym/antonym swap (7 s here, which that first click waited for)."""
     _wordnet()
+    _tags(["warm", "up"])
 
 
-def wordnet_alternatives(word: str, kind: str = "synonym", limit: int = 5) -> list[str]:
+def _stopwords() -> frozenset[str]:
+    """Function words are not swapped (TextAttack's recipes forbid it too): WordNet reads "will" as a verb
+    (antonym "disinherit") and "had" as one ("lack"), edits that change the grammar, not the meaning.
+    scikit-learn's list, so the swaps are the same wherever NLTK's own list is or is not installed."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    return ENGLISH_STOP_WORDS
+
+
+_UNIVERSAL_TO_WORDNET = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
+
+
+def _tags(words: list[str]) -> list[str | None] | None:
+    """Each word's WordNet part of speech from NLTK's perceptron tagger, or None for all when no tagger is
+    installed (then every part of speech is offered, as before)."""
+    try:
+        import nltk
+
+        return [_UNIVERSAL_TO_WORDNET.get(t) for _, t in nltk.pos_tag(words, tagset="universal")]
+    except LookupError:
+        return None
+
+
+def wordnet_alternatives(word: str, kind: str = "synonym", limit: int = 5, pos: str | None = None) -> list[str]:
+    """WordNet's synonyms or antonyms of `word` (as `pos` when given). An inflected word ("takes", "children")
+    gets none: WordNet offers base forms, and "pumpkin give" or "the child were" would test grammar."""
     wn = _wordnet()
+    low = word.lower()
+    base = wn.morphy(low, pos) if pos else wn.morphy(low)
+    if base is not None and base != low:
+        return []
     out: list[str] = []
-    for syn in wn.synsets(word.lower()):
+    for syn in wn.synsets(low, pos=pos):
         for lemma in syn.lemmas():
             cands = [lemma] if kind == "synonym" else lemma.antonyms()
             for c in cands:
@@ -170,12 +200,22 @@ def wordnet_candidates(example: Example, kind: str = "antonym", per_word: int = 
     if kind not in ("synonym", "antonym"):
         raise InputError(f"kind: {kind!r} is not 'synonym' or 'antonym'")
     words = [w for f, t in enumerate(example.texts) for w in split_words(t, f)]
+    stop = _stopwords()
+    pos: list[str | None] = []
+    tagged = True
+    for f in range(len(example.texts)):  # tagged a field at a time, in context
+        field_words = [w.text for w in words if w.field == f]
+        tags = _tags(field_words)
+        tagged = tagged and tags is not None
+        pos += tags or [None] * len(field_words)
 
     def of_field(f: int):
         for i, w in enumerate(words):
-            if w.field != f or not w.text.isalpha() or len(w.text) < 3:
+            if w.field != f or not w.text.isalpha() or len(w.text) < 3 or w.text.lower() in stop:
                 continue
-            for alt in wordnet_alternatives(w.text, kind, per_word):
+            if tagged and pos[i] is None:  # a determiner, pronoun, numeral...: no WordNet part of speech
+                continue
+            for alt in wordnet_alternatives(w.text, kind, per_word, pos[i]):
                 alt = _match_case(w.text, alt)
                 yield Example(edit_texts(example.texts, words, {i: alt}), example.label), [(w.text, alt)]
 
