@@ -203,3 +203,12 @@ def test_wordnet_swaps_without_a_tagger_offer_every_part_of_speech(monkeypatch):
                                                  limit=20)]
     assert ("strike", "miss") in swaps and ("good", "bad") in swaps
     assert not {w for w, _ in swaps} & {"will", "takes", "and", "he"}
+
+
+def test_an_input_without_wordnet_swaps_says_so(tiny_pair):
+    from app.core import api
+
+    with pytest.raises(InputError, match="text: WordNet offers no antonym for its words"):
+        api.counterfactual(tiny_pair, "the cities were lovely", None, "wordnet_antonym")
+    res = api.counterfactual(tiny_pair, "a good film", None, "wordnet_antonym")
+    assert [c["edits"] for c in res["changes"]] == [[("good", "bad")], [("good", "evil")]]

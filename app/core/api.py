@@ -183,7 +183,11 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
         if not changes[0]["edits"]:
             raise InputError(f"replacements: none of {list(cf.parse_pairs(replacements))} occurs in the input")
     elif generator in ("wordnet_synonym", "wordnet_antonym"):
-        changes = [c.to_dict() for c in cf.wordnet_swaps(models, ex, generator.split("_")[1])]
+        kind = generator.split("_")[1]
+        changes = [c.to_dict() for c in cf.wordnet_swaps(models, ex, kind)]
+        if not changes:
+            raise InputError(f"text: WordNet offers no {kind} for its words (function words and inflected forms "
+                             "such as 'takes' or 'cities' are not swapped)")
     elif generator == "ablation_flip":
         per_model = [cf.ablation_flip(clf, ex) for clf in models]
         changes = [cf.compare(models, ex, Example(r["edited"]), [(w, "") for w in r["removed"]],
