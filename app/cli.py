@@ -304,11 +304,23 @@ def cmd_facts(args) -> int:
 def cmd_train_offline(args) -> int:
     from app.core.training import TrainSettings, train_offline
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    # main() has configured logging at WARNING: the stages' INFO lines (settings, each epoch's dev accuracy) go
+    # to stderr and to the work dir's log.txt, beside the checkpoints they describe
+    train_log = logging.getLogger("albert_lens.train")
+    train_log.setLevel(logging.INFO)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    to_file = logging.FileHandler(Path(args.out) / "log.txt", encoding="utf-8")
+    to_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+    train_log.addHandler(to_file)
     settings = TrainSettings(seed=args.seed, bert_epochs=args.bert_epochs, albert_epochs=args.albert_epochs,
                              train_limit=args.limit)
     export = Path(args.export) if args.export else None
-    res = train_offline(args.train, args.out, dev_path=args.dev, settings=settings, export_to=export)
+    try:
+        res = train_offline(args.train, args.out, dev_path=args.dev, settings=settings, export_to=export,
+                            task=args.task)
+    finally:
+        train_log.removeHandler(to_file)
+        to_file.close()
     print(json.dumps(res.get("final", {}), indent=2))
     return 0
 
@@ -543,8 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_facts)
 
     p = sub.add_parser("train-offline", help="train the offline BERT and ALBERT from the shipped MiniLM")
-    p.add_argument("--train", required=True, help="SST-2 train.tsv")
-    p.add_argument("--dev", help="SST-2 dev.tsv, evaluated after each epoch")
+    p.add_argument("--train", required=True, help="the task's training file (SST-2 train.tsv by default)")
+    p.add_argument("--dev", help="the task's dev file, evaluated after each epoch")
+    p.add_argument("--task", default="sst2",
+                   help="the classification task trained (sst2, rte, mrpc, ...); a pair task's models read two "
+                        "texts; the export names them bert-<task> and albert-<task>")
     p.add_argument("--out", required=True, help="work dir: checkpoints, logs, results (re-run to resume)")
     p.add_argument("--export", help="write shipped weights and model cards here (e.g. assets/offline)")
     p.add_argument("--seed", type=int, default=13)

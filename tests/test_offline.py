@@ -130,3 +130,49 @@ def test_train_offline_is_seeded_and_resumable(tmp_path):
 
     assert not re.search(r"\bbert:\s+\d+%|albert:\s+\d+%", second.stderr)  # no training: stages reused
     assert re.search(r"\bbert:\s+\d+%", first.stderr) and re.search(r"albert:\s+\d+%", first.stderr)
+
+
+def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_name(tmp_path, monkeypatch):
+    """`train-offline --task rte` trains on (premise, hypothesis), logs each epoch's dev accuracy, and exports
+    bert-rte/albert-rte that load as an RTE pair by path (no --task: the config names it) or as `offline-rte`;
+    the core's accuracy on dev from the fp16 export is the one training measured. A resumed run of another task
+    is refused, and an unshipped offline pair names the command that trains it."""
+    from app.core import offline
+    from app.core.pair import Pair
+
+    run, export = tmp_path / "run", tmp_path / "export"
+    dev_path = shared("glue", "rte", "dev.tsv")
+    cmd = [sys.executable, "-m", "app", "train-offline", "--task", "rte", "--train",
+           str(shared("glue", "rte", "train.tsv")), "--dev", str(dev_path), "--out", str(run), "--limit", "64",
+           "--bert-epochs", "1", "--albert-epochs", "1", "--export", str(export)]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-2000:]
+    final = json.loads(done.stdout[done.stdout.index("{"):])
+    log = (run / "log.txt").read_text()
+    assert "bert: {'step': 2, 'epoch': 1.0" in log and "'dev_accuracy'" in log and "rte, labels" in log
+    card = (export / "bert-rte" / "README.md").read_text()
+    assert "RTE, a pair of texts: `premise` and `hypothesis`" in card and "RTE train, 64 examples" in card
+    assert f"| RTE dev (`{dev_path}`) | 277 | {final['bert_dev_accuracy']:.4f} |" in card
+    assert json.loads((export / "summary-rte.json").read_text())["albert-rte"]["dev_accuracy"] == \
+        final["albert_dev_accuracy"]
+
+    dev = load_dataset(dev_path, task="rte").examples
+    by_path = Pair.resolve(models=[str(export / "bert-rte"), str(export / "albert-rte")])
+    assert by_path.task.name == "rte" and by_path.task.fields == ("premise", "hypothesis")
+    for clf, key in zip(by_path.models, ("bert_dev_accuracy", "albert_dev_accuracy")):
+        pred = predict(clf, dev)
+        acc = float(np.mean([p == e.label for p, e in zip(pred.predicted, dev)]))
+        assert abs(acc - final[key]) <= 2 / len(dev)  # fp16 export: a prediction at 0.5 may tip
+
+    monkeypatch.setattr(offline, "OFFLINE_ASSETS", export)
+    named = Pair.resolve(pair="offline-rte")
+    assert named.name == "offline-rte" and [m.source for m in named.spec.models] == ["offline:bert-rte",
+                                                                                       "offline:albert-rte"]
+    np.testing.assert_allclose(predict(named.models[1], dev[:8]).probs, predict(by_path.models[1], dev[:8]).probs,
+                               atol=1e-6)
+
+    other = subprocess.run(cmd[:5] + ["sst2"] + cmd[6:], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert other.returncode != 0 and f"out: {run} holds a rte run; give another --out for sst2" in other.stderr
+    missing = subprocess.run([sys.executable, "-m", "app", "predict", "--pair", "offline-mrpc", "a", "b"], cwd=ROOT,
+                             capture_output=True, text=True, timeout=300)
+    assert missing.returncode != 0 and "train-offline --task mrpc" in missing.stderr

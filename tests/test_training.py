@@ -100,3 +100,43 @@ def test_model_cards_export_what_loads_back_and_state_measured_accuracy(offline_
         back = load(ModelSpec(name, str(offline.materialise(name, root=tmp_path / "full")), clf.family,
                               TASKS["sst2"]))
         np.testing.assert_allclose(predict(back, sentences).probs, predict(clf, sentences).probs, atol=1e-6)
+
+
+def test_a_pair_task_trains_on_both_texts_as_inference_reads_them(offline_pair):
+    """RTE examples stay (premise, hypothesis) pairs, labels index the task's order, nothing is rewritten, and
+    the training tokens (token types included) are the ones the core feeds the model at inference."""
+    from app.core.inference import tokenize
+    from app.core.registry import TASKS
+    from app.core.training import encode
+
+    rte = TASKS["rte"]
+    dev = load_dataset(shared("glue", "rte", "dev.tsv"), task="rte").examples[:40]
+    texts, labels = prepare_texts(dev, TrainSettings(detok_share=1.0), rte)
+    assert texts == [e.texts for e in dev]
+    assert labels.tolist() == [rte.labels.index(e.label) for e in dev] and 0 < labels.mean() < 1
+    clf = offline_pair.models[0]
+    enc = encode(clf.tokenizer, texts, 128)
+    core = tokenize(clf, dev, max_length=128)
+    assert enc["input_ids"] == core["input_ids"] and enc["token_type_ids"] == core["token_type_ids"]
+    assert any(1 in row for row in enc["token_type_ids"])  # the hypothesis is segment 1
+    batch = collate(enc, np.array([3, 0]))
+    assert batch["token_type_ids"][0, : len(enc["input_ids"][3])].tolist() == enc["token_type_ids"][3]
+    assert batch["token_type_ids"][0, len(enc["input_ids"][3]):].abs().sum() == 0  # padding stays segment 0
+
+
+def test_training_refuses_data_that_does_not_fit_the_task():
+    from app.core.errors import InputError
+    from app.core.registry import TASKS
+    from app.core.training import training_task
+
+    with pytest.raises(InputError, match="task: 'stsb' is a regression task"):
+        training_task("stsb")
+    with pytest.raises(InputError, match="task: unknown task 'nope'"):
+        training_task("nope")
+    assert training_task("RTE") is TASKS["rte"]
+    single = [Example(("a sentence",), "entailment")]
+    with pytest.raises(InputError, match=r"train: example 1 has 1 text\(s\); rte needs 2 \(premise, hypothesis\)"):
+        prepare_texts(single, TrainSettings(), TASKS["rte"])
+    wrong = [Example(("a", "b"), "entailment"), Example(("c", "d"), "neutral")]
+    with pytest.raises(InputError, match="train: example 2 has label 'neutral'; rte labels are"):
+        prepare_texts(wrong, TrainSettings(), TASKS["rte"])

@@ -21,7 +21,7 @@ import torch
 
 from . import offline
 from .errors import LensError
-from .registry import ModelSpec, Task, with_task
+from .registry import TASKS, ModelSpec, Task, with_task
 from .runtime import hub_reachable
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
@@ -140,6 +140,9 @@ def task_from_config(config, base: Task) -> Task:
     """For user-given models: labels from the config (or LABEL_i), regression when it has one output."""
     if base.name != "custom":
         return base
+    named = getattr(config, "albert_lens_task", None)  # written by `train-offline --export`
+    if isinstance(named, str) and named in TASKS and not TASKS[named].is_regression:
+        return TASKS[named]
     n = int(getattr(config, "num_labels", 2))
     if n == 1 or getattr(config, "problem_type", None) == "regression":
         return Task("custom", base.fields, None)

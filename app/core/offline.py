@@ -152,8 +152,10 @@ def bert_from_minilm(id2label) -> torch.nn.Module:
 # ---------------------------------------------------------------- shipping and materialising
 
 
-def export_shipped(model, out_dir: Path, *, card: str, frozen: dict[str, str] | None = None) -> Path:
-    """Write config + fp16 safetensors of every parameter not in `frozen` (those load from the package)."""
+def export_shipped(model, out_dir: Path, *, card: str, frozen: dict[str, str] | None = None,
+                   task: str | None = None) -> Path:
+    """Write config + fp16 safetensors of every parameter not in `frozen` (those load from the package). The
+    config names the task, so `--models <folder> <folder>` reads a pair task's two texts without `--task`."""
     out_dir.mkdir(parents=True, exist_ok=True)
     frozen = frozen or {}
     state = {
@@ -164,6 +166,8 @@ def export_shipped(model, out_dir: Path, *, card: str, frozen: dict[str, str] | 
     save_file(state, str(out_dir / "model.safetensors"), metadata={"format": "pt", "dtype": "float16"})
     config = model.config.to_dict()
     config["albert_lens_frozen_from_minilm"] = frozen
+    if task:
+        config["albert_lens_task"] = task
     (out_dir / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True), encoding="utf-8")
     (out_dir / "README.md").write_text(card, encoding="utf-8")
     return out_dir
@@ -198,9 +202,11 @@ def materialise(name: str, root: Path | None = None) -> Path:
     """A complete HF model directory (fp32 safetensors + tokenizer) for shipped offline model `name`."""
     src = OFFLINE_ASSETS / name
     if not (src / "model.safetensors").is_file():
+        task = name.split("-", 1)[1] if "-" in name else "sst2"
         raise OfflineAssetsMissing(
-            f"offline model '{name}' is not shipped: {src}/model.safetensors is missing "
-            "(train it with `albert-lens train-offline`)"
+            f"offline model '{name}' is not shipped: {src}/model.safetensors is missing (train it with "
+            f"`albert-lens train-offline --task {task} --train <{task} train file> --dev <{task} dev file> "
+            f"--out work/{task} --export {OFFLINE_ASSETS}`)"
         )
     return materialise_dir(src, (root or cache_dir() / "offline") / name)
 

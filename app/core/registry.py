@@ -114,15 +114,23 @@ def textattack_pair(task_name: str) -> PairSpec:
     return PairSpec(task_name, task, (bert, albert), f"TextAttack's fine-tuned BERT-base and ALBERT-base-v2 on {task_name}")
 
 
-OFFLINE_PAIR = PairSpec(
-    "offline",
-    TASKS["sst2"],
-    (
-        ModelSpec("BERT", "offline:bert-sst2", "bert", TASKS["sst2"]),
-        ModelSpec("ALBERT", "offline:albert-sst2", "albert", TASKS["sst2"]),
-    ),
-    "BERT (MiniLM-L6-H384) and a factorised, layer-shared ALBERT trained by albert-lens on SST-2; no network needed",
-)
+def offline_pair(task_name: str = "sst2") -> PairSpec:
+    """The pair `train-offline --task <task> --export assets/offline` writes (SST-2's is shipped): `offline` for
+    SST-2, `offline-<task>` for the others."""
+    task = TASKS[task_name]
+    return PairSpec(
+        "offline" if task_name == "sst2" else f"offline-{task_name}",
+        task,
+        (
+            ModelSpec("BERT", f"offline:bert-{task_name}", "bert", task),
+            ModelSpec("ALBERT", f"offline:albert-{task_name}", "albert", task),
+        ),
+        "BERT (MiniLM-L6-H384) and a factorised, layer-shared ALBERT trained by albert-lens on "
+        f"{'SST-2' if task_name == 'sst2' else task_name.upper()}; no network needed",
+    )
+
+
+OFFLINE_PAIR = offline_pair("sst2")
 
 PRESETS: dict[str, PairSpec] = {name: textattack_pair(name) for name in TASKS} | {"offline": OFFLINE_PAIR}
 
@@ -135,8 +143,13 @@ def get_pair(name: str) -> PairSpec:
     key = name.strip().lower().replace("-", "_")
     aliases = {"sst_2": "sst2", "sts_b": "stsb", "agnews": "ag_news", "mr": "rotten_tomatoes", "yelp": "yelp_polarity"}
     key = aliases.get(key, key)
+    if key.startswith("offline_"):
+        task = aliases.get(key[len("offline_"):], key[len("offline_"):])
+        if task in TASKS and not TASKS[task].is_regression:
+            return OFFLINE_PAIR if task == "sst2" else offline_pair(task)
     if key not in PRESETS:
-        raise UnknownPair(f"pair: unknown preset {name!r}; choose one of {sorted(PRESETS)} or give --models A B")
+        raise UnknownPair(f"pair: unknown preset {name!r}; choose one of {sorted(PRESETS)}, offline-<task> for a "
+                          "pair `train-offline --task <task>` exported, or give --models A B")
     return PRESETS[key]
 
 

@@ -1,6 +1,8 @@
-"""`train-offline`: fine-tune the MiniLM BERT on SST-2, then distil it into a factorised, layer-shared ALBERT.
+"""`train-offline`: fine-tune the MiniLM BERT on a classification task (SST-2 by default, or any task the registry
+names, sentence pairs included: RTE, MRPC, ...), then distil it into a factorised, layer-shared ALBERT.
 
-Built to finish on two CPU cores in well under two hours: short sequences (64 tokens), length-bucketed batches,
+Built to finish on two CPU cores in well under two hours: short sequences (64 tokens for one sentence, 128 for a
+pair), length-bucketed batches,
 the BERT's word-embedding table frozen (so it need not be shipped), teacher logits computed once and cached, and
 a checkpoint every few hundred steps so an interrupted run resumes where it stopped.
 """
@@ -12,7 +14,7 @@ import math
 import random
 import re
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,8 @@ from tqdm.auto import tqdm
 from . import offline
 from .facts import count_parameters
 from .data import Example, load_dataset
+from .errors import InputError
+from .registry import TASKS, Task
 
 log = logging.getLogger("albert_lens.train")
 SST2_LABELS = {0: "negative", 1: "positive"}
@@ -31,7 +35,7 @@ SST2_LABELS = {0: "negative", 1: "positive"}
 @dataclass
 class TrainSettings:
     seed: int = 13
-    max_len: int = 64
+    max_len: int | None = None  # None: 64 tokens for one sentence, 128 for a pair (an RTE premise is long)
     batch_size: int = 32
     bert_epochs: float = 2.0
     bert_lr: float = 5e-5
@@ -65,16 +69,46 @@ def detokenise(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def prepare_texts(examples: list[Example], settings: TrainSettings) -> tuple[list[str], np.ndarray]:
+def training_task(name: str) -> Task:
+    """The task `train-offline` can train: a classification task the registry names."""
+    task = TASKS.get(name.strip().lower().replace("-", "_"))
+    if task is None:
+        raise InputError(f"task: unknown task {name!r}; choose one of {sorted(TASKS)}")
+    if task.is_regression:
+        raise InputError(f"task: {task.name!r} is a regression task; train-offline trains classifiers")
+    return task
+
+
+def prepare_texts(examples: list[Example], settings: TrainSettings,
+                  task: Task = TASKS["sst2"]) -> tuple[list, np.ndarray]:
+    """Texts (a string each, or a pair of strings) and label indices in the task's order. Only SST-2's sentences
+    are rewritten to plain style: other tasks' data is already written as people write."""
     rng = random.Random(settings.seed)
+    share = settings.detok_share if task.name == "sst2" else 0.0
     texts, labels = [], []
-    for ex in examples:
-        t = ex.text
-        if rng.random() < settings.detok_share:
-            t = detokenise(t)
-        texts.append(t)
-        labels.append(1 if ex.label == "positive" else 0)
+    for i, ex in enumerate(examples):
+        if len(ex.texts) != len(task.fields):
+            raise InputError(f"train: example {i + 1} has {len(ex.texts)} text(s); {task.name} needs "
+                             f"{len(task.fields)} ({', '.join(task.fields)})")
+        if ex.label not in task.labels:
+            raise InputError(f"train: example {i + 1} has label {ex.label!r}; {task.name} labels are "
+                             f"{list(task.labels)}")
+        if task.is_pair:
+            texts.append(tuple(ex.texts))
+        else:
+            t = ex.text
+            if rng.random() < share:
+                t = detokenise(t)
+            texts.append(t)
+        labels.append(task.labels.index(ex.label))
     return texts, np.asarray(labels)
+
+
+def encode(tok, texts: list, max_length: int) -> dict:
+    """Tokenised texts; pairs as the models read them at inference (two segments, longest cut first)."""
+    if texts and isinstance(texts[0], tuple):
+        return dict(tok([t[0] for t in texts], [t[1] for t in texts], truncation=True, max_length=max_length))
+    return dict(tok(list(texts), truncation=True, max_length=max_length))
 
 
 def bucketed_batches(lengths: np.ndarray, batch_size: int, seed: int) -> list[np.ndarray]:
@@ -93,13 +127,17 @@ def bucketed_batches(lengths: np.ndarray, batch_size: int, seed: int) -> list[np
 
 def collate(enc: dict, idx: np.ndarray) -> dict[str, torch.Tensor]:
     ids = [enc["input_ids"][i] for i in idx]
+    types = enc.get("token_type_ids")
     width = max(map(len, ids))
     input_ids = torch.zeros(len(ids), width, dtype=torch.long)
     mask = torch.zeros(len(ids), width, dtype=torch.long)
-    for r, row in enumerate(ids):
+    token_types = torch.zeros(len(ids), width, dtype=torch.long)
+    for r, (i, row) in enumerate(zip(idx, ids)):
         input_ids[r, : len(row)] = torch.tensor(row)
         mask[r, : len(row)] = 1
-    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(input_ids)}
+        if types is not None:
+            token_types[r, : len(row)] = torch.tensor(types[i])
+    return {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": token_types}
 
 
 @torch.inference_mode()
@@ -175,27 +213,40 @@ def _train_loop(model, enc, labels, settings: TrainSettings, *, epochs: float, l
 
 
 def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Path | None = None,
-                  settings: TrainSettings | None = None, export_to: Path | None = None) -> dict:
+                  settings: TrainSettings | None = None, export_to: Path | None = None,
+                  task: str = "sst2") -> dict:
     """Run (or resume) all stages; returns the results that also go into `out/results.json`."""
     from transformers import AutoTokenizer
 
     settings = settings or TrainSettings()
+    the_task = training_task(task)
+    if settings.max_len is None:
+        settings.max_len = 128 if the_task.is_pair else 64
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    done = out / "settings.json"
+    if done.is_file():  # a resumed run must be the same task: its checkpoints have that task's head
+        earlier = json.loads(done.read_text()).get("extra", {}).get("task", "sst2")
+        if earlier != the_task.name:
+            raise InputError(f"out: {out} holds a {earlier} run; give another --out for {the_task.name}")
+    settings.extra = {**settings.extra, "task": the_task.name}
     torch.manual_seed(settings.seed)
-    (out / "settings.json").write_text(json.dumps(asdict(settings), indent=2))
+    done.write_text(json.dumps(asdict(settings), indent=2))
     log.info("settings: %s", asdict(settings))
     tok = AutoTokenizer.from_pretrained(offline.minilm_dir())
+    id2label = dict(enumerate(the_task.labels))
 
-    train = load_dataset(train_path, task="sst2").examples[: settings.train_limit]
-    texts, labels = prepare_texts(train, settings)
-    enc = tok(texts, truncation=True, max_length=settings.max_len)
-    log.info("training sentences: %d (%.0f%% rewritten to plain style)", len(texts), 100 * settings.detok_share)
+    train = load_dataset(train_path, task=the_task.name).examples[: settings.train_limit]
+    texts, labels = prepare_texts(train, settings, the_task)
+    enc = encode(tok, texts, settings.max_len)
+    log.info("training examples: %d (%s)", len(texts),
+             f"{100 * settings.detok_share:.0f}% rewritten to plain style" if the_task.name == "sst2"
+             else f"{the_task.name}, labels {list(the_task.labels)}")
     dev_enc = dev_labels = None
     if dev_path:
-        dev = load_dataset(dev_path, task="sst2").examples
-        dev_enc = tok([e.text for e in dev], truncation=True, max_length=128)
-        dev_labels = np.asarray([1 if e.label == "positive" else 0 for e in dev])
+        dev = load_dataset(dev_path, task=the_task.name).examples
+        dev_texts, dev_labels = prepare_texts(dev, replace(settings, detok_share=0.0), the_task)
+        dev_enc = encode(tok, dev_texts, 128)
 
     results: dict = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
 
@@ -203,7 +254,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         (out / "results.json").write_text(json.dumps(results, indent=2))
 
     # ---- stage 1: BERT
-    bert = offline.bert_from_minilm(SST2_LABELS)
+    bert = offline.bert_from_minilm(id2label)
     bert_final = out / "bert_final.pt"
     if bert_final.is_file():
         bert.load_state_dict(torch.load(bert_final, map_location="cpu", weights_only=True))
@@ -231,9 +282,9 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
     # ---- stage 3: ALBERT by distillation
     albert_final = out / "albert_final.pt"
     if "albert_init" not in results:
-        results["albert_init"] = choose_init_layer(bert, enc, teacher, settings)
+        results["albert_init"] = choose_init_layer(bert, enc, teacher, settings, id2label)
         save_results()
-    albert = offline.albert_from_bert(bert, results["albert_init"]["layer"], SST2_LABELS)
+    albert = offline.albert_from_bert(bert, results["albert_init"]["layer"], id2label)
     if albert_final.is_file():
         albert.load_state_dict(torch.load(albert_final, map_location="cpu", weights_only=True))
     else:
@@ -258,6 +309,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         results["final"] = {
             "bert_dev_accuracy": accuracy(bert, dev_enc, dev_labels),
             "albert_dev_accuracy": accuracy(albert, dev_enc, dev_labels),
+            "dev_n": len(dev_labels),
             "bert_parameters": count_parameters(bert),
             "albert_parameters": count_parameters(albert),
         }
@@ -266,21 +318,21 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         from .model_cards import write_offline_cards
 
         write_offline_cards(bert, albert, results, settings, Path(export_to), train_path=str(train_path),
-                            dev_path=str(dev_path) if dev_path else None)
+                            dev_path=str(dev_path) if dev_path else None, task=the_task)
     log.info("results: %s", json.dumps(results.get("final", {})))
     return results
 
 
 @torch.inference_mode()
-def choose_init_layer(bert, enc, teacher: np.ndarray, settings: TrainSettings) -> dict:
+def choose_init_layer(bert, enc, teacher: np.ndarray, settings: TrainSettings, id2label=None) -> dict:
     """Pick the MiniLM layer whose six-fold repetition best imitates the teacher before any training."""
     idx = np.random.default_rng(settings.seed).choice(len(teacher), size=min(settings.layer_probe, len(teacher)),
                                                       replace=False)
-    sub = {"input_ids": [enc["input_ids"][i] for i in idx]}
+    sub = {k: [v[i] for i in idx] for k, v in enc.items() if k in ("input_ids", "token_type_ids")}
     t = torch.as_tensor(teacher[idx])
     losses = {}
     for layer in range(bert.config.num_hidden_layers):
-        albert = offline.albert_from_bert(bert, layer, SST2_LABELS)
+        albert = offline.albert_from_bert(bert, layer, id2label or SST2_LABELS)
         s = torch.as_tensor(logits_for(albert, sub, desc=f"probe layer {layer}"))
         losses[layer] = float(F.kl_div(F.log_softmax(s, -1), F.softmax(t, -1), reduction="batchmean"))
     best = min(losses, key=losses.get)
