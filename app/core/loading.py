@@ -312,7 +312,8 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
         _find_weights(path)
         if offline.is_export(path):
             try:
-                return offline.materialise_export(path), f"an offline export ({path}, word embeddings from the MiniLM)"
+                reads = "tokenizer and word embeddings" if offline.frozen_tables(path) else "tokenizer"
+                return offline.materialise_export(path), f"an offline export ({path}, {reads} from the MiniLM)"
             except Exception as exc:  # noqa: BLE001 - re-raised naming the folder
                 raise ModelLoadError(f"model {source!r}: an offline export that can't be completed ({_short(exc)})") from exc
         return path, "local directory"

@@ -198,6 +198,13 @@ def is_export(path: Path) -> bool:
     return isinstance(config, dict) and "albert_lens_frozen_from_minilm" in config
 
 
+def frozen_tables(path: Path) -> dict[str, str]:
+    """The tables an export leaves to the installed MiniLM (the BERT's word embeddings; none for the ALBERT,
+    whose factorised table is its own)."""
+    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    return config.get("albert_lens_frozen_from_minilm") or {}
+
+
 def materialise(name: str, root: Path | None = None) -> Path:
     """A complete HF model directory (fp32 safetensors + tokenizer) for shipped offline model `name`."""
     src = OFFLINE_ASSETS / name
