@@ -148,3 +148,20 @@ def test_saliency_dataset_figure_shows_intervals_and_the_spread_of_agreement():
     bars, hist = saliency_dataset_figure(res).axes
     assert sorted(round(p.get_height(), 6) for p in bars.patches) == sorted([0.5, 0.15, 0.05, 0.6, 0.1, -0.02])
     assert sum(p.get_height() for p in hist.patches) == 3 and "3 defined" in hist.get_title()
+
+
+def test_saliency_figure_of_a_pair_marks_where_the_second_text_starts():
+    """An RTE map's bars run premise then hypothesis: a dashed line between them and each part named; a single
+    text gets neither."""
+    words = ["cities", "protested", ".", "people", "protested"]
+    res = {"method": "occlusion", "fields": ["premise", "hypothesis"],
+           "maps": [{"model": m, "words": words, "fields": [0, 0, 0, 1, 1], "scores": [0.1, 0.2, 0.0, 0.3, -0.1]}
+                    for m in ("BERT", "ALBERT")]}
+    ax = saliency_figure(res).axes[0]
+    assert [line.get_xdata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == [2.5]
+    assert [(t.get_text(), round(t.get_position()[0], 6)) for t in ax.texts] == [("premise", -0.4),
+                                                                                  ("hypothesis", 2.6)]
+    single = {"method": "occlusion", "fields": ["sentence"],
+              "maps": [{"model": "BERT", "words": words, "fields": [0] * 5, "scores": [0.1] * 5}]}
+    ax = saliency_figure(single).axes[0]
+    assert not ax.texts and not [line for line in ax.get_lines() if line.get_linestyle() == "--"]

@@ -73,7 +73,26 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
         title += f": the {len(shown)} of {len(words)} words read"
     rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i]} for m in maps for i in shown]
     # a title above the axes also keeps the app's label badge off the top y tick
-    return grouped_bars(rows, "word", "score", "model", "score (+ supports the class)", title=title)
+    fig = grouped_bars(rows, "word", "score", "model", "score (+ supports the class)", title=title)
+    mark_fields(fig.axes[0], res.get("fields") or [], [maps[0]["fields"][i] for i in shown] if maps and
+                maps[0].get("fields") else [])
+    return fig
+
+
+def mark_fields(ax, names: Sequence[str], field_of: Sequence[int]) -> None:
+    """A pair's bars run premise then hypothesis: a dashed line where the second text starts, each part named,
+    so a reader knows which text a word came from."""
+    if len(names) < 2 or not field_of or len(set(field_of)) < 2:
+        return
+    from matplotlib.transforms import blended_transform_factory
+
+    on_top = blended_transform_factory(ax.transData, ax.transAxes)
+    starts = [j for j in range(len(field_of)) if j == 0 or field_of[j] != field_of[j - 1]]
+    for j in starts:
+        if j > 0:
+            ax.axvline(j - 0.5, color="#555", linestyle="--", linewidth=0.8)
+        ax.text(j - 0.4, 0.97, names[field_of[j]], transform=on_top, va="top", fontsize=8, color="#555",
+                style="italic")
 
 
 def own_delta(change: dict, k: int) -> tuple[str, float]:
