@@ -27,7 +27,8 @@ def test_offline_switch_short_circuits(monkeypatch):
 def test_textattack_imports_offline_with_no_nltk_data(tmp_path):
     """A fresh cache and no NLTK_DATA: the project materialises stop words and TextAttack's marker itself."""
     env = {k: v for k, v in os.environ.items() if k not in {"NLTK_DATA", "TA_CACHE_DIR"}}
-    env.update(ALBERT_LENS_CACHE=str(tmp_path / "cache"), HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1")
+    env.update(ALBERT_LENS_CACHE=str(tmp_path / "cache"), HOME=str(tmp_path / "home"), HF_HUB_OFFLINE="1",
+               ALBERT_LENS_SHARED_DATA=str(tmp_path / "no-shared-data"))
     code = ("import app.core, nltk, textattack; "
             "print(len(nltk.corpus.stopwords.words('english')), textattack.__name__)")
     out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
@@ -38,3 +39,20 @@ def test_textattack_imports_offline_with_no_nltk_data(tmp_path):
     assert "the" in stop.read_text().split()
     assert (tmp_path / "cache" / "textattack" / "post_install_check_3").is_file()
     assert oct(stop.parent.stat().st_mode & 0o777) == "0o755"
+
+
+def test_every_command_finds_the_nltk_data_beside_the_checkout(tmp_path):
+    """`./run test` pointed NLTK_DATA at ../shared/data/nltk_data for the tests alone: `./run app` had no tagger,
+    so WordNet swaps took every part of speech there while the README promised the word's own. Now any entry
+    point reads the folder beside the checkout (after a given NLTK_DATA)."""
+    beside = runtime.PROJECT_ROOT.parent / "shared" / "data" / "nltk_data"
+    assert (beside / "taggers").is_dir(), "this test needs ../shared/data beside the checkout"
+    env = {k: v for k, v in os.environ.items() if k not in {"NLTK_DATA", "ALBERT_LENS_SHARED_DATA"}}
+    env.update(ALBERT_LENS_CACHE=str(tmp_path / "cache"), HF_HUB_OFFLINE="1")
+    code = ("import app.core, nltk, os; print(nltk.pos_tag(['the', 'film', 'was', 'good'], tagset='universal')); "
+            "print(os.environ['NLTK_DATA'])")
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    tags, dirs = out.stdout.strip().splitlines()[-2:]
+    assert tags == "[('the', 'DET'), ('film', 'NOUN'), ('was', 'VERB'), ('good', 'ADJ')]"
+    assert dirs.split(os.pathsep)[0] == str(beside)

@@ -14,7 +14,8 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 ASSETS_DIR = PROJECT_ROOT / "assets"
-SHARED_DATA = PROJECT_ROOT.parent / "shared" / "data"  # released corpora and CheckList suites, beside a checkout
+# released corpora, CheckList suites and NLTK data, beside a checkout (or where ALBERT_LENS_SHARED_DATA says)
+SHARED_DATA = Path(os.environ.get("ALBERT_LENS_SHARED_DATA") or PROJECT_ROOT.parent / "shared" / "data")
 HUB_HOST = "huggingface.co"
 
 
@@ -99,12 +100,16 @@ def wordnet_available() -> bool:
 def prepare_nltk() -> Path:
     """Make NLTK find an English stop-word list, and WordNet when Debian's wordnet-base is installed, offline.
 
-    Keeps any $NLTK_DATA (tests point it at ../shared/data/nltk_data) and appends a project-owned dir, filled
+    Keeps any $NLTK_DATA, then ../shared/data/nltk_data when it is beside the checkout (`./run test` set it for the
+    tests only, so the app had no tagger), and appends a project-owned dir, filled
     when nothing else provides: stop words from scikit-learn's list; WordNet from /usr/share/wordnet plus a
     generated `lexnames`. NLTK >= 3.10 refuses data dirs writable by others, so ours are 0755.
     """
     own = cache_dir() / "nltk_data"
     existing = [d for d in _nltk_dirs() if d != own]
+    beside = SHARED_DATA / "nltk_data"  # its tagger gives WordNet swaps their part of speech, in every command
+    if beside.is_dir() and beside.resolve() not in {d.resolve() for d in existing}:
+        existing.append(beside)
     corpora = own / "corpora"
     corpora.mkdir(parents=True, exist_ok=True)
     if not any(_has_stopwords(d) for d in existing + [own]):
