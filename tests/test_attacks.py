@@ -44,7 +44,10 @@ def test_successful_attacks_really_flip_the_attacked_model(request, offline_pair
                 assert now != row["gold"] and now == res["adversarial_label"]
                 assert [c for c, ch in res["marked"] if ch], res["marked"]
                 assert "".join(c for c, _ in res["marked"]) == res["adversarial"][0]
-    assert successes >= len(rows)  # at least half of the 2 x n attacks succeed
+    # enough successes that the checks above mean something: a quarter of the 2 x n attacks (with TextFooler's
+    # part-of-speech constraint, textfooler-offline flipped BERT on 47% and ALBERT on 70% of 30 SST-2 dev
+    # sentences; these 8 give 5 of 16)
+    assert successes >= len(rows) // 2
 
 
 def test_similarity_constraint_is_respected(textfooler_rows):
@@ -161,3 +164,34 @@ def test_success_rates_are_compared_on_the_examples_both_models_were_attacked_on
     assert cmp["only"] == [3, 1] and cmp["both"] == 1 and cmp["p_value"] == pytest.approx(mcnemar_exact(3, 1))
     assert cmp["metric"] == "success rate"
     assert compare_success([row("skipped", "success")], tiny_pair.models) is None
+
+
+@pytest.mark.parametrize("task,premise_kept", [("snli", True), ("rte", False)])
+def test_textfooler_leaves_an_nli_premise_alone_as_textattack_does(tiny_dirs, monkeypatch, task, premise_kept):
+    """TextFooler's recipe never edits an SNLI/MNLI premise (keyed by TextAttack's column names); GLUE's RTE
+    columns are sentence1/sentence2, so TextAttack edits both texts there, and so do we. Every query the search
+    makes is recorded."""
+    from app.core.pair import Pair
+    from app.core.runtime import pos_tagger_available
+    from textattack.constraints.grammaticality import PartOfSpeech
+
+    clf = Pair.resolve(models=[str(tiny_dirs["albert3" if task == "snli" else "albert"])] * 2, task=task).models[0]
+    premise, hypothesis = "The old man walked his small dog in the park.", "A man is walking a dog outside."
+    gold = predict(clf, [Example((premise, hypothesis))]).predicted[0]
+    wrapper = attacks.make_wrapper(clf, None)
+    seen = []
+    call = type(wrapper).__call__
+
+    def recording(self, text_input_list, **kw):
+        seen.extend(text_input_list)
+        return call(self, text_input_list, **kw)
+
+    monkeypatch.setattr(type(wrapper), "__call__", recording)
+    attack = attacks.build_attack("textfooler-offline", wrapper, 300)
+    assert any(isinstance(c, PartOfSpeech) for c in attack.constraints) == pos_tagger_available() is True
+    res = attacks.attack_one(clf, "textfooler-offline", Example((premise, hypothesis), gold), wrapper=wrapper,
+                             attack=attack, query_budget=300)
+    assert res["outcome"] in ("success", "failed") and len(seen) > 5
+    assert all(len(q) == 2 for q in seen)
+    assert all(q[0] == premise for q in seen) is premise_kept
+    assert any(q[1] != hypothesis for q in seen)

@@ -21,7 +21,7 @@ from .data import Example
 from .errors import InputError, LensError
 from .inference import encode_one, predict, windowed
 from .loading import Classifier, ModelHead
-from .runtime import cache_dir, hub_reachable, wordnet_available
+from .runtime import cache_dir, hub_reachable, pos_tagger_available, wordnet_available
 
 OFFLINE_TEXTFOOLER = "textfooler-offline"
 SIMILARITY_THRESHOLD = 0.84
@@ -121,7 +121,8 @@ RECIPES: dict[str, Recipe] = {r.name: r for r in [
     Recipe("pwws", "textattack.attack_recipes.PWWSRen2019", ("wordnet",)),
     Recipe("leap", "textattack.attack_recipes.LEAP2023", ("wordnet",)),
     Recipe(OFFLINE_TEXTFOOLER, None, ("wordnet",),
-           "TextFooler-style: deletion word importance, WordNet synonyms, stop words kept, MiniLM sentence similarity"),
+           "TextFooler-style: deletion word importance, WordNet synonyms, stop words kept, the word's part of "
+           "speech kept (NLTK's tagger, when installed), an NLI premise kept, MiniLM sentence similarity"),
     Recipe("textfooler", "textattack.attack_recipes.TextFoolerJin2019", ("paragramcf", "use")),
     Recipe("iga", "textattack.attack_recipes.IGAWang2019", ("paragramcf",)),
     Recipe("faster-alzantot", "textattack.attack_recipes.FasterGeneticAlgorithmJia2019", ("paragramcf", "lm")),
@@ -231,6 +232,15 @@ def _no_nltk_downloads():
         nltk.download = original
 
 
+# TextAttack names a pair's texts by its dataset's columns, and recipes key on them (TextFooler, Alzantot, PSO
+# and A2T leave a "premise" alone: SNLI and MNLI, not GLUE's RTE, whose columns are sentence1 and sentence2).
+TEXTATTACK_COLUMNS = {"rte": ("sentence1", "sentence2")}
+
+
+def textattack_columns(task) -> tuple[str, ...]:
+    return TEXTATTACK_COLUMNS.get(task.name, tuple(task.fields))
+
+
 def build_attack(name: str, wrapper, query_budget: int | None = None):
     ok, why = recipe_status(name)
     if not ok:
@@ -243,8 +253,16 @@ def build_attack(name: str, wrapper, query_budget: int | None = None):
             from textattack.search_methods import GreedyWordSwapWIR
             from textattack.transformations import WordSwapWordNet
 
+            from textattack.constraints.grammaticality import PartOfSpeech
+            from textattack.constraints.pre_transformation import InputColumnModification
+
             goal = UntargetedClassification(wrapper)
-            constraints = [RepeatModification(), StopwordModification(), _minilm_constraint(SIMILARITY_THRESHOLD)]
+            # as TextFooler's recipe: an NLI premise is left alone, a swap keeps the word's part of speech
+            constraints = [RepeatModification(), StopwordModification(),
+                           InputColumnModification(["premise", "hypothesis"], {"premise"})]
+            if pos_tagger_available():
+                constraints.append(PartOfSpeech(allow_verb_noun_swap=True))
+            constraints.append(_minilm_constraint(SIMILARITY_THRESHOLD))
             attack = ta.Attack(goal, constraints, WordSwapWordNet(), GreedyWordSwapWIR(wir_method="delete"))
         else:
             mod, _, cls = RECIPES[name].module.rpartition(".")
@@ -321,7 +339,7 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
     _, al = encode_one(clf, example)
     window = windowed(clf, example, al).texts
     rests = [t[len(w):] for t, w in zip(example.texts, window)]
-    ta_input = (window[0] if len(window) == 1 else OrderedDict((f"text{i}", t) for i, t in enumerate(window)))
+    ta_input = (window[0] if len(window) == 1 else OrderedDict(zip(textattack_columns(clf.task), window)))
     t0 = time.perf_counter()
     rec = {"model": clf.name, "recipe": recipe, "original": list(example.texts), "gold": example.label}
     try:

@@ -93,6 +93,20 @@ def _has_wordnet(root: Path) -> bool:
     return (root / "corpora" / "wordnet" / "data.noun").is_file() or (root / "corpora" / "wordnet.zip").is_file()
 
 
+@lru_cache(maxsize=1)
+def pos_tagger_available() -> bool:
+    """Whether NLTK's perceptron tagger and its universal tagset load (they are beside the checkout, not in
+    the venv): TextFooler's part-of-speech constraint and POS-matched WordNet swaps need them."""
+    prepare_nltk()
+    try:
+        import nltk
+
+        nltk.pos_tag(["a", "test"], tagset="universal")
+        return True
+    except LookupError:
+        return False
+
+
 def wordnet_available() -> bool:
     return any(_has_wordnet(d) for d in _nltk_dirs())
 
