@@ -23,8 +23,8 @@ GENERATORS = ["word_replacement", "wordnet_synonym", "wordnet_antonym", "ablatio
 
 def _pair_args(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--pair", help="a preset pair (sst2, rte, ..., offline); default: TextAttack SST-2 if "
-                   "reachable or cached, else offline")
+    g.add_argument("--pair", help="a preset pair (sst2, rte, ..., offline, or offline-<task> once train-offline "
+                   "--task <task> exported it); default: TextAttack SST-2 if reachable or cached, else offline")
     g.add_argument("--models", nargs=2, metavar=("A", "B"), help="any two hub ids or local model directories")
     p.add_argument("--task", help="task of --models (a preset name such as rte) when their configs don't say")
 
