@@ -330,7 +330,7 @@ def cmd_benchmark(args) -> int:
     from app.core.data import load_dataset
 
     pair = _pair(args)
-    ds = load_dataset(args.dataset, task=pair.spec.task.name).head(args.limit)
+    ds = load_dataset(args.dataset, task=pair.task.name).head(args.limit)
     with _engine(args) as engine:
         res = benchmark(pair, ds, progress_bar=not args.json, engine=engine)
     print(json.dumps(res, indent=2) if args.json else format_table(res))
@@ -376,7 +376,7 @@ def cmd_attack(args) -> int:
     if not ok:
         raise attacks.AttackUnavailable(why)
     pair = _pair(args)
-    ds = load_dataset(args.dataset, task=pair.spec.task.name)
+    ds = load_dataset(args.dataset, task=pair.task.name)
     examples = [e for e in ds.examples if e.label is not None][: args.n]
     out = Path(args.out) if args.out else None
     done: dict[int, dict] = {}
@@ -479,7 +479,7 @@ def cmd_embed(args) -> int:
     from app.core.data import load_dataset
 
     pair = _pair(args)
-    ds = load_dataset(args.dataset, task=pair.spec.task.name).head(args.limit)
+    ds = load_dataset(args.dataset, task=pair.task.name).head(args.limit)
     bar = tqdm(total=1, desc=f"embedding {len(ds)} examples ({args.engine})")
 
     def step(done, total):

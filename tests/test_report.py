@@ -51,3 +51,23 @@ def test_a_section_failing_on_its_input_is_written_not_fatal_and_retried(tiny_di
     assert "## Benchmark: dev.tsv\n\nNot computed: dataset: gold labels ['negative', 'positive']" in md
     assert "## UMAP of sentence embeddings" in md and (tmp_path / "umap.png").is_file()
     assert not any(p.name.startswith("benchmark-") for p in (tmp_path / "cache").glob("*.json"))
+
+
+def test_the_default_suite_is_chosen_by_what_the_models_answer(offline_pair, tiny_nli_pair):
+    """Sentiment for one text answering negative/positive, none for RTE. A pair given by path has its task from
+    its configs: `report --models <RTE folders>` ran the sentiment suite on it (the spec's placeholder task
+    named no task) and exited 1 for a section that could never run."""
+    from app.core.report import default_suites
+
+    assert default_suites(offline_pair) == [str(shared("checklist", "sentiment_suite.json.gz"))]
+    assert tiny_nli_pair.spec.task.name == "rte" and default_suites(tiny_nli_pair) == []
+
+
+def test_a_report_without_a_fitting_suite_says_so(tiny_nli_pair, tmp_path):
+    """No CheckList section at all would read as forgotten; the report says why there is none."""
+    from app.core.report import generate
+
+    res = generate(tiny_nli_pair, tmp_path, datasets=[], attack_n=1, umap_n=20, saliency_n=2, progress_bar=False)
+    md = (tmp_path / "report.md").read_text()
+    assert res["failed"] == {} and not any(k.startswith("checklist") for k in res["sections"])
+    assert "## CheckList\n\nNo released CheckList suite fits these models (rte, answering " in md

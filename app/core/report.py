@@ -38,13 +38,19 @@ def _fingerprint(pair: Pair, name: str, params: dict) -> str:
 
 
 def default_suites(pair: Pair) -> list[str]:
-    """The released CheckList suite whose labels the pair's task can answer (sentiment or QQP), if any."""
-    task = pair.spec.task.name
-    name = {"qqp": "qqp_suite.json.gz"}.get(task, "sentiment_suite.json.gz")
-    if task not in ("sst2", "imdb", "rotten_tomatoes", "yelp_polarity", "qqp", "offline", "custom"):
-        return []
-    path = SHARED / "checklist" / name
-    return [str(path)] if path.is_file() else []
+    """The released CheckList suite the pair's models can answer, read from their labels (a pair given by path
+    has its task from its configs, not a preset's name): sentiment for one text with negative/positive, QQP for
+    two texts with QQP's labels; none for other tasks (RTE, MRPC, ...)."""
+    from .checklist import QQP
+
+    task = pair.task
+    labels = {str(lab).lower() for lab in (task.labels or ())}
+    if task.is_pair:
+        name = "qqp_suite.json.gz" if labels == set(QQP) else None
+    else:
+        name = "sentiment_suite.json.gz" if {"negative", "positive"} <= labels else None
+    path = SHARED / "checklist" / name if name else None
+    return [str(path)] if path is not None and path.is_file() else []
 
 
 def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *, limit: int, sample: int,
@@ -61,7 +67,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": ds, "limit": limit}
 
         def run_bench(ds=ds):
-            d = data.load_dataset(ds, task=pair.spec.task.name).head(limit)
+            d = data.load_dataset(ds, task=pair.task.name).head(limit)
             return benchmark.benchmark(pair, d, engine=remote)
 
         secs.append(Section(_fingerprint(pair, "benchmark", params), f"Benchmark: {Path(ds).name}", run_bench))
@@ -78,7 +84,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                 ok, why = attacks.recipe_status(recipe)
                 if not ok:
                     return {"recipe": recipe, "unavailable": why}
-                d = data.load_dataset(first, task=pair.spec.task.name)
+                d = data.load_dataset(first, task=pair.task.name)
                 exs = [e for e in d.examples if e.label is not None][:attack_n]
                 if remote is not None:
                     rows = remote.run(pair.spec, "attack", exs,
@@ -92,7 +98,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": umap_n}
 
         def run_umap(first=first):
-            d = data.load_dataset(first, task=pair.spec.task.name).head(umap_n)
+            d = data.load_dataset(first, task=pair.task.name).head(umap_n)
             if remote is not None:
                 proj = projection.project_pair(pair.heads, d.examples, method="umap",
                                                compute=lambda exs: remote.run(pair.spec, "embed", exs))
@@ -111,7 +117,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         def run_saliency(first=first):
             from .saliency import explain_dataset
 
-            d = data.load_dataset(first, task=pair.spec.task.name).head(saliency_n)
+            d = data.load_dataset(first, task=pair.task.name).head(saliency_n)
             if remote is not None:
                 return remote.run(pair.spec, "saliency", d.examples, params={"method": SALIENCY_METHOD})
             return explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
@@ -143,6 +149,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     out = Path(out)
     cache = out / "cache"
     cache.mkdir(parents=True, exist_ok=True)
+    no_suite = suites is None and not default_suites(pair)
     suites = default_suites(pair) if suites is None else list(suites)
     sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
                               umap_n=umap_n, saliency_n=saliency_n, engine=engine)
@@ -167,17 +174,24 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
         tmp.write_text(json.dumps(res, default=float), encoding="utf-8")
         tmp.replace(path)
         results[sec.key] = res
-    files = write(pair, out, sections, results)
+    files = write(pair, out, sections, results, no_suite=no_suite)
     return {"out": str(out), "sections": [s.key for s in sections], "reused": reused, "files": files,
             "failed": {k: r["error"] for k, r in results.items() if "error" in r}}
 
 
-def write(pair: Pair, out: Path, sections: list[Section], results: dict) -> list[str]:
+NO_SUITE = ("No released CheckList suite fits these models ({task}, answering {labels}): the released suites test "
+            "sentiment (one text, negative/positive) and duplicate questions (QQP). `--suites PATH` runs another.")
+
+
+def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_suite: bool = False) -> list[str]:
     from . import projection
     from .significance import describe, format_mean, verdict
 
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
+    if no_suite:
+        md += ["## CheckList", "", NO_SUITE.format(task=pair.task.name, labels=", ".join(pair.task.labels or
+                                                                                          ("a score",))), ""]
     figs = []
     bench_rows = []
     for sec in sections:
