@@ -563,8 +563,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="work dir: checkpoints, logs, results (re-run to resume)")
     p.add_argument("--export", help="write shipped weights and model cards here (e.g. assets/offline)")
     p.add_argument("--seed", type=int, default=13)
-    p.add_argument("--bert-epochs", type=float, default=1.5)
-    p.add_argument("--albert-epochs", type=float, default=2.0)
+    p.add_argument("--bert-epochs", type=float, help="default 1.5, or enough whole epochs for 300 steps on a small "
+                   "training set (RTE: 4)")
+    p.add_argument("--albert-epochs", type=float, help="default 2, or enough whole epochs for 450 steps (RTE: 6)")
     p.add_argument("--limit", type=int, help="use only the first N training sentences")
     p.set_defaults(func=cmd_train_offline)
 

@@ -140,3 +140,16 @@ def test_training_refuses_data_that_does_not_fit_the_task():
     wrong = [Example(("a", "b"), "entailment"), Example(("c", "d"), "neutral")]
     with pytest.raises(InputError, match="train: example 2 has label 'neutral'; rte labels are"):
         prepare_texts(wrong, TrainSettings(), TASKS["rte"])
+
+
+def test_epochs_left_out_fit_the_training_set_size():
+    """SST-2's 67,349 sentences keep the shipped recipe's 1.5 / 2 epochs; RTE's 2,490 pairs (78 batches) get 4 / 6,
+    what it needed to move off chance (1.5 epochs would be 117 steps); given epochs are kept."""
+    from app.core.training import resolve_epochs
+
+    sst2 = resolve_epochs(TrainSettings(), 67349)
+    assert (sst2.bert_epochs, sst2.albert_epochs) == (1.5, 2.0)
+    rte = resolve_epochs(TrainSettings(), 2490)
+    assert (rte.bert_epochs, rte.albert_epochs) == (4.0, 6.0)
+    given = resolve_epochs(TrainSettings(bert_epochs=1.0, albert_epochs=0.5), 2490)
+    assert (given.bert_epochs, given.albert_epochs) == (1.0, 0.5)

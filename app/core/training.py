@@ -37,9 +37,9 @@ class TrainSettings:
     seed: int = 13
     max_len: int | None = None  # None: 64 tokens for one sentence, 128 for a pair (an RTE premise is long)
     batch_size: int = 32
-    bert_epochs: float = 2.0
+    bert_epochs: float | None = None  # None: chosen by the training set's size (resolve_epochs)
     bert_lr: float = 5e-5
-    albert_epochs: float = 3.0
+    albert_epochs: float | None = None
     albert_lr: float = 1e-4
     temperature: float = 2.0
     distil_weight: float = 0.7  # rest goes to the gold labels
@@ -67,6 +67,20 @@ def detokenise(text: str) -> str:
     for pat, rep in _DETOK:
         text = pat.sub(rep, text)
     return text[:1].upper() + text[1:]
+
+
+MIN_STEPS = {"bert": 300, "albert": 450}  # what RTE's 2,490 pairs needed to move at all (4 and 6 epochs)
+
+
+def resolve_epochs(settings: TrainSettings, n_examples: int) -> TrainSettings:
+    """Epochs not given: SST-2's 1.5 (BERT) and 2 (ALBERT), or as many whole epochs as a small training set
+    needs for MIN_STEPS steps (RTE: 78 batches an epoch, so 1.5 epochs would be 117 steps, near chance)."""
+    n_batches = max(1, math.ceil(n_examples / settings.batch_size))
+    if settings.bert_epochs is None:
+        settings.bert_epochs = max(1.5, float(math.ceil(MIN_STEPS["bert"] / n_batches)))
+    if settings.albert_epochs is None:
+        settings.albert_epochs = max(2.0, float(math.ceil(MIN_STEPS["albert"] / n_batches)))
+    return settings
 
 
 def training_task(name: str) -> Task:
@@ -231,13 +245,14 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
             raise InputError(f"out: {out} holds a {earlier} run; give another --out for {the_task.name}")
     settings.extra = {**settings.extra, "task": the_task.name}
     torch.manual_seed(settings.seed)
-    done.write_text(json.dumps(asdict(settings), indent=2))
-    log.info("settings: %s", asdict(settings))
     tok = AutoTokenizer.from_pretrained(offline.minilm_dir())
     id2label = dict(enumerate(the_task.labels))
 
     train = load_dataset(train_path, task=the_task.name).examples[: settings.train_limit]
     texts, labels = prepare_texts(train, settings, the_task)
+    resolve_epochs(settings, len(texts))
+    done.write_text(json.dumps(asdict(settings), indent=2))
+    log.info("settings: %s", asdict(settings))
     enc = encode(tok, texts, settings.max_len)
     log.info("training examples: %d (%s)", len(texts),
              f"{100 * settings.detok_share:.0f}% rewritten to plain style" if the_task.name == "sst2"
