@@ -131,7 +131,7 @@ def build(pair: Pair) -> gr.Blocks:
             go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict")
             gr.Examples(examples, [t1, t2] if is_pair else [t1])
 
-        _benchmark_tab(pair, names, hosted, datasets)
+        _benchmark_tab(pair, names, hosted, datasets, dev)
 
         with gr.Tab("Saliency"):
             s1, s2 = text_inputs()
@@ -326,11 +326,10 @@ def _dataset_field(datasets: list, hosted: bool, label: str, hint: str, value: s
                        label=label if hosted else f"{label} ({hint})")
 
 
-def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
+def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, dev: str | None) -> None:
     from app.core.benchmark import DISAGREEMENTS_SHOWN
     from app.core.plots import benchmark_figure
 
-    dev = api.released_dev_set(pair)
     with gr.Tab("Benchmark"):
         with gr.Row():
             ds = _dataset_field(datasets, hosted, "labelled dataset",

@@ -134,6 +134,7 @@ def test_training_refuses_data_that_does_not_fit_the_task():
     with pytest.raises(InputError, match="task: unknown task 'nope'"):
         training_task("nope")
     assert training_task("RTE") is TASKS["rte"]
+    assert training_task("SST-2") is TASKS["sst2"]  # spelt as --pair takes it
     single = [Example(("a sentence",), "entailment")]
     with pytest.raises(InputError, match=r"train: example 1 has 1 text\(s\); rte needs 2 \(premise, hypothesis\)"):
         prepare_texts(single, TrainSettings(), TASKS["rte"])

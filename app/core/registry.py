@@ -139,12 +139,22 @@ class UnknownPair(InputError):
     pass
 
 
-def get_pair(name: str) -> PairSpec:
+ALIASES = {"sst_2": "sst2", "sts_b": "stsb", "agnews": "ag_news", "mr": "rotten_tomatoes", "yelp": "yelp_polarity"}
+
+
+def task_key(name: str) -> str:
+    """A pair or task name as the registry spells it: "SST-2", "sts-b" and "offline-SST-2" read as sst2, stsb
+    and offline_sst2."""
     key = name.strip().lower().replace("-", "_")
-    aliases = {"sst_2": "sst2", "sts_b": "stsb", "agnews": "ag_news", "mr": "rotten_tomatoes", "yelp": "yelp_polarity"}
-    key = aliases.get(key, key)
     if key.startswith("offline_"):
-        task = aliases.get(key[len("offline_"):], key[len("offline_"):])
+        return "offline_" + task_key(key[len("offline_"):])
+    return ALIASES.get(key, key)
+
+
+def get_pair(name: str) -> PairSpec:
+    key = task_key(name)
+    if key.startswith("offline_"):
+        task = key[len("offline_"):]
         if task in TASKS and not TASKS[task].is_regression:
             return OFFLINE_PAIR if task == "sst2" else offline_pair(task)
     if key not in PRESETS:

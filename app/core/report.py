@@ -149,8 +149,9 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     out = Path(out)
     cache = out / "cache"
     cache.mkdir(parents=True, exist_ok=True)
-    no_suite = suites is None and not default_suites(pair)
-    suites = default_suites(pair) if suites is None else list(suites)
+    no_suite = suites is None  # the models' own suite, if one fits; `--suites` with no path asks for none
+    suites = default_suites(pair) if no_suite else list(suites)
+    no_suite = no_suite and not suites
     sections = build_sections(pair, list(datasets), suites, limit=limit, sample=sample, attack_n=attack_n,
                               umap_n=umap_n, saliency_n=saliency_n, engine=engine)
     results, reused = {}, []

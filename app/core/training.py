@@ -26,10 +26,9 @@ from . import offline
 from .facts import count_parameters
 from .data import Example, load_dataset
 from .errors import InputError
-from .registry import TASKS, Task
+from .registry import TASKS, Task, task_key
 
 log = logging.getLogger("albert_lens.train")
-SST2_LABELS = {0: "negative", 1: "positive"}
 
 
 @dataclass
@@ -85,7 +84,7 @@ def resolve_epochs(settings: TrainSettings, n_examples: int) -> TrainSettings:
 
 def training_task(name: str) -> Task:
     """The task `train-offline` can train: a classification task the registry names."""
-    task = TASKS.get(name.strip().lower().replace("-", "_"))
+    task = TASKS.get(task_key(name))
     if task is None:
         raise InputError(f"task: unknown task {name!r}; choose one of {sorted(TASKS)}")
     if task.is_regression:
@@ -339,7 +338,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
 
 
 @torch.inference_mode()
-def choose_init_layer(bert, enc, teacher: np.ndarray, settings: TrainSettings, id2label=None) -> dict:
+def choose_init_layer(bert, enc, teacher: np.ndarray, settings: TrainSettings, id2label: dict) -> dict:
     """Pick the MiniLM layer whose six-fold repetition best imitates the teacher before any training."""
     idx = np.random.default_rng(settings.seed).choice(len(teacher), size=min(settings.layer_probe, len(teacher)),
                                                       replace=False)
@@ -347,7 +346,7 @@ def choose_init_layer(bert, enc, teacher: np.ndarray, settings: TrainSettings, i
     t = torch.as_tensor(teacher[idx])
     losses = {}
     for layer in range(bert.config.num_hidden_layers):
-        albert = offline.albert_from_bert(bert, layer, id2label or SST2_LABELS)
+        albert = offline.albert_from_bert(bert, layer, id2label)
         s = torch.as_tensor(logits_for(albert, sub, desc=f"probe layer {layer}"))
         losses[layer] = float(F.kl_div(F.log_softmax(s, -1), F.softmax(t, -1), reduction="batchmean"))
     best = min(losses, key=losses.get)
