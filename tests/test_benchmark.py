@@ -40,6 +40,19 @@ def test_unlabelled_or_foreign_labels_are_clear_errors(tiny_pair):
         quality(clf, pred, ["neutral"])
 
 
+def test_foreign_labels_are_refused_before_any_prediction(tiny_pair, monkeypatch):
+    """AG News on a sentiment pair: the message comes before the models read 7,600 texts, not after."""
+    from app.core import benchmark as bm
+
+    def no_predict(*a, **k):
+        raise AssertionError("predicted before the labels were checked")
+
+    monkeypatch.setattr(bm, "predict", no_predict)
+    ds = Dataset("news", [Example(("stocks rose",), "Business"), Example(("a fine film",), "positive")])
+    with pytest.raises(InputError, match=r"dataset: gold labels \['Business'\] are not among"):
+        benchmark(tiny_pair, ds)
+
+
 def test_a_pair_without_a_task_is_told_to_give_one(tiny_dirs):
     """Configs without label names give LABEL_0/LABEL_1: SST-2's gold labels can't be scored, and the message
     says how to name them."""
