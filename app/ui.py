@@ -318,6 +318,9 @@ def build(pair: Pair) -> gr.Blocks:
     return demo
 
 
+NO_DATASET = "none: attack the text above"
+
+
 def _dataset_field(datasets: list, hosted: bool, label: str, hint: str, value: str | None = None
                    ) -> gr.Dropdown:
     """A dataset dropdown of (name, value) choices: locally also a typed path or id (`hint` says which); hosted,
@@ -458,7 +461,9 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
-            ads = _dataset_field(datasets, hosted, "or a dataset", "shipped name or path")
+            # a "none" choice, or a hosted dropdown (no typing) could never go back to attacking the text
+            ads = _dataset_field([(NO_DATASET, "")] + datasets, hosted, "or a dataset", "shipped name or path",
+                                 value="")
         with gr.Row():
             n = gr.Number(value=5, precision=0, label="examples from the dataset")
             budget = gr.Number(value=200, precision=0, label="query budget")

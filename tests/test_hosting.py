@@ -220,3 +220,6 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
     assert {b.allow_custom_value for b in dropdowns} == {not is_hosted}
     assert suite[0].interactive is (not is_hosted)
     assert any("path" in b.label for b in dropdowns) is (not is_hosted)
+    # a dropdown that can't be typed in can't be emptied either: the attack's offers going back to the text
+    attack = [b for b in dropdowns if b.label.startswith("or a dataset")]
+    assert len(attack) == 1 and attack[0].value == "" and ("none: attack the text above", "") in attack[0].choices

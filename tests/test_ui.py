@@ -292,11 +292,13 @@ def test_app_launch_warms_umap_and_wordnet_even_if_one_fails(monkeypatch):
 
 
 def test_attack_api_takes_named_arguments(client):
-    """The names gradio_client users see (README) are part of the API: calling by them must keep working."""
+    """The names gradio_client users see (README) are part of the API: calling by them must keep working, and
+    the dataset may be left out (its default is the "none" choice: attack the text)."""
     res, summary, *_ = client.predict(text="a gorgeous , witty , seductive movie .", text2="",
-                                      recipe_name="deepwordbug", gold_label="positive", dataset=None,
+                                      recipe_name="deepwordbug", gold_label="positive",
                                       n_examples=1, query_budget=40, time_limit_s=20, api_name="/attack")
     assert res["recipe"] == "deepwordbug" and len(res["examples"]) == 1
+    assert res["examples"][0]["texts"] == ["a gorgeous , witty , seductive movie ."]
     assert all(r["queries"] is None or r["queries"] <= 40 for r in res["examples"][0]["results"])
     assert set(res["summary"]) == set(res["models"])
 
