@@ -4,7 +4,6 @@ HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from urllib.parse import quote
 
 from lit_nlp import dev_server
@@ -66,9 +65,9 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     # LIT's /save_datapoints and /load_datapoints write and read any server path the page names; a public
     # Space must not offer that, and LIT's demo mode turns both off
     kw.setdefault("demo_mode", hosted)
-    import lit_nlp
+    from .client import client_root
 
-    kw.setdefault("client_root", str(Path(lit_nlp.__file__).parent / "client" / "build" / "default"))
+    kw.setdefault("client_root", str(client_root()))  # LIT's page, its icon fonts served from here
     # LIT's own flags default this to "default"; without it the page reads layouts[undefined] and shows no module
     kw.setdefault("default_layout", "default")
     # LIT's metrics table, plus the paired test of each model against the pair's other one on the selection

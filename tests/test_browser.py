@@ -99,6 +99,10 @@ _DEEP = """const css = arguments[0], out = [];
 return out;"""
 
 
+# each matching element's text and drawn width
+_DEEP_WIDTHS = _DEEP.replace("return out;", "return out.map(e => [e.textContent.trim(), e.getBoundingClientRect().width]);")
+
+
 def _deep(drv, css):
     """Elements matching `css` anywhere, inside LIT's shadow roots too."""
     return drv.execute_script(_DEEP, css)
@@ -122,6 +126,15 @@ def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
         errors = [e["message"] for e in drv.get_log("browser")
                   if e["level"] == "SEVERE" and "fonts.googleapis" not in e["message"]]  # no network for fonts here
         assert errors == []
+        # LIT's icons come from the server's own fonts: with Google's out of reach they were words ("smart_toy")
+        faces = drv.execute_script("return document.fonts.ready.then(() => [...document.fonts]"
+                                   ".filter(f => f.family.includes('Material Icons')).map(f => [f.family, f.status]))")
+        assert sorted({(f.strip('"'), s) for f, s in faces}) == [("Material Icons", "loaded"),
+                                                                 ("Material Icons Outlined", "loaded")], faces
+        # and an icon is drawn as one glyph about its font size wide, not as its name
+        widths = drv.execute_script(_DEEP_WIDTHS, ".material-icon, .material-icon-outlined")
+        named = [(t, w) for t, w in widths if t in {"smart_toy", "view_compact"}]
+        assert named and all(w < 40 for _, w in named), named
         # the Metrics tab's table carries the paired test's columns beside LIT's accuracy
         [t for t in _deep(drv, ".tab") if t.get_attribute("textContent").strip() == "Metrics"][0].click()
         heads = _wait(lambda: [h.get_attribute("textContent") for h in _deep(drv, "th")

@@ -179,3 +179,38 @@ def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs
 
     expected = compare_accuracy([e["label"] for e in sst.examples], second, first)  # vs the pair's first
     assert res["metrics"]["other − this"] == pytest.approx(expected["difference"])
+
+
+def test_lit_page_links_its_icon_fonts_from_its_own_server(tmp_path):
+    """LIT's index.html asks fonts.googleapis.com for its icons; the page we serve links the shipped fonts instead,
+    and every other file is LIT's own, unchanged."""
+    from lit_models.client import FONTS, GOOGLE_ICONS, ICON_FONTS, LOCAL_CSS, client_root, lit_build
+
+    root = client_root(tmp_path / "client")
+    html = (root / "static" / "index.html").read_text()
+    assert GOOGLE_ICONS not in html and f'href="static/{LOCAL_CSS}"' in html
+    assert html.replace(f'<link href="static/{LOCAL_CSS}" rel="stylesheet">', GOOGLE_ICONS) == \
+        (lit_build() / "static" / "index.html").read_text()
+    css = (root / "static" / LOCAL_CSS).read_text()
+    for family, name in ICON_FONTS.items():
+        assert f'font-family: "{family}"' in css and f'url("{name}")' in css
+        assert (root / "static" / name).read_bytes() == (FONTS / name).read_bytes()
+        assert (root / "static" / name).read_bytes()[:4] == b"wOF2"
+    src = lit_build()
+    for f in src.rglob("*"):
+        if f.is_file() and f.name != "index.html":
+            assert (root / f.relative_to(src)).read_bytes() == f.read_bytes(), f
+    # a second server starting later finds it built and leaves it as it is
+    assert client_root(tmp_path / "client") == root and (root / "main.js").is_symlink()
+
+
+def test_lit_page_unchanged_if_lit_links_its_fonts_differently(tmp_path, monkeypatch):
+    from lit_models import client
+
+    fake = tmp_path / "lit"
+    (fake / "static").mkdir(parents=True)
+    (fake / "static" / "index.html").write_text("<html><head></head></html>")
+    monkeypatch.setattr(client, "lit_build", lambda: fake)
+    assert client.client_root(tmp_path / "out") == fake
+    with pytest.raises(ValueError, match="no longer links the Material Icons"):
+        client.patch_index("<html></html>")
