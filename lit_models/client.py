@@ -50,7 +50,7 @@ def patch_index(html: str) -> str:
 def client_root(root: Path | None = None) -> Path:
     """A client root for LIT's server: LIT's build linked file by file (copied where links are refused), its
     index.html patched, the fonts beside it. LIT's own build is returned, with a warning, if its page changed
-    shape: icons as words are better than no LIT."""
+    shape or the cache can't be written: icons as words are better than no LIT."""
     src = lit_build()
     try:
         html = patch_index((src / "static" / "index.html").read_text(encoding="utf-8"))
@@ -60,6 +60,16 @@ def client_root(root: Path | None = None) -> Path:
     from importlib.metadata import version
 
     out = root or cache_dir() / "lit-client" / version("lit-nlp")
+    try:
+        _build(src, out, html)
+    except OSError as e:  # a read-only cache, a full disk
+        log.warning("serving LIT's page unchanged (could not write %s: %s): its icons need fonts.googleapis.com",
+                    out, e)
+        return src
+    return out
+
+
+def _build(src: Path, out: Path, html: str) -> None:
     for f in src.rglob("*"):
         if not f.is_file() or f.relative_to(src).as_posix() == "static/index.html":
             continue
@@ -73,7 +83,6 @@ def client_root(root: Path | None = None) -> Path:
         _replace(static / name, lambda tmp, name=name: shutil.copyfile(FONTS / name, tmp))
     _replace(static / LOCAL_CSS, lambda tmp: tmp.write_text(font_css(), encoding="utf-8"))
     _replace(static / "index.html", lambda tmp: tmp.write_text(html, encoding="utf-8"))
-    return out
 
 
 def _link_or_copy(src: Path, dst: Path) -> None:

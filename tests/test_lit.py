@@ -214,3 +214,12 @@ def test_lit_page_unchanged_if_lit_links_its_fonts_differently(tmp_path, monkeyp
     assert client.client_root(tmp_path / "out") == fake
     with pytest.raises(ValueError, match="no longer links the Material Icons"):
         client.patch_index("<html></html>")
+
+
+def test_lit_page_unchanged_if_the_cache_cannot_be_written(tmp_path, caplog):
+    from lit_models import client
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache folder would go")
+    assert client.client_root(blocker / "client") == client.lit_build()
+    assert "could not write" in caplog.text
