@@ -27,7 +27,10 @@ from app.core.saliency import METHODS
 log = logging.getLogger("albert_lens.ui")
 MAX_UPLOAD_MB = 20
 # Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words
-CSS = ".textfield { word-break: normal !important; overflow-wrap: anywhere; }"
+# table headers wrap instead of ending in "...": "albert-sst2 before" fits no column of a side-by-side table
+CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n"
+       "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
+       "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }")
 
 
 def guarded(fn):

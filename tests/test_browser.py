@@ -92,6 +92,14 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     drv.save_screenshot(str(shot))
     assert shot.stat().st_size > 20_000
 
+    # the side-by-side tables' headers ("ALBERT before", "ALBERT Δp") wrap; they used to end in "..."
+    [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Counterfactuals"][0].click()
+    heads = _wait(lambda: [h for h in _visible(drv, "th") if "before" in h.text])
+    cut = drv.execute_script("return arguments[0].map(h => h.querySelector('span')).filter(s => s.scrollWidth > "
+                             "s.clientWidth + 1 || s.scrollHeight > s.clientHeight + 1).map(s => s.textContent)",
+                             _visible(drv, "th"))
+    assert len(heads) == 2 and cut == [], cut
+
 
 _DEEP = """const css = arguments[0], out = [];
 (function deep(root) { root.querySelectorAll('*').forEach(e => {
