@@ -67,7 +67,8 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     kw.setdefault("demo_mode", hosted)
     from .client import client_root
 
-    kw.setdefault("client_root", str(client_root()))  # LIT's page, its icon fonts served from here
+    if "client_root" not in kw:  # setdefault would build the folder even for a caller's own root
+        kw["client_root"] = str(client_root())  # LIT's page, its icon fonts served from here
     # LIT's own flags default this to "default"; without it the page reads layouts[undefined] and shows no module
     kw.setdefault("default_layout", "default")
     # LIT's metrics table, plus the paired test of each model against the pair's other one on the selection
