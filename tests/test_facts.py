@@ -62,6 +62,18 @@ def test_model_facts_fields(tiny_pair):
     assert f["parameters"] == count_parameters(tiny_pair.models[0].model)
 
 
+def test_model_facts_name_the_linear_layers_product(tiny_pair):
+    """The latency shown depends on the matrix product; the facts say which one the model runs."""
+    from app.core import kernels
+    from app.core.facts import linear_layers
+
+    clf = tiny_pair.models[0]
+    assert kernels.backend() == "onednn"  # this machine (tests/test_kernels.py)
+    assert linear_layers(clf.model).startswith("oneDNN (")
+    with kernels.stock(clf.model):
+        assert linear_layers(clf.model) == "PyTorch default"
+
+
 def test_facts_name_the_bad_input_line(tiny_pair):
     """The facts field takes one input per line; a bad one is named by its line, not only by the task's field."""
     from app.core import api

@@ -95,6 +95,17 @@ def latency_comparison(models, examples, warm_up: int = 2) -> dict:
     return compare_means(*times, metric="latency (ms)")
 
 
+def linear_layers(model) -> str:
+    """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
+    (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
+    from .kernels import OneDNNLinear, describe
+
+    if any(type(m) is OneDNNLinear for m in model.modules()):
+        speedup = describe().get("onednn_speedup")
+        return "oneDNN" + (f" ({speedup}x PyTorch's default product on this CPU)" if speedup else "")
+    return "PyTorch default"
+
+
 def model_facts(clf, examples) -> dict:
     split = parameter_split(clf.model)
     cfg = clf.model.config
@@ -104,5 +115,6 @@ def model_facts(clf, examples) -> dict:
         "layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
         "embedding_size": getattr(cfg, "embedding_size", cfg.hidden_size), "shares_layers": shares_layers(clf.model),
         "vocab_size": cfg.vocab_size, "tokenizer": type(clf.tokenizer).__name__,
+        "linear_layers": linear_layers(clf.model),
         "transitions": layer_transitions(clf, examples), **speed(clf, examples),
     }

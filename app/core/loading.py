@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from . import offline
+from . import kernels, offline
 from .errors import LensError
 from .registry import TASKS, ModelSpec, Task, with_task
 from .runtime import hub_reachable
@@ -384,6 +384,8 @@ def load(spec: ModelSpec) -> Classifier:
     config = _read_config(spec, path)
     model, tok, untrained = _load_from_dir(spec, path, config)
     model.eval()
+    model.requires_grad_(False)  # an inference model: gradients are taken with respect to inputs only
+    kernels.accelerate(model)
     spec = _answering(spec, model.config, id_position_pad(model))
     try:
         _warm_up(model, tok)

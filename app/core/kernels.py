@@ -1,0 +1,151 @@
+"""Linear layers through oneDNN's matrix product where it beats the default BLAS on this CPU.
+
+PyTorch's CPU wheels run a float32 `nn.Linear` through MKL's sgemm, which on AMD processors takes its AVX2 path;
+oneDNN, inside the same wheel, picks its kernel from the CPU's features. On this project's machine (AMD EPYC,
+Zen 5, 2 cores) oneDNN's AVX-512 kernel does BERT's products at about 505 GFLOP/s against MKL's 215, and an
+integrated-gradients node (forward and backward) takes 1.7x less time (benchmarks/README.md). The arithmetic is
+the same float32 (oneDNN's strict mode: no bfloat16 or TF32), summed in another order, so results differ from
+the stock layer at float32 rounding only (tests/test_kernels.py).
+
+Which product a process uses is decided once: `ALBERT_LENS_MATMUL=onednn` or `blas`, or by default (`auto`) a
+few milliseconds of timing both on a BERT-sized product; oneDNN is chosen only when clearly faster, so a CPU
+whose MKL is already AVX-512 keeps the stock layers. Only inference models are switched (`accelerate`, called
+when the core loads a model): a weight that needs its gradient (training) takes the stock path.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+
+import torch
+import torch.nn.functional as F
+from torch.autograd.function import once_differentiable
+
+from .errors import LensError
+
+CHOICES = ("auto", "onednn", "blas")
+ENV = "ALBERT_LENS_MATMUL"
+_OP = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
+_LOCK = threading.Lock()
+_CHOSEN: dict[str, object] = {}
+
+
+def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    return _OP(x, weight, bias, "none", [], "")
+
+
+def _usable() -> bool:
+    return _OP is not None and torch.backends.mkldnn.is_available()
+
+
+def _best_of(fn, reps: int = 5) -> float:
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def calibrate(rows: int = 256, inner: int = 384, outer: int = 1536) -> dict:
+    """Times both products on one (rows x inner) @ (inner x outer) float32 product, best of five each, and
+    checks oneDNN's result against the stock one."""
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, inner, generator=gen)
+    w = torch.randn(outer, inner, generator=gen) / inner**0.5
+    b = torch.randn(outer, generator=gen)
+    blas = _best_of(lambda: F.linear(x, w, b))
+    try:
+        y = _onednn(x, w, b)
+        agrees = bool(torch.allclose(y, F.linear(x, w, b), rtol=1e-4, atol=1e-4))
+        dnn = _best_of(lambda: _onednn(x, w, b))
+    except Exception:  # noqa: BLE001 - an op this build can't run is simply not chosen
+        return {"blas_s": blas, "onednn_s": None, "agrees": False}
+    return {"blas_s": blas, "onednn_s": dnn, "agrees": agrees}
+
+
+def backend() -> str:
+    """"onednn" or "blas", decided once per process (see the module's docstring)."""
+    with _LOCK:
+        if "backend" in _CHOSEN:
+            return _CHOSEN["backend"]  # type: ignore[return-value]
+        asked = os.environ.get(ENV, "auto").strip().lower() or "auto"
+        if asked not in CHOICES:
+            raise LensError(f"{ENV}: {asked!r} is not one of {', '.join(CHOICES)}")
+        if asked == "onednn" and not _usable():
+            raise LensError(f"{ENV}: onednn was asked for, but this PyTorch build has no oneDNN linear op")
+        if asked == "auto":
+            timing = calibrate() if _usable() else {"blas_s": None, "onednn_s": None, "agrees": False}
+            _CHOSEN["timing"] = timing
+            fast = timing["onednn_s"] is not None and timing["onednn_s"] < 0.9 * timing["blas_s"]
+            asked = "onednn" if fast and timing["agrees"] else "blas"
+        _CHOSEN["backend"] = asked
+        return asked
+
+
+def describe() -> dict:
+    """What the model-facts panel shows: the product in use and, when timed, both products' times."""
+    chosen = backend()
+    timing = _CHOSEN.get("timing") or {}
+    out = {"matmul": "oneDNN (CPU-feature kernels)" if chosen == "onednn" else "PyTorch default (BLAS)",
+           "chosen_by": os.environ.get(ENV, "auto") or "auto"}
+    if timing.get("onednn_s") and timing.get("blas_s"):
+        out["onednn_speedup"] = round(timing["blas_s"] / timing["onednn_s"], 2)
+    return out
+
+
+class _LinearFn(torch.autograd.Function):
+    """y = x W^T + b by oneDNN; the input's gradient is oneDNN's product with W (a transposed view, no copy).
+    Weights get no gradient here: the caller sends weights that need one to the stock layer."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        ctx.save_for_backward(weight)
+        return _onednn(x, weight, bias)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        (weight,) = ctx.saved_tensors
+        return _onednn(grad.contiguous(), weight.t(), None), None, None
+
+
+class OneDNNLinear(torch.nn.Linear):
+    """An `nn.Linear` (same parameters, same state dict) whose float32 inference runs through oneDNN."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        if (x.dtype != torch.float32 or w.dtype != torch.float32 or x.device.type != "cpu" or x.dim() < 2
+                or x.numel() == 0 or w.requires_grad or (self.bias is not None and self.bias.requires_grad)):
+            return F.linear(x, w, self.bias)
+        return _LinearFn.apply(x, w, self.bias)
+
+
+def accelerate(model: torch.nn.Module) -> int:
+    """Switches the model's plain `nn.Linear` layers to `OneDNNLinear` when oneDNN is this process's product;
+    returns how many were switched. The model's weights must not need gradients (the core freezes them)."""
+    if backend() != "onednn":
+        return 0
+    n = 0
+    for module in model.modules():
+        if type(module) is torch.nn.Linear:
+            module.__class__ = OneDNNLinear
+            n += 1
+    return n
+
+
+@contextlib.contextmanager
+def stock(model: torch.nn.Module):
+    """The model with PyTorch's own linear layers for the duration (the benchmark's baseline runs Captum's
+    tutorial as a stock install would)."""
+    switched = [m for m in model.modules() if type(m) is OneDNNLinear]
+    for m in switched:
+        m.__class__ = torch.nn.Linear
+    try:
+        yield model
+    finally:
+        for m in switched:
+            m.__class__ = OneDNNLinear

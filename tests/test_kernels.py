@@ -1,0 +1,106 @@
+"""Linear layers through oneDNN: the stock layer's numbers (to float32 rounding), chosen only when faster."""
+import pytest
+import torch
+
+from app.core import kernels
+from app.core.data import Example
+from app.core.errors import LensError
+from app.core.inference import predict
+
+
+def _layer(inner=48, outer=40, bias=True, seed=0) -> torch.nn.Linear:
+    torch.manual_seed(seed)
+    layer = torch.nn.Linear(inner, outer, bias=bias)
+    layer.requires_grad_(False)
+    return layer
+
+
+def test_the_pinned_torch_has_the_onednn_op_and_this_cpu_uses_it():
+    # this machine (AMD, Zen 5): MKL's sgemm takes its AVX2 path, oneDNN its AVX-512 one (benchmarks/README.md)
+    assert kernels._usable()
+    timing = kernels.calibrate()
+    assert timing["agrees"]
+    assert timing["onednn_s"] < timing["blas_s"]
+
+
+@pytest.mark.parametrize("shape,bias,strided", [
+    ((7, 48), True, False), ((3, 11, 48), True, False), ((3, 11, 48), False, False), ((4, 22, 48), True, True),
+])
+def test_forward_and_input_gradient_equal_the_stock_layer(shape, bias, strided):
+    stock = _layer(bias=bias)
+    fast = _layer(bias=bias)
+    fast.__class__ = kernels.OneDNNLinear
+    x = torch.randn(*shape, dtype=torch.float64)
+    if strided:
+        x = x[:, ::2]  # a non-contiguous view
+    x32 = x.float().requires_grad_(True)
+    xs = x.float().requires_grad_(True)
+    y_fast, y_stock = fast(x32), stock(xs)
+    ref = torch.nn.functional.linear(x, stock.weight.double(), None if stock.bias is None else stock.bias.double())
+    # oneDNN's error against float64 is float32 rounding, of the stock layer's size
+    err_fast = float((y_fast.detach().double() - ref).abs().max())
+    err_stock = float((y_stock.detach().double() - ref).abs().max())
+    assert err_fast <= 4 * err_stock + 1e-6
+    assert not torch.equal(y_fast, torch.zeros_like(y_fast))
+    g = torch.randn_like(y_fast)
+    (gx_fast,) = torch.autograd.grad(y_fast, x32, g)
+    (gx_stock,) = torch.autograd.grad(y_stock, xs, g)
+    torch.testing.assert_close(gx_fast, gx_stock, atol=1e-5, rtol=1e-5)
+
+
+def test_weights_that_need_gradients_take_the_stock_path():
+    """Training keeps working on a switched layer: the weight's gradient is computed, as by nn.Linear."""
+    fast, stock = _layer(), _layer()
+    fast.__class__ = kernels.OneDNNLinear
+    for layer in (fast, stock):
+        layer.requires_grad_(True)
+    x = torch.randn(5, 48)
+    fast(x).square().sum().backward()
+    stock(x).square().sum().backward()
+    torch.testing.assert_close(fast.weight.grad, stock.weight.grad)
+
+
+def test_loaded_models_are_switched_frozen_and_answer_as_the_stock_layers(offline_pair):
+    assert kernels.backend() == "onednn"
+    examples = [Example("The cities were beautiful but the hotel was dreadful."), Example("What a lovely film")]
+    for clf in offline_pair.models:
+        switched = [m for m in clf.model.modules() if type(m) is kernels.OneDNNLinear]
+        assert len(switched) >= 7  # BERT: 6 per layer; ALBERT: its shared layer's 6 and the projection
+        assert not any(p.requires_grad for p in clf.model.parameters())
+        fast = predict(clf, examples).probs
+        with kernels.stock(clf.model):
+            assert not any(type(m) is kernels.OneDNNLinear for m in clf.model.modules())
+            stock = predict(clf, examples).probs
+        assert all(type(m) is kernels.OneDNNLinear for m in switched)  # restored
+        assert abs(fast - stock).max() < 1e-5
+        assert abs(fast[0] - fast[1]).max() > 1e-3  # two different answers, not one broadcast
+
+
+@pytest.fixture
+def fresh_choice(monkeypatch):
+    monkeypatch.setattr(kernels, "_CHOSEN", {})
+    return monkeypatch
+
+
+@pytest.mark.parametrize("timing,chosen", [
+    ({"blas_s": 1.0, "onednn_s": 0.5, "agrees": True}, "onednn"),
+    ({"blas_s": 1.0, "onednn_s": 0.95, "agrees": True}, "blas"),  # within noise: stock layers stay
+    ({"blas_s": 1.0, "onednn_s": 0.5, "agrees": False}, "blas"),  # faster but wrong: never
+    ({"blas_s": 1.0, "onednn_s": None, "agrees": False}, "blas"),  # the op failed on this build
+])
+def test_auto_takes_onednn_only_when_clearly_faster_and_equal(fresh_choice, timing, chosen):
+    fresh_choice.delenv(kernels.ENV, raising=False)
+    fresh_choice.setattr(kernels, "calibrate", lambda: timing)
+    assert kernels.backend() == chosen
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
+    assert kernels.accelerate(model) == (1 if chosen == "onednn" else 0)
+
+
+def test_the_environment_chooses_and_a_bad_value_is_named(fresh_choice):
+    fresh_choice.setenv(kernels.ENV, "blas")
+    assert kernels.backend() == "blas"
+    assert kernels.describe()["matmul"].startswith("PyTorch default")
+    fresh_choice.setattr(kernels, "_CHOSEN", {})
+    fresh_choice.setenv(kernels.ENV, "cuda")
+    with pytest.raises(LensError, match="ALBERT_LENS_MATMUL: 'cuda' is not one of auto, onednn, blas"):
+        kernels.backend()
