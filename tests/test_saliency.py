@@ -444,3 +444,22 @@ def test_output_is_checked_and_reported_by_the_api(tiny_pair):
     exs = api.resolve_dataset(tiny_pair, "sentiment_plain", 3).examples
     direct = explain(tiny_pair.models, exs[0], "occlusion", output="logit")
     assert over["output"] == "logit" and over["examples"][0]["top_words"][0] == top_words(direct["maps"][0])
+
+
+def test_ig_first_round_fits_the_tolerance(offline_pair):
+    """A tighter tolerance starts with more nodes (a first round that misses is thrown away): 16 down to 1e-3,
+    8 more per decade, at most 40; a given start_steps wins, and max_steps caps it."""
+    rounds = {t: IntegratedGradients.first_round(t) for t in (1e-2, 1e-3, 1e-4, 1e-5, 1e-6, 1e-7, float("inf"))}
+    assert rounds == {1e-2: 16, 1e-3: 16, 1e-4: 24, 1e-5: 32, 1e-6: 40, 1e-7: 40, float("inf"): 16}
+    assert IntegratedGradients.first_round(5e-4) == 18 and IntegratedGradients.first_round(0.0) == 40
+    clf = offline_pair.models[1]
+    assert IntegratedGradients(clf, tolerance=1e-6, start_steps=20).start_steps == 20
+    assert IntegratedGradients(clf, tolerance=1e-6, max_steps=30).start_steps == 30
+    # BERT on this sentence: 40 first nodes meet 1e-6 in one round; from 16, the rounds of 16 and 24 are spent
+    # before one of 36 meets it (76 evaluations)
+    clf = offline_pair.models[0]
+    ex = Example(("the acting , costumes , music , cinematography and sound are all astounding .",))
+    sized = IntegratedGradients(clf, tolerance=1e-6).attribute(ex)
+    sixteen = IntegratedGradients(clf, tolerance=1e-6, start_steps=16).attribute(ex)
+    assert sized.n_steps == 40 and sized.delta <= 1e-6
+    assert sixteen.n_steps > 40 and sixteen.delta <= 1e-6

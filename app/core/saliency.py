@@ -6,6 +6,8 @@ LayerIntegratedGradients path but chooses its own nodes (see `IntegratedGradient
 """
 from __future__ import annotations
 
+import math
+
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -140,8 +142,8 @@ class GradientXInput(Method):
 class IntegratedGradients(Method):
     """Integrated gradients over the embedding layer's output from a [PAD] baseline ([CLS]/[SEP] kept), the
     path of Captum's BERT tutorial (LayerIntegratedGradients), with the number and placement of steps chosen
-    adaptively. A first round of `start_steps` nodes (`rule`: Hale-Trefethen's transplanted Gauss-Legendre by
-    default, or plain Gauss-Legendre as in Captum); while the convergence delta (sum of attributions minus
+    adaptively. A first round of `start_steps` nodes (by default sized for the tolerance, `first_round`; `rule`:
+    Hale-Trefethen's transplanted Gauss-Legendre by default, or plain Gauss-Legendre as in Captum); while the convergence delta (sum of attributions minus
     F(x) - F(baseline)) exceeds `tolerance`, a round 1.5x larger: sinh-mapped around the peak when the integrand
     has a narrow one (a probability jump), else the same even rule. The round with the smallest delta is returned;
     `n_steps` counts every model evaluation spent. Attributions are summed in float64 so that the delta shows the
@@ -152,14 +154,27 @@ class IntegratedGradients(Method):
     ROW_TOKENS = 8192  # rows x tokens per forward/backward chunk: bounds memory on long inputs
     RULES = ("transplanted", "gauss_legendre")
 
-    def __init__(self, clf: Classifier, tolerance: float = 1e-3, start_steps: int = 16, max_steps: int = 256,
-                 rule: str = "transplanted", output: str = "prob"):
+    def __init__(self, clf: Classifier, tolerance: float = 1e-3, start_steps: int | None = None,
+                 max_steps: int = 256, rule: str = "transplanted", output: str = "prob"):
         super().__init__(clf, output)
+        if start_steps is None:
+            start_steps = min(self.first_round(tolerance), max_steps)
         if start_steps < 1 or max_steps < start_steps:
             raise InputError(f"steps: need 1 <= start_steps ({start_steps}) <= max_steps ({max_steps})")
         if rule not in self.RULES:
             raise InputError(f"rule: {rule!r} is not one of {self.RULES}")
         self.tolerance, self.start_steps, self.max_steps, self.rule = tolerance, start_steps, max_steps, rule
+
+    @staticmethod
+    def first_round(tolerance: float) -> int:
+        """Nodes of the first round for a tolerance: 16 down to 1e-3, 8 more per decade below, at most 40. A round
+        that misses is thrown away, so a first round that fits the tolerance saves evaluations: on the speed
+        benchmark's 20 sentences (both models, mean evaluations per sentence) 62 against 67 with 16 first nodes
+        at 1e-4, 83 against 103 at 1e-5, 119 against 163 at 1e-6."""
+        if not tolerance > 0:
+            return 40
+        decades = max(0.0, -3.0 - math.log10(tolerance))
+        return int(min(40, round(16 + 8 * decades)))
 
     def baseline_ids(self, enc) -> torch.Tensor:
         """The tutorial's baseline: every token of the text becomes [PAD], the ones the tokenizer added ([CLS],
