@@ -104,3 +104,20 @@ def test_the_environment_chooses_and_a_bad_value_is_named(fresh_choice):
     fresh_choice.setenv(kernels.ENV, "cuda")
     with pytest.raises(LensError, match="ALBERT_LENS_MATMUL: 'cuda' is not one of auto, onednn, blas"):
         kernels.backend()
+
+
+def test_onednn_primitive_cache_is_capped_unless_the_operator_set_it():
+    """oneDNN's cache of compiled shapes grew a process by 480 MB (benchmarks/kernel_memory.py); the core caps it
+    at 64 on import, before any model runs, and keeps a value the operator gave."""
+    import os
+    import subprocess
+    import sys
+
+    code = "import os; from app.core import kernels; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    env = {k: v for k, v in os.environ.items() if k != kernels.PRIMITIVE_CACHE}
+    cwd = str(__import__("pathlib").Path(__file__).resolve().parents[1])
+    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+                          check=True).stdout.strip() == "64"
+    env[kernels.PRIMITIVE_CACHE] = "300"
+    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
+                          check=True).stdout.strip() == "300"

@@ -25,6 +25,13 @@ from torch.autograd.function import once_differentiable
 
 from .errors import LensError
 
+# oneDNN keeps a compiled primitive per product shape, 1,024 by default; text lengths and IG's row counts make many
+# shapes, and a process's memory grew by 480 MB over 400 of them and kept growing (benchmarks/kernel_memory.py);
+# with 64 it stays flat, no slower (a primitive is rebuilt in ~0.4 ms). oneDNN reads this at its first primitive,
+# so it is set on import, before any model runs; an operator's own value is kept.
+PRIMITIVE_CACHE = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
+os.environ.setdefault(PRIMITIVE_CACHE, "64")
+
 CHOICES = ("auto", "onednn", "blas")
 ENV = "ALBERT_LENS_MATMUL"
 _OP = getattr(getattr(torch.ops, "mkldnn", None), "_linear_pointwise", None)
