@@ -50,12 +50,13 @@ def test_bad_ig_tolerance_is_named(tiny_pair, value, msg):
 
 
 def test_ig_tolerance_is_used(tiny_pair):
-    """A tighter tolerance buys a smaller delta with more steps; other methods ignore it."""
+    """A tighter tolerance buys more steps and a delta within it (on this tiny model the loose one's is already at
+    float32 rounding, ~1e-9, so the tight one is no larger beyond rounding); other methods ignore it."""
     loose = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, "1e-2")
     tight = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, 1e-6)
     for lo, ti in zip(loose["maps"], tight["maps"]):
         assert lo["delta"] <= 1e-2 and (ti["delta"] <= 1e-6 or "exceeds 1e-06" in ti["note"])
-        assert ti["n_steps"] >= lo["n_steps"] and ti["delta"] <= lo["delta"]
+        assert ti["n_steps"] > lo["n_steps"] and ti["delta"] <= lo["delta"] + 1e-8
     gxi = api.saliency(tiny_pair, "a fine film", None, "gradient_x_input", None, "1e-6")
     assert all(m["delta"] is None for m in gxi["maps"])
 
