@@ -8,7 +8,7 @@ from app.core.errors import LensError
 from app.core.inference import predict
 
 
-def _layer(inner=48, outer=40, bias=True, seed=0) -> torch.nn.Linear:
+def _layer(inner=384, outer=400, bias=True, seed=0) -> torch.nn.Linear:
     torch.manual_seed(seed)
     layer = torch.nn.Linear(inner, outer, bias=bias)
     layer.requires_grad_(False)
@@ -23,8 +23,8 @@ def test_the_pinned_torch_has_the_onednn_op_and_this_cpu_uses_it():
     assert timing["onednn_s"] < timing["blas_s"]
 
 
-@pytest.mark.parametrize("shape,bias,strided", [
-    ((7, 48), True, False), ((3, 11, 48), True, False), ((3, 11, 48), False, False), ((4, 22, 48), True, True),
+@pytest.mark.parametrize("shape,bias,strided", [  # each above MIN_MACS, so oneDNN runs
+    ((17, 384), True, False), ((3, 11, 384), True, False), ((3, 11, 384), False, False), ((4, 22, 384), True, True),
 ])
 def test_forward_and_input_gradient_equal_the_stock_layer(shape, bias, strided):
     stock = _layer(bias=bias)
@@ -48,13 +48,28 @@ def test_forward_and_input_gradient_equal_the_stock_layer(shape, bias, strided):
     torch.testing.assert_close(gx_fast, gx_stock, atol=1e-5, rtol=1e-5)
 
 
+def test_small_products_take_the_stock_path(monkeypatch):
+    """A oneDNN call costs ~11 us whatever its size: below MIN_MACS multiply-adds the default product runs."""
+    calls = []
+    real = kernels._onednn
+    monkeypatch.setattr(kernels, "_onednn", lambda *a: calls.append(a[0].shape) or real(*a))
+    layer = _layer(inner=384, outer=384)
+    layer.__class__ = kernels.OneDNNLinear
+    small, large = torch.randn(1, 12, 384)[:, :10], torch.randn(1, 12, 384)  # 1.47M and 1.77M multiply-adds
+    torch.testing.assert_close(layer(small), torch.nn.functional.linear(small, layer.weight, layer.bias))
+    assert calls == []
+    torch.testing.assert_close(layer(large), torch.nn.functional.linear(large, layer.weight, layer.bias),
+                               atol=1e-5, rtol=1e-5)
+    assert calls == [torch.Size([1, 12, 384])]
+
+
 def test_weights_that_need_gradients_take_the_stock_path():
     """Training keeps working on a switched layer: the weight's gradient is computed, as by nn.Linear."""
     fast, stock = _layer(), _layer()
     fast.__class__ = kernels.OneDNNLinear
     for layer in (fast, stock):
         layer.requires_grad_(True)
-    x = torch.randn(5, 48)
+    x = torch.randn(20, 384)
     fast(x).square().sum().backward()
     stock(x).square().sum().backward()
     torch.testing.assert_close(fast.weight.grad, stock.weight.grad)

@@ -102,7 +102,8 @@ def linear_layers(model) -> str:
 
     if any(type(m) is OneDNNLinear for m in model.modules()):
         speedup = describe().get("onednn_speedup")
-        return "oneDNN" + (f" ({speedup}x PyTorch's default product on this CPU)" if speedup else "")
+        gain = f", {speedup}x PyTorch's default product on this CPU" if speedup else ""
+        return f"oneDNN (products of {OneDNNLinear.MIN_MACS / 1e6:g}M+ multiply-adds{gain})"
     return "PyTorch default"
 
 
