@@ -115,6 +115,8 @@ def test_the_environment_chooses_and_a_bad_value_is_named(fresh_choice):
     fresh_choice.setenv(kernels.ENV, "blas")
     assert kernels.backend() == "blas"
     assert kernels.describe()["matmul"].startswith("PyTorch default")
+    fresh_choice.setenv(kernels.ENV, "onednn")  # read once: a later change does not rewrite what decided
+    assert kernels.describe()["chosen_by"] == "blas"
     fresh_choice.setattr(kernels, "_CHOSEN", {})
     fresh_choice.setenv(kernels.ENV, "cuda")
     with pytest.raises(LensError, match="ALBERT_LENS_MATMUL: 'cuda' is not one of auto, onednn, blas"):
@@ -128,11 +130,15 @@ def test_onednn_primitive_cache_is_capped_unless_the_operator_set_it():
     import subprocess
     import sys
 
+    from pathlib import Path
+
     code = "import os; from app.core import kernels; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
     env = {k: v for k, v in os.environ.items() if k != kernels.PRIMITIVE_CACHE}
-    cwd = str(__import__("pathlib").Path(__file__).resolve().parents[1])
-    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout.strip() == "64"
+
+    def capacity() -> str:
+        return subprocess.run([sys.executable, "-c", code], env=env, cwd=Path(__file__).resolve().parents[1],
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    assert capacity() == "64"
     env[kernels.PRIMITIVE_CACHE] = "300"
-    assert subprocess.run([sys.executable, "-c", code], env=env, cwd=cwd, capture_output=True, text=True,
-                          check=True).stdout.strip() == "300"
+    assert capacity() == "300"

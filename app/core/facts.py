@@ -98,9 +98,9 @@ def latency_comparison(models, examples, warm_up: int = 2) -> dict:
 def linear_layers(model) -> str:
     """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
     (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
-    from .kernels import OneDNNLinear, describe
+    from .kernels import OneDNNLinear, describe, switched
 
-    if any(type(m) is OneDNNLinear for m in model.modules()):
+    if switched(model):
         speedup = describe().get("onednn_speedup")
         gain = f", {speedup}x PyTorch's default product on this CPU" if speedup else ""
         return f"oneDNN (products of {OneDNNLinear.MIN_MACS / 1e6:g}M+ multiply-adds{gain})"

@@ -80,6 +80,7 @@ def backend() -> str:
         if "backend" in _CHOSEN:
             return _CHOSEN["backend"]  # type: ignore[return-value]
         asked = os.environ.get(ENV, "auto").strip().lower() or "auto"
+        by = asked
         if asked not in CHOICES:
             raise LensError(f"{ENV}: {asked!r} is not one of {', '.join(CHOICES)}")
         if asked == "onednn" and not _usable():
@@ -89,7 +90,7 @@ def backend() -> str:
             _CHOSEN["timing"] = timing
             fast = timing["onednn_s"] is not None and timing["onednn_s"] < 0.9 * timing["blas_s"]
             asked = "onednn" if fast and timing["agrees"] else "blas"
-        _CHOSEN["backend"] = asked
+        _CHOSEN["backend"], _CHOSEN["chosen_by"] = asked, by
         return asked
 
 
@@ -98,7 +99,7 @@ def describe() -> dict:
     chosen = backend()
     timing = _CHOSEN.get("timing") or {}
     out = {"matmul": "oneDNN (CPU-feature kernels)" if chosen == "onednn" else "PyTorch default (BLAS)",
-           "chosen_by": os.environ.get(ENV, "auto") or "auto"}
+           "chosen_by": _CHOSEN["chosen_by"]}
     if timing.get("onednn_s") and timing.get("blas_s"):
         out["onednn_speedup"] = round(timing["blas_s"] / timing["onednn_s"], 2)
     return out
@@ -150,15 +151,20 @@ def accelerate(model: torch.nn.Module) -> int:
     return n
 
 
+def switched(model: torch.nn.Module) -> list[OneDNNLinear]:
+    """The model's layers that `accelerate` switched to oneDNN."""
+    return [m for m in model.modules() if type(m) is OneDNNLinear]
+
+
 @contextlib.contextmanager
 def stock(model: torch.nn.Module):
     """The model with PyTorch's own linear layers for the duration (the benchmark's baseline runs Captum's
     tutorial as a stock install would)."""
-    switched = [m for m in model.modules() if type(m) is OneDNNLinear]
-    for m in switched:
+    layers = switched(model)
+    for m in layers:
         m.__class__ = torch.nn.Linear
     try:
         yield model
     finally:
-        for m in switched:
+        for m in layers:
             m.__class__ = OneDNNLinear

@@ -7,7 +7,6 @@ LayerIntegratedGradients path but chooses its own nodes (see `IntegratedGradient
 from __future__ import annotations
 
 import math
-
 import time
 from dataclasses import asdict, dataclass, field, replace
 
@@ -143,8 +142,8 @@ class IntegratedGradients(Method):
     """Integrated gradients over the embedding layer's output from a [PAD] baseline ([CLS]/[SEP] kept), the
     path of Captum's BERT tutorial (LayerIntegratedGradients), with the number and placement of steps chosen
     adaptively. A first round of `start_steps` nodes (by default sized for the tolerance, `first_round`; `rule`:
-    Hale-Trefethen's transplanted Gauss-Legendre by default, or plain Gauss-Legendre as in Captum); while the convergence delta (sum of attributions minus
-    F(x) - F(baseline)) exceeds `tolerance`, a round 1.5x larger: sinh-mapped around the peak when the integrand
+    Hale-Trefethen's transplanted Gauss-Legendre by default, or plain Gauss-Legendre as in Captum); while the
+    convergence delta (sum of attributions minus F(x) - F(baseline)) exceeds `tolerance`, a round 1.5x larger: sinh-mapped around the peak when the integrand
     has a narrow one (a probability jump), else the same even rule. The round with the smallest delta is returned;
     `n_steps` counts every model evaluation spent. Attributions are summed in float64 so that the delta shows the
     quadrature's error rather than float32 rounding. With plain Gauss-Legendre nodes it equals Captum's
