@@ -60,6 +60,24 @@ def _pair(args):
     return Pair.resolve(args.pair, args.models, getattr(args, "task", None))
 
 
+UNSAFE_PUBLIC = ("bind a non-loopback --host without hosted mode (ALBERT_LENS_HOSTED=1): whoever connects can "
+                 "make the server read any data file it can and use its CPU without caps")
+# the numbers each command takes, validated by the core's policy like the app's (no cap: the operator's machine)
+WHOLE = ("limit", "n", "query_budget", "sample", "show", "umap_n", "attack_n", "saliency_n", "batch", "workers")
+
+
+def _whole(args, *names: str) -> None:
+    """Refuse a zero, negative or fractional count before any work, with the core's message."""
+    from app.core.policy import count, number
+
+    for name in names or WHOLE:
+        value = getattr(args, name, None)
+        if value is not None:
+            setattr(args, name, count("--" + name.replace("_", "-"), value, cap=2**62))
+    if getattr(args, "time_limit", None) is not None:
+        args.time_limit = number("--time-limit", args.time_limit, low=0, high=float(2**31))
+
+
 def cmd_predict(args) -> int:
     from app.core.data import Example
 
@@ -338,8 +356,10 @@ def cmd_benchmark(args) -> int:
 
 
 def cmd_app(args) -> int:
+    from app.core.policy import public_bind_allowed
     from app.ui import launch
 
+    public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
     print(f"albert-lens: {pair.banner()}", flush=True)
     launch(pair, host=args.host, port=args.port)
@@ -347,8 +367,11 @@ def cmd_app(args) -> int:
 
 
 def cmd_lit(args) -> int:
+    from app.core.policy import public_bind_allowed
     from lit_models.server import make_server, page_url
 
+    public_bind_allowed(args.host, args.unsafe_public)
+    _whole(args, "limit")
     pair = _pair(args)
     print(f"albert-lens: LIT on {pair.banner()}", flush=True)
     server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)
@@ -582,6 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pair_args(p)
     p.add_argument("--host", default="127.0.0.1", help="interface to bind; 0.0.0.0 only when you mean it")
     p.add_argument("--port", type=int, default=7860)
+    p.add_argument("--unsafe-public", action="store_true", help=UNSAFE_PUBLIC)
     p.set_defaults(func=cmd_app)
 
     p = sub.add_parser("lit", help="start a LIT server with both models (default http://127.0.0.1:5432)")
@@ -590,6 +614,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=1000, help="first N examples of each dataset")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5432)
+    p.add_argument("--unsafe-public", action="store_true", help=UNSAFE_PUBLIC)
     p.set_defaults(func=cmd_lit)
 
     p = sub.add_parser("attack", help="attack both models with one TextAttack recipe; transfer between them")
@@ -646,6 +671,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:
+        _whole(args)
         return int(args.func(args) or 0)
     except LensError as exc:
         print(f"albert-lens: error: {exc}", file=sys.stderr)

@@ -13,10 +13,12 @@ import tempfile
 import threading
 from pathlib import Path
 
+from collections.abc import Callable
+
 import gradio as gr
 import pandas as pd
 
-from app.core import api
+from app.core import api, jobs
 from app.core.errors import LensError
 from app.core.pair import Pair
 from app.core.plots import (counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_dataset_figure,
@@ -33,24 +35,98 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }")
 
 
+_RUNNING: dict[str, set[jobs.Job]] = {}  # session -> its running jobs, which its Stop buttons cancel
+_RUNNING_LOCK = threading.Lock()
+
+
+def _event_alive() -> Callable[[], bool] | None:
+    """Whether the client of the event this thread runs is still there: Gradio marks a queued event's job dead
+    when its client's stream closes (tab closed, network gone, gradio_client cancelled), but a function already
+    running in a worker thread is never told; the core asks this between batches instead."""
+    from gradio.context import LocalContext
+
+    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+    if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
+        return None
+    queue = blocks._queue
+
+    def alive() -> bool:
+        for group in list(queue.active_jobs):
+            for event in group or ():
+                if event._id == event_id:
+                    return bool(event.alive)
+        return True  # no longer listed: the queue has finished with it, nothing says the client left
+
+    return alive
+
+
+def _session_key(request=None) -> str:
+    from gradio.context import LocalContext
+
+    request = request or LocalContext.request.get(None)
+    return getattr(request, "session_hash", None) or "default"
+
+
 def guarded(fn):
-    """Errors become messages in the UI (escaped), never tracebacks."""
+    """Each handler runs as a job (this server's time budget, stopped when its client leaves or presses Stop);
+    errors become messages in the UI (escaped), never tracebacks."""
 
     @functools.wraps(fn)
     def inner(*args, **kwargs):
+        job = api.job(alive=_event_alive(), name=fn.__name__)
+        key = _session_key()
+        with _RUNNING_LOCK:
+            _RUNNING.setdefault(key, set()).add(job)
         try:
-            return fn(*args, **kwargs)
+            with jobs.running(job):
+                return fn(*args, **kwargs)
         except gr.Error:
             raise
         except LensError as exc:
             raise gr.Error(html.escape(str(exc), quote=False), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - the app must keep serving
             log.exception("handler %s failed", fn.__name__)
-            raise gr.Error(html.escape(f"internal error in {fn.__name__}: {type(exc).__name__}: {exc}", quote=False)[:500],
-                           print_exception=False) from None
+            raise gr.Error(f"something went wrong in {fn.__name__.removeprefix('do_')} ({type(exc).__name__}); "
+                           "the server logged it. Check the inputs or try again.", print_exception=False) from None
+        finally:
+            with _RUNNING_LOCK:
+                running = _RUNNING.get(key)
+                if running is not None:
+                    running.discard(job)
+                    if not running:
+                        _RUNNING.pop(key, None)
 
     return inner
 
+
+def stop_session(request: gr.Request) -> str:
+    """The Stop buttons: every job of this browser session ends at its next batch."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.get(_session_key(request), ()))
+    for job in running:
+        job.cancel()
+    return "stopping after the current batch ..." if running else "nothing is running"
+
+
+def _stop_button(target) -> None:
+    gr.Button("Stop", size="sm").click(stop_session, None, target, queue=False, api_name=False)
+
+
+def _cut_line(res: dict) -> str:
+    """Said first in a summary whose work was stopped part-way."""
+    cut = res.get("stopped")
+    if not cut:
+        return ""
+    return (f"**Stopped after {cut['done']:,} of {cut['total']:,} {html.escape(cut['what'])}**: "
+            f"{html.escape(cut['reason'])}. The figures below are for those.\n\n")
+
+
+# Concurrency groups: a cheap prediction never waits behind explanations, and those never behind batch jobs
+# (under 16 users one queue gave /predict a p95 of 619 ms, 2 s on a busy machine). Batch jobs share
+# ALBERT_LENS_CONCURRENCY slots (default 2, one per core).
+CHEAP = {"concurrency_id": "predict", "concurrency_limit": 4}
+SINGLE = {"concurrency_id": "single", "concurrency_limit": 2}
+BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")))}
 
 UNREAD_SHOWN = 300  # characters of a long plain stretch shown before "... N more"
 
@@ -131,7 +207,7 @@ def build(pair: Pair) -> gr.Blocks:
                 lines = " · ".join(f"**{html.escape(m['model'])}** {m['latency_ms']:.1f} ms" for m in res["models"])
                 return res, *[_prob_label(m) for m in res["models"]], "latency: " + lines
 
-            go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict")
+            go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict", **CHEAP)
             gr.Examples(examples, [t1, t2] if is_pair else [t1])
 
         _benchmark_tab(pair, names, hosted, datasets, dev)
@@ -167,14 +243,14 @@ def build(pair: Pair) -> gr.Blocks:
                 return res, *hl, _saliency_summary(res), saliency_figure(res)
 
             go.click(do_saliency, [s1, s2, method, target, tolerance, output], [sraw, *maps, summary, bars],
-                     api_name="saliency")
+                     api_name="saliency", **SINGLE)
             gr.Examples(examples, [s1, s2] if is_pair else [s1])
 
             with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
                 with gr.Row():
                     sds = _dataset_field(datasets, hosted, "dataset", "shipped name or path",
                                          value=api.default_dataset(pair))
-                    slimit = gr.Number(value=50, precision=0, label="max examples (each is explained by both models)")
+                    slimit = gr.Number(value=50, label="max examples (each is explained by both models)")
                 sgo = gr.Button("Explain the dataset with this method")
                 ssum = gr.Markdown(label="summary")
                 splot = gr.Plot(label="faithfulness and agreement")
@@ -186,15 +262,15 @@ def build(pair: Pair) -> gr.Blocks:
                 @guarded
                 def do_saliency_dataset(dataset, method_name, ig_tolerance, limit, explained="prob",
                                         progress=gr.Progress()):
-                    res = api.saliency_dataset(pair, dataset, method_name, int(limit) if limit else None,
-                                               ig_tolerance, progress=lambda d, n: progress(d / max(n, 1),
+                    res = api.saliency_dataset(pair, dataset, method_name, limit, ig_tolerance, progress=lambda d, n: progress(d / max(n, 1),
                                                                                             desc="explaining"),
                                                output=explained)
-                    return (res, _saliency_dataset_summary(res), saliency_dataset_figure(res),
+                    return (res, _cut_line(res) + _saliency_dataset_summary(res), saliency_dataset_figure(res),
                             _lowest_agreement_frame(res))
 
                 sgo.click(do_saliency_dataset, [sds, method, tolerance, slimit, output], [sdraw, ssum, splot, stable],
-                          api_name="saliency_dataset")
+                          api_name="saliency_dataset", **BATCH)
+                _stop_button(ssum)
 
         with gr.Tab("Counterfactuals"):
             c1, c2 = text_inputs()
@@ -204,7 +280,7 @@ def build(pair: Pair) -> gr.Blocks:
                                   lines=2)
             with gr.Row():
                 cds = _dataset_field(datasets, hosted, "dataset for flip rate", "shipped name or path")
-                climit = gr.Number(value=500, precision=0, label="max examples")
+                climit = gr.Number(value=500, label="max examples")
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown(label="summary")
             cplot = gr.Plot(label="effect per model")
@@ -218,14 +294,14 @@ def build(pair: Pair) -> gr.Blocks:
             @guarded
             def do_counterfactual(text, text2, generator, replacements, dataset, limit, progress=gr.Progress()):
                 progress(0.1, desc=generator)
-                res = api.counterfactual(pair, text, text2, generator, replacements, dataset,
-                                         int(limit) if limit else None,
+                res = api.counterfactual(pair, text, text2, generator, replacements, dataset, limit,
                                          progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
                 return res, _counterfactual_summary(res, names), counterfactual_figure(res, names), \
                     _changes_frame(res, names)
 
             go.click(do_counterfactual, [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
-                     api_name="counterfactual")
+                     api_name="counterfactual", **SINGLE)
+            _stop_button(csum)
             gr.Examples(examples, [c1, c2] if is_pair else [c1])
 
         with gr.Tab("Projection"):
@@ -240,7 +316,7 @@ def build(pair: Pair) -> gr.Blocks:
                 layer = gr.Slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
                                   label="layer (-1 = top, 0 = embeddings)")
                 color = gr.Radio(["gold", "prediction", "correct"], value="gold", label="colour by")
-                plimit = gr.Number(value=500, precision=0, label="max examples")
+                plimit = gr.Number(value=500, label="max examples")
             go = gr.Button("Project", variant="primary")
             psum = gr.Markdown(label="summary")
             with gr.Row():
@@ -256,7 +332,7 @@ def build(pair: Pair) -> gr.Blocks:
             @guarded
             def do_project(dataset, uploaded, method_name, pool, layer_idx, colour, limit, progress=gr.Progress()):
                 spec = _upload_path(uploaded) or dataset
-                res = api.project(pair, spec, method_name, int(layer_idx), pool, int(limit) if limit else None,
+                res = api.project(pair, spec, method_name, layer_idx, pool, limit,
                                   progress=lambda d, n: progress(d / max(n, 1), desc="embedding"))
                 frame = pd.DataFrame(res["points"])
                 out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
@@ -278,7 +354,8 @@ def build(pair: Pair) -> gr.Blocks:
                         str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
 
             go.click(do_project, [pds, upload, pmethod, pooling, layer, color, plimit],
-                     [praw, psum, *scatter, overlay, csv_out, png_out], api_name="project")
+                     [praw, psum, *scatter, overlay, csv_out, png_out], api_name="project", **BATCH)
+            _stop_button(psum)
 
         with gr.Tab("Model facts"):
             ftexts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = shipped examples)",
@@ -314,10 +391,10 @@ def build(pair: Pair) -> gr.Blocks:
                 table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
                 return res, summary, table.astype(str), frame, frame
 
-            go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts")
+            go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts", **SINGLE)
 
         _extra_tabs(pair, names, hosted, datasets)
-    demo.queue(default_concurrency_limit=int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")), max_size=64)
+    demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64)
     return demo
 
 
@@ -341,7 +418,7 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, d
             ds = _dataset_field(datasets, hosted, "labelled dataset",
                                 "shipped name or path", value=dev or api.default_dataset(pair))
             upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
-            limit = gr.Number(value=1000, precision=0, label="max examples")
+            limit = gr.Number(value=1000, label="max examples")
         go = gr.Button("Score both models", variant="primary")
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(label="accuracy and who is right")
@@ -353,11 +430,12 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, d
         @guarded
         def do_benchmark(dataset, uploaded, max_examples, progress=gr.Progress()):
             spec = _upload_path(uploaded) or dataset
-            res = api.benchmark(pair, spec, int(max_examples) if max_examples else None,
+            res = api.benchmark(pair, spec, max_examples,
                                 progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
             return res, _benchmark_summary(res, names), benchmark_figure(res), _disagreement_frame(res, names)
 
-        go.click(do_benchmark, [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark")
+        go.click(do_benchmark, [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark", **BATCH)
+        _stop_button(summary)
 
 
 def _benchmark_summary(res: dict, names: list[str]) -> str:
@@ -402,7 +480,7 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
             suite = gr.Textbox(value=next(iter(suites), ""), label="CheckList suite (path to *_suite.json.gz)",
                                interactive=not hosted)
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
-            sample = gr.Number(value=20, precision=0, label="cases per test")
+            sample = gr.Number(value=20, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
         verdict = gr.Markdown(label="differences beyond chance")
         bars = gr.Plot(label="mean fail rate per capability")
@@ -420,7 +498,7 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
             spec = (str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite_path)
             if not spec:
                 raise LensError("suite: give the path of a CheckList suite export")
-            res = api.checklist(pair, spec, int(cases_per_test) if cases_per_test else None,
+            res = api.checklist(pair, spec, cases_per_test,
                                 progress=lambda d, t: progress(d / max(t, 1), desc="predicting suite inputs"))
             rows, fail_rows, bar_rows = [], [], []
             for t in res["tests"]:
@@ -443,10 +521,9 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
                     grouped_bars(bar_rows, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)),
                     pd.DataFrame(rows), pd.DataFrame(fail_rows))
 
-        go.click(do_checklist, [suite, upload, sample], [craw, verdict, bars, table, fails], api_name="checklist")
-
-
-_CANCEL: dict[str, threading.Event] = {}
+        go.click(do_checklist, [suite, upload, sample], [craw, verdict, bars, table, fails], api_name="checklist",
+                 **BATCH)
+        _stop_button(verdict)
 
 
 def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
@@ -468,8 +545,8 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
             ads = _dataset_field([(NO_DATASET, "")] + datasets, hosted, "or a dataset", "shipped name or path",
                                  value="")
         with gr.Row():
-            n = gr.Number(value=5, precision=0, label="examples from the dataset")
-            budget = gr.Number(value=200, precision=0, label="query budget")
+            n = gr.Number(value=5, label="examples from the dataset")
+            budget = gr.Number(value=200, label="query budget")
             tlimit = gr.Number(value=30, label="seconds per example and model")
         with gr.Row():
             go = gr.Button("Attack both models", variant="primary")
@@ -485,17 +562,11 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
 
         @guarded
         def do_attack(text, text2, recipe_name, gold_label, dataset, n_examples, query_budget, time_limit_s,
-                      request: gr.Request,
                       progress=gr.Progress()):
-            key = getattr(request, "session_hash", None) or "default"
-            cancel = _CANCEL[key] = threading.Event()
-            try:
-                progress(0, desc=f"{recipe_name}: starting")
-                res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, int(n_examples or 5),
-                                 int(query_budget or 200), float(time_limit_s or 30), cancel=cancel,
-                                 progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
-            finally:
-                _CANCEL.pop(key, None)  # one entry per running attack, not one per session ever seen
+            progress(0, desc=f"{recipe_name}: starting")
+            res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, n_examples, query_budget,
+                             time_limit_s,
+                             progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
             first = res["examples"][0]["results"] if res["examples"] else []
             hl = [[(c if ch else _clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
                   [(r["outcome"], None)] for r in first] or [[], []]
@@ -511,7 +582,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
-            summary = " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
+            summary = _cut_line(res) + " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
             if res.get("comparison") and res["comparison"]["n"] > 1:  # one example is no test
                 from app.core.significance import verdict
 
@@ -522,16 +593,10 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
             return (res, summary, *hl, pd.DataFrame(rows),
                     grouped_bars(bars, "model", "value", "measure", "rate", ylim=(0, 1)))
 
-        def do_stop(request: gr.Request):
-            key = getattr(request, "session_hash", None) or "default"
-            if key in _CANCEL:
-                _CANCEL[key].set()
-            return "stopping after the current query batch ..."
-
         go.click(do_attack, [a1, a2, recipe, gold, ads, n, budget, tlimit], [araw, asum, *diffs, atable, aplot],
-                 api_name="attack")
+                 api_name="attack", **BATCH)
         gr.Examples(_attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
-        stop.click(do_stop, None, asum, api_name="attack_stop", queue=False)
+        stop.click(stop_session, None, asum, api_name="attack_stop", queue=False)
 
 
 def _fact_text(value) -> str:

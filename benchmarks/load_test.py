@@ -1,7 +1,9 @@
-"""Load: N concurrent gradio_client users mixing /predict and /saliency against one app for a fixed time
-(issue 9). Reports requests served, errors (target 0), p50/p95 latency and the server's peak memory.
+"""Load: N concurrent gradio_client users mixing /predict, /saliency and a few small /benchmark jobs against one
+app, for R rounds of a fixed time in one server process. Reports per round: requests served, errors (target 0:
+an exception *or* an answer whose content is wrong), p50/p95 latency per endpoint (target: /predict p95 <= 200 ms
+with 16 users) and the server's RSS after the round (target: growth from round 2 to round 3 <= 5%).
 
-    python benchmarks/load_test.py [--users 16] [--seconds 120] [--pair offline] [--json out.json]
+    python benchmarks/load_test.py [--users 16] [--seconds 120] [--rounds 3] [--pair offline] [--json out.json]
 
 The app is started here on a free loopback port and stopped at the end; request loops are bounded in time.
 """
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEXTS = ["What a wonderful, moving film!", "The plot made no sense and the jokes fell flat.",
          "I loved the soundtrack but the acting was wooden.", "Two hours of my life I will never get back.",
          "A warm, funny and surprisingly moving film.", "<b>great</b> & fun 😍"]
+BENCH_N = 30  # a small batch job: the shipped examples, both models
 
 
 def free_port() -> int:
@@ -35,6 +38,7 @@ def main() -> None:
     ap.add_argument("--users", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--pair", default="offline")
+    ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
     import psutil
@@ -56,62 +60,93 @@ def main() -> None:
         proc.kill()
         raise SystemExit("app did not start: " + (proc.stderr.read() if proc.stderr else ""))
     ps = psutil.Process(proc.pid)
-    peak = [ps.memory_info().rss]
-    lat: dict[str, list[float]] = {"predict": [], "saliency": []}
-    errors: list[str] = []
-    stop_at = time.time() + args.seconds
-    lock = threading.Lock()
+    labels = set(client.predict(TEXTS[0], "", api_name="/predict")[0]["models"][0]["probabilities"])
 
-    def user(k: int) -> None:
-        c = Client(url, verbose=False)
-        rng = random.Random(k)
-        while time.time() < stop_at:
-            text = rng.choice(TEXTS)
-            kind = "saliency" if rng.random() < 0.4 else "predict"
-            t0 = time.perf_counter()
-            try:
-                if kind == "predict":
-                    c.predict(text, "", api_name="/predict")
-                else:
-                    c.predict(text, "", rng.choice(["gradient_x_input", "gradient_norm", "integrated_gradients"]),
-                              "predicted", api_name="/saliency")
-                with lock:
-                    lat[kind].append(time.perf_counter() - t0)
-            except Exception as exc:  # noqa: BLE001 - counted and reported
-                with lock:
-                    errors.append(f"{kind}: {type(exc).__name__}: {str(exc)[:120]}")
+    def rss() -> int:
+        try:
+            return ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
+        except psutil.Error:
+            return 0
 
-    def sample_memory() -> None:
-        while time.time() < stop_at + 1:
-            try:
-                rss = ps.memory_info().rss + sum(c.memory_info().rss for c in ps.children(recursive=True))
-                peak[0] = max(peak[0], rss)
-            except psutil.Error:
-                pass
-            time.sleep(0.5)
+    def check(kind: str, text: str, out) -> None:
+        """The answer's content, not only its arrival: a wrong answer counts as an error."""
+        res = out[0]
+        if kind == "predict":
+            assert res["input"] == [text] and len(res["models"]) == 2, res
+            for m in res["models"]:
+                assert m["label"] in labels and abs(sum(m["probabilities"].values()) - 1) < 1e-4, m
+        elif kind == "saliency":
+            assert len(res["maps"]) == 2, res
+            for m in res["maps"]:
+                assert m["words"] and len(m["words"]) == len(m["scores"]), m
+                assert all(s == s for s in m["scores"]) and any(m["scores"]), m  # finite, not all zero
+        else:
+            assert res["n"] == BENCH_N and all(0 <= r["accuracy"] <= 1 for r in res["models"]), res
 
-    threads = [threading.Thread(target=user, args=(k,)) for k in range(args.users)]
-    mem = threading.Thread(target=sample_memory)
-    mem.start()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    mem.join()
+    rounds = []
+    for rnd in range(1, args.rounds + 1):
+        lat: dict[str, list[float]] = {"predict": [], "saliency": [], "benchmark": []}
+        errors: list[str] = []
+        peak = [rss()]
+        stop_at = time.time() + args.seconds
+        lock = threading.Lock()
+
+        def user(k: int) -> None:
+            c = Client(url, verbose=False)
+            rng = random.Random(1000 * rnd + k)
+            while time.time() < stop_at:
+                text = rng.choice(TEXTS)
+                r = rng.random()
+                kind = "benchmark" if r < 0.03 else "saliency" if r < 0.4 else "predict"
+                t0 = time.perf_counter()
+                try:
+                    if kind == "predict":
+                        out = c.predict(text, "", api_name="/predict")
+                    elif kind == "saliency":
+                        out = c.predict(text, "", rng.choice(["gradient_x_input", "gradient_norm",
+                                                              "integrated_gradients"]), "predicted",
+                                        api_name="/saliency")
+                    else:
+                        out = c.predict("sentiment_plain", None, BENCH_N, api_name="/benchmark")
+                    check(kind, text, out)
+                    with lock:
+                        lat[kind].append(time.perf_counter() - t0)
+                except Exception as exc:  # noqa: BLE001 - counted and reported
+                    with lock:
+                        errors.append(f"{kind}: {type(exc).__name__}: {str(exc)[:160]}")
+
+        def sample_memory() -> None:
+            while time.time() < stop_at + 1:
+                peak[0] = max(peak[0], rss())
+                time.sleep(0.5)
+
+        threads = [threading.Thread(target=user, args=(k,)) for k in range(args.users)]
+        mem = threading.Thread(target=sample_memory)
+        mem.start()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        mem.join()
+        time.sleep(2)  # let the last answers' buffers go before measuring what stays
+
+        def pct(xs, q):
+            return 1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] if xs else None
+
+        every = [x for v in lat.values() for x in v]
+        rounds.append({
+            "round": rnd, "served": len(every), "errors": len(errors), "error_examples": errors[:5],
+            "throughput_per_s": len(every) / args.seconds,
+            "latency_ms": {k: {"n": len(v), "p50": pct(v, 0.5), "p95": pct(v, 0.95)} for k, v in lat.items()},
+            "latency_ms_all": {"p50": pct(every, 0.5), "p95": pct(every, 0.95),
+                               "mean": 1000 * statistics.mean(every) if every else None},
+            "peak_rss_mb": peak[0] / 2**20, "rss_after_mb": rss() / 2**20})
+        print(json.dumps(rounds[-1]), flush=True)
     proc.terminate()
     proc.wait(timeout=30)
-
-    def pct(xs, q):
-        return 1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))] if xs else None
-
-    every = lat["predict"] + lat["saliency"]
-    res = {"users": args.users, "seconds": args.seconds, "pair": args.pair, "served": len(every),
-           "errors": len(errors), "error_examples": errors[:5],
-           "throughput_per_s": len(every) / args.seconds,
-           "latency_ms": {k: {"n": len(v), "p50": pct(v, 0.5), "p95": pct(v, 0.95)} for k, v in lat.items()},
-           "latency_ms_all": {"p50": pct(every, 0.5), "p95": pct(every, 0.95),
-                              "mean": 1000 * statistics.mean(every) if every else None},
-           "peak_rss_mb": peak[0] / 2**20}
+    after = [r["rss_after_mb"] for r in rounds]
+    res = {"users": args.users, "seconds": args.seconds, "pair": args.pair, "rounds": rounds,
+           "rss_growth_last_round": (after[-1] / after[-2] - 1) if len(after) > 1 else None}
     print(json.dumps(res, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

@@ -3,19 +3,24 @@ salience (gradient norm, gradient x input, integrated gradients, LIME) and the g
 HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
 from __future__ import annotations
 
+import functools
+import logging
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
 from app.core.api import resolve_dataset
+from app.core.errors import LensError
 from app.core.pair import Pair
 
 from .datasets import LensDataset
 from .metrics import PairedComparison
 from .models import LensModel, models_for
 
+log = logging.getLogger("albert_lens.lit")
 SALIENCE = ("Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME")
 GENERATORS = ("Word Replacer", "Hotflip", "Ablation Flip", "Scrambler")
 PAIRED = "vs the other model"  # the metrics table's columns read "vs the other model: p" etc.
@@ -36,6 +41,43 @@ def page_url(pair: Pair, host: str, port: int) -> str:
     point of the pair."""
     models = ",".join(quote(m.name, safe="") for m in pair.models)
     return f"http://{host}:{port}/?models={models}"
+
+
+class LensLitApp(lit_app.LitApp):
+    """LIT's app, answering a failed request with one line instead of LIT's full Python traceback (which named
+    the server's paths to any visitor); the traceback goes to the log."""
+
+    def make_handler(self, fn):
+        handler = super().make_handler(fn)
+
+        @functools.wraps(handler)
+        def quiet(app, request, environ):
+            try:
+                return handler(app, request, environ)
+            except LensError as exc:  # ours: written for the reader, naming the field
+                message = str(exc)
+            except Exception as exc:  # noqa: BLE001 - LIT's own errors can carry paths and internals
+                log.exception("LIT endpoint %s failed", getattr(fn, "__name__", fn))
+                message = (f"{getattr(fn, '__name__', 'request').lstrip('_')} failed ({type(exc).__name__}); "
+                           "the server logged the details")
+            return app.respond(request, message[:1000], "text/plain", 500)
+
+        return quiet
+
+
+class LensServer(dev_server.Server):
+    """`dev_server.Server` serving `LensLitApp`."""
+
+    def serve(self):
+        app = LensLitApp(*self._app_args, **self._app_kw)
+        if self._server_type == "external":
+            return app
+        server = dev_server.WSGI_SERVERS[self._server_type](app, **self._server_kw)
+        server.serve()
+        if self._server_type == "notebook":
+            return server
+        app.save_cache()
+        return None
 
 
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
@@ -62,6 +104,9 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
             m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
             m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}
+    # hosted: no dataset loaders either (LIT's /create_dataset passed a visitor's keywords to the loader)
+    if hosted:
+        kw.setdefault("dataset_loaders", {})
     # LIT's /save_datapoints and /load_datapoints write and read any server path the page names; a public
     # Space must not offer that, and LIT's demo mode turns both off
     kw.setdefault("demo_mode", hosted)
@@ -73,5 +118,5 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     kw.setdefault("default_layout", "default")
     # LIT's metrics table, plus the paired test of each model against the pair's other one on the selection
     metrics = lit_core.default_metrics() | {PAIRED: PairedComparison([models[clf.name] for clf in pair.models])}
-    return dev_server.Server(models, data, generators=generators, interpreters=interpreters, metrics=metrics,
+    return LensServer(models, data, generators=generators, interpreters=interpreters, metrics=metrics,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -98,8 +98,11 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="larger than 0 MB once decompressed"):
         cl.load_suite(bomb)
     small = tmp_path / "small_suite.json.gz"
-    small.write_bytes(gzip.compress(b'{"tests": []}'))
-    assert cl.load_suite(small).tests == []
+    small.write_bytes(gzip.compress(b'{"tests": [{"name": "t", "type": "MFT", "capability": "c", "data": ["ok"]}]}'))
+    assert [t.data for t in cl.load_suite(small).tests] == [["ok"]]
+    small.write_bytes(gzip.compress(b'{"tests": []}'))  # an empty suite would answer with empty tables
+    with pytest.raises(DataError, match="the suite has no tests"):
+        cl.load_suite(small)
 
 
 def test_label_mapping_agrees_with_the_models_own_predictions(offline_pair):

@@ -178,7 +178,7 @@ def test_cli_benchmark_on_ray(tiny_dirs, ray_local, capsys):
     assert remote["engine"]["engine"] == "ray" and remote["engine"]["wall_seconds"] > 0
     assert [m["accuracy"] for m in remote["models"]] == [m["accuracy"] for m in local["models"]]
     assert main(base + ["--engine", "ray", "--workers", "0"]) == 2
-    assert "workers: 0 must be at least 1" in capsys.readouterr().err
+    assert "--workers: 0 is too small; give a whole number of 1 or more" in capsys.readouterr().err
 
 
 def test_cli_attack_on_ray_equals_local_and_resumes(tiny_dirs, ray_local, tmp_path, capsys):

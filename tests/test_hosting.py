@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import api
+from app.core import api, policy
 from app.core.errors import InputError
 from app.core.pair import Pair
 
@@ -146,7 +146,7 @@ def _tsv(path: Path, n: int = 2) -> Path:
 def test_hosted_mode_reads_no_server_paths(hosted, tiny_pair, tmp_path, monkeypatch):
     """A visitor must not make a hosted server read any file it can (another app's .csv, a config .json) by
     typing a path into a dataset or suite field; the message is the same whether or not the file exists."""
-    monkeypatch.setattr(api, "_READABLE", [])
+    monkeypatch.setattr(policy, "_READABLE", [])
     private = _tsv(tmp_path / "private.tsv")
     refused = "this hosted server reads only its shipped examples, released data and uploaded files"
     for spec in (str(private), str(tmp_path / "missing.tsv"), str(api.ASSETS_DIR / ".." / ".." / private),

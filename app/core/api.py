@@ -5,69 +5,20 @@ lists, numbers and strings only. Inputs arrive as raw strings; errors are `LensE
 """
 from __future__ import annotations
 
-import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from . import jobs
 from .data import DataError, Dataset, Example, load_dataset, read_table
 from .errors import InputError
 from .inference import check_examples
 from .pair import Pair
+from .policy import (allow_reads_under, check_length, count, integer, limits, number, readable,  # noqa: F401
+                     tolerance)
 from .runtime import ASSETS_DIR, SHARED_DATA
 
 Progress = Callable[[int, int], None] | None
 EXAMPLES = ASSETS_DIR / "examples"
-
-
-def limits() -> dict:
-    """Hosted mode (ALBERT_LENS_HOSTED=1) caps what one request may cost."""
-    hosted = os.environ.get("ALBERT_LENS_HOSTED", "").lower() in {"1", "true", "yes"}
-    return {
-        "hosted": hosted,
-        "max_chars": int(os.environ.get("ALBERT_LENS_MAX_CHARS", 2000 if hosted else 100_000)),
-        "max_examples": int(os.environ.get("ALBERT_LENS_MAX_EXAMPLES", 500 if hosted else 20_000)),
-        "max_lime_samples": 256 if hosted else 2048,
-        "min_ig_tolerance": 1e-4 if hosted else 1e-7,  # tighter tolerances cost more integrated-gradient steps
-        "max_ig_steps": 128 if hosted else 512,
-        "swaps_per_example": 3 if hosted else 10,  # WordNet swaps per example over a dataset
-        "max_saliency_examples": 50 if hosted else 2000,  # saliency over a dataset: each is a full explanation
-        "allowed_pairs": {p.strip().lower() for p in
-                          os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
-    }
-
-
-_READABLE: list[Path] = []  # folders a front end registered (its uploads), see `allow_reads_under`
-
-
-def allow_reads_under(folder: str | Path) -> None:
-    """A front end registers the folder its uploads land in, so that hosted mode can read them."""
-    path = Path(folder).resolve()
-    if path not in _READABLE:
-        _READABLE.append(path)
-
-
-def readable(spec: str, field: str) -> str:
-    """`spec` unchanged if this server may read it. Hosted, a visitor's path must lie under the shipped assets,
-    the released data or a registered upload folder: any other file the process can read (another app's .csv,
-    a config .json) is refused, with the same words whether or not it exists. Nor does it download `datasets`
-    hub ids: a whole split lands on the server's disk before the row cap applies."""
-    if not limits()["hosted"]:
-        return spec
-    path = Path(spec).expanduser()
-    resolved = path.resolve()  # symlinks and ".." followed, so neither leads out of a root
-    roots = [ASSETS_DIR.resolve(), SHARED_DATA.resolve(), *_READABLE]
-    roots += [Path(p).resolve() for p in os.environ.get("ALBERT_LENS_DATA_ROOTS", "").split(os.pathsep) if p]
-    if any(resolved.is_relative_to(r) for r in roots):
-        return spec
-    raise InputError(f"{field}: this hosted server reads only its shipped examples, released data and uploaded "
-                     f"files, not other server paths or hub datasets such as {spec!r}; upload the file instead")
-
-
-def check_length(field: str, text: str, cap: int) -> None:
-    """Over-long text is refused, naming the field: the app's inputs and, hosted, LIT's datapoints."""
-    if len(text) > cap:
-        raise InputError(f"field {field!r} is {len(text):,} characters long; the limit here is {cap:,}")
 
 
 def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Example:
@@ -95,17 +46,13 @@ IG_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 
 
 def ig_tolerance(value) -> float:
-    """A convergence-delta tolerance from a number or its text ("1e-4"), within this server's limits."""
-    cap = limits()
-    try:
-        tol = float(value)
-    except (TypeError, ValueError):
-        raise InputError(f"tolerance: {value!r} is not a number") from None
-    if not (math.isfinite(tol) and tol > 0):
-        raise InputError(f"tolerance: {value!r} must be a positive, finite number")
-    if tol < cap["min_ig_tolerance"]:
-        raise InputError(f"tolerance: {tol:g} is below this server's smallest, {cap['min_ig_tolerance']:g}")
-    return tol
+    return tolerance("tolerance", value)
+
+
+def job(alive: Callable[[], bool] | None = None, name: str = "request") -> jobs.Job:
+    """A front end's request as a job: this server's time budget (`request_seconds`) and, when the front end
+    can tell, whether its client is still there. Run the call inside `jobs.running(api.job(...))`."""
+    return jobs.Job(seconds=limits()["request_seconds"], alive=alive, name=name)
 
 
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
@@ -114,7 +61,7 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
     `output` is what they explain, the class's probability (default) or its logit."""
     from .saliency import explain
 
-    options = _method_options(method, tolerance, output)
+    options = _method_options(_method(method), tolerance, output)
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
     out = explain(pair.models, ex, method, tgt, **options)
@@ -142,17 +89,25 @@ def _method_options(method: str, tolerance: float | str | None, output: str | No
     return kw
 
 
+def _method(method) -> str:
+    from .saliency import check_method
+
+    if not isinstance(method, str):
+        raise InputError(f"method: expected a method name, got {type(method).__name__}")
+    check_method(method)
+    return method
+
+
 def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
                      limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None,
                      output: str | None = None) -> dict:
     """Saliency over the first `limit` examples of a dataset (`saliency.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement."""
-    from .saliency import check_method, explain_dataset
+    from .saliency import explain_dataset
 
-    check_method(method)
-    options = _method_options(method, tolerance, output)
-    cap = limits()["max_saliency_examples"]
-    ds = resolve_dataset(pair, dataset, min(limit or cap, cap))
+    options = _method_options(_method(method), tolerance, output)
+    n = count("limit", limit, cap=limits()["max_saliency_examples"], default=50)
+    ds = resolve_dataset(pair, dataset, n)
     res = explain_dataset(pair.models, ds.examples, method, progress=progress, **options)
     return {"dataset": ds.name, "output": options["output"], **res}
 
@@ -163,7 +118,12 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
     from . import counterfactuals as cf
 
     cap = limits()["max_chars"]
-    if replacements and len(replacements) > cap:
+    if generator not in GENERATORS:
+        raise InputError(f"generator: {str(generator)[:60]!r} is not one of {GENERATORS}")
+    replacements = replacements or ""
+    if not isinstance(replacements, str):
+        raise InputError(f"replacements: expected text such as 'film -> movie', got {type(replacements).__name__}")
+    if len(replacements) > cap:
         raise InputError(f"replacements: {len(replacements):,} characters; the limit here is {cap:,}")
     if generator in DATASET_GENERATORS:
         ds = resolve_dataset(pair, dataset, limit)
@@ -228,35 +188,58 @@ def released_dev_set(pair: Pair) -> str | None:
     return str(path) if path.is_file() else None
 
 
-def resolve_dataset(pair: Pair, spec: str | None, limit: int | None = None, *, visitor: bool = True) -> Dataset:
-    """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online.
-    `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only what
-    visitors type (`readable`)."""
+def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None, *, visitor: bool = True) -> Dataset:
+    """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online; its first
+    `limit` examples (validated: a whole number from 1 to this server's `max_examples`; empty: the cap), read no
+    further. `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only
+    what visitors type (`readable`), and only a visitor's rows are held to the text cap."""
+    cap = limits()
+    n = count("limit", limit, cap=cap["max_examples"])
     if not spec:
         spec = default_dataset(pair)
+    if not isinstance(spec, str):
+        raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
     shipped = shipped_datasets()
+    if spec not in shipped and visitor:
+        spec = readable(spec, "dataset")
     if spec in shipped:
         try:
-            ds = read_table(shipped[spec], labels=pair.task.labels or (), n_fields=len(pair.task.fields))
+            ds = read_table(shipped[spec], labels=pair.task.labels or (), n_fields=len(pair.task.fields), limit=n)
         except DataError:  # shipped gold labels from another label space (RTE pairs on an MNLI model): drop them
-            ds = read_table(shipped[spec], labels=(), n_fields=len(pair.task.fields))
+            ds = read_table(shipped[spec], labels=(), n_fields=len(pair.task.fields), limit=n)
             ds.examples = [Example(e.texts) for e in ds.examples]
     else:
-        ds = load_dataset(readable(spec, "dataset") if visitor else spec, task=pair.task.name)
-    cap = limits()["max_examples"]
-    n = min(limit or cap, cap)
+        try:
+            ds = load_dataset(spec, task=pair.task.name, limit=n)
+        except OSError as exc:  # a name the file system refuses (too long, ...), not a file
+            raise DataError(f"dataset: {spec[:80]!r} can't be opened ({exc.strerror or type(exc).__name__})") from None
     ds = ds.head(n)
+    if not ds.examples:
+        raise InputError(f"dataset: {ds.name} has no examples")
     if any(len(e.texts) != len(pair.task.fields) for e in ds.examples):
         raise InputError(f"dataset: {ds.name} has {len(ds.examples[0].texts)} text field(s); the {pair.task.name} "
                          f"task needs {len(pair.task.fields)}")
+    if visitor:
+        for i, e in enumerate(ds.examples, 1):
+            for f, t in zip(pair.task.fields, e.texts):
+                if len(t) > cap["max_chars"]:
+                    raise InputError(f"dataset: {ds.name}, example {i}: field {f!r} is {len(t):,} characters long; "
+                                     f"the limit here is {cap['max_chars']:,}")
     return ds
 
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
             limit: int | None = 500, progress: Progress = None) -> dict:
+    from .projection import METHODS as PROJECTIONS
     from .projection import cached_predictions, knn_chance, project_pair, projection_table
 
-    ds = resolve_dataset(pair, dataset, limit)
+    if method not in PROJECTIONS:
+        raise InputError(f"method: {str(method)[:40]!r} is not one of {list(PROJECTIONS)}")
+    if pooling not in ("cls", "mean"):
+        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of ['cls', 'mean']")
+    top = min(m.model.config.num_hidden_layers for m in pair.models)
+    layer = -1 if layer in (None, "") else integer("layer", layer, low=-1, high=top)
+    ds = resolve_dataset(pair, dataset, count("limit", limit, cap=limits()["max_examples"], default=500))
     preds = []
     for k, clf in enumerate(pair.models):  # the first third of the progress: predictions, then embeddings
         step = (lambda d, n, k=k: progress(k * n + d, 6 * n)) if progress else None
@@ -275,7 +258,7 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
     the gap between them and the examples they answer differently (`core.benchmark`)."""
     from .benchmark import benchmark as score
 
-    ds = resolve_dataset(pair, dataset, limit)
+    ds = resolve_dataset(pair, dataset, count("limit", limit, cap=limits()["max_examples"], default=1000))
     return score(pair, ds, progress=progress)
 
 
@@ -284,6 +267,8 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dic
     by a tab, or one text used for both) or its fields; none: the shipped examples."""
     from .facts import latency_comparison, model_facts
 
+    if isinstance(texts, str):
+        texts = [texts]
     if texts:
         cap = limits()["max_examples"]
         if len(texts) > cap:
@@ -313,14 +298,22 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
     from . import attacks
 
     cap = limits()
-    if cap["hosted"]:
-        n, query_budget, time_limit = min(n, 10), min(query_budget, 300), min(time_limit, 30.0)
+    n = count("n", n, cap=cap["max_attack_examples"], default=5)
+    query_budget = count("query_budget", query_budget, cap=cap["max_query_budget"], default=200)
+    time_limit = number("time_limit", time_limit, low=0, high=cap["max_attack_seconds"], default=30.0)
+    if not isinstance(recipe, str) or recipe not in attacks.RECIPES:
+        raise InputError(f"recipe: {str(recipe)[:60]!r} is not one of {sorted(attacks.RECIPES)}")
     if dataset:
-        examples = [e for e in resolve_dataset(pair, dataset, None).examples if e.label is not None][: int(n)]
+        labelled = [e for e in resolve_dataset(pair, dataset, None).examples if e.label is not None]
+        if not labelled:
+            raise InputError("dataset: it has no gold labels, which an attack needs")
+        examples = labelled[:n]
     else:
         ex = example_from(pair, text, text2)
         if not label:
             raise InputError("label: choose the gold label of the input (the attack tries to move the models off it)")
+        if label not in (pair.task.labels or ()):
+            raise InputError(f"label: {str(label)[:40]!r} is not one of {list(pair.task.labels or ())}")
         examples = [Example(ex.texts, label)]
     total = len(examples)
     rows: list[dict] = []
@@ -330,9 +323,11 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
         if progress:
             progress(len(rows), total)
 
+    stopped: dict = {}
     attacks.attack_pair(pair.models, recipe, examples, query_budget=query_budget, time_limit=time_limit,
-                        cancel=cancel, on_result=on_result)
-    return {"recipe": recipe, "models": [m.name for m in pair.models], "examples": rows,
+                        cancel=cancel, on_result=on_result, stopped=stopped)
+    return {"recipe": recipe, "models": [m.name for m in pair.models], "examples": rows, "stopped": stopped or None,
+            "settings": {"n": n, "query_budget": query_budget, "time_limit": time_limit},
             "summary": attacks.summarize(rows, pair.models), "comparison": attacks.compare_success(rows, pair.models)}
 
 
@@ -344,9 +339,11 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
     from .inference import from_logits
 
     cap = limits()
-    if cap["hosted"]:
-        sample = min(sample or 20, 50)
-    s = cl.load_suite(readable(suite, "suite"))
+    # empty: the CLI's "every case" locally; hosted, the cap
+    sample = count("sample", sample, cap=cap["max_checklist_sample"], default=20 if cap["hosted"] else None)
+    if not suite or not isinstance(suite, str):
+        raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
+    s = cl.load_suite(readable(suite, "suite"), max_chars=cap["max_chars"])
     remote = ray_or_none(engine)
     probabilities = None
     if remote is not None:

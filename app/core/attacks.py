@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import jobs
 from .data import Example
 from .errors import InputError, LensError
 from .inference import encode_one, predict, windowed
@@ -49,26 +50,37 @@ def _textattack():
 
 
 class LensModelWrapper:
-    """TextAttack model wrapper over the core: probabilities for a list of str (or tuples for pair tasks)."""
+    """TextAttack model wrapper over the core: probabilities for a list of str (or tuples for pair tasks).
+
+    Every call is one step of the search; it first asks the running job (`jobs.check`: the attack's own time
+    limit, nested in the request's budget and its client's presence) whether to go on, so an attack past its
+    deadline stops before its next step, never after it."""
 
     def __init__(self, clf: Classifier, deadline: float | None = None, cancel: threading.Event | None = None,
                  batch_size: int = 32):
         self.clf = clf
         self.model = clf.model  # TextAttack inspects .model for some recipes
         self.tokenizer = clf.tokenizer
-        self.deadline = deadline
+        self.deadline = deadline  # kept for callers that set it; attack_one runs a nested job instead
         self.cancel = cancel
         self.batch_size = batch_size
         self.queries = 0
+        self.steps = 0  # calls answered: search steps
+        self.late_steps = 0  # steps that ended past the running job's deadline
 
     def __call__(self, text_input_list, **_):
         if self.cancel is not None and self.cancel.is_set():
             raise AttackCancelled("attack cancelled")
         if self.deadline is not None and time.monotonic() > self.deadline:
             raise AttackTimeout()
+        jobs.check(self.steps, None, "search steps")
         exs = [Example(tuple(t) if isinstance(t, tuple | list) else (t,)) for t in text_input_list]
-        self.queries += len(exs)
         pred = predict(self.clf, exs, batch_size=self.batch_size, validate=False)
+        self.queries += len(exs)
+        self.steps += 1
+        job = jobs.current()
+        if job is not None and job.overdue():  # this step began in time and ended late: the only late work
+            self.late_steps += 1
         return pred.probs
 
     def get_grad(self, text_input):  # pragma: no cover - gradient recipes aren't offered (see RECIPES)
@@ -213,6 +225,7 @@ def _minilm_constraint(threshold: float):
             super().__init__(threshold=threshold, metric="cosine", compare_against_original=True, window_size=None)
 
         def encode(self, sentences):
+            jobs.check()  # a constraint over hundreds of candidates costs as much as a query step
             return torch.as_tensor(MiniLMSentenceEncoder.model().encode(list(sentences), convert_to_numpy=True))
 
     del ta
@@ -321,8 +334,10 @@ def _with_rests(marked: list[list], fields: list[str], rests: list[str]) -> list
 
 def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: int | None = 200,
                time_limit: float | None = 60.0, cancel: threading.Event | None = None, attack=None,
-               wrapper=None) -> dict:
-    """One example on one model. Outcome: success, failed, skipped (model already wrong), timeout."""
+               wrapper=None, clock=time.monotonic) -> dict:
+    """One example on one model. Outcome: success, failed, skipped (model already wrong), timeout. A timeout
+    reports the search steps it answered and how many began after the deadline (none: each step asks first);
+    `clock` is injectable so a test can move time by steps instead of waiting."""
     if clf.is_regression:
         raise InputError("attack: needs a classifier; this model predicts a score")
     if example.label is None:
@@ -331,8 +346,9 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
         raise InputError(f"attack: gold label {example.label!r} is not one of {list(clf.labels)}")
     wrapper = wrapper or make_wrapper(clf, cancel)
     attack = attack or build_attack(recipe, wrapper, query_budget)
-    wrapper.queries = 0
-    wrapper.deadline = time.monotonic() + time_limit if time_limit else None
+    wrapper.queries = wrapper.steps = wrapper.late_steps = 0
+    wrapper.deadline = None
+    budget = jobs.Job(seconds=time_limit or None, name=f"attack {clf.name}", clock=clock, parent=jobs.current())
     # TextAttack's searches build one copy of the text per word before their first query (greedy WIR's
     # leave-one-out is quadratic in the words), beyond the reach of the time limit: a 100,000-character review
     # ran for minutes. Attack the part the model reads (a window past it); the rest is put back after.
@@ -343,9 +359,15 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
     t0 = time.perf_counter()
     rec = {"model": clf.name, "recipe": recipe, "original": list(example.texts), "gold": example.label}
     try:
-        result = attack.attack(ta_input, clf.labels.index(example.label))
-    except AttackTimeout:
+        with jobs.running(budget, record=False):
+            result = attack.attack(ta_input, clf.labels.index(example.label))
+    except (jobs.Stopped, AttackTimeout) as exc:
+        if isinstance(exc, jobs.Stopped) and exc.job is not budget:
+            raise  # the request's own budget or client: the whole job stops, not this attack
         return rec | {"outcome": "timeout", "queries": wrapper.queries, "seconds": time.perf_counter() - t0,
+                      "steps": wrapper.steps, "steps_past_deadline": wrapper.late_steps,
+                      "why": f"time limit of {time_limit:g} s per example and model reached after "
+                             f"{wrapper.queries} queries",
                       "adversarial": None, "marked": None, "perturbed_words_pct": None}
     seconds = time.perf_counter() - t0
     kind = type(result).__name__
@@ -358,8 +380,15 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
     if any(rests):
         rec["note"] = (f"attacked the {orig.num_words} words {clf.name} reads and a margin past them; the rest of "
                        f"the input is left as it was")
+    if outcome == "failed":
+        used = int(result.perturbed_result.num_queries)
+        rec["why"] = (f"query budget of {query_budget} spent" if query_budget and used >= query_budget else
+                      "the search ran out of candidates that pass the recipe's constraints")
+    elif outcome == "skipped":
+        rec["why"] = "the model was already wrong on the gold label"
     return rec | {
         "outcome": outcome, "queries": int(result.perturbed_result.num_queries), "seconds": seconds,
+        "steps": wrapper.steps,
         "adversarial": adv if outcome == "success" else None,
         "marked": _with_rests(_marked(orig, pert), fields, rests) if outcome == "success" else None,
         # of the words attacked: a share of a long input's every word would read as a near-invisible attack
@@ -372,8 +401,11 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
 def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Example], *,
                 query_budget: int | None = 200, time_limit: float | None = 60.0,
                 cancel: threading.Event | None = None, skip: set[int] | None = None,
-                on_result: Callable[[dict], None] | None = None, seed: int = 0) -> list[dict]:
-    """Attack every example on every model; add transfer: each adversarial text re-predicted on the other model."""
+                on_result: Callable[[dict], None] | None = None, seed: int = 0,
+                stopped: dict | None = None) -> list[dict]:
+    """Attack every example on every model; add transfer: each adversarial text re-predicted on the other model.
+    A job stopped mid-way (budget, client gone) keeps the examples finished: `stopped` (a dict) is filled with
+    why and how far it got."""
     ok, why = recipe_status(recipe)
     if not ok:
         raise AttackUnavailable(why)
@@ -381,6 +413,7 @@ def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Ex
     for clf in models:
         w = make_wrapper(clf, cancel)
         prepared.append((clf, w, build_attack(recipe, w, query_budget)))
+    examples = list(examples)
     out = []
     for i, ex in enumerate(examples):
         if skip and i in skip:
@@ -388,10 +421,17 @@ def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Ex
         if cancel is not None and cancel.is_set():
             raise AttackCancelled("attack cancelled")
         per_model = []
-        for k, (clf, w, a) in enumerate(prepared):
-            _seed(ex, k, seed)  # random recipes (deepwordbug, pruthi) give the same result however batches are split
-            per_model.append(attack_one(clf, recipe, ex, query_budget=query_budget, time_limit=time_limit,
-                                        cancel=cancel, attack=a, wrapper=w))
+        try:
+            jobs.check(len(out), len(examples), "examples attacked")
+            for k, (clf, w, a) in enumerate(prepared):
+                _seed(ex, k, seed)  # random recipes (deepwordbug, pruthi): the same result however batches split
+                per_model.append(attack_one(clf, recipe, ex, query_budget=query_budget, time_limit=time_limit,
+                                            cancel=cancel, attack=a, wrapper=w))
+        except jobs.Stopped as exc:
+            if stopped is None or not out:
+                raise
+            stopped.update(jobs.cut(exc, len(out), len(examples), "examples attacked"))
+            break
         row = {"index": i, "texts": list(ex.texts), "gold": ex.label, "results": per_model,
                "transfer": transfer(models, ex, per_model)}
         out.append(row)

@@ -54,14 +54,17 @@ class Suite:
 MAX_SUITE_BYTES = 256 * 2**20  # ten times the largest released suite (QQP, 26 MB of JSON)
 
 
-def load_suite(path: str | Path) -> Suite:
-    """A released CheckList suite from its data-only JSON(.gz) export."""
+def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
+    """A released CheckList suite from its data-only JSON(.gz) export. Checked before any model runs: a regular
+    file within the size limit, a non-empty list of tests, each with its fields, a non-empty list of cases of
+    text (each at most `max_chars` long, when given); anything else is a `DataError` naming the test and case."""
+    from .data import check_file
+
     path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: suite file not found")
     if path.suffix == ".pkl" or path.name.endswith(".tar.gz"):
         raise DataError(f"{path}: pickled CheckList suites don't load on Python 3.11 (and unpickling files is unsafe); "
                         "use the data-only export (*_suite.json.gz)")
+    check_file(path)
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as fh:
             raw = fh.read(MAX_SUITE_BYTES + 1)  # bounded: a small .gz can inflate to gigabytes
@@ -69,22 +72,58 @@ def load_suite(path: str | Path) -> Suite:
             raise DataError(f"{path}: the suite is larger than {MAX_SUITE_BYTES // 2**20} MB once decompressed; "
                             "the released ones are at most 26 MB")
         obj = json.loads(raw.decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{path}: not a CheckList JSON export ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("tests"), list):
         raise DataError(f"{path}: expected an object with a 'tests' list")
+    if not obj["tests"]:
+        raise DataError(f"{path}: the suite has no tests")
     tests = []
     for i, t in enumerate(obj["tests"]):
+        if not isinstance(t, dict):
+            raise DataError(f"{path}: test {i + 1} is not an object")
         missing = [k for k in ("name", "type", "capability", "data") if k not in t]
         if missing:
             raise DataError(f"{path}: test {i + 1} lacks {missing}")
+        name = t["name"]
+        if not isinstance(name, str) or not isinstance(t["capability"], str):
+            raise DataError(f"{path}: test {i + 1}: 'name' and 'capability' must be text")
         if t["type"] not in ("MFT", "INV", "DIR"):
-            raise DataError(f"{path}: test {t['name']!r} has unknown type {t['type']!r}")
-        tests.append(Test(t["name"], t["type"], t["capability"], t.get("description") or "", t["data"],
-                          t.get("labels"), t.get("run_idxs")))
-    first = tests[0].data[0] if tests and tests[0].data else ""
+            raise DataError(f"{path}: test {name[:80]!r} has unknown type {str(t['type'])[:20]!r}")
+        _check_cases(path, name, t["data"], max_chars)
+        labels, run_idxs = t.get("labels"), t.get("run_idxs")
+        if not (labels is None or isinstance(labels, int) and not isinstance(labels, bool)
+                or isinstance(labels, list) and len(labels) == len(t["data"])):
+            raise DataError(f"{path}: test {name[:80]!r}: 'labels' must be a class number or one per case")
+        if run_idxs is not None and not (isinstance(run_idxs, list)
+                                         and all(isinstance(k, int) and k >= 0 for k in run_idxs)):
+            raise DataError(f"{path}: test {name[:80]!r}: 'run_idxs' must be a list of case numbers")
+        tests.append(Test(name, t["type"], t["capability"], str(t.get("description") or ""), t["data"],
+                          labels, run_idxs))
+    first = tests[0].data[0]
     kind = "qqp" if (isinstance(first, list) or "qqp" in path.name.lower()) else "sentiment"
-    return Suite(obj.get("suite") or path.stem, kind, tests, str(path))
+    return Suite(str(obj.get("suite") or path.stem), kind, tests, str(path))
+
+
+def _check_cases(path: Path, name: str, data, max_chars: int | None) -> None:
+    """Every case is text, a question pair, or a list of those (INV/DIR), within the text cap."""
+    if not isinstance(data, list) or not data:
+        raise DataError(f"{path}: test {name[:80]!r}: 'data' must be a non-empty list of cases")
+
+    def texts(x, depth=0):
+        if isinstance(x, str):
+            yield x
+        elif isinstance(x, list) and depth < 2 and x:
+            for y in x:
+                yield from texts(y, depth + 1)
+        else:
+            raise DataError(f"{path}: test {name[:80]!r}: case {str(x)[:60]!r} is not text or a list of texts")
+
+    for k, case in enumerate(data):
+        for text in texts(case):
+            if max_chars is not None and len(text) > max_chars:
+                raise DataError(f"{path}: test {name[:80]!r}, case {k}: a text of {len(text):,} characters; the "
+                                f"limit here is {max_chars:,}")
 
 
 # ------------------------------------------------------------------ predictions in the suite's label space

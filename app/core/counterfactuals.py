@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
+from . import jobs
 from .alignment import edit_texts, split_words
 from .data import Example
 from .errors import InputError, LensError
@@ -349,6 +350,7 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
     flip its label, and the edits that flip one model only."""
     originals, edited, made, source = [], [], [], []
     for k, ex in enumerate(examples):
+        jobs.check(k, len(examples), "examples edited")  # WordNet look-ups cost more than the predictions
         if edits == "word_replacement":
             new, e = replace_words(ex, pairs or {})
             found = [(new, e)] if e else []

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import csv
 import io
+import itertools
 import json
+import os
+import stat
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -89,12 +92,42 @@ GLUE_LABELS: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def _read_text(path: Path) -> str:
-    if not path.exists():
-        raise DataError(f"{path}: file not found")
-    if path.is_dir():
+SYSTEM_ROOTS = ("/proc", "/sys", "/dev")  # regular-looking files there are endless or secret (/proc/self/environ)
+SUFFIXES = (".csv", ".tsv", ".txt", ".jsonl", ".json")
+
+
+def check_file(path: Path, max_bytes: int | None = None) -> os.stat_result:
+    """Refuse, before reading a byte, anything but a regular data file within `max_bytes` (default: this
+    server's `max_file_bytes`). `/dev/zero` as a dataset once read until the kernel killed the server at 22.6 GB."""
+    from .policy import limits
+
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except OSError as exc:
+        raise DataError(f"{path}: can't be read ({exc.strerror or type(exc).__name__})") from None
+    if stat.S_ISDIR(st.st_mode):
         raise DataError(f"{path}: is a folder, expected a file")
-    raw = path.read_bytes()
+    resolved = str(path.resolve())
+    if not stat.S_ISREG(st.st_mode) or any(resolved == r or resolved.startswith(r + "/") for r in SYSTEM_ROOTS):
+        raise DataError(f"{path}: not a regular file (a device, pipe, socket or system file); name a data file")
+    cap = limits()["max_file_bytes"] if max_bytes is None else max_bytes
+    if st.st_size > cap:
+        raise DataError(f"{path}: {st.st_size / 2**20:,.1f} MB; the limit here is {cap / 2**20:,.0f} MB "
+                        "(ALBERT_LENS_MAX_FILE_MB)")
+    return st
+
+
+def _read_text(path: Path, max_bytes: int | None = None) -> str:
+    from .policy import limits
+
+    check_file(path, max_bytes)
+    cap = limits()["max_file_bytes"] if max_bytes is None else max_bytes
+    with path.open("rb") as fh:
+        raw = fh.read(cap + 1)  # bounded even if the file grows after the check
+    if len(raw) > cap:
+        raise DataError(f"{path}: more than {cap / 2**20:,.0f} MB; the limit here is {cap / 2**20:,.0f} MB")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -131,8 +164,13 @@ def _label_name(value: str, labels: Sequence[str] | None, path: Path, line: int)
     return labels[idx]
 
 
-def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL) -> list[list[str]]:
-    return list(csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting))
+def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL):
+    """Rows as they are parsed: a reader that stops at its row limit never parses the rest."""
+    return csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting)
+
+
+def _enough(examples: list, limit: int | None) -> bool:
+    return limit is not None and len(examples) >= limit
 
 
 def _header_index(header: list[str], wanted: Sequence[str], path: Path) -> list[int]:
@@ -153,15 +191,16 @@ def _check_width(row: list[str], need: int, path: Path, line: int) -> None:
 # ------------------------------------------------------------------ GLUE and the shared corpora
 
 
-def read_glue(path: str | Path, task: str) -> Dataset:
-    """GLUE-format TSV of `task` (sst2, rte, mrpc, stsb, cola, wnli, qnli, qqp, mnli)."""
+def read_glue(path: str | Path, task: str, limit: int | None = None) -> Dataset:
+    """GLUE-format TSV of `task` (sst2, rte, mrpc, stsb, cola, wnli, qnli, qqp, mnli); the first `limit` rows."""
     path = Path(path)
     labels = GLUE_LABELS[task]
     text = _read_text(path)
     examples: list[Example] = []
     if task == "cola":
-        rows = _rows(text, "\t", csv.QUOTE_NONE)
-        for i, row in enumerate(rows, 1):
+        for i, row in enumerate(_rows(text, "\t", csv.QUOTE_NONE), 1):
+            if _enough(examples, limit):
+                break
             if not row:
                 continue
             _check_width(row, 4, path, i)
@@ -169,9 +208,9 @@ def read_glue(path: str | Path, task: str) -> Dataset:
         return Dataset(path.stem, examples, task, str(path))
     quoting = csv.QUOTE_NONE if task in {"mrpc", "stsb", "sst2", "rte", "wnli", "qnli", "qqp", "mnli"} else csv.QUOTE_MINIMAL
     rows = _rows(text, "\t", quoting)
-    if not rows:
+    header = next(rows, None)
+    if header is None:
         raise DataError(f"{path}: empty file")
-    header, body = rows[0], rows[1:]
     columns = {
         "sst2": ("sentence", "label"),
         "rte": ("sentence1", "sentence2", "label"),
@@ -184,7 +223,9 @@ def read_glue(path: str | Path, task: str) -> Dataset:
     }[task]
     idx = _header_index(header, columns, path)
     need = max(idx) + 1
-    for i, row in enumerate(body, 2):
+    for i, row in enumerate(rows, 2):
+        if _enough(examples, limit):
+            break
         if not row or (len(row) == 1 and not row[0].strip()):
             continue
         if len(row) < need and task == "stsb" and len(row) == need - 1:
@@ -195,12 +236,14 @@ def read_glue(path: str | Path, task: str) -> Dataset:
     return Dataset(path.parent.name + "/" + path.stem, examples, task, str(path))
 
 
-def read_ag_news(path: str | Path) -> Dataset:
+def read_ag_news(path: str | Path, limit: int | None = None) -> Dataset:
     """The original AG News csv: class (1-4), title, description; text = title + ' ' + description."""
     path = Path(path)
     labels = GLUE_LABELS["ag_news"]
-    examples = []
+    examples: list[Example] = []
     for i, row in enumerate(_rows(_read_text(path), ","), 1):
+        if _enough(examples, limit):
+            break
         if not row:
             continue
         _check_width(row, 3, path, i)
@@ -215,14 +258,16 @@ def read_ag_news(path: str | Path) -> Dataset:
     return Dataset("ag_news/" + path.stem, examples, "ag_news", str(path))
 
 
-def read_imdb(path: str | Path) -> Dataset:
+def read_imdb(path: str | Path, limit: int | None = None) -> Dataset:
     """The IMDB sample TSV (file, rating, label, text); `<br />` becomes a space."""
     path = Path(path)
     rows = _rows(_read_text(path), "\t")
-    idx = _header_index(rows[0], ("text", "label"), path)
+    idx = _header_index(next(rows, []), ("text", "label"), path)
     labels = GLUE_LABELS["imdb"]
-    examples = []
-    for i, row in enumerate(rows[1:], 2):
+    examples: list[Example] = []
+    for i, row in enumerate(rows, 2):
+        if _enough(examples, limit):
+            break
         if not row:
             continue
         _check_width(row, max(idx) + 1, path, i)
@@ -230,7 +275,7 @@ def read_imdb(path: str | Path) -> Dataset:
     return Dataset("imdb/" + path.stem, examples, "imdb", str(path))
 
 
-def read_snli(folder: str | Path, split: str = "dev") -> Dataset:
+def read_snli(folder: str | Path, split: str = "dev", limit: int | None = None) -> Dataset:
     """SNLI as three line-aligned files s1.<split>, s2.<split>, labels.<split>."""
     folder = Path(folder)
     parts = [
@@ -244,7 +289,7 @@ def read_snli(folder: str | Path, split: str = "dev") -> Dataset:
     labels = GLUE_LABELS["snli"]
     examples = [
         Example((a.strip(), b.strip()), _label_name(c, labels, folder / f"labels.{split}", i))
-        for i, (a, b, c) in enumerate(zip(*parts), 1)
+        for i, (a, b, c) in enumerate(itertools.islice(zip(*parts), limit), 1)
     ]
     return Dataset("snli/" + split, examples, "snli", str(folder))
 
@@ -270,14 +315,20 @@ def _pick_columns(header: Sequence[str], n_fields: int | None, path: Path) -> tu
     )
 
 
-def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: int | None = None) -> Dataset:
-    """A local CSV/TSV with a header, or JSONL. `labels=None` means a regression score; `()` accepts any name."""
+def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: int | None = None,
+               limit: int | None = None) -> Dataset:
+    """A local CSV/TSV with a header, or JSONL; the first `limit` rows. `labels=None` means a regression score;
+    `()` accepts any name."""
     path = Path(path)
     suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:  # before reading: a device or a binary named anything else is never opened
+        raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .tsv or .jsonl")
     records: list[tuple[int, dict]] = []
     text = _read_text(path)
     if suffix in {".jsonl", ".json"}:
-        for i, line in enumerate(text.splitlines(), 1):
+        for i, line in enumerate(io.StringIO(text), 1):
+            if _enough(records, limit):
+                break
             if not line.strip():
                 continue
             try:
@@ -287,19 +338,20 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
             if not isinstance(obj, dict):
                 raise DataError(f"{path}, line {i}: expected a JSON object per line")
             records.append((i, {str(k).lower(): v for k, v in obj.items()}))
-    elif suffix in {".csv", ".tsv", ".txt"}:
+    else:
         rows = _rows(text, "\t" if suffix != ".csv" else ",")
-        if not rows:
+        first = next(rows, None)
+        if first is None:
             raise DataError(f"{path}: empty file")
-        header = [h.strip().lower() for h in rows[0]]
-        for i, row in enumerate(rows[1:], 2):
+        header = [h.strip().lower() for h in first]
+        for i, row in enumerate(rows, 2):
+            if _enough(records, limit):
+                break
             if not row:
                 continue
             if len(row) != len(header):
                 raise DataError(f"{path}, line {i}: expected {len(header)} columns, found {len(row)}")
             records.append((i, dict(zip(header, row))))
-    else:
-        raise DataError(f"{path}: unsupported file type {suffix!r}; use .csv, .tsv or .jsonl")
     if not records:
         raise DataError(f"{path}: no rows")
     cols = _pick_columns(list(records[0][1].keys()), n_fields, path)
@@ -325,27 +377,29 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
     return Dataset(path.stem, examples, None, str(path))
 
 
-def load_dataset(spec: str | Path, task: str | None = None, split: str | None = None) -> Dataset:
-    """Read a dataset from a path (format guessed from its name and place) or a `datasets` hub id.
+def load_dataset(spec: str | Path, task: str | None = None, split: str | None = None,
+                 limit: int | None = None) -> Dataset:
+    """Read a dataset from a path (format guessed from its name and place) or a `datasets` hub id; the first
+    `limit` examples, parsing no further.
 
     Known layouts: GLUE task folders (`glue/<task>/*.tsv`), AG News csv, the IMDB sample, SNLI line files.
     Anything else: a CSV/TSV/JSONL with a `text`/`sentence` (or pair) column and an optional `label`.
     """
     path = Path(spec)
     if path.is_dir() and (path / "s1.dev").is_file():
-        return read_snli(path, split or "dev")
+        return read_snli(path, split or "dev", limit)
     if path.is_dir():
         raise DataError(f"{path}: is a folder; name a file inside it")
-    if path.exists():
+    if path.exists() or path.is_symlink():
         parent = path.parent.name.lower().replace("-", "")
         if parent in GLUE_LABELS and path.suffix == ".tsv" and parent not in {"imdb", "ag_news"}:
-            return read_glue(path, parent)
+            return read_glue(path, parent, limit)
         if parent == "ag_news" and path.suffix == ".csv":
-            return read_ag_news(path)
+            return read_ag_news(path, limit)
         if parent == "imdb" and path.suffix == ".tsv":
-            return read_imdb(path)
+            return read_imdb(path, limit)
         labels = GLUE_LABELS.get(task) if task else ()
-        return read_table(path, labels=labels)
+        return read_table(path, labels=labels, limit=limit)
     if "/" in str(spec) and not str(spec).startswith((".", "/")) or str(spec) in {"glue", "imdb", "ag_news", "snli"}:
         return _load_hub_dataset(str(spec), task, split)
     raise DataError(f"{spec}: no such file, and not a `datasets` hub id")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from . import cls_path
+from . import cls_path, jobs
 from .data import Example
 from .errors import InputError
 from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, length_batches, pad, tokenize
@@ -42,6 +42,7 @@ def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pool
     base = clf.model.base_model
     done = 0
     for idx in length_batches(enc, batch_size):
+        jobs.check(done, len(examples), "embeddings")
         batch = pad(clf, enc, idx)
         hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
         if hidden is None:

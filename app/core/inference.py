@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from . import cls_path
+from . import cls_path, jobs
 from .data import Example, blank_reason
 from .errors import InputError
 from .loading import Classifier, ModelHead
@@ -113,6 +113,7 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     logits = np.zeros((len(examples), n_out), dtype=np.float32)
     done = 0
     for idx in length_batches(enc, batch_size):
+        jobs.check(done, len(examples), "predictions")  # a request past its budget, or left, stops here
         batch = pad(clf, enc, idx)
         out = cls_path.inputs_logits(clf, batch)  # the last layer for [CLS] only: same logits, less time
         if out is None:

@@ -42,7 +42,7 @@ class Pair:
     def resolve(cls, pair: str | None = None, models: Sequence[str] | None = None, task: str | None = None) -> "Pair":
         """`--models A B` wins, then `--pair NAME`, then the default pair. Hosted mode allows only the presets
         in ALBERT_LENS_ALLOWED_PAIRS (default: offline and sst2) and no arbitrary model ids."""
-        from .api import limits
+        from .policy import limits
 
         cap = limits()
         if cap["hosted"]:

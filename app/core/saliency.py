@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 import torch
 
+from . import jobs
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
@@ -431,10 +432,18 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
         raise InputError("dataset: no examples to explain")
     rng = np.random.default_rng(seed)
     rows = []
+    stopped = None
     for i, ex in enumerate(examples):
-        out = explain(models, ex, method_name, **kw)
-        rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
-                for clf, sal in zip(models, out["maps"])]
+        try:  # a job stopped between examples keeps what it explained: the answer says where it was cut
+            jobs.check(i, len(examples), "examples explained")
+            out = explain(models, ex, method_name, **kw)
+            rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
+                    for clf, sal in zip(models, out["maps"])]
+        except jobs.Stopped as exc:
+            if not rows:
+                raise
+            stopped = jobs.cut(exc, len(rows), len(examples), "examples explained")
+            break
         rows.append({"index": i, "texts": list(ex.texts), "label": out["agreement_label"],
                      "comprehensiveness": [f["comprehensiveness"] for f in out["faithfulness"]],
                      "sufficiency": [f["sufficiency"] for f in out["faithfulness"]],
@@ -446,7 +455,8 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
     per_model = {key: [mean_interval([r[key][k] for r in rows], seed=seed) for k in range(len(models))]
                  for key in ("comprehensiveness", "sufficiency", "random_comprehensiveness")}
     res = {"method": method_name, "n": len(rows), "models": names, **per_model,
-           "agreement": mean_interval([r["agreement"] for r in rows], seed=seed), "examples": rows}
+           "agreement": mean_interval([r["agreement"] for r in rows], seed=seed), "examples": rows,
+           "stopped": stopped}
     if len(models) == 2:
         res["comprehensiveness_comparison"] = compare_means(*([r["comprehensiveness"][k] for r in rows]
                                                               for k in range(2)), metric="comprehensiveness")
