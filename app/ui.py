@@ -177,10 +177,11 @@ def build(pair: Pair) -> gr.Blocks:
     is_pair = pair.task.is_pair
     labels = list(pair.task.labels or [])
     shipped = list(api.shipped_datasets())
-    dev = api.released_dev_set(pair)
+    released = list(api.released_datasets(pair))
+    dev = released[0] if released else None
     # every dataset field offers the task's released dev split beside the shipped examples (the study's UMAPs,
-    # flip rates and attacks ran on it); a typed path still works locally
-    datasets = [(n, n) for n in shipped] + ([(f"{Path(dev).parent.name} dev (released GLUE)", dev)] if dev else [])
+    # flip rates and attacks ran on it), by name; a typed path still works locally
+    datasets = [(n, n) for n in shipped + released]
     api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
     hosted = api.limits()["hosted"]  # then the dataset fields offer the listed datasets only
     examples = _examples(pair)
@@ -467,9 +468,7 @@ def _extra_tabs(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
 
 
 def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
-    from app.core.report import default_suites
-
-    suites = default_suites(pair)
+    suites = list(api.released_suites(pair))
     with gr.Tab("Behavioural"):
         if not suites:
             gr.Markdown(f"No released CheckList suite fits the *{html.escape(pair.task.name)}* task: they test "
@@ -477,8 +476,8 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
                         "upload, a suite export written for this task's labels.")
         with gr.Row():
             # hosted, visitors upload suites; typed server paths are refused anyway
-            suite = gr.Textbox(value=next(iter(suites), ""), label="CheckList suite (path to *_suite.json.gz)",
-                               interactive=not hosted)
+            suite = gr.Dropdown(suites, value=next(iter(suites), None), allow_custom_value=not hosted,
+                                label="CheckList suite" + ("" if hosted else " (or a path to *_suite.json.gz)"))
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = gr.Number(value=20, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")

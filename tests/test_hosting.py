@@ -215,11 +215,15 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
         monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
     demo = build(tiny_pair)
     dropdowns = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
-    suite = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and "CheckList suite" in (b.label or "")]
+    suite = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "CheckList suite" in (b.label or "")]
     assert len(dropdowns) == 5 and len(suite) == 1
-    assert {b.allow_custom_value for b in dropdowns} == {not is_hosted}
-    assert suite[0].interactive is (not is_hosted)
-    assert any("path" in b.label for b in dropdowns) is (not is_hosted)
+    assert {b.allow_custom_value for b in dropdowns + suite} == {not is_hosted}
+    assert any("path" in b.label for b in dropdowns + suite) is (not is_hosted)
+    # released data and suites are offered by name, label and value alike: no server path reaches the page
+    offered = [c for b in dropdowns + suite for c in b.choices]
+    assert ("sst2 dev (released GLUE)", "sst2 dev (released GLUE)") in offered
+    assert ("sentiment (released CheckList)", "sentiment (released CheckList)") in offered
+    assert all(label == value and "/" not in value for label, value in offered)
     # a dropdown that can't be typed in can't be emptied either: the attack's offers going back to the text
     attack = [b for b in dropdowns if b.label.startswith("or a dataset")]
     assert len(attack) == 1 and attack[0].value == "" and ("none: attack the text above", "") in attack[0].choices

@@ -188,6 +188,20 @@ def released_dev_set(pair: Pair) -> str | None:
     return str(path) if path.is_file() else None
 
 
+def released_datasets(pair: Pair) -> dict[str, str]:
+    """Released data a front end offers by name (label and value alike, so a dropdown never sends a label for a
+    value, and no server path reaches the page)."""
+    dev = released_dev_set(pair)
+    return {f"{pair.task.name} dev (released GLUE)": dev} if dev else {}
+
+
+def released_suites(pair: Pair) -> dict[str, str]:
+    """The released CheckList suites the pair's models answer, by name."""
+    from .report import default_suites
+
+    return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
+
+
 def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None, *, visitor: bool = True) -> Dataset:
     """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online; its first
     `limit` examples (validated: a whole number from 1 to this server's `max_examples`; empty: the cap), read no
@@ -200,6 +214,7 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
     if not isinstance(spec, str):
         raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
     shipped = shipped_datasets()
+    spec = released_datasets(pair).get(spec, spec)
     if spec not in shipped and visitor:
         spec = readable(spec, "dataset")
     if spec in shipped:
@@ -343,6 +358,7 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
     sample = count("sample", sample, cap=cap["max_checklist_sample"], default=20 if cap["hosted"] else None)
     if not suite or not isinstance(suite, str):
         raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
+    suite = released_suites(pair).get(suite, suite)
     s = cl.load_suite(readable(suite, "suite"), max_chars=cap["max_chars"])
     remote = ray_or_none(engine)
     probabilities = None

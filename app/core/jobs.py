@@ -42,6 +42,7 @@ class Job:
     checks: int = 0  # how often the work asked whether to go on: a stopped job asked once more, not a batch more
     stopped: str | None = None
     progress: tuple[int, int] | None = None  # the last (done, total) a check carried
+    reached: dict[str, tuple[int, int]] = field(default_factory=dict)  # per kind of work ("examples explained")
     parent: "Job | None" = None  # a nested budget (one attack inside a request) stops with its request too
 
     def __post_init__(self) -> None:
@@ -69,7 +70,7 @@ class Job:
             self.parent.check(done, total, what)
         self.checks += 1
         if done is not None and total is not None:
-            self.progress = (done, total)
+            self.progress = self.reached[what] = (done, total)
         why = self.reason()
         if why is not None:
             self.stopped = why

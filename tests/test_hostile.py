@@ -1,0 +1,263 @@
+"""The app as a hostile visitor meets it, through gradio_client and raw HTTP, in normal and hosted mode: bad
+numbers, paths, files and suites get a clear message or a capped answer, never an internal error or a traceback;
+hosted caps hold for -1, 0 and 10^9; a client that disconnects stops its job at the next batch."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import time
+
+import pytest
+
+from app.core import jobs, policy
+
+pytestmark = pytest.mark.slow
+
+INTERNAL = ("Traceback", "internal error", "something went wrong", 'File "', "/work/", "site-packages")
+COUNTS = [-1, 0, -10**9, 2.5, "nan", "inf", "-inf", "1e999", "abc", "", 10**9, 1e300, True]
+
+
+def _serve(pair, hosted: bool):
+    from gradio_client import Client
+
+    from app.ui import build
+
+    with pytest.MonkeyPatch.context() as mp:
+        if hosted:
+            mp.setenv("ALBERT_LENS_HOSTED", "1")
+        mp.setattr(policy, "_READABLE", [])
+        demo = build(pair)
+        _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+        try:
+            yield demo, url, Client(url, verbose=False)
+        finally:
+            demo.close()
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["local", "hosted"])
+def served(request, tiny_pair):
+    yield from _serve(tiny_pair, request.param)
+
+
+def _files(root) -> dict[str, str]:
+    """Bad uploads and server paths: a device, a FIFO, links out, huge and malformed files, bad suites."""
+    root.mkdir(exist_ok=True)
+    out = {}
+    out["fifo"] = str(root / "fifo.csv")
+    if not os.path.exists(out["fifo"]):
+        os.mkfifo(out["fifo"])
+    for name, target in (("zero_link.csv", "/dev/zero"), ("environ_link.csv", "/proc/self/environ"),
+                         ("passwd_link.csv", "/etc/passwd")):
+        if not (root / name).is_symlink():
+            (root / name).symlink_to(target)
+        out[name] = str(root / name)
+    (root / "huge_row.csv").write_text("text,label\nfine,1\n" + "x" * 1_000_000 + ",0\n")
+    (root / "binary.csv").write_bytes(b"text,label\n\x00\xff\xfe" * 100)
+    (root / "ragged.csv").write_text("text,label\na,1,extra\n")
+    (root / "empty.csv").write_text("")
+    (root / "no_text.csv").write_text("foo,bar\n1,2\n")
+    (root / "not_json.jsonl").write_text("{not json\n")
+    (root / "latin1.tsv").write_bytes("sentence\tlabel\ncaf\xe9\t1\n".encode("latin-1"))
+    (root / "empty_suite.json").write_text('{"tests": []}')
+    (root / "null_suite.json").write_text('{"tests": [{"name": "t", "type": "MFT", "capability": "c", "data": null}]}')
+    (root / "typed_suite.json").write_text('{"tests": [{"name": 5, "type": "MFT", "capability": "c", "data": [1]}]}')
+    (root / "bomb_suite.json.gz").write_bytes(gzip.compress(b'{"tests": [' + b" " * (300 * 2**20) + b"]}"))
+    (root / "deep_suite.json").write_text('{"tests": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    for f in ("huge_row.csv", "binary.csv", "ragged.csv", "empty.csv", "no_text.csv", "not_json.jsonl",
+              "latin1.tsv", "empty_suite.json", "null_suite.json", "typed_suite.json", "bomb_suite.json.gz",
+              "deep_suite.json"):
+        out[f] = str(root / f)
+    return out
+
+
+PATHS = ["/dev/zero", "/dev/urandom", "/proc/self/environ", "/etc/passwd", "../../../../etc/shadow", "x" * 5000,
+         "a" * 300 + ".csv", "glue:sst2", "no/such/file.csv", "\x00.csv", ""]
+
+
+def _outcome(client, args, api: str):
+    from gradio_client import handle_file  # noqa: F401 - callers pass handles
+
+    try:
+        return "ok", client.predict(*args, api_name=api)
+    except Exception as exc:  # noqa: BLE001 - every failure is judged by its message
+        return "error", f"{type(exc).__name__}: {exc}"
+
+
+def _calls(files: dict[str, str]):
+    """(endpoint, arguments, cap key of the answer's n or None): over 150 bad requests per mode."""
+    from gradio_client import handle_file
+
+    sent = "a gorgeous , witty , seductive movie ."
+    for bad in COUNTS:
+        yield "/benchmark", ("sentiment_plain", None, bad), "max_examples"
+        yield "/project", ("sentiment_plain", None, "pca", "cls", -1, "gold", bad), "max_examples"
+        yield "/project", ("sentiment_plain", None, "pca", "cls", bad, "gold", 10), None
+        yield "/saliency_dataset", ("sentiment_plain", "gradient_x_input", "1e-03", bad, "prob"), "max_saliency_examples"
+        yield "/saliency_dataset", ("sentiment_plain", "integrated_gradients", bad, 3, "prob"), None
+        yield "/saliency", (sent, "", "integrated_gradients", "predicted", bad, "prob"), None
+        yield "/counterfactual", ("", "", "dataset_flip_rate", "film -> movie, movie -> film", "sentiment_plain",
+                                  bad), None
+        yield "/checklist", ("", handle_file(files["suite"]), bad), None
+        yield "/attack", (sent, "", "deepwordbug", "positive", "", 1, bad, 5), None
+        yield "/attack", (sent, "", "deepwordbug", "positive", "", 1, 20, bad), None
+        yield "/attack", ("", "", "deepwordbug", None, "sentiment_plain", bad, 20, 5), "max_attack_examples"
+    for path in PATHS + [files[k] for k in ("fifo", "zero_link.csv", "environ_link.csv", "passwd_link.csv",
+                                            "huge_row.csv", "binary.csv", "ragged.csv", "no_text.csv")]:
+        yield "/benchmark", (path, None, 10), "max_examples"
+        yield "/project", (path, None, "pca", "cls", -1, "gold", 10), "max_examples"
+        yield "/saliency_dataset", (path, "gradient_x_input", "1e-03", 3, "prob"), "max_saliency_examples"
+        yield "/attack", ("", "", "deepwordbug", None, path, 2, 20, 5), "max_attack_examples"
+        yield "/checklist", (path, None, 5), None
+    for key in ("huge_row.csv", "binary.csv", "ragged.csv", "empty.csv", "no_text.csv", "not_json.jsonl",
+                "latin1.tsv"):
+        yield "/benchmark", ("sentiment_plain", handle_file(files[key]), 10), "max_examples"
+        yield "/project", ("sentiment_plain", handle_file(files[key]), "pca", "cls", -1, "gold", 10), "max_examples"
+    for key in ("empty_suite.json", "null_suite.json", "typed_suite.json", "bomb_suite.json.gz", "deep_suite.json",
+                "binary.csv"):
+        yield "/checklist", ("", handle_file(files[key]), 5), None
+    for bad in ("nosuch", "", 5, None):
+        yield "/saliency", (sent, "", bad, "predicted", "1e-03", "prob"), None
+        yield "/saliency", (sent, "", "gradient_norm", bad, "1e-03", bad), None
+        yield "/project", ("sentiment_plain", None, bad, bad, -1, "gold", 10), None
+        yield "/counterfactual", (sent, "", bad, bad, "", 5), None
+        yield "/attack", (sent, "", bad, bad, "", 1, 20, 5), None
+    for text in ("x" * 1_000_000, "\x00" * 50, "\u200b" * 10, None, "<script>alert(1)</script>" * 500):
+        yield "/predict", (text, ""), None
+        yield "/facts", (text,), None
+
+
+def test_a_hostile_visitor_gets_messages_and_capped_answers(served, tmp_path_factory):
+    demo, url, client = served
+    hosted = policy.limits()["hosted"]
+    files = _files(tmp_path_factory.mktemp("hostile"))
+    suite = tmp_path_factory.mktemp("suite") / "one_suite.json"
+    suite.write_text(json.dumps({"tests": [{"name": "t", "type": "MFT", "capability": "Vocabulary",
+                                            "data": ["a fine film", "an awful film"], "labels": 2}]}))
+    files["suite"] = str(suite)
+    with pytest.MonkeyPatch.context() as mp:
+        if hosted:
+            mp.setenv("ALBERT_LENS_HOSTED", "1")
+        cap = policy.limits()
+        calls = list(_calls(files))
+        outcomes = [(api, args, key, *_outcome(client, args, api)) for api, args, key in calls]
+    assert len(calls) >= 150
+    bad = [(api, str(args)[:120], msg[:300]) for api, args, _, kind, msg in outcomes
+           if kind == "error" and (any(w in msg for w in INTERNAL) or not msg.strip())]
+    assert not bad, bad
+    over = [(api, str(args)[:80], res[0]["n"]) for api, args, key, kind, res in outcomes
+            if kind == "ok" and key and isinstance(res[0], dict) and res[0].get("n", 0) > cap[key]]
+    assert not over, over
+    attacked = [len(res[0]["examples"]) for api, args, key, kind, res in outcomes
+                if kind == "ok" and api == "/attack"]
+    assert all(n <= cap["max_attack_examples"] for n in attacked)
+    errors = sum(kind == "error" for *_, kind, _ in outcomes)
+    assert errors >= len(calls) // 2  # most of these must be refused, not quietly served
+    res = client.predict("a fine film", "", api_name="/predict")[0]  # still serving
+    assert len(res["models"]) == 2
+
+
+def test_hosted_caps_hold_for_negative_zero_and_huge_limits(tiny_pair, tmp_path):
+    """-1 ran all rows but one; 0 ran everything: each is now refused with the range, and 10^9 is capped,
+    on a 2,000-row upload (Benchmark, Projection) and the released SST-2 dev (the other dataset endpoints)."""
+    from gradio_client import handle_file
+    from gradio_client.exceptions import AppError
+
+    rows = tmp_path / "rows.csv"
+    rows.write_text("text,label\n" + "".join(f"review number {i} was {'fine' if i % 2 else 'awful'},{i % 2}\n"
+                                             for i in range(2000)))
+    for demo, url, client in _serve(tiny_pair, hosted=True):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("ALBERT_LENS_HOSTED", "1")
+            cap = policy.limits()
+            released = "sst2 dev (released GLUE)"  # offered by name
+            endpoints = {
+                "/benchmark": (lambda n: ("sentiment_plain", handle_file(str(rows)), n), "max_examples"),
+                "/project": (lambda n: ("sentiment_plain", handle_file(str(rows)), "pca", "cls", -1, "gold", n),
+                             "max_examples"),
+                "/saliency_dataset": (lambda n: (released, "gradient_x_input", "1e-03", n, "prob"),
+                                      "max_saliency_examples"),
+                "/counterfactual": (lambda n: ("", "", "dataset_flip_rate", "film -> movie, movie -> film",
+                                               released, n), "max_examples"),
+                "/attack": (lambda n: ("", "", "deepwordbug", None, released, n, 5, 1), "max_attack_examples"),
+            }
+            for endpoint, (args, key) in endpoints.items():
+                for n in (-1, 0):
+                    with pytest.raises(AppError, match=f"(limit|n): {n} is too small; give a whole number from 1"):
+                        client.predict(*args(n), api_name=endpoint)
+                res = client.predict(*args(10**9), api_name=endpoint)[0]
+                got = len(res["examples"]) if endpoint == "/attack" else \
+                    res["examples_changed"] if endpoint == "/counterfactual" else res["n"]
+                assert 0 < got <= cap[key], (endpoint, got)
+                if endpoint in ("/benchmark", "/project", "/saliency_dataset", "/attack"):
+                    assert got == cap[key], (endpoint, got)  # capped, not refused: the first rows, up to the cap
+
+
+def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monkeypatch):
+    """Through raw HTTP: join the queue, read the job's progress, close the connection. Gradio marks the event
+    dead; the core's next check stops the job, so its progress advances by at most one more example."""
+    import httpx
+
+    from app.core import saliency
+
+    real = saliency.explain
+
+    def slow(*a, **k):  # a long job on the tiny models: each example takes a quarter second
+        time.sleep(0.25)
+        return real(*a, **k)
+
+    monkeypatch.setattr(saliency, "explain", slow)
+    for demo, url, client in _serve(tiny_pair, hosted=False):
+        fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "saliency_dataset")
+        session = "disconnect-test"
+        before = len(jobs.finished)
+        with httpx.Client(base_url=url, timeout=30) as http:
+            join = http.post("gradio_api/queue/join", json={
+                "data": ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob"], "event_data": None,
+                "fn_index": fn_index, "trigger_id": None, "session_hash": session})
+            assert join.status_code == 200, join.text
+            seen = 0
+            with http.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as stream:
+                for line in stream.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    msg = json.loads(line[5:])
+                    if msg.get("msg") == "progress":
+                        unit = msg["progress_data"][0]
+                        seen = max(seen, round((unit.get("progress") or 0) * 30))
+                        if seen >= 3:
+                            break  # leave: the stream closes with this block
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(j.name == "do_saliency_dataset" for j in
+                                                 list(jobs.finished)[before:]):
+            time.sleep(0.1)
+        job = next(j for j in list(jobs.finished)[before:] if j.name == "do_saliency_dataset")
+        assert job.stopped == "the client disconnected"
+        done, total = job.reached["examples explained"]
+        assert total == 30 and seen <= done <= seen + 2, (seen, job.progress)  # one example in flight, one check
+
+
+def test_the_stop_button_stops_this_sessions_job(tiny_pair, monkeypatch):
+    from gradio_client import Client
+
+    from app.core import saliency
+    from app.ui import _RUNNING, stop_session
+
+    real = saliency.explain
+    monkeypatch.setattr(saliency, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
+    for demo, url, client in _serve(tiny_pair, hosted=False):
+        job = client.submit("sentiment_plain", "gradient_x_input", "1e-03", 30, "prob", api_name="/saliency_dataset")
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(j.name == "do_saliency_dataset" for js in list(_RUNNING.values())
+                                                 for j in js):
+            time.sleep(0.05)
+        time.sleep(0.6)
+
+        class Request:
+            session_hash = client.session_hash
+
+        assert stop_session(Request()) == "stopping after the current batch ..."
+        res = job.result(timeout=60)[0]
+        assert res["stopped"]["reason"] == "cancelled (the Stop button)"
+        assert 0 < res["n"] == res["stopped"]["done"] < 30
+        assert not _RUNNING.get(client.session_hash)
