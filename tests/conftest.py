@@ -12,6 +12,13 @@ SHARED = ROOT.parent / "shared" / "data"
 
 # Hermetic caches, and the shared NLTK data, before anything imports the core.
 os.environ.setdefault("ALBERT_LENS_CACHE", tempfile.mkdtemp(prefix="albert-lens-test-"))
+# The hub pinned off, whatever machine runs the suite: an online laptop or CI runner must neither download
+# base-size models nor find them in its own Hugging Face cache (the default pair would change). Tests of online
+# behaviour simulate it explicitly (tests/test_runtime.py).
+os.environ.pop("ALBERT_LENS_ASSUME_ONLINE", None)
+for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ[_flag] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="albert-lens-test-hf-")
 if (SHARED / "nltk_data").is_dir():
     os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
 

@@ -77,7 +77,12 @@ def test_released_suites_load_and_every_test_has_an_expectation():
         suite = cl.load_suite(shared("checklist", name))
         assert suite.kind == kind and len(suite.tests) == n
         for t in suite.tests:
-            cl.expectation(t, kind)
+            fn, how = cl.expectation(t, kind)
+            assert isinstance(how, str) and how, t.name
+            if t.type == "MFT" and isinstance(t.labels, list):  # judged against each case's own label
+                assert fn is None and how == "per-example labels (from the suite)"
+            else:
+                assert callable(fn), t.name
 
 
 def test_bad_suite_files(tmp_path):

@@ -15,17 +15,18 @@ def test_concurrent_predictions_and_saliency(tiny_pair):
     clf = tiny_pair.models[1]
     exs = [Example((s * (1 + i % 3),)) for i, s in enumerate(SENTENCES * 4)]
     expected = [predict(clf, [e]).probs[0] for e in exs]
+    expected_maps = [GradientXInput(clf).attribute(e).scores for e in exs]
 
     def work(i):
         e = exs[i]
-        p = predict(clf, [e], batch_size=1 + i % 4).probs[0]
-        GradientXInput(clf).attribute(e)
-        return p
+        return predict(clf, [e], batch_size=1 + i % 4).probs[0], GradientXInput(clf).attribute(e).scores
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         got = list(pool.map(work, range(len(exs))))
-    for a, b in zip(got, expected):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    for (probs, scores), want, want_map in zip(got, expected, expected_maps):
+        np.testing.assert_allclose(probs, want, atol=1e-5)
+        assert len(scores) == len(want_map) and any(abs(s) > 0 for s in want_map)
+        np.testing.assert_allclose(scores, want_map, atol=1e-5)  # no thread saw another's tokens or gradients
 
 
 def test_tokenizer_copies_are_per_live_thread_and_outlive_their_threads(tiny_dirs):

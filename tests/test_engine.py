@@ -157,9 +157,8 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
             assert [e["top_words"] for e in a["examples"]] == [e["top_words"] for e in b["examples"]]
         elif kind == "attack":
             pick = lambda s: {m: (v["successes"], v["attacked"], v["avg_queries"]) for m, v in s["summary"].items()}
-            assert ("unavailable" in a) == ("unavailable" in b)
-            if "summary" in a:
-                assert pick(a) == pick(b)
+            assert "summary" in a and "summary" in b, (a, b)  # deepwordbug runs offline: nothing to skip
+            assert pick(a) == pick(b)
 
 
 def test_cli_benchmark_on_ray(tiny_dirs, ray_local, capsys):

@@ -22,9 +22,11 @@ def test_attack_raising_midway_is_reported_and_the_app_keeps_serving(client, mon
         return real(self, inputs, **kw)
 
     monkeypatch.setattr(attacks.LensModelWrapper, "__call__", flaky)
-    with pytest.raises(AppError, match="internal error in do_attack: RuntimeError: GPU fell off the bus"):
+    # the visitor learns what failed, not the exception's text (which can name server paths): that is logged
+    with pytest.raises(AppError, match=r"something went wrong in attack \(RuntimeError\); the server logged it") as err:
         client.predict("a gorgeous , witty , seductive movie .", "", "deepwordbug", "positive", None, 1, 100, 10,
                        api_name="/attack")
+    assert "GPU fell off the bus" not in str(err.value)
     res, *_ = client.predict("still here?", "", api_name="/predict")
     assert len(res["models"]) == 2
 

@@ -227,3 +227,28 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
     # a dropdown that can't be typed in can't be emptied either: the attack's offers going back to the text
     attack = [b for b in dropdowns if b.label.startswith("or a dataset")]
     assert len(attack) == 1 and attack[0].value == "" and ("none: attack the text above", "") in attack[0].choices
+
+
+@pytest.mark.parametrize("is_hosted", [False, True])
+def test_lit_answers_a_failed_request_in_one_line_and_hosted_has_no_loaders(monkeypatch, tiny_pair, is_hosted, caplog):
+    """LIT's own error page sent a visitor the full Python traceback, naming server paths; now one line, the
+    traceback in the log. Hosted, /create_dataset and /create_model have no loaders to pass keywords to."""
+    from werkzeug.test import Client
+
+    from lit_models.server import make_server
+
+    if is_hosted:
+        monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    client = Client(make_server(tiny_pair, None, port=None, server_type="external").serve())
+    info = client.post("/get_info", json={}).get_json()
+    assert bool(info["initSpecs"]["datasets"]) is (not is_hosted)
+    for path, body in (("/create_dataset?dataset_name=sentiment_plain", {"config": {"new_name": "x", "bad": 1}}),
+                       ("/create_dataset?dataset_name=nosuch", {"config": {"new_name": "y"}}),
+                       ("/create_model?model_name=LensModel", {"config": {"new_name": "m", "model": "/etc"}}),
+                       ("/get_preds?model=nosuch&dataset_name=sentiment_plain&requested_types=MulticlassPreds",
+                        {"inputs": []})):
+        res = client.post(path, json=body)
+        text = res.get_data(as_text=True)
+        assert res.status_code == 500, (path, text)
+        assert "Traceback" not in text and 'File "' not in text and "\n" not in text.strip(), (path, text)
+        assert len(text) < 300 and ("failed (" in text or "model directory /etc" in text), (path, text)

@@ -1,4 +1,6 @@
 """Linear layers through oneDNN: the stock layer's numbers (to float32 rounding), chosen only when faster."""
+import contextlib
+
 import pytest
 import torch
 
@@ -15,12 +17,13 @@ def _layer(inner=384, outer=400, bias=True, seed=0) -> torch.nn.Linear:
     return layer
 
 
-def test_the_pinned_torch_has_the_onednn_op_and_this_cpu_uses_it():
-    # this machine (AMD, Zen 5): MKL's sgemm takes its AVX2 path, oneDNN its AVX-512 one (benchmarks/README.md)
+def test_calibration_times_both_products_and_checks_they_agree():
+    """Which one wins depends on the CPU (oneDNN on this AMD Zen 5, MKL on an Intel host) and on the load, so
+    no test asserts it: the calibration must time both and compare their answers."""
     assert kernels._usable()
     timing = kernels.calibrate()
     assert timing["agrees"]
-    assert timing["onednn_s"] < timing["blas_s"]
+    assert timing["onednn_s"] > 0 and timing["blas_s"] > 0
 
 
 @pytest.mark.parametrize("shape,bias,strided", [  # each above MIN_MACS, so oneDNN runs
@@ -75,20 +78,34 @@ def test_weights_that_need_gradients_take_the_stock_path():
     torch.testing.assert_close(fast.weight.grad, stock.weight.grad)
 
 
-def test_loaded_models_are_switched_frozen_and_answer_as_the_stock_layers(offline_pair):
-    assert kernels.backend() == "onednn"
+@contextlib.contextmanager
+def forced(model, backend: str):
+    """`model` switched as `backend` would switch it, whatever this process chose; restored after."""
+    with kernels.stock(model), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(kernels, "_CHOSEN", {"backend": backend, "chosen_by": "test"})
+        n = kernels.accelerate(model)
+        try:
+            yield n
+        finally:
+            for m in kernels.switched(model):
+                m.__class__ = torch.nn.Linear
+
+
+@pytest.mark.parametrize("backend", ["onednn", "blas"])
+def test_loaded_models_answer_alike_on_every_backend(offline_pair, backend):
     examples = [Example("The cities were beautiful but the hotel was dreadful."), Example("What a lovely film")]
     for clf in offline_pair.models:
-        switched = [m for m in clf.model.modules() if type(m) is kernels.OneDNNLinear]
-        assert len(switched) >= 7  # BERT: 6 per layer; ALBERT: its shared layer's 6 and the projection
         assert not any(p.requires_grad for p in clf.model.parameters())
-        fast = predict(clf, examples).probs
         with kernels.stock(clf.model):
-            assert not any(type(m) is kernels.OneDNNLinear for m in clf.model.modules())
-            stock = predict(clf, examples).probs
-        assert all(type(m) is kernels.OneDNNLinear for m in switched)  # restored
-        assert abs(fast - stock).max() < 1e-5
-        assert abs(fast[0] - fast[1]).max() > 1e-3  # two different answers, not one broadcast
+            assert not kernels.switched(clf.model)
+            reference = predict(clf, examples).probs
+        with forced(clf.model, backend) as n:
+            # BERT: 6 per layer; ALBERT: its shared layer's 6 and the projection
+            assert (n >= 7) if backend == "onednn" else n == 0
+            assert len(kernels.switched(clf.model)) == n
+            probs = predict(clf, examples).probs
+        assert abs(probs - reference).max() < 1e-5
+        assert abs(probs[0] - probs[1]).max() > 1e-3  # two different answers, not one broadcast
 
 
 @pytest.fixture

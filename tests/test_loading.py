@@ -49,11 +49,13 @@ def test_invalid_id():
         load(spec("not a model id!"))
 
 
-def test_hub_unreachable_fails_fast_with_a_clear_message():
-    t0 = time.perf_counter()
+def test_hub_unreachable_fails_fast_with_a_clear_message(monkeypatch):
+    """Offline (the suite pins the hub off), loading a hub id touches no network: it can't hang."""
+    import socket
+
+    monkeypatch.setattr(socket, "create_connection", lambda *a, **k: pytest.fail("tried the network"))
     with pytest.raises(ModelLoadError) as err:
         load(spec("textattack/bert-base-uncased-SST-2"))
-    assert time.perf_counter() - t0 < 5
     msg = str(err.value)
     assert "textattack/bert-base-uncased-SST-2" in msg and "hub can't be reached" in msg
 

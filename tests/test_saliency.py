@@ -131,6 +131,7 @@ def test_every_method_scores_every_word_of_both_models(tiny_pair, name):
     a, b = out["maps"]
     assert a.words == b.words and len(a.scores) == len(a.words) == len(b.scores)
     assert all(np.isfinite(a.scores)) and all(np.isfinite(b.scores))
+    assert any(abs(s) > 0 for s in a.scores) and any(abs(s) > 0 for s in b.scores)  # a map, not zeros
     for f in out["faithfulness"]:
         assert set(f) >= {"comprehensiveness", "sufficiency"}
 

@@ -17,6 +17,7 @@ ASSETS_DIR = PROJECT_ROOT / "assets"
 # released corpora, CheckList suites and NLTK data, beside a checkout (or where ALBERT_LENS_SHARED_DATA says)
 SHARED_DATA = Path(os.environ.get("ALBERT_LENS_SHARED_DATA") or PROJECT_ROOT.parent / "shared" / "data")
 HUB_HOST = "huggingface.co"
+HUB_PORT = 443
 
 
 def cache_dir() -> Path:
@@ -48,7 +49,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
     def probe() -> None:
         try:
-            with socket.create_connection((HUB_HOST, 443), timeout=timeout):
+            with socket.create_connection((HUB_HOST, HUB_PORT), timeout=timeout):
                 result.append(True)
         except OSError:
             result.append(False)
