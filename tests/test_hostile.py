@@ -210,7 +210,11 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
     for demo, url, client in _serve(tiny_pair, hosted=False):
         fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "saliency_dataset")
         session = "disconnect-test"
-        before = len(jobs.finished)
+        t0 = time.monotonic()
+
+        def ours():  # the finished deque holds the last 64 jobs: find this one by name and start time
+            return [j for j in list(jobs.finished) if j.name == "do_saliency_dataset" and j.started >= t0]
+
         with httpx.Client(base_url=url, timeout=30) as http:
             join = http.post("gradio_api/queue/join", json={
                 "data": ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob"], "event_data": None,
@@ -228,10 +232,9 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
                         if seen >= 3:
                             break  # leave: the stream closes with this block
         deadline = time.time() + 60
-        while time.time() < deadline and not any(j.name == "do_saliency_dataset" for j in
-                                                 list(jobs.finished)[before:]):
+        while time.time() < deadline and not ours():
             time.sleep(0.1)
-        job = next(j for j in list(jobs.finished)[before:] if j.name == "do_saliency_dataset")
+        (job,) = ours()
         assert job.stopped == "the client disconnected"
         done, total = job.reached["examples explained"]
         assert total == 30 and seen <= done <= seen + 2, (seen, job.progress)  # one example in flight, one check

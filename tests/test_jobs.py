@@ -1,5 +1,8 @@
 """Work that stops: deadlines and cancellation checked between batches, shown by what the work reports (steps,
 batches, examples done) under an injected clock, never by a wall-clock bound."""
+import dataclasses
+
+import numpy as np
 import pytest
 
 from app.core import jobs
@@ -97,15 +100,18 @@ def test_an_attack_stops_at_its_deadline_by_search_steps(offline_pair):
     clock = Clock()
     real_predict = attacks.predict
 
-    def step(*a, **kw):  # each search step's predictions take 1 s
-        out = real_predict(*a, **kw)
+    def step(*a, **kw):  # each search step's predictions take 1 s, and none moves the model off its answer,
+        out = real_predict(*a, **kw)  # so the search never ends early by succeeding
         clock.now += 1
-        return out
+        gold = np.eye(len(clf.labels))[clf.labels.index("positive")]
+        return dataclasses.replace(out, probs=np.tile(0.1 + 0.8 * gold, (len(out.probs), 1)))
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(attacks, "predict", step)
+        attacks._seed(ex, 0, 0)
         res = attacks.attack_one(clf, "deepwordbug", ex, query_budget=100_000, time_limit=5, wrapper=wrapper,
                                  clock=clock)
+        attacks._seed(ex, 0, 0)
         free = attacks.attack_one(clf, "deepwordbug", ex, query_budget=100_000, time_limit=None, wrapper=wrapper)
     assert res["outcome"] == "timeout" and "time limit of 5 s" in res["why"]
     assert res["steps"] == 6 and res["steps_past_deadline"] == 1

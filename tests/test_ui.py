@@ -179,13 +179,15 @@ def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expect
     assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
     # every dataset field (benchmark, projection, saliency and flip rate over a dataset, attacks) offers the
     # task's released dev split, and it reads as the task's examples
-    dev = api.released_dev_set(pair)
+    (dev,) = api.released_datasets(pair)  # offered by name: "sst2 dev (released GLUE)"
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     assert len(fields) == 5 and all(dev in [v for _, v in f.choices] for f in fields)
     assert len(api.resolve_dataset(pair, dev, 5).examples[0].texts) == len(pair.task.fields)
     box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]
     assert len(box) == 1
-    assert (box[0].value.endswith(suite) if suite else box[0].value == "")
+    assert box[0].value == ("sentiment (released CheckList)" if suite else None)
+    if suite:  # the name reads as the released file
+        assert api.released_suites(pair)[box[0].value].endswith(suite)
     notes = [b.value for b in demo.blocks.values() if isinstance(b, gr.Markdown) and "No released CheckList" in
              (b.value or "")]
     if suite:
