@@ -121,12 +121,13 @@ def _cut_line(res: dict) -> str:
             f"{html.escape(cut['reason'])}. The figures below are for those.\n\n")
 
 
-# Concurrency groups: a cheap prediction never waits behind explanations, and those never behind batch jobs
-# (under 16 users one queue gave /predict a p95 of 619 ms, 2 s on a busy machine). Batch jobs share
-# ALBERT_LENS_CONCURRENCY slots (default 2, one per core).
+# Concurrency groups: a cheap prediction never waits in a queue behind explanations, and those never behind
+# batch jobs. One explanation and one batch job at a time: on two cores each already uses both, and a second of
+# each only slowed /predict (16 users, browser-like p50 305 -> 187 ms, p95 1.29 -> 0.70 s; benchmarks/README.md)
+# at the same requests served. ALBERT_LENS_CONCURRENCY sets the batch slots on a larger machine.
 CHEAP = {"concurrency_id": "predict", "concurrency_limit": 4}
-SINGLE = {"concurrency_id": "single", "concurrency_limit": 2}
-BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "2")))}
+SINGLE = {"concurrency_id": "single", "concurrency_limit": 1}
+BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "1")))}
 
 UNREAD_SHOWN = 300  # characters of a long plain stretch shown before "... N more"
 
@@ -784,7 +785,15 @@ def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
         clf.reserve_tokenizer()
     _warm_up()
     demo.launch(server_name=host, server_port=port, show_error=True,
-                max_file_size=f"{MAX_UPLOAD_MB}mb", **kw)
+                max_file_size=f"{MAX_UPLOAD_MB}mb", state_session_capacity=session_capacity(), **kw)
+
+
+def session_capacity() -> int:
+    """Sessions whose component values Gradio keeps in memory, oldest dropped first. Gradio's default, 10,000,
+    let a public server grow by ~0.23 MB per visitor session without end (350 MB in a 16-user load test's three
+    rounds); the app keeps no state of its own between clicks, so a dropped session loses nothing."""
+    raw = os.environ.get("ALBERT_LENS_SESSIONS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 256
 
 
 def _warm_up() -> threading.Thread:

@@ -62,6 +62,7 @@ def main() -> None:
     ps = psutil.Process(proc.pid)
     labels = set(client.predict(TEXTS[0], "", api_name="/predict")[0]["models"][0]["probabilities"])
     predict_fn = next(d["id"] for d in client.config["dependencies"] if d.get("api_name") == "predict")
+    print(json.dumps({"url": url, "predict_fn": predict_fn}), flush=True)
 
     def rss() -> int:
         try:
