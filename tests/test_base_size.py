@@ -108,7 +108,7 @@ def test_a_counterfactual_an_attack_and_a_projection_at_base_size(base_pair):
 
     cf = api.counterfactual(base_pair, SENTENCE, None, "word_replacement", "cities -> townships")
     (change,) = cf["changes"]
-    assert change["edited"] == ["The townships were beautiful but the hotel was dreadful."]
+    assert list(change["edited"]) == ["The townships were beautiful but the hotel was dreadful."]
     label = api.predict(base_pair, "a fine film")["models"][0]["label"]
     att = api.attack(base_pair, "deepwordbug", "a fine film", None, label, None, 1, 30, 60)
     first = att["examples"][0]["results"]
