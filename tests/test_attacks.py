@@ -1,5 +1,3 @@
-import time
-
 import numpy as np
 import pytest
 
@@ -110,10 +108,10 @@ def test_a_huge_input_is_attacked_where_the_model_reads_it(offline_pair):
     clf = offline_pair.models[1]
     rest = " The plot was a bit thin, but the acting was superb." * 2000
     ex = Example(("a gorgeous , witty , seductive movie ." + rest, ), "positive")
-    t0 = time.perf_counter()
     res = attacks.attack_one(clf, "deepwordbug", ex, query_budget=300, time_limit=60)
-    assert time.perf_counter() - t0 < 60
+    # a search over the whole text would spend its 60 s before its first query and end as a timeout
     assert res["outcome"] == "success" and "the rest of the input is left as it was" in res["note"]
+    assert res["steps"] < 100  # the window's words, not 18,000
     (adv,) = res["adversarial"]
     assert len(adv) > len(rest) and adv.endswith(ex.text[-len(rest) // 2:])
     assert predict(clf, [Example((adv,))]).predicted[0] == res["adversarial_label"] != "positive"
