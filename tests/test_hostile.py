@@ -76,8 +76,6 @@ PATHS = ["/dev/zero", "/dev/urandom", "/proc/self/environ", "/etc/passwd", "../.
 
 
 def _outcome(client, args, api: str):
-    from gradio_client import handle_file  # noqa: F401 - callers pass handles
-
     try:
         return "ok", client.predict(*args, api_name=api)
     except Exception as exc:  # noqa: BLE001 - every failure is judged by its message
@@ -85,7 +83,7 @@ def _outcome(client, args, api: str):
 
 
 def _calls(files: dict[str, str]):
-    """(endpoint, arguments, cap key of the answer's n or None): over 150 bad requests per mode."""
+    """(endpoint, arguments, cap key of the answer's n or None): 288 bad requests per mode, 576 in both."""
     from gradio_client import handle_file
 
     sent = "a gorgeous , witty , seductive movie ."
@@ -141,7 +139,7 @@ def test_a_hostile_visitor_gets_messages_and_capped_answers(served, tmp_path_fac
         cap = policy.limits()
         calls = list(_calls(files))
         outcomes = [(api, args, key, *_outcome(client, args, api)) for api, args, key in calls]
-    assert len(calls) >= 150
+    assert len(calls) >= 150  # per mode: at least 300 over the two
     bad = [(api, str(args)[:120], msg[:300]) for api, args, _, kind, msg in outcomes
            if kind == "error" and (any(w in msg for w in INTERNAL) or not msg.strip())]
     assert not bad, bad

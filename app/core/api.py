@@ -197,7 +197,7 @@ def released_datasets(pair: Pair) -> dict[str, str]:
 
 def released_suites(pair: Pair) -> dict[str, str]:
     """The released CheckList suites the pair's models answer, by name."""
-    from .report import default_suites
+    from .checklist import default_suites
 
     return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
 

@@ -24,6 +24,7 @@ from .data import DataError, Example
 from .errors import InputError
 from .inference import predict
 from .loading import ModelHead
+from .runtime import SHARED_DATA
 from .significance import holm, mcnemar_exact
 
 TOLERANCE = 0.1
@@ -124,6 +125,20 @@ def _check_cases(path: Path, name: str, data, max_chars: int | None) -> None:
             if max_chars is not None and len(text) > max_chars:
                 raise DataError(f"{path}: test {name[:80]!r}, case {k}: a text of {len(text):,} characters; the "
                                 f"limit here is {max_chars:,}")
+
+
+def default_suites(pair) -> list[str]:
+    """The released CheckList suite the pair's models can answer, read from their labels (a pair given by path
+    has its task from its configs, not a preset's name): sentiment for one text with negative/positive, QQP for
+    two texts with QQP's labels; none for other tasks (RTE, MRPC, ...)."""
+    task = pair.task
+    labels = {str(lab).lower() for lab in (task.labels or ())}
+    if task.is_pair:
+        name = "qqp_suite.json.gz" if labels == set(QQP) else None
+    else:
+        name = "sentiment_suite.json.gz" if {"negative", "positive"} <= labels else None
+    path = SHARED_DATA / "checklist" / name if name else None
+    return [str(path)] if path is not None and path.is_file() else []
 
 
 # ------------------------------------------------------------------ predictions in the suite's label space

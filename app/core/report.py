@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .errors import LensError
 from .pair import Pair
-from .runtime import SHARED_DATA as SHARED
+from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 
 
 @dataclass
@@ -35,22 +35,6 @@ def _fingerprint(pair: Pair, name: str, params: dict) -> str:
             st = p.stat()
             h.update(f"{p}:{st.st_size}:{st.st_mtime_ns}".encode())
     return f"{name}-{h.hexdigest()[:12]}"
-
-
-def default_suites(pair: Pair) -> list[str]:
-    """The released CheckList suite the pair's models can answer, read from their labels (a pair given by path
-    has its task from its configs, not a preset's name): sentiment for one text with negative/positive, QQP for
-    two texts with QQP's labels; none for other tasks (RTE, MRPC, ...)."""
-    from .checklist import QQP
-
-    task = pair.task
-    labels = {str(lab).lower() for lab in (task.labels or ())}
-    if task.is_pair:
-        name = "qqp_suite.json.gz" if labels == set(QQP) else None
-    else:
-        name = "sentiment_suite.json.gz" if {"negative", "positive"} <= labels else None
-    path = SHARED / "checklist" / name if name else None
-    return [str(path)] if path is not None and path.is_file() else []
 
 
 def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *, limit: int, sample: int,
