@@ -264,9 +264,9 @@ def build(pair: Pair) -> gr.Blocks:
                 @guarded
                 def do_saliency_dataset(dataset, method_name, ig_tolerance, limit, explained="prob",
                                         progress=gr.Progress()):
-                    res = api.saliency_dataset(pair, dataset, method_name, limit, ig_tolerance, progress=lambda d, n: progress(d / max(n, 1),
-                                                                                            desc="explaining"),
-                                               output=explained)
+                    res = api.saliency_dataset(
+                        pair, dataset, method_name, limit, ig_tolerance, output=explained,
+                        progress=lambda d, n: progress(d / max(n, 1), desc="explaining"))
                     return (res, _cut_line(res) + _saliency_dataset_summary(res), saliency_dataset_figure(res),
                             _lowest_agreement_frame(res))
 
