@@ -85,7 +85,22 @@ def test_the_cli_refuses_a_public_bind_before_loading_anything(capsys):
 # ------------------------------------------------------------------ bounded reads
 
 
-def test_devices_fifos_and_system_files_are_never_opened(tmp_path):
+@pytest.fixture()
+def no_hang():
+    """Opening a FIFO blocks until a writer comes: were the check broken, the test fails after 10 s, not never."""
+    import signal
+
+    def alarm(*_):
+        raise TimeoutError("blocked opening a file that is not a regular file")
+
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, old)
+
+
+def test_devices_fifos_and_system_files_are_never_opened(tmp_path, no_hang):
     fifo = tmp_path / "rows.csv"
     os.mkfifo(fifo)  # opening it would block forever
     link = tmp_path / "zero.csv"
