@@ -371,7 +371,6 @@ def cmd_lit(args) -> int:
     from lit_models.server import make_server, page_url
 
     public_bind_allowed(args.host, args.unsafe_public)
-    _whole(args, "limit")
     pair = _pair(args)
     print(f"albert-lens: LIT on {pair.banner()}", flush=True)
     server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)

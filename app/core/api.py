@@ -245,13 +245,15 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
             limit: int | None = 500, progress: Progress = None) -> dict:
+    from .embeddings import POOLINGS
     from .projection import METHODS as PROJECTIONS
     from .projection import cached_predictions, knn_chance, project_pair, projection_table
 
+    # before the dataset is read and predicted: the techniques check these only after that work
     if method not in PROJECTIONS:
         raise InputError(f"method: {str(method)[:40]!r} is not one of {list(PROJECTIONS)}")
-    if pooling not in ("cls", "mean"):
-        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of ['cls', 'mean']")
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
     top = min(m.model.config.num_hidden_layers for m in pair.models)
     layer = -1 if layer in (None, "") else integer("layer", layer, low=-1, high=top)
     ds = resolve_dataset(pair, dataset, count("limit", limit, cap=limits()["max_examples"], default=500))

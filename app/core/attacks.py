@@ -32,10 +32,6 @@ class AttackUnavailable(LensError):
     """A recipe whose resources are missing here; the message names them and how to get them."""
 
 
-class AttackTimeout(Exception):
-    pass
-
-
 class AttackCancelled(LensError):
     pass
 
@@ -56,12 +52,10 @@ class LensModelWrapper:
     limit, nested in the request's budget and its client's presence) whether to go on, so an attack past its
     deadline stops before its next step, never after it."""
 
-    def __init__(self, clf: Classifier, deadline: float | None = None, cancel: threading.Event | None = None,
-                 batch_size: int = 32):
+    def __init__(self, clf: Classifier, cancel: threading.Event | None = None, batch_size: int = 32):
         self.clf = clf
         self.model = clf.model  # TextAttack inspects .model for some recipes
         self.tokenizer = clf.tokenizer
-        self.deadline = deadline  # kept for callers that set it; attack_one runs a nested job instead
         self.cancel = cancel
         self.batch_size = batch_size
         self.queries = 0
@@ -71,8 +65,6 @@ class LensModelWrapper:
     def __call__(self, text_input_list, **_):
         if self.cancel is not None and self.cancel.is_set():
             raise AttackCancelled("attack cancelled")
-        if self.deadline is not None and time.monotonic() > self.deadline:
-            raise AttackTimeout()
         jobs.check(self.steps, None, "search steps")
         exs = [Example(tuple(t) if isinstance(t, tuple | list) else (t,)) for t in text_input_list]
         pred = predict(self.clf, exs, batch_size=self.batch_size, validate=False)
@@ -347,7 +339,6 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
     wrapper = wrapper or make_wrapper(clf, cancel)
     attack = attack or build_attack(recipe, wrapper, query_budget)
     wrapper.queries = wrapper.steps = wrapper.late_steps = 0
-    wrapper.deadline = None
     budget = jobs.Job(seconds=time_limit or None, name=f"attack {clf.name}", clock=clock, parent=jobs.current())
     # TextAttack's searches build one copy of the text per word before their first query (greedy WIR's
     # leave-one-out is quadratic in the words), beyond the reach of the time limit: a 100,000-character review
@@ -361,8 +352,8 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
     try:
         with jobs.running(budget, record=False):
             result = attack.attack(ta_input, clf.labels.index(example.label))
-    except (jobs.Stopped, AttackTimeout) as exc:
-        if isinstance(exc, jobs.Stopped) and exc.job is not budget:
+    except jobs.Stopped as exc:
+        if exc.job is not budget:
             raise  # the request's own budget or client: the whole job stops, not this attack
         return rec | {"outcome": "timeout", "queries": wrapper.queries, "seconds": time.perf_counter() - t0,
                       "steps": wrapper.steps, "steps_past_deadline": wrapper.late_steps,

@@ -122,8 +122,8 @@ def check_file(path: Path, max_bytes: int | None = None) -> os.stat_result:
 def _read_text(path: Path, max_bytes: int | None = None) -> str:
     from .policy import limits
 
-    check_file(path, max_bytes)
     cap = limits()["max_file_bytes"] if max_bytes is None else max_bytes
+    check_file(path, cap)
     with path.open("rb") as fh:
         raw = fh.read(cap + 1)  # bounded even if the file grows after the check
     if len(raw) > cap:

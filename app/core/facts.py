@@ -77,10 +77,10 @@ def latency_comparison(models, examples, warm_up: int = 2, clock=None) -> dict:
     the per-input differences go to a paired permutation test. `clock` (seconds) is injectable for tests."""
     import time
 
-    clock = clock or time.perf_counter
     from .inference import predict
     from .significance import compare_means
 
+    clock = clock or time.perf_counter
     if len(models) != 2 or not examples:
         raise InputError("texts: a latency comparison needs two models and at least one input")
     for clf in models:
