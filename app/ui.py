@@ -172,7 +172,31 @@ def _prob_label(rec: dict) -> dict:
     return rec.get("probabilities") or {"score": rec.get("score", 0.0)}
 
 
-def build(pair: Pair) -> gr.Blocks:
+class Heavy:
+    """Where an explanation (`single`) or a batch job (`batch`) runs: here, or in a worker process of the
+    facade's pools (hosted mode: /predict then keeps the server's interpreter and the cores' first call)."""
+
+    def __init__(self, pools: dict | None = None):
+        self.pools = pools or {}
+
+    def _run(self, group: str, fn, *args, **kwargs):
+        pool = self.pools.get(group)
+        return pool.call(fn, *args, **kwargs) if pool is not None else fn(*args, **kwargs)
+
+    def single(self, fn, *args, **kwargs):
+        return self._run("single", fn, *args, **kwargs)
+
+    def batch(self, fn, *args, **kwargs):
+        return self._run("batch", fn, *args, **kwargs)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+
+
+def build(pair: Pair, workers: bool = False) -> gr.Blocks:
+    """The app; `workers` runs explanations and batch jobs in child processes (`launch` turns it on in hosted
+    mode, or with ALBERT_LENS_WORKERS=1); `demo.heavy.close()` stops them."""
     names = [m.name for m in pair.models]
     fields = pair.task.fields
     is_pair = pair.task.is_pair
@@ -186,6 +210,8 @@ def build(pair: Pair) -> gr.Blocks:
     api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
     hosted = api.limits()["hosted"]  # then the dataset fields offer the listed datasets only
     examples = _examples(pair)
+    heavy = Heavy(api.worker_pools(pair, {"single": SINGLE["concurrency_limit"],
+                                          "batch": BATCH["concurrency_limit"]}) if workers else None)
 
     def text_inputs():
         t1 = gr.Textbox(label=fields[0], lines=2, max_lines=8)
@@ -212,7 +238,7 @@ def build(pair: Pair) -> gr.Blocks:
             go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict", **CHEAP)
             gr.Examples(examples, [t1, t2] if is_pair else [t1])
 
-        _benchmark_tab(pair, names, hosted, datasets, dev)
+        _benchmark_tab(pair, names, hosted, datasets, dev, heavy)
 
         with gr.Tab("Saliency"):
             s1, s2 = text_inputs()
@@ -239,7 +265,7 @@ def build(pair: Pair) -> gr.Blocks:
             def do_saliency(text, text2, method_name, target_label, ig_tolerance, explained="prob",
                             progress=gr.Progress()):
                 progress(0.1, desc=f"{method_name} on both models")
-                res = api.saliency(pair, text, text2, method_name, target_label, ig_tolerance, explained)
+                res = heavy.single(api.saliency, pair, text, text2, method_name, target_label, ig_tolerance, explained)
                 texts = [text] + ([text2] if is_pair else [])
                 hl = [_highlight(m, texts) for m in res["maps"]]
                 return res, *hl, _saliency_summary(res), saliency_figure(res)
@@ -264,8 +290,8 @@ def build(pair: Pair) -> gr.Blocks:
                 @guarded
                 def do_saliency_dataset(dataset, method_name, ig_tolerance, limit, explained="prob",
                                         progress=gr.Progress()):
-                    res = api.saliency_dataset(
-                        pair, dataset, method_name, limit, ig_tolerance, output=explained,
+                    res = heavy.batch(
+                        api.saliency_dataset, pair, dataset, method_name, limit, ig_tolerance, output=explained,
                         progress=lambda d, n: progress(d / max(n, 1), desc="explaining"))
                     return (res, _cut_line(res) + _saliency_dataset_summary(res), saliency_dataset_figure(res),
                             _lowest_agreement_frame(res))
@@ -296,7 +322,7 @@ def build(pair: Pair) -> gr.Blocks:
             @guarded
             def do_counterfactual(text, text2, generator, replacements, dataset, limit, progress=gr.Progress()):
                 progress(0.1, desc=generator)
-                res = api.counterfactual(pair, text, text2, generator, replacements, dataset, limit,
+                res = heavy.single(api.counterfactual, pair, text, text2, generator, replacements, dataset, limit,
                                          progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
                 return res, _counterfactual_summary(res, names), counterfactual_figure(res, names), \
                     _changes_frame(res, names)
@@ -334,7 +360,7 @@ def build(pair: Pair) -> gr.Blocks:
             @guarded
             def do_project(dataset, uploaded, method_name, pool, layer_idx, colour, limit, progress=gr.Progress()):
                 spec = _upload_path(uploaded) or dataset
-                res = api.project(pair, spec, method_name, layer_idx, pool, limit,
+                res = heavy.batch(api.project, pair, spec, method_name, layer_idx, pool, limit,
                                   progress=lambda d, n: progress(d / max(n, 1), desc="embedding"))
                 frame = pd.DataFrame(res["points"])
                 out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
@@ -376,7 +402,7 @@ def build(pair: Pair) -> gr.Blocks:
             def do_facts(texts, progress=gr.Progress()):
                 progress(0.1, desc="measuring")
                 lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
-                res = api.facts(pair, lines or None)
+                res = heavy.single(api.facts, pair, lines or None)
                 rows = [{k: _fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
                 trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
@@ -395,8 +421,9 @@ def build(pair: Pair) -> gr.Blocks:
 
             go.click(do_facts, [ftexts], [fraw, fsum, ftable, l2plot, cosplot], api_name="facts", **SINGLE)
 
-        _extra_tabs(pair, names, hosted, datasets)
+        _extra_tabs(pair, names, hosted, datasets, heavy)
     demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64)
+    demo.heavy = heavy
     return demo
 
 
@@ -411,7 +438,8 @@ def _dataset_field(datasets: list, hosted: bool, label: str, hint: str, value: s
                        label=label if hosted else f"{label} ({hint})")
 
 
-def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, dev: str | None) -> None:
+def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, dev: str | None, heavy: Heavy
+                   ) -> None:
     from app.core.benchmark import DISAGREEMENTS_SHOWN
     from app.core.plots import benchmark_figure
 
@@ -432,7 +460,7 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, d
         @guarded
         def do_benchmark(dataset, uploaded, max_examples, progress=gr.Progress()):
             spec = _upload_path(uploaded) or dataset
-            res = api.benchmark(pair, spec, max_examples,
+            res = heavy.batch(api.benchmark, pair, spec, max_examples,
                                 progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
             return res, _benchmark_summary(res, names), benchmark_figure(res), _disagreement_frame(res, names)
 
@@ -463,12 +491,12 @@ def _disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _extra_tabs(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
-    _attack_tab(pair, names, hosted, datasets)
-    _checklist_tab(pair, names, hosted)
+def _extra_tabs(pair: Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
+    _attack_tab(pair, names, hosted, datasets, heavy)
+    _checklist_tab(pair, names, hosted, heavy)
 
 
-def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
+def _checklist_tab(pair: Pair, names: list[str], hosted: bool, heavy: Heavy) -> None:
     suites = list(api.released_suites(pair))
     with gr.Tab("Behavioural"):
         if not suites:
@@ -498,7 +526,7 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
             spec = (str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite_path)
             if not spec:
                 raise LensError("suite: give the path of a CheckList suite export")
-            res = api.checklist(pair, spec, cases_per_test,
+            res = heavy.batch(api.checklist, pair, spec, cases_per_test,
                                 progress=lambda d, t: progress(d / max(t, 1), desc="predicting suite inputs"))
             rows, fail_rows, bar_rows = [], [], []
             for t in res["tests"]:
@@ -526,7 +554,7 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool) -> None:
         _stop_button(verdict)
 
 
-def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> None:
+def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
     from app.core.attacks import list_recipes
 
     fields = pair.task.fields
@@ -564,7 +592,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list) -> N
         def do_attack(text, text2, recipe_name, gold_label, dataset, n_examples, query_budget, time_limit_s,
                       progress=gr.Progress()):
             progress(0, desc=f"{recipe_name}: starting")
-            res = api.attack(pair, recipe_name, text, text2, gold_label, dataset or None, n_examples, query_budget,
+            res = heavy.batch(api.attack, pair, recipe_name, text, text2, gold_label, dataset or None, n_examples, query_budget,
                              time_limit_s,
                              progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
             first = res["examples"][0]["results"] if res["examples"] else []
@@ -780,10 +808,12 @@ def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
 
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
-    demo = build(pair)
+    workers = api.limits()["worker_processes"]
+    demo = build(pair, workers=workers)
     for clf in pair.models:  # the app answers from worker threads
         clf.reserve_tokenizer()
-    _warm_up()
+    if not workers:  # else each worker process warms itself up
+        _warm_up()
     demo.launch(server_name=host, server_port=port, show_error=True,
                 max_file_size=f"{MAX_UPLOAD_MB}mb", state_session_capacity=session_capacity(), **kw)
 

@@ -152,6 +152,25 @@ def main() -> None:
                             errors.append(f"predict (browser-like): {type(exc).__name__}: {str(exc)[:160]}")
                     time.sleep(0.25)
 
+        me = psutil.Process()
+
+        def cpu(proc) -> float:
+            try:
+                t = proc.cpu_times()
+                return t.user + t.system + t.children_user + t.children_system
+            except psutil.Error:
+                return 0.0
+
+        def server_cpu() -> dict:
+            """CPU seconds of the server's process and of its workers (alive now) so far."""
+            out = {"server": cpu(ps), "workers": 0.0}
+            try:
+                out["workers"] = sum(cpu(c) for c in ps.children(recursive=True))
+            except psutil.Error:
+                pass
+            return out
+
+        cpu0, srv0, wall0 = cpu(me), server_cpu(), time.time()
         threads = [threading.Thread(target=user, args=(k,)) for k in range(args.users)]
         threads.append(threading.Thread(target=browser_probe))
         mem = threading.Thread(target=sample_memory)
@@ -161,6 +180,10 @@ def main() -> None:
         for t in threads:
             t.join()
         mem.join()
+        wall = time.time() - wall0
+        srv1 = server_cpu()
+        cores = {"load generator": (cpu(me) - cpu0) / wall, "server": (srv1["server"] - srv0["server"]) / wall,
+                 "workers": (srv1["workers"] - srv0["workers"]) / wall}
         time.sleep(2)  # let the last answers' buffers go before measuring what stays
 
         def pct(xs, q):
@@ -173,6 +196,7 @@ def main() -> None:
             "latency_ms": {k: {"n": len(v), "p50": pct(v, 0.5), "p95": pct(v, 0.95)} for k, v in lat.items()},
             "latency_ms_all": {"p50": pct(every, 0.5), "p95": pct(every, 0.95),
                                "mean": 1000 * statistics.mean(every) if every else None},
+            "cores_used": cores,  # CPU seconds per second: the load generator shares the server's two cores
             "peak_rss_mb": peak[0] / 2**20, "rss_after_mb": rss() / 2**20})
         print(json.dumps(rounds[-1]), flush=True)
     proc.terminate()

@@ -5,10 +5,11 @@ lists, numbers and strings only. Inputs arrive as raw strings; errors are `LensE
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import jobs
+from . import jobs, policy
 from .data import DataError, Dataset, Example, load_dataset, read_table
 from .errors import InputError
 from .inference import check_examples
@@ -53,6 +54,27 @@ def job(alive: Callable[[], bool] | None = None, name: str = "request") -> jobs.
     """A front end's request as a job: this server's time budget (`request_seconds`) and, when the front end
     can tell, whether its client is still there. Run the call inside `jobs.running(api.job(...))`."""
     return jobs.Job(seconds=limits()["request_seconds"], alive=alive, name=name)
+
+
+def worker_pools(pair: Pair, groups: dict[str, int]) -> dict[str, "workers.Pool"]:
+    """Child processes for a front end's heavy requests, `groups` naming how many per concurrency group; each
+    loads `pair`, may read what this process may (its registered upload folders) and is warmed up like the app."""
+    from . import workers
+
+    setup = [(_worker_setup, (pair, [str(p) for p in policy._READABLE]))]
+    raw = os.environ.get("ALBERT_LENS_WORKER_THREADS", "").strip()
+    threads = int(raw) if raw.isdigit() and int(raw) > 0 else max(1, (os.cpu_count() or 1) // sum(groups.values()))
+    return {group: workers.Pool(n, setup, threads=threads, name=f"{group} worker") for group, n in groups.items()}
+
+
+def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
+    from . import counterfactuals, projection
+
+    for root in readable_roots:
+        allow_reads_under(root)
+    pair.models  # noqa: B018 - load the weights now, not during the first visitor's request
+    projection.warm_up()
+    counterfactuals.warm_up()
 
 
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",

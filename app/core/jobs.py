@@ -28,6 +28,9 @@ class Stopped(LensError):
         far = f" after {done:,} of {total:,} {what}" if done is not None and total is not None else ""
         super().__init__(f"stopped{far}: {reason}")
 
+    def __reduce__(self):  # across a process (app/core/workers.py): what stopped, without the job itself
+        return Stopped, (self.reason, self.done, self.total, self.what)
+
 
 @dataclass(eq=False)  # a job is itself, hashable: the app keeps each session's running jobs in a set
 class Job:

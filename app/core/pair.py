@@ -59,6 +59,10 @@ class Pair:
         spec, reason = default_pair_spec()
         return cls(spec, reason)
 
+    def __getstate__(self) -> dict:
+        """A pair travels to a worker process as its spec; the worker loads its own weights."""
+        return {"spec": self.spec, "reason": self.reason, "_models": None}
+
     @property
     def name(self) -> str:
         return self.spec.name

@@ -1,0 +1,236 @@
+"""Heavy requests in child processes, so a cheap prediction never shares an interpreter, or the cores' time, with
+an explanation or a batch job.
+
+Why: with every request in one process, a public Space's /predict waited behind the running explanation and batch
+job for the two cores and the GIL (16 users: browser-like p95 290-495 ms against p50 146-161 ms). Concurrency
+groups, one PyTorch thread per job and a shorter GIL switch interval did not move that tail; a child process at a
+lower CPU priority (`nice`) does, because the kernel then gives a prediction the cores the moment it asks for them
+and the heavy job the rest (benchmarks/README.md, "Load").
+
+A `Pool` holds a few `Worker`s, each one child process started with the "spawn" method (a forked PyTorch with
+live threads can deadlock) that loads the pair once and then runs one call at a time. A call is a module-level
+function and its arguments, pickled by reference (a `Pair` travels as its spec; the child loads its own weights).
+The request's job goes along: the child runs the call inside a job with the time that is left, and the parent
+forwards the Stop button and a client that left through two shared events, so the child stops at its next batch
+exactly as it would in one process. Progress comes back as messages; so do the result, or the error, and what
+the child's job reached.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from . import jobs
+from .errors import LensError
+
+log = logging.getLogger("albert_lens")
+
+# the children's CPU priority below the server's: the kernel's scheduler then gives a woken /predict ~90% of a
+# contended core, and the children the rest
+NICE = int(os.environ.get("ALBERT_LENS_WORKER_NICE", "10"))
+POLL_S = 0.05  # how often the parent checks its client while a child works: within a batch's time
+_CTX = mp.get_context("spawn")
+Setup = Sequence[tuple[Callable[..., Any], tuple]]
+
+
+class WorkerGone(LensError):
+    """The child process ended during a call (killed, out of memory); a fresh one replaces it."""
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The child's error as the parent can unpickle it: itself when it survives the trip, else its message (the
+    child has logged the traceback)."""
+    try:
+        return pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - an exception whose constructor takes other arguments than its message
+        if isinstance(exc, LensError):
+            return LensError(str(exc))
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+def _child(conn, cancelled, gone, nice: int, threads: int | None, setup: Setup) -> None:
+    """The child's loop: set up once, then answer (call id, function, args, kwargs, seconds, progress?) messages
+    until the pipe closes."""
+    try:
+        os.nice(nice)
+    except OSError:  # not allowed here: the child still runs, at the server's priority
+        pass
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    parent = os.getppid()  # a server killed outright leaves its workers orphaned: their jobs then stop
+    for fn, args in setup:
+        try:
+            fn(*args)
+        except Exception:  # noqa: BLE001 - a failed warm-up only leaves its cost to the first call
+            log.exception("worker set-up %s failed", getattr(fn, "__name__", fn))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        call, fn, args, kwargs, seconds, name, wants_progress = msg
+        job = jobs.Job(seconds, alive=lambda: not gone.is_set() and os.getppid() == parent, name=name,
+                       cancelled=cancelled)
+        if wants_progress:
+            kwargs = {**kwargs, "progress": lambda done, total: conn.send(("progress", call, done, total))}
+        try:
+            with jobs.running(job, record=False):
+                out: tuple = ("ok", call, fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - every error goes back to the parent, which decides
+            if not isinstance(exc, LensError):
+                log.exception("worker call %s failed", name)
+            out = ("error", call, _portable(exc))
+        state = {"checks": job.checks, "stopped": job.stopped, "progress": job.progress, "reached": job.reached}
+        try:
+            conn.send((*out, state))
+        except Exception as exc:  # noqa: BLE001 - an answer that can't be pickled
+            log.exception("worker call %s: its answer could not be sent", name)
+            conn.send(("error", call, RuntimeError(f"the answer could not be sent back ({type(exc).__name__})"),
+                       state))
+
+
+# OpenMP threads that wait for work by spinning burn the cores the other processes need: profiled under a busy
+# server, 85% of a worker's CPU went to libgomp's spin-wait and an explanation took 5-13 s instead of 0.05 s.
+CHILD_ENV: dict[str, str] = {}
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
+_ENV_LOCK = threading.Lock()
+
+
+@contextmanager
+def _child_environment(extra: dict[str, str]) -> Iterator[None]:
+    """The children's OpenMP settings, in the environment a spawned child starts with (read when it loads
+    PyTorch), and this process's environment as it was afterwards. An operator's own setting wins."""
+    with _ENV_LOCK:
+        env = {**CHILD_ENV, **extra}
+        old = {k: os.environ.get(k) for k in env}
+        for k, v in env.items():
+            os.environ.setdefault(k, v)
+        try:
+            yield
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+
+class Worker:
+    """One child process and the two events through which its running job is stopped."""
+
+    _calls = itertools.count(1)
+
+    def __init__(self, setup: Setup = (), nice: int = NICE, threads: int | None = None, name: str = "worker"):
+        self.setup, self.nice, self.threads, self.name = list(setup), nice, threads, name
+        self.conn, child_conn = _CTX.Pipe()
+        self.cancelled, self.gone = _CTX.Event(), _CTX.Event()
+        self.proc = _CTX.Process(target=_child, name=f"albert-lens {name}", daemon=True,
+                                 args=(child_conn, self.cancelled, self.gone, nice, threads, self.setup))
+        with _child_environment({k: str(threads) for k in THREAD_VARS} if threads else {}):
+            self.proc.start()
+        child_conn.close()
+
+    def call(self, fn: Callable, args: tuple, kwargs: dict, progress: Callable[[int, int], Any] | None = None):
+        """Run `fn(*args, **kwargs)` in the child as part of the current job; its answer, or its error, here."""
+        job = jobs.current()
+        seconds = None if job is None or job.deadline is None else max(0.0, job.deadline - job.clock())
+        call = next(self._calls)
+        self.cancelled.clear()
+        self.gone.clear()
+        name = job.name if job is not None else getattr(fn, "__name__", "call")
+        self.conn.send((call, fn, args, kwargs, seconds, name, progress is not None))
+        while True:
+            if job is not None:  # the deadline the child keeps itself: it got the time left
+                if job.cancelled.is_set():
+                    self.cancelled.set()
+                elif job.alive is not None and not job.alive():
+                    self.gone.set()
+            if self.conn.poll(POLL_S):
+                try:
+                    msg = self.conn.recv()
+                except (EOFError, OSError):
+                    raise WorkerGone(f"{name}: the worker process ended during the call; try again") from None
+                if msg[1] != call:  # a message of a call abandoned earlier
+                    continue
+                if msg[0] == "progress":
+                    if progress is not None:
+                        progress(msg[2], msg[3])
+                    continue
+                kind, _, value, state = msg
+                if job is not None:
+                    job.checks += state["checks"]
+                    job.reached.update(state["reached"])
+                    job.progress = state["progress"] or job.progress
+                    job.stopped = state["stopped"] or job.stopped
+                if kind == "ok":
+                    return value
+                raise value
+            if not self.proc.is_alive():
+                raise WorkerGone(f"{name}: the worker process ended (exit code {self.proc.exitcode}); try again")
+
+    def close(self) -> None:
+        try:
+            self.conn.send(None)
+        except (OSError, ValueError):
+            pass
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.conn.close()
+
+
+class Pool:
+    """`size` workers; a call takes an idle one (waiting for one if all are busy) and gives it back."""
+
+    def __init__(self, size: int = 1, setup: Setup = (), nice: int = NICE, threads: int | None = None,
+                 name: str = "pool"):
+        self.size, self.setup, self.nice, self.threads, self.name = size, list(setup), nice, threads, name
+        self._idle: queue.Queue[Worker] = queue.Queue()
+        self._all: list[Worker] = []
+        self._lock = threading.Lock()
+        for k in range(size):
+            self._add(f"{name} {k + 1}")
+
+    def _add(self, name: str) -> None:
+        worker = Worker(self.setup, self.nice, self.threads, name)
+        with self._lock:
+            self._all.append(worker)
+        self._idle.put(worker)
+
+    def call(self, fn: Callable, *args, progress: Callable[[int, int], Any] | None = None, **kwargs):
+        worker = self._idle.get()
+        try:
+            out = worker.call(fn, args, kwargs, progress)
+        except WorkerGone:
+            with self._lock:
+                self._all.remove(worker)
+            worker.close()
+            self._add(worker.name)
+            raise
+        except BaseException:
+            self._idle.put(worker)
+            raise
+        self._idle.put(worker)
+        return out
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return [w.proc.pid for w in self._all if w.proc.pid is not None]
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._all = self._all, []
+        for w in workers:
+            w.close()
