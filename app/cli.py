@@ -422,7 +422,7 @@ def cmd_attack(args) -> int:
         todo = [i for i in range(len(examples)) if i not in done]  # engine rows count from 0 over these
         if todo:
             with _engine(args) as engine:
-                for row in engine.run(pair.spec, "attack", [examples[i] for i in todo],
+                for row in engine.run(pair.spec, attacks.attack_batch, [examples[i] for i in todo],
                                       params={"recipe": args.recipe, "query_budget": args.query_budget,
                                               "time_limit": args.time_limit}):
                     record(row | {"index": todo[row["index"]]})
@@ -499,6 +499,7 @@ def cmd_embed(args) -> int:
 
     from app.core import engine
     from app.core.data import load_dataset
+    from app.core.embeddings import embed_batch
 
     pair = _pair(args)
     ds = load_dataset(args.dataset, task=pair.task.name).head(args.limit)
@@ -508,7 +509,7 @@ def cmd_embed(args) -> int:
         bar.total, bar.n = total, done
         bar.refresh()
 
-    arrays = engine.run(pair.spec, "embed", ds.examples, params={"layer": args.layer, "pooling": args.pooling},
+    arrays = engine.run(pair.spec, embed_batch, ds.examples, params={"layer": args.layer, "pooling": args.pooling},
                         engine=args.engine, address=args.address, workers=args.workers, batch_size=args.batch,
                         progress=step)
     bar.close()

@@ -11,9 +11,8 @@ import logging
 import os
 import tempfile
 import threading
-from pathlib import Path
-
 from collections.abc import Callable
+from pathlib import Path
 
 import gradio as gr
 import pandas as pd
@@ -21,8 +20,15 @@ import pandas as pd
 from app.core import api, jobs
 from app.core.errors import LensError
 from app.core.pair import Pair
-from app.core.plots import (counterfactual_figure, edits_text, grouped_bars, own_delta, saliency_dataset_figure,
-                             saliency_figure, transition_labels)
+from app.core.plots import (
+    counterfactual_figure,
+    edits_text,
+    grouped_bars,
+    own_delta,
+    saliency_dataset_figure,
+    saliency_figure,
+    transition_labels,
+)
 from app.core.report import percent
 from app.core.saliency import METHODS
 

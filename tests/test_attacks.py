@@ -175,9 +175,10 @@ def test_textfooler_leaves_an_nli_premise_alone_as_textattack_does(tiny_dirs, mo
     """TextFooler's recipe never edits an SNLI/MNLI premise (keyed by TextAttack's column names); GLUE's RTE
     columns are sentence1/sentence2, so TextAttack edits both texts there, and so do we. Every query the search
     makes is recorded."""
+    from textattack.constraints.grammaticality import PartOfSpeech
+
     from app.core.pair import Pair
     from app.core.runtime import pos_tagger_available
-    from textattack.constraints.grammaticality import PartOfSpeech
 
     clf = Pair.resolve(models=[str(tiny_dirs["albert3" if task == "snli" else "albert"])] * 2, task=task).models[0]
     premise, hypothesis = "The old man walked his small dog in the park.", "A man is walking a dog outside."

@@ -123,8 +123,8 @@ def test_a_counterfactual_an_attack_and_a_projection_at_base_size(base_pair):
 def test_the_lit_wrappers_validate_at_base_size(base_pair):
     from lit_nlp.lib import validation
 
-    from lit_models.server import datasets_for
     from lit_models.models import models_for
+    from lit_models.server import datasets_for
 
     for ds in datasets_for(base_pair, None, 3).values():
         validation.validate_dataset(ds)

@@ -1,7 +1,15 @@
 import pytest
 
-from app.core.counterfactuals import (ablation_flip, flip_rate, hotflip, parse_pairs, replace_words,
-                                      word_replacement, wordnet_alternatives, wordnet_swaps)
+from app.core.counterfactuals import (
+    ablation_flip,
+    flip_rate,
+    hotflip,
+    parse_pairs,
+    replace_words,
+    word_replacement,
+    wordnet_alternatives,
+    wordnet_swaps,
+)
 from app.core.data import Example, load_dataset
 from app.core.errors import InputError
 from app.core.inference import predict

@@ -3,7 +3,10 @@ import numpy as np
 import pytest
 
 from app.core import engine
+from app.core.attacks import attack_batch
 from app.core.data import Example
+from app.core.embeddings import embed_batch
+from app.core.inference import logits_batch
 from app.core.pair import Pair
 
 from .conftest import SENTENCES
@@ -20,7 +23,7 @@ def ray_local():
 
 def test_embed_and_predict_on_ray_equal_local(tiny_pair, ray_local):
     exs = [Example((f"{s} {i}",)) for i in range(7) for s in SENTENCES]
-    for job in ("embed", "predict"):
+    for job in (embed_batch, logits_batch):
         local = engine.run(tiny_pair.spec, job, exs, batch_size=10)
         remote = engine.run(tiny_pair.spec, job, exs, engine="ray", workers=2, batch_size=10)
         for a, b in zip(local, remote):
@@ -31,8 +34,8 @@ def test_embed_and_predict_on_ray_equal_local(tiny_pair, ray_local):
 def test_attack_rows_on_ray_equal_local(tiny_pair, ray_local):
     exs = [Example((s,), "positive") for s in SENTENCES[:4]]
     params = {"recipe": "deepwordbug", "query_budget": 50}
-    local = engine.run(tiny_pair.spec, "attack", exs, params=params, batch_size=2)
-    remote = engine.run(tiny_pair.spec, "attack", exs, params=params, engine="ray", workers=2, batch_size=2)
+    local = engine.run(tiny_pair.spec, attack_batch, exs, params=params, batch_size=2)
+    remote = engine.run(tiny_pair.spec, attack_batch, exs, params=params, engine="ray", workers=2, batch_size=2)
     assert [r["index"] for r in remote] == [0, 1, 2, 3]
     strip = lambda rows: [[(x["outcome"], x["adversarial"], x["queries"]) for x in r["results"]] for r in rows]
     assert strip(local) == strip(remote)
@@ -42,9 +45,13 @@ def test_unknown_engine_and_job(tiny_pair):
     from app.core.errors import InputError
 
     with pytest.raises(InputError, match="engine: 'spark'"):
-        engine.run(tiny_pair.spec, "embed", [Example(("x",))], engine="spark")
+        engine.run(tiny_pair.spec, embed_batch, [Example(("x",))], engine="spark")
     with pytest.raises(InputError, match="job: 'train'"):
         engine.run(tiny_pair.spec, "train", [Example(("x",))])
+    from app.core.embeddings import embed
+
+    with pytest.raises(InputError, match="job: 'embed' is not a batch job"):  # a function that declares no joining
+        engine.run(tiny_pair.spec, embed, [Example(("x",))])
 
 
 def test_a_killed_worker_is_reported(tiny_pair, ray_local):
@@ -59,9 +66,9 @@ def test_a_killed_worker_is_reported(tiny_pair, ray_local):
                     ray.kill(ray.get_actor(name))
 
     with pytest.raises(engine.WorkerFailed, match=r"a Ray worker died while processing batch \d+ of \d+"):
-        engine.run(tiny_pair.spec, "predict", exs, engine="ray", workers=2, batch_size=4, progress=kill_all)
+        engine.run(tiny_pair.spec, logits_batch, exs, engine="ray", workers=2, batch_size=4, progress=kill_all)
     # the engine still works afterwards
-    out = engine.run(tiny_pair.spec, "predict", exs[:8], engine="ray", workers=1, batch_size=4)
+    out = engine.run(tiny_pair.spec, logits_batch, exs[:8], engine="ray", workers=1, batch_size=4)
     assert out[0].shape[0] == 8
 
 
@@ -70,9 +77,9 @@ def test_engine_keeps_its_workers_between_jobs(tiny_pair, ray_local):
 
     exs = [Example((s,)) for s in SENTENCES]
     with engine.Engine("ray", workers=2, batch_size=2) as eng:
-        eng.run(tiny_pair.spec, "predict", exs)
+        eng.run(tiny_pair.spec, logits_batch, exs)
         first = sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX))
-        eng.run(tiny_pair.spec, "embed", exs)
+        eng.run(tiny_pair.spec, embed_batch, exs)
         assert sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)) == first
         assert len(first) == 2
     assert not [n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)]

@@ -93,34 +93,3 @@ def test_facts_lines_of_a_pair_task_split_at_the_tab(tiny_nli_pair):
     assert api.facts(tiny_nli_pair, ["A man sleeps.\tA person rests.", "A man sleeps."])["n_inputs"] == 2
     with pytest.raises(LensError, match=r"texts, line 2: field 'hypothesis' has only invisible characters"):
         api.facts(tiny_nli_pair, ["A man sleeps.", "A man sleeps.\t\u200b"])
-
-
-def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_pair, monkeypatch):
-    """On an injected clock (a busy machine can't make this flaky): each call costs 1 ms plus seeded noise, the
-    second model 4 ms more. The paired comparison must find about 4 ms beyond chance, and nothing when both
-    cost the same."""
-    import numpy as np
-
-    from app.core import inference
-    from app.core.data import Example
-    from app.core.facts import latency_comparison
-
-    exs = [Example((f"a film number {i}, rather good",)) for i in range(16)]
-    now = [0.0]
-    rng = np.random.default_rng(0)
-    extra = {tiny_pair.models[1].name: 0.004}
-    real = inference.predict
-
-    def predict(clf, examples, **kw):
-        now[0] += 0.001 + extra.get(clf.name, 0.0) + float(rng.uniform(0, 0.001))
-        return real(clf, examples, **kw)
-
-    monkeypatch.setattr(inference, "predict", predict)
-    cmp = latency_comparison(tiny_pair.models, exs, clock=lambda: now[0])
-    assert cmp["n"] == 16 and cmp["metric"] == "latency (ms)" and cmp["p_value"] < 0.01
-    assert 3.5 < cmp["difference"] < 4.5 and cmp["difference_interval"][0] > 3.0
-    extra.clear()
-    same = latency_comparison(tiny_pair.models, exs, clock=lambda: now[0])
-    assert same["p_value"] > 0.01 and abs(same["difference"]) < 0.5
-    with pytest.raises(InputError, match="texts: a latency comparison needs two models"):
-        latency_comparison(tiny_pair.models[:1], exs)

@@ -146,7 +146,6 @@ def test_onednn_primitive_cache_is_capped_unless_the_operator_set_it():
     import os
     import subprocess
     import sys
-
     from pathlib import Path
 
     code = "import os; from app.core import kernels; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"

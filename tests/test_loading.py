@@ -99,9 +99,7 @@ def test_models_are_loaded_once(tiny_dirs):
 
 
 def test_custom_pair_takes_labels_from_config(tiny_dirs):
-    from app.core.pair import Pair
-
-    from app.core.pair import PairError
+    from app.core.pair import Pair, PairError
 
     pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])])
     assert [m.labels for m in pair.models] == [("LABEL_0", "LABEL_1")] * 2 and pair.task.name == "custom"

@@ -5,8 +5,17 @@ import pytest
 
 from app.core.data import Example
 from app.core.errors import InputError
-from app.core.projection import (cached_embeddings, knn_overlap, neighbours_k, plot_png, procrustes_align, project,
-                                 project_pair, projection_figure, projection_table)
+from app.core.projection import (
+    cached_embeddings,
+    knn_overlap,
+    neighbours_k,
+    plot_png,
+    procrustes_align,
+    project,
+    project_pair,
+    projection_figure,
+    projection_table,
+)
 
 from .conftest import SENTENCES
 
@@ -94,11 +103,11 @@ def test_embeddings_are_cached(tiny_pair):
 def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_end(tiny_pair, tmp_path):
     """A projection re-run predicts nothing again: the logits come from the cache, equal to a fresh predict;
     the progress the app shows covers predictions then embeddings and ends at 1."""
+    import json
+
     from app.core import api
     from app.core.inference import predict
     from app.core.projection import cached_predictions
-
-    import json
 
     texts = [f"{s} ({tmp_path.name})" for s in SENTENCES]  # sentences no other test embedded or predicted
     exs = [Example((t,)) for t in texts[:5]]

@@ -7,8 +7,18 @@ from app.core.data import Example, load_dataset
 from app.core.errors import InputError
 from app.core.gradients import forward_embeds
 from app.core.inference import encode_one, predict
-from app.core.saliency import (IntegratedGradients, METHODS, Occlusion, WordSaliency, agreement, explain,
-                               faithfulness, method, on_class, top_words)
+from app.core.saliency import (
+    METHODS,
+    IntegratedGradients,
+    Occlusion,
+    WordSaliency,
+    agreement,
+    explain,
+    faithfulness,
+    method,
+    on_class,
+    top_words,
+)
 
 from .conftest import shared
 

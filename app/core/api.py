@@ -14,8 +14,7 @@ from .data import DataError, Dataset, Example, load_dataset, read_table
 from .errors import InputError
 from .inference import check_examples
 from .pair import Pair
-from .policy import (allow_reads_under, check_length, count, integer, limits, number, readable,  # noqa: F401
-                     tolerance)
+from .policy import allow_reads_under, check_length, count, integer, limits, number, readable, tolerance  # noqa: F401
 from .runtime import ASSETS_DIR, SHARED_DATA
 
 Progress = Callable[[int, int], None] | None
@@ -304,7 +303,8 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
     by a tab, or one text used for both) or its fields; none: the shipped examples."""
-    from .facts import latency_comparison, model_facts
+    from .facts import model_facts
+    from .timing import latency_comparison
 
     if isinstance(texts, str):
         texts = [texts]
@@ -375,7 +375,7 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
     suite's inputs are predicted on its workers."""
     from . import checklist as cl
     from .engine import ray_or_none
-    from .inference import from_logits
+    from .inference import from_logits, logits_batch
 
     cap = limits()
     # empty: the CLI's "every case" locally; hosted, the cap
@@ -388,7 +388,7 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
     probabilities = None
     if remote is not None:
         def probabilities(inputs):
-            logits = remote.run(pair.spec, "predict", inputs, params={"validate": False, "batch_size": 64},
+            logits = remote.run(pair.spec, logits_batch, inputs, params={"validate": False, "batch_size": 64},
                                 progress=progress)
             return [from_logits(clf, lg).probs for clf, lg in zip(pair.heads, logits)]
     models = pair.models if remote is None else pair.heads  # a Ray driver needs labels, not weights

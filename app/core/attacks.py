@@ -209,7 +209,6 @@ class MiniLMSentenceEncoder:
 def _minilm_constraint(threshold: float):
     ta = _textattack()
     import torch
-
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder
 
     class MiniLMConstraint(SentenceEncoder):
@@ -253,13 +252,15 @@ def build_attack(name: str, wrapper, query_budget: int | None = None):
     ta = _textattack()
     with _no_nltk_downloads():
         if name == OFFLINE_TEXTFOOLER:
-            from textattack.constraints.pre_transformation import RepeatModification, StopwordModification
+            from textattack.constraints.grammaticality import PartOfSpeech
+            from textattack.constraints.pre_transformation import (
+                InputColumnModification,
+                RepeatModification,
+                StopwordModification,
+            )
             from textattack.goal_functions import UntargetedClassification
             from textattack.search_methods import GreedyWordSwapWIR
             from textattack.transformations import WordSwapWordNet
-
-            from textattack.constraints.grammaticality import PartOfSpeech
-            from textattack.constraints.pre_transformation import InputColumnModification
 
             goal = UntargetedClassification(wrapper)
             # as TextFooler's recipe: an NLI premise is left alone, a swap keeps the word's part of speech
@@ -492,3 +493,12 @@ def compare_success(rows: list[dict], models: Sequence[ModelHead]) -> dict | Non
     first, second = ([r["results"][k]["outcome"] == "success" for r in both] for k in range(2))
     return compare_events(first, second, metric="success rate")
 
+
+
+def attack_batch(pair, batch: Sequence[Example], recipe: str, query_budget: int | None = 200,
+                 time_limit: float | None = 60.0) -> list[dict]:
+    """Engine job: one batch of paired attacks, a row per example (its index within the batch)."""
+    return attack_pair(pair.models, recipe, batch, query_budget=query_budget, time_limit=time_limit)
+
+
+attack_batch.combine = "rows"

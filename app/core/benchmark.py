@@ -7,14 +7,14 @@ import time
 import numpy as np
 
 from .data import Dataset, Example
+from .engine import ray_or_none
 from .errors import InputError
-from .inference import predict
-from .loading import generic_labels
 from .facts import count_parameters, parameter_split
+from .inference import from_logits, predict, timed_logits_batch
+from .loading import generic_labels
 from .pair import Pair
 from .significance import compare_accuracy, compare_correlation, describe
-
-LATENCY_SAMPLES = 20
+from .timing import LATENCY_SAMPLES, latency
 
 
 def quality(clf, pred, gold: list) -> dict:
@@ -42,24 +42,18 @@ def check_labels(clf, gold: list) -> None:
                          + hint)
 
 
-def latency(clf, examples, n: int = LATENCY_SAMPLES) -> dict:
-    """Single-example latency (batch of one), median and p95 over `n` examples, after one warm-up call."""
-    sample = examples[: max(1, n)]
-    predict(clf, sample[:1])
-    times = []
-    for ex in sample:
-        t0 = time.perf_counter()
-        predict(clf, [ex])
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    return {"latency_ms_median": 1000 * statistics.median(times),
-            "latency_ms_p95": 1000 * times[min(len(times) - 1, int(0.95 * len(times)))]}
-
-
 def profile(clf, examples) -> dict:
     """What a benchmark row needs besides predictions: parameter counts and single-example latency."""
     return {"parameters": count_parameters(clf.model),
             **{f"parameters_{k}": v for k, v in parameter_split(clf.model).items()}, **latency(clf, examples)}
+
+
+def profile_batch(pair, batch) -> list[dict]:
+    """Engine job (the whole sample on one worker): both models' parameters and latency."""
+    return [profile(clf, batch) for clf in pair.models]
+
+
+profile_batch.combine = "whole"
 
 
 def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_bar: bool = False,
@@ -72,8 +66,6 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_ba
     gold = [ex.label for ex in labelled]
     for clf in pair.heads:  # labels from the configs: a Ray driver holds no weights
         check_labels(clf, gold)
-    from .engine import ray_or_none
-
     if ray_or_none(engine) is not None:
         return _benchmark_remote(pair, dataset.name, labelled, gold, engine, batch_size, progress_bar, progress)
     rows, preds = [], []
@@ -107,8 +99,6 @@ def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_b
     """Predictions in batches across the engine's workers, latency and parameters on one worker. Throughput per
     model is its compute time summed over batches (comparable with a local run); the cluster's wall time is
     reported beside it."""
-    from .inference import from_logits
-
     bar = None
     if progress_bar:
         from tqdm.auto import tqdm
@@ -123,9 +113,9 @@ def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_b
             progress(done, total)
 
     t0 = time.perf_counter()
-    timed = engine.run(pair.spec, "timed_predict", labelled, params={"batch_size": batch_size}, progress=step)
+    timed = engine.run(pair.spec, timed_logits_batch, labelled, params={"batch_size": batch_size}, progress=step)
     wall = time.perf_counter() - t0
-    prof = engine.run(pair.spec, "profile", labelled[:LATENCY_SAMPLES])
+    prof = engine.run(pair.spec, profile_batch, labelled[:LATENCY_SAMPLES])
     if bar is not None:
         bar.close()
     rows, preds = [], []

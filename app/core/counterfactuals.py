@@ -19,10 +19,10 @@ from . import jobs
 from .alignment import edit_texts, split_words
 from .data import Example
 from .errors import InputError, LensError
-from .significance import compare_events
 from .gradients import input_gradients
 from .inference import predict, windowed
 from .loading import Classifier
+from .significance import compare_events
 
 
 @dataclass

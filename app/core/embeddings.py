@@ -66,3 +66,11 @@ def hidden_states(clf: Classifier, example: Example) -> tuple[np.ndarray, list[s
     out = clf.model.base_model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_hidden_states=True)
     states = torch.stack(out.hidden_states)[:, 0].float().numpy()
     return states, clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+
+
+def embed_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = "cls") -> list[np.ndarray]:
+    """Engine job: both models' sentence embeddings of one batch."""
+    return [embed(clf, batch, layer=layer, pooling=pooling) for clf in pair.models]
+
+
+embed_batch.combine = "concat"

@@ -1,11 +1,14 @@
 """Batch jobs in process (default) or on a Ray cluster: one model pair per worker, data split in batches,
 results put back in input order, identical to the local run.
 
-Jobs: `embed` (sentence embeddings of both models), `predict` (logits of both models), `timed_predict` (logits
-and the compute seconds of each model, for benchmarks), `attack` (paired attacks), and two whole-sample jobs run
-on one worker: `profile` (latency and parameter counts) and `facts` (model facts). The same function runs a batch
-in both engines, so the two cannot drift apart. An `Engine` keeps its Ray workers between jobs, so a report's
-sections load each model pair once per worker.
+A job is a module-level function `job(pair, batch, **params)` of the technique that owns it
+(`embeddings.embed_batch`, `inference.logits_batch`, `inference.timed_logits_batch`, `attacks.attack_batch`,
+`benchmark.profile_batch`, `facts.facts_batch`, `timing.latency_batch`, `saliency.explain_batch`); its `combine`
+attribute says how batches join: "concat" (per-model arrays), "timed" (arrays joined, seconds summed), "rows"
+(rows with a batch-relative "index") or "whole" (the whole sample in one call, on one worker). The engine is
+given the function, local and Ray alike, so it knows no technique and the same function runs a batch in both
+engines. An `Engine` keeps its Ray workers between jobs, so a report's sections load each model pair once per
+worker.
 """
 from __future__ import annotations
 
@@ -13,66 +16,44 @@ import uuid
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import torch
 
+from . import runtime
 from .data import Example
 from .errors import InputError, LensError
+from .pair import Pair
 from .registry import PairSpec
 
-JOBS = ("embed", "predict", "timed_predict", "attack", "profile", "facts", "latency", "saliency")
-WHOLE = ("profile", "facts", "latency", "saliency")  # jobs that see the whole sample in one call
+COMBINES = ("concat", "timed", "rows", "whole")
 ENGINES = ("local", "ray")
 WORKER_PREFIX = "albert-lens-worker-"
+Job = Callable[..., object]
 
 
 class WorkerFailed(LensError):
     pass
 
 
-def run_batch(pair, job: str, batch: list[Example], params: dict):
+def combine_of(job: Job) -> str:
+    """How the batches of `job` join; a function that declares none is refused before any work."""
+    how = getattr(job, "combine", None)
+    if not callable(job) or how not in COMBINES:
+        raise InputError(f"job: {getattr(job, '__name__', job)!r} is not a batch job (a function whose `combine` "
+                         f"is one of {COMBINES})")
+    return how
+
+
+def run_batch(pair, job: Job, batch: list[Example], params: dict):
     """One batch of one job on a loaded Pair; the unit of work of both engines."""
-    if job == "embed":
-        from .embeddings import embed
-
-        return [embed(clf, batch, layer=params.get("layer", -1), pooling=params.get("pooling", "cls"))
-                for clf in pair.models]
-    if job in ("predict", "timed_predict"):
-        from .inference import DEFAULT_BATCH, predict
-
-        preds = [predict(clf, batch, batch_size=params.get("batch_size", DEFAULT_BATCH),
-                         validate=params.get("validate", True)) for clf in pair.models]
-        if job == "predict":
-            return [p.logits for p in preds]
-        return [{"logits": p.logits, "seconds": p.seconds} for p in preds]
-    if job == "attack":
-        from .attacks import attack_pair
-
-        return attack_pair(pair.models, params["recipe"], batch, query_budget=params.get("query_budget", 200),
-                           time_limit=params.get("time_limit", 60.0))
-    if job == "profile":
-        from .benchmark import profile
-
-        return [profile(clf, batch) for clf in pair.models]
-    if job == "facts":
-        from .facts import model_facts
-
-        return [model_facts(clf, batch) for clf in pair.models]
-    if job == "latency":
-        from .facts import latency_comparison
-
-        return latency_comparison(pair.models, batch)
-    if job == "saliency":
-        from .saliency import explain_dataset
-
-        return explain_dataset(pair.models, batch, params.get("method", "integrated_gradients"))
-    raise InputError(f"job: {job!r} is not one of {JOBS}")
+    return job(pair, batch, **params)
 
 
-def _combine(job: str, parts: list, offsets: list[int]):
-    if job in WHOLE:
+def _combine(how: str, parts: list, offsets: list[int]):
+    if how == "whole":
         return parts[0]
-    if job in ("embed", "predict"):
+    if how == "concat":
         return [np.concatenate([p[k] for p in parts]) for k in range(len(parts[0]))]
-    if job == "timed_predict":
+    if how == "timed":
         return [{"logits": np.concatenate([p[k]["logits"] for p in parts]),
                  "seconds": float(sum(p[k]["seconds"] for p in parts))} for k in range(len(parts[0]))]
     rows = []
@@ -105,29 +86,26 @@ class Engine:
             return {"engine": "local"}
         return {"engine": "ray", "workers": self.workers, "address": self.address or "local Ray instance"}
 
-    def run(self, spec: PairSpec, job: str, examples: Sequence[Example], *, params: dict | None = None,
+    def run(self, spec: PairSpec, job: Job, examples: Sequence[Example], *, params: dict | None = None,
             batch_size: int | None = None, progress: Callable[[int, int], None] | None = None):
-        """Run `job` over `examples`; returns per-model arrays (embed/predict), per-model dicts (timed_predict,
-        profile, facts) or attack rows, in input order."""
+        """Run `job` over `examples`; returns what its batches return, joined as its `combine` says, in input
+        order."""
         params = params or {}
-        if job not in JOBS:
-            raise InputError(f"job: {job!r} is not one of {JOBS}")
+        how = combine_of(job)
         if not examples:
             raise InputError("dataset: no examples to process")
-        size = len(examples) if job in WHOLE else (batch_size or self._chunk(len(examples)))
+        size = len(examples) if how == "whole" else (batch_size or self._chunk(len(examples)))
         batches = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
         offsets = [i * size for i in range(len(batches))]
         if self.is_local:
-            from .pair import Pair
-
             pair = Pair(spec)
             parts = []
             for k, b in enumerate(batches):
                 parts.append(run_batch(pair, job, b, params))
                 if progress:
                     progress(k + 1, len(batches))
-            return _combine(job, parts, offsets)
-        return _combine(job, self._run_ray(spec, job, batches, params, progress), offsets)
+            return _combine(how, parts, offsets)
+        return _combine(how, self._run_ray(spec, job, batches, params, progress), offsets)
 
     def _chunk(self, n: int) -> int:
         """Batch size: at most `batch_size`, small enough that every Ray worker gets about two batches."""
@@ -212,11 +190,6 @@ def _worker_class():
         @ray.remote(num_cpus=1)
         class PairWorker:
             def __init__(self, spec):
-                import torch
-
-                from app.core import runtime
-                from app.core.pair import Pair
-
                 runtime.prepare()
                 torch.set_num_threads(1)
                 self.pair = Pair(spec)
@@ -229,7 +202,7 @@ def _worker_class():
     return _WORKER
 
 
-def run(spec: PairSpec, job: str, examples: Sequence[Example], *, params: dict | None = None,
+def run(spec: PairSpec, job: Job, examples: Sequence[Example], *, params: dict | None = None,
         engine: str = "local", address: str | None = None, workers: int = 1, batch_size: int = 256,
         progress: Callable[[int, int], None] | None = None):
     """One job on a fresh engine (workers freed afterwards)."""

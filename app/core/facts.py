@@ -1,7 +1,7 @@
 """Model facts: how many parameters, where they sit, and whether layers share them (ALBERT's headline)."""
 from __future__ import annotations
 
-from .errors import InputError
+from .timing import speed
 
 
 def count_parameters(model) -> int:
@@ -57,45 +57,6 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
     return {"l2": np.mean(l2, 0).tolist(), "cosine": np.mean(cos, 0).tolist()}
 
 
-def speed(clf, examples, batch_size: int = 32) -> dict:
-    """Live latency (one example at a time, median) and throughput (batched) on the given examples."""
-    import time
-
-    from .benchmark import latency
-    from .inference import predict
-
-    lat = latency(clf, examples, n=10)
-    t0 = time.perf_counter()
-    predict(clf, examples, batch_size=batch_size)
-    total = time.perf_counter() - t0
-    return {"latency_ms": lat["latency_ms_median"], "throughput_per_s": len(examples) / total}
-
-
-def latency_comparison(models, examples, warm_up: int = 2, clock=None) -> dict:
-    """Is one model faster one example at a time? Each input is timed on both models back to back, in turns
-    (the first model first on even inputs, second on odd), so that a machine getting busier slows both alike;
-    the per-input differences go to a paired permutation test. `clock` (seconds) is injectable for tests."""
-    import time
-
-    from .inference import predict
-    from .significance import compare_means
-
-    clock = clock or time.perf_counter
-    if len(models) != 2 or not examples:
-        raise InputError("texts: a latency comparison needs two models and at least one input")
-    for clf in models:
-        for ex in examples[:warm_up]:
-            predict(clf, [ex])
-    times = [[], []]
-    for i, ex in enumerate(examples):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for k in order:
-            t0 = clock()
-            predict(models[k], [ex])
-            times[k].append(1000 * (clock() - t0))
-    return compare_means(*times, metric="latency (ms)")
-
-
 def linear_layers(model) -> str:
     """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
     (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
@@ -120,3 +81,11 @@ def model_facts(clf, examples) -> dict:
         "linear_layers": linear_layers(clf.model),
         "transitions": layer_transitions(clf, examples), **speed(clf, examples),
     }
+
+
+def facts_batch(pair, batch) -> list[dict]:
+    """Engine job (the whole sample on one worker): both models' facts."""
+    return [model_facts(clf, batch) for clf in pair.models]
+
+
+facts_batch.combine = "whole"

@@ -126,6 +126,24 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     return from_logits(clf, logits, seconds, int(sum(len(x) for x in enc["input_ids"])))
 
 
+def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True
+                 ) -> list[np.ndarray]:
+    """Engine job: both models' logits for one batch."""
+    return [predict(clf, batch, batch_size=batch_size, validate=validate).logits for clf in pair.models]
+
+
+logits_batch.combine = "concat"
+
+
+def timed_logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH) -> list[dict]:
+    """Engine job: both models' logits for one batch and the seconds each model spent on it."""
+    preds = [predict(clf, batch, batch_size=batch_size) for clf in pair.models]
+    return [{"logits": p.logits, "seconds": p.seconds} for p in preds]
+
+
+timed_logits_batch.combine = "timed"
+
+
 def from_logits(clf: ModelHead, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0) -> Prediction:
     """A Prediction from raw logits, e.g. computed on a Ray worker: the same softmax as a local run."""
     logits = np.asarray(logits, dtype=np.float32)

@@ -10,20 +10,23 @@ import numpy as np
 from . import offline
 from .data import load_dataset
 from .facts import count_parameters, parameter_split
-from .registry import TASKS, Task
-from .runtime import ASSETS_DIR, PROJECT_ROOT
+from .inference import predict
+from .loading import Classifier
+from .registry import TASKS, ModelSpec, Task
+from .runtime import ASSETS_DIR, SHARED_DATA
 
 PLAIN_SENTIMENT = ASSETS_DIR / "examples" / "sentiment_plain.jsonl"
-IMDB_SAMPLE = PROJECT_ROOT.parent / "shared" / "data" / "imdb" / "test_1000.tsv"
+IMDB_SAMPLE = SHARED_DATA / "imdb" / "test_1000.tsv"
 
 
-def _accuracy(model, tok, path: Path, max_length: int = 128) -> tuple[float, int]:
-    from .training import logits_for
-
-    ds = load_dataset(path, task="sst2")
-    enc = tok([e.text for e in ds], truncation=True, max_length=max_length)
-    gold = np.asarray([1 if e.label == "positive" else 0 for e in ds])
-    return float((logits_for(model, enc).argmax(1) == gold).mean()), len(gold)
+def _accuracy(model, tok, path: Path) -> tuple[float, int]:
+    """Scored as every front end scores: the core's `predict`, the task's 128-token cut, labels by name."""
+    task = TASKS["sst2"]
+    clf = Classifier(ModelSpec(type(model).__name__, "in memory", model.config.model_type, task), "training", "",
+                     model=model, base_tokenizer=tok, load_seconds=0.0)
+    examples = load_dataset(path, task=task.name).examples
+    pred = predict(clf, examples)
+    return float(np.mean([p == e.label for p, e in zip(pred.predicted, examples)])), len(examples)
 
 
 def out_of_domain(model, tok) -> dict:

@@ -12,15 +12,15 @@ import json
 import logging
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from .data import Example
 from .embeddings import embed
-from .inference import Prediction, from_logits, predict
 from .errors import InputError
+from .inference import Prediction, from_logits, predict
 from .loading import Classifier, ModelHead
 from .runtime import cache_dir
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 from .errors import LensError
 from .pair import Pair
-from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 
 
 @dataclass
@@ -41,7 +41,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                    attack_n: int, umap_n: int, saliency_n: int = 30, engine=None) -> list[Section]:
     """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
     keys don't depend on the engine: both give the same results)."""
-    from . import api, attacks, benchmark, data, facts, inference, projection
+    from . import api, attacks, benchmark, data, embeddings, facts, inference, projection, saliency, timing
     from .engine import ray_or_none
 
     remote = ray_or_none(engine)
@@ -71,7 +71,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                 d = data.load_dataset(first, task=pair.task.name)
                 exs = [e for e in d.examples if e.label is not None][:attack_n]
                 if remote is not None:
-                    rows = remote.run(pair.spec, "attack", exs,
+                    rows = remote.run(pair.spec, attacks.attack_batch, exs,
                                       params={"recipe": recipe, "query_budget": 200, "time_limit": 30})
                 else:
                     rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
@@ -85,9 +85,9 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
             d = data.load_dataset(first, task=pair.task.name).head(umap_n)
             if remote is not None:
                 proj = projection.project_pair(pair.heads, d.examples, method="umap",
-                                               compute=lambda exs: remote.run(pair.spec, "embed", exs))
+                                               compute=lambda exs: remote.run(pair.spec, embeddings.embed_batch, exs))
                 preds = [inference.from_logits(clf, lg)
-                         for clf, lg in zip(pair.heads, remote.run(pair.spec, "predict", d.examples))]
+                         for clf, lg in zip(pair.heads, remote.run(pair.spec, inference.logits_batch, d.examples))]
             else:
                 proj = projection.project_pair(pair.models, d.examples, method="umap")
                 preds = pair.predict(d.examples)
@@ -99,12 +99,10 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": saliency_n, "method": SALIENCY_METHOD}
 
         def run_saliency(first=first):
-            from .saliency import explain_dataset
-
             d = data.load_dataset(first, task=pair.task.name).head(saliency_n)
             if remote is not None:
-                return remote.run(pair.spec, "saliency", d.examples, params={"method": SALIENCY_METHOD})
-            return explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
+                return remote.run(pair.spec, saliency.explain_batch, d.examples, params={"method": SALIENCY_METHOD})
+            return saliency.explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
 
         if saliency_n:
             secs.append(Section(_fingerprint(pair, "saliency", params), "Saliency: integrated gradients",
@@ -113,10 +111,10 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
     def run_facts():
         exs = api.resolve_dataset(pair, None, 30).examples
         if remote is not None:
-            return {"models": remote.run(pair.spec, "facts", exs),
-                    "latency_comparison": remote.run(pair.spec, "latency", exs)}
+            return {"models": remote.run(pair.spec, facts.facts_batch, exs),
+                    "latency_comparison": remote.run(pair.spec, timing.latency_batch, exs)}
         return {"models": [facts.model_facts(clf, exs) for clf in pair.models],
-                "latency_comparison": facts.latency_comparison(pair.models, exs)}
+                "latency_comparison": timing.latency_comparison(pair.models, exs)}
 
     secs.append(Section(_fingerprint(pair, "facts", {}), "Parameters and speed", run_facts))
     return secs

@@ -17,8 +17,7 @@ from . import jobs
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
-from .gradients import (class_score, forward_from_layer, id_positions, input_gradients, layer_outputs,
-                        repeat_rows)
+from .gradients import class_score, forward_from_layer, id_positions, input_gradients, layer_outputs, repeat_rows
 from .inference import class_index, encode_one, predict, windowed
 from .loading import Classifier
 
@@ -278,8 +277,8 @@ class Lime(Method):
         self.n_samples, self.seed = n_samples, seed
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        from captum.attr import Lime as CaptumLime
         from captum._utils.models.linear_model import SkLearnRidge
+        from captum.attr import Lime as CaptumLime
         from captum.attr._core.lime import get_exp_kernel_similarity_function
 
         seen = al.seen  # the interpretable features: words the model read
@@ -463,3 +462,11 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
         defined = [r for r in rows if r["agreement"] is not None]
         res["lowest_agreement"] = [r["index"] for r in sorted(defined, key=lambda r: r["agreement"])[:shown]]
     return res
+
+
+def explain_batch(pair, batch, method: str = "integrated_gradients") -> dict:
+    """Engine job (the whole sample on one worker): `explain_dataset` of both models."""
+    return explain_dataset(pair.models, batch, method)
+
+
+explain_batch.combine = "whole"

@@ -23,9 +23,10 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from . import offline
-from .facts import count_parameters
 from .data import Example, load_dataset
 from .errors import InputError
+from .facts import count_parameters
+from .model_cards import write_offline_cards
 from .registry import TASKS, Task, task_key
 
 log = logging.getLogger("albert_lens.train")
@@ -329,8 +330,6 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         }
         save_results()
     if export_to is not None:
-        from .model_cards import write_offline_cards
-
         write_offline_cards(bert, albert, results, settings, Path(export_to), train_path=str(train_path),
                             dev_path=str(dev_path) if dev_path else None, task=the_task)
     log.info("results: %s", json.dumps(results.get("final", {})))

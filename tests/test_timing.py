@@ -1,0 +1,62 @@
+"""Timing, one way for every figure: the paired latency comparison against an injected clock, and latency and
+throughput read from the same predictions the models make."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.core import timing
+from app.core.errors import InputError
+from app.core.timing import latency, latency_comparison, speed
+
+
+def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_pair, monkeypatch):
+    """On an injected clock (a busy machine can't make this flaky): each call costs 1 ms plus seeded noise, the
+    second model 4 ms more. The paired comparison must find about 4 ms beyond chance, and nothing when both
+    cost the same."""
+    import numpy as np
+
+    from app.core.data import Example
+
+    exs = [Example((f"a film number {i}, rather good",)) for i in range(16)]
+    now = [0.0]
+    rng = np.random.default_rng(0)
+    extra = {tiny_pair.models[1].name: 0.004}
+    real = timing.predict
+
+    def predict(clf, examples, **kw):
+        now[0] += 0.001 + extra.get(clf.name, 0.0) + float(rng.uniform(0, 0.001))
+        return real(clf, examples, **kw)
+
+    monkeypatch.setattr(timing, "predict", predict)
+    cmp = latency_comparison(tiny_pair.models, exs, clock=lambda: now[0])
+    assert cmp["n"] == 16 and cmp["metric"] == "latency (ms)" and cmp["p_value"] < 0.01
+    assert 3.5 < cmp["difference"] < 4.5 and cmp["difference_interval"][0] > 3.0
+    extra.clear()
+    same = latency_comparison(tiny_pair.models, exs, clock=lambda: now[0])
+    assert same["p_value"] > 0.01 and abs(same["difference"]) < 0.5
+    with pytest.raises(InputError, match="texts: a latency comparison needs two models"):
+        latency_comparison(tiny_pair.models[:1], exs)
+
+
+def test_latency_and_speed_report_the_injected_costs(tiny_pair, monkeypatch):
+    """Each one-example prediction costs 2 ms and a batch of n costs n ms on a fake clock: latency is their
+    median and p95, throughput n over the batch's seconds."""
+    from app.core.data import Example
+
+    exs = [Example((f"a film number {i}",)) for i in range(12)]
+    now = [0.0]
+    real = timing.predict
+
+    def predict(clf, examples, **kw):
+        cost = 0.002 if len(examples) == 1 else 0.001 * len(examples)
+        now[0] += cost
+        return dataclasses.replace(real(clf, examples, **kw), seconds=cost)
+
+    monkeypatch.setattr(timing, "predict", predict)
+    clf = tiny_pair.models[0]
+    lat = latency(clf, exs, n=5, clock=lambda: now[0])
+    assert lat["latency_ms_median"] == pytest.approx(2.0) and lat["latency_ms_p95"] == pytest.approx(2.0)
+    out = speed(clf, exs, clock=lambda: now[0])
+    assert out["latency_ms"] == pytest.approx(2.0) and out["throughput_per_s"] == pytest.approx(1000.0)
