@@ -190,7 +190,9 @@ def _saliency_dataset(pair, args) -> int:
             print(f"rank agreement between the models: {format_mean(a)} over {a['n']} examples; least on:")
             for i in res["lowest_agreement"][:args.show]:
                 e = res["examples"][i]
-                tops = " · ".join(f"{n}: {', '.join(w) or '(no word for the class)'}" for n, w in zip(names, e["top_words"]))
+                tops = " · ".join(
+                    f"{n}: {', '.join(w) or '(no word for the class)'}" for n, w in zip(names, e["top_words"])
+                )
                 print(f"  {e['agreement']:+.2f}  {' / '.join(e['texts'])[:100]}  ({tops})")
     _save_figure(lambda: saliency_dataset_figure(res), args.png)
     return 0

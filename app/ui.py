@@ -318,11 +318,18 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
             go = gr.Button("Generate", variant="primary")
             csum = gr.Markdown(label="summary")
             cplot = gr.Plot(label="effect per model")
-            ctable = gr.Dataframe(headers=["flips", "edited", "edits", "generator",
-                                           *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
-                                  label="changes (Δp: change in the probability of the label the model gave the "
-                                        "original)", wrap=True,
-                                  column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))])
+            ctable = gr.Dataframe(
+                headers=[
+                    "flips",
+                    "edited",
+                    "edits",
+                    "generator",
+                    *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")],
+                ],
+                label="changes (Δp: change in the probability of the label the model gave the original)",
+                wrap=True,
+                column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))],
+            )
             craw = gr.JSON(label="result (JSON)", open=False)
 
             @guarded
@@ -378,11 +385,16 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                 lims = {"x_lim": _span(frame["x"]), "y_lim": _span(frame["y"])}  # same axes in all three
                 per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour,
                                        **lims) for n in names]
-                summary = (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
-                           f"neighbours: **{res['knn_overlap']:.2f}** (unrelated spaces: {res['knn_chance']:.2f}) · Procrustes disparity "
-                           f"{res['procrustes_disparity']:.3f} · embeddings: " + ", ".join(
-                               f"{html.escape(n_)} {'from cache' if c else 'computed'}"
-                               for n_, c in zip(names, res["embeddings_cached"])))
+                summary = (
+                    f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest "
+                    f"neighbours: **{res['knn_overlap']:.2f}** (unrelated spaces: {res['knn_chance']:.2f}) · "
+                    "Procrustes disparity "
+                    f"{res['procrustes_disparity']:.3f} · embeddings: "
+                    + ", ".join(
+                        f"{html.escape(n_)} {'from cache' if c else 'computed'}"
+                        for n_, c in zip(names, res["embeddings_cached"])
+                    )
+                )
                 return ({k: v for k, v in res.items() if k != "points"}, summary, *per_model,
                         gr.update(value=frame, **lims),
                         str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
@@ -598,9 +610,19 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heav
         def do_attack(text, text2, recipe_name, gold_label, dataset, n_examples, query_budget, time_limit_s,
                       progress=gr.Progress()):
             progress(0, desc=f"{recipe_name}: starting")
-            res = heavy.batch(api.attack, pair, recipe_name, text, text2, gold_label, dataset or None, n_examples, query_budget,
-                             time_limit_s,
-                             progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"))
+            res = heavy.batch(
+                api.attack,
+                pair,
+                recipe_name,
+                text,
+                text2,
+                gold_label,
+                dataset or None,
+                n_examples,
+                query_budget,
+                time_limit_s,
+                progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"),
+            )
             first = res["examples"][0]["results"] if res["examples"] else []
             hl = [[(c if ch else _clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
                   [(r["outcome"], None)] for r in first] or [[], []]
@@ -748,7 +770,9 @@ def _lowest_agreement_frame(res: dict) -> pd.DataFrame:
         e = res["examples"][i]
         rows.append([i + 1, _clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
                      *[", ".join(w) or "(none for the class)" for w in e["top_words"]]])
-    return pd.DataFrame(rows, columns=["#", "input", "explained class", "agreement", *[f"{n} top words" for n in names]])
+    return pd.DataFrame(
+        rows, columns=["#", "input", "explained class", "agreement", *[f"{n} top words" for n in names]]
+    )
 
 
 def _counterfactual_summary(res: dict, names: list[str]) -> str:

@@ -43,7 +43,7 @@ def main() -> None:
         ray.shutdown()
         same = all(np.allclose(a, b, atol=1e-4) for a, b in zip(ref, out))
         res["runs"][f"ray_{workers}"] = {"seconds": secs, "same_vectors": same}
-    for k, v in res["runs"].items():
+    for _k, v in res["runs"].items():
         v["sentences_per_s_both_models"] = len(exs) / v["seconds"]
     # On paper: the study's run, 120,000 AG News sentences x 2 models, took 9-10 minutes per model on one GPU,
     # i.e. about 210 sentences/s per GPU. Batches are independent, so 4 GPU workers (one pair each) divide the

@@ -132,7 +132,9 @@ class LensModel(lit_model.BatchedModel):
 
     def get_embedding_table(self) -> tuple[list[str], np.ndarray]:
         """(vocabulary in id order, word-embedding matrix): what HotFlip searches."""
-        vocab = self.clf.tokenizer.convert_ids_to_tokens(list(range(self.clf.model.get_input_embeddings().num_embeddings)))
+        vocab = self.clf.tokenizer.convert_ids_to_tokens(
+            list(range(self.clf.model.get_input_embeddings().num_embeddings))
+        )
         table = self.clf.model.get_input_embeddings().weight.detach().numpy()
         return [str(v) for v in vocab], table
 

@@ -67,7 +67,7 @@ def test_transfer_matches_re_prediction(offline_pair, deepwordbug_rows):
             assert t["fooled"] == (t["other_was_correct"] and after != row["gold"])
     summary = attacks.summarize(deepwordbug_rows, offline_pair.models)
     checked = 0
-    for k, name in enumerate(names):
+    for _k, name in enumerate(names):
         tr = [t for r in deepwordbug_rows for t in r["transfer"] if t["from"] == name and t["other_was_correct"]]
         if tr:
             assert summary[name]["transfer_rate"] == pytest.approx(np.mean([t["fooled"] for t in tr]))

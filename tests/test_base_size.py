@@ -10,8 +10,6 @@ import numpy as np
 import pytest
 import torch
 
-from app.core.data import Example
-
 from . import base_fixtures
 from .conftest import SHARED
 

@@ -14,7 +14,7 @@ def test_accuracy_and_parameters_match_the_core(tiny_pair):
     res = benchmark(tiny_pair, ds)
     preds = tiny_pair.predict(ds.examples)
     gold = [e.label for e in ds.examples]
-    for row, pred, clf in zip(res["models"], preds, tiny_pair.models):
+    for row, pred, _clf in zip(res["models"], preds, tiny_pair.models):
         assert row["accuracy"] == pytest.approx(np.mean([p == g for p, g in zip(pred.predicted, gold)]))
         assert row["parameters"] == sum(row[f"parameters_{k}"] for k in ("embeddings", "encoder", "head"))
         assert row["n"] == 40 and row["latency_ms_median"] <= row["latency_ms_p95"]
@@ -61,7 +61,9 @@ def test_a_pair_without_a_task_is_told_to_give_one(tiny_dirs):
     pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])])
     assert pair.task.labels == ("LABEL_0", "LABEL_1")
     ds = Dataset("d", [Example(("a fine film",), "positive")])
-    with pytest.raises(InputError, match=r"its config names no labels: give the pair.s task with --task \(e.g. --task sst2\)"):
+    with pytest.raises(
+        InputError, match=r"its config names no labels: give the pair.s task with --task \(e.g. --task sst2\)"
+    ):
         benchmark(pair, ds)
 
 

@@ -108,7 +108,9 @@ return out;"""
 
 
 # each matching element's text and drawn width
-_DEEP_WIDTHS = _DEEP.replace("return out;", "return out.map(e => [e.textContent.trim(), e.getBoundingClientRect().width]);")
+_DEEP_WIDTHS = _DEEP.replace(
+    "return out;", "return out.map(e => [e.textContent.trim(), e.getBoundingClientRect().width]);"
+)
 
 
 def _deep(drv, css):

@@ -203,7 +203,9 @@ def test_cli_attack_on_ray_equals_local_and_resumes(tiny_dirs, ray_local, tmp_pa
     remote_out.write_text(json.dumps(local["examples"][0]) + "\n")  # an earlier run that stopped after one
     assert main(base + ["--out", str(remote_out), "--engine", "ray", "--workers", "2"]) == 0
     remote = json.loads(capsys.readouterr().out)
-    strip = lambda res: [(r["index"], [(x["outcome"], x["adversarial"]) for x in r["results"]]) for r in res["examples"]]
+    strip = lambda res: [
+        (r["index"], [(x["outcome"], x["adversarial"]) for x in r["results"]]) for r in res["examples"]
+    ]
     assert strip(remote) == strip(local) and [r["index"] for r in remote["examples"]] == [0, 1, 2]
     # everything done: a re-run only reads the file
     assert main(base + ["--out", str(remote_out), "--engine", "ray", "--workers", "2"]) == 0

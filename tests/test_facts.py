@@ -2,7 +2,6 @@ import numpy as np
 import pytest
 
 from app.core.data import Example
-from app.core.errors import InputError
 from app.core.facts import count_parameters, layer_transitions, model_facts, parameter_split, shares_layers
 
 from .conftest import SENTENCES
@@ -29,13 +28,24 @@ def test_parameter_split_finds_each_familys_modules(tiny_pair, family_dirs):
     bert = tiny_pair.models[0].model
     expected = {
         "bert": (bert, (bert.bert.embeddings,), (bert.bert.encoder,), (bert.bert.pooler, bert.classifier)),
-        "distilbert": (models["distilbert"], (models["distilbert"].distilbert.embeddings,),
-                       (models["distilbert"].distilbert.transformer,),
-                       (models["distilbert"].pre_classifier, models["distilbert"].classifier)),
-        "electra": (models["electra"], (models["electra"].electra.embeddings, models["electra"].electra.embeddings_project),
-                    (models["electra"].electra.encoder,), (models["electra"].classifier,)),
-        "roberta": (models["roberta"], (models["roberta"].roberta.embeddings,), (models["roberta"].roberta.encoder,),
-                    (models["roberta"].classifier,)),
+        "distilbert": (
+            models["distilbert"],
+            (models["distilbert"].distilbert.embeddings,),
+            (models["distilbert"].distilbert.transformer,),
+            (models["distilbert"].pre_classifier, models["distilbert"].classifier),
+        ),
+        "electra": (
+            models["electra"],
+            (models["electra"].electra.embeddings, models["electra"].electra.embeddings_project),
+            (models["electra"].electra.encoder,),
+            (models["electra"].classifier,),
+        ),
+        "roberta": (
+            models["roberta"],
+            (models["roberta"].roberta.embeddings,),
+            (models["roberta"].roberta.encoder,),
+            (models["roberta"].classifier,),
+        ),
     }
     for name, (model, emb, enc, head) in expected.items():
         split = parameter_split(model)
@@ -64,7 +74,6 @@ def test_model_facts_fields(tiny_pair):
 
 def test_model_facts_name_the_linear_layers_product(tiny_pair):
     """The latency shown depends on the matrix product; the facts say which one the model runs."""
-    from app.core import kernels
     from app.core.facts import linear_layers
 
     from .test_kernels import forced

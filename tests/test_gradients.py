@@ -63,7 +63,9 @@ def test_embedding_layer_round_trip(tiny_pair, which):
     states, logits = layer_outputs(clf, ids, mask, tt)
     with torch.no_grad():
         again = forward_from_layer(clf, torch.cat([states, 0 * states]), ids, mask, tt)
-        plain = clf.model(**{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}).logits
+        plain = clf.model(
+            **{k: v for k, v in enc.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
+        ).logits
     torch.testing.assert_close(again[:1], logits, atol=1e-6, rtol=0)
     torch.testing.assert_close(logits, plain, atol=1e-6, rtol=0)
     assert not torch.allclose(again[1], logits[0])

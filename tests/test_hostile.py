@@ -91,7 +91,11 @@ def _calls(files: dict[str, str]):
         yield "/benchmark", ("sentiment_plain", None, bad), "max_examples"
         yield "/project", ("sentiment_plain", None, "pca", "cls", -1, "gold", bad), "max_examples"
         yield "/project", ("sentiment_plain", None, "pca", "cls", bad, "gold", 10), None
-        yield "/saliency_dataset", ("sentiment_plain", "gradient_x_input", "1e-03", bad, "prob"), "max_saliency_examples"
+        yield (
+            "/saliency_dataset",
+            ("sentiment_plain", "gradient_x_input", "1e-03", bad, "prob"),
+            "max_saliency_examples",
+        )
         yield "/saliency_dataset", ("sentiment_plain", "integrated_gradients", bad, 3, "prob"), None
         yield "/saliency", (sent, "", "integrated_gradients", "predicted", bad, "prob"), None
         yield "/counterfactual", ("", "", "dataset_flip_rate", "film -> movie, movie -> film", "sentiment_plain",
@@ -164,7 +168,7 @@ def test_hosted_caps_hold_for_negative_zero_and_huge_limits(tiny_pair, tmp_path)
     rows = tmp_path / "rows.csv"
     rows.write_text("text,label\n" + "".join(f"review number {i} was {'fine' if i % 2 else 'awful'},{i % 2}\n"
                                              for i in range(2000)))
-    for demo, url, client in _serve(tiny_pair, hosted=True):
+    for _demo, _url, client in _serve(tiny_pair, hosted=True):
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("ALBERT_LENS_HOSTED", "1")
             cap = policy.limits()
@@ -205,7 +209,7 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
         return real(*a, **k)
 
     monkeypatch.setattr(saliency, "explain", slow)
-    for demo, url, client in _serve(tiny_pair, hosted=False):
+    for demo, url, _client in _serve(tiny_pair, hosted=False):
         fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "saliency_dataset")
         session = "disconnect-test"
         t0 = time.monotonic()
@@ -239,14 +243,13 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
 
 
 def test_the_stop_button_stops_this_sessions_job(tiny_pair, monkeypatch):
-    from gradio_client import Client
 
     from app.core import saliency
     from app.ui import _RUNNING, stop_session
 
     real = saliency.explain
     monkeypatch.setattr(saliency, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
-    for demo, url, client in _serve(tiny_pair, hosted=False):
+    for _demo, _url, client in _serve(tiny_pair, hosted=False):
         job = client.submit("sentiment_plain", "gradient_x_input", "1e-03", 30, "prob", api_name="/saliency_dataset")
         deadline = time.time() + 60
         while time.time() < deadline and not any(j.name == "do_saliency_dataset" for js in list(_RUNNING.values())

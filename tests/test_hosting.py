@@ -138,7 +138,10 @@ def test_hosted_lit_caps_a_visitors_text_but_serves_the_operators_long_rows(host
 
 
 def _tsv(path: Path, n: int = 2) -> Path:
-    rows = ["a private review nobody shipped\t1", *(f"another private review, number {i}\t{i % 2}" for i in range(n - 1))]
+    rows = [
+        "a private review nobody shipped\t1",
+        *(f"another private review, number {i}\t{i % 2}" for i in range(n - 1)),
+    ]
     path.write_text("sentence\tlabel\n" + "\n".join(rows) + "\n")
     return path
 
@@ -162,7 +165,9 @@ def test_hosted_mode_reads_no_server_paths(hosted, tiny_pair, tmp_path, monkeypa
     with pytest.raises(InputError, match=refused):
         api.resolve_dataset(tiny_pair, str(link_dir / "link.tsv"))
     ok = _tsv(link_dir / "upload.tsv")
-    assert [e.texts[0] for e in api.resolve_dataset(tiny_pair, str(ok)).examples][0] == "a private review nobody shipped"
+    assert [e.texts[0] for e in api.resolve_dataset(tiny_pair, str(ok)).examples][
+        0
+    ] == "a private review nobody shipped"
     assert len(api.resolve_dataset(tiny_pair, "sentiment_plain", 5)) == 5  # shipped names still work
 
 

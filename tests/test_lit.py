@@ -17,7 +17,7 @@ from .conftest import shared
 def _validate(pair, dataset_spec, limit=8):
     from lit_nlp.lib import validation
 
-    for name, ds in datasets_for(pair, [dataset_spec] if dataset_spec else None, limit).items():
+    for _name, ds in datasets_for(pair, [dataset_spec] if dataset_spec else None, limit).items():
         validation.validate_dataset(ds)
         for model in models_for(pair.models).values():
             validation.validate_model(model, ds)
@@ -96,11 +96,20 @@ def test_server_preds_and_salience_equal_the_core(lit_server):
     data["_id"] = input_hash(data)
     inputs = [{"id": data["_id"], "data": data}]
     for clf in pair.models:
-        preds = _post(url, f"/get_preds?model={clf.name}&dataset_name=sst2/dev&requested_types=MulticlassPreds", {"inputs": inputs})
+        preds = _post(
+            url,
+            f"/get_preds?model={clf.name}&dataset_name=sst2/dev&requested_types=MulticlassPreds",
+            {"inputs": inputs},
+        )
         core = predict(clf, [Example((text,))]).probs[0]
         np.testing.assert_allclose(preds[0]["probas"], core, atol=1e-5)
-        sal = _post(url, f"/get_interpretations?model={clf.name}&dataset_name=sst2/dev&interpreter=Grad ⋅ Input".replace(" ", "%20").replace("⋅", "%E2%8B%85"),
-                    {"inputs": inputs})
+        sal = _post(
+            url,
+            f"/get_interpretations?model={clf.name}&dataset_name=sst2/dev&interpreter=Grad ⋅ Input".replace(
+                " ", "%20"
+            ).replace("⋅", "%E2%8B%85"),
+            {"inputs": inputs},
+        )
         lit_scores = np.asarray(sal[0]["token_grad_sentence"]["salience"])
         ours = GradientXInput(clf).attribute(Example((text,)))
         tok = np.asarray(ours.token_scores[1:-1])  # word tokens, [CLS]/[SEP] excluded as in LIT's field tokens

@@ -1,6 +1,5 @@
 import pickle
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -107,7 +106,7 @@ def test_custom_pair_takes_labels_from_config(tiny_dirs):
     assert three.labels == ("LABEL_0", "LABEL_1", "LABEL_2") and three.family == "albert"
     with pytest.raises(PairError, match=r"with labels \['LABEL_0', 'LABEL_1'\] and albert3 with labels "
                                         r"\['LABEL_0', 'LABEL_1', 'LABEL_2'\]"):
-        Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert3"])]).models
+        _ = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert3"])]).models
 
 
 def test_head_from_the_config_alone_answers_as_the_loaded_model(tiny_dirs, tmp_path):
@@ -222,7 +221,7 @@ def test_config_label_names_are_checked_against_the_task(tiny_dirs, tmp_path):
     assert read_head(spec(with_names(["positive", "negative"]))).labels == ("positive", "negative")
     with pytest.raises(ModelLoadError, match=r"its config names its outputs \['negative', 'positive'\], but task "
                                              r"'rte' has \['entailment', 'not_entailment'\]; give the task"):
-        Pair.resolve(models=["offline:bert-sst2", "offline:albert-sst2"], task="rte").models
+        _ = Pair.resolve(models=["offline:bert-sst2", "offline:albert-sst2"], task="rte").models
 
 
 @pytest.mark.parametrize("fmt", ["safetensors", "bin"])

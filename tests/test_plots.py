@@ -106,8 +106,16 @@ def _bench(metric, cmp):
 def test_benchmark_figure_draws_the_intervals_and_the_table_of_who_is_right():
     from app.core.plots import benchmark_figure
 
-    cmp = {"metric": "accuracy", "confidence": 0.95, "intervals": [[0.86, 0.94], [0.75, 0.85]], "test": "McNemar, exact",
-           "p_value": 0.0123, "both_right": 150, "only_right": [30, 10], "both_wrong": 10}
+    cmp = {
+        "metric": "accuracy",
+        "confidence": 0.95,
+        "intervals": [[0.86, 0.94], [0.75, 0.85]],
+        "test": "McNemar, exact",
+        "p_value": 0.0123,
+        "both_right": 150,
+        "only_right": [30, 10],
+        "both_wrong": 10,
+    }
     fig = benchmark_figure(_bench("accuracy", cmp))
     bars, table = fig.axes
     assert [round(p.get_height(), 6) for p in bars.patches] == [0.9, 0.8]

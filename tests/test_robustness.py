@@ -52,7 +52,9 @@ def test_bad_ig_tolerance_is_named(tiny_pair, value, msg):
 def test_ig_tolerance_is_used(tiny_pair):
     """A tighter tolerance buys more steps and a delta within it (on this tiny model the loose one's is already at
     float32 rounding, ~1e-9, so the tight one is no larger beyond rounding); other methods ignore it."""
-    loose = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, "1e-2")
+    loose = api.saliency(
+        tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, "1e-2"
+    )
     tight = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, 1e-6)
     for lo, ti in zip(loose["maps"], tight["maps"]):
         assert lo["delta"] <= 1e-2 and (ti["delta"] <= 1e-6 or "exceeds 1e-06" in ti["note"])
@@ -82,7 +84,9 @@ def test_malformed_and_binary_dataset_files(tiny_pair, tmp_path):
         api.project(tiny_pair, str(blank), "pca")
     blank.write_text('{"text": "good"}\n{"text": "\\u200b"}\n')
     blank = blank.rename(tmp_path / "blank.jsonl")
-    with pytest.raises(LensError, match=r"blank.jsonl, line 2: column 'text' has only invisible characters \(U\+200B\)"):
+    with pytest.raises(
+        LensError, match=r"blank.jsonl, line 2: column 'text' has only invisible characters \(U\+200B\)"
+    ):
         load_dataset(blank)
     q = tmp_path / "ragged.tsv"
     q.write_text("sentence\tlabel\nok\t1\nextra\t1\t2\n")

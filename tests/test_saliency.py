@@ -114,7 +114,9 @@ def test_gradient_x_input_matches_finite_difference(tiny_pair, which):
         def f(a):
             with torch.no_grad():
                 x = torch.where(words, a * emb, emb)
-                return torch.softmax(forward_embeds(clf, x, enc["attention_mask"], enc.get("token_type_ids")), -1)[0, 1].item()
+                return torch.softmax(forward_embeds(clf, x, enc["attention_mask"], enc.get("token_type_ids")), -1)[
+                    0, 1
+                ].item()
 
         eps = 1e-5
         fd = (f(1 + eps) - f(1 - eps)) / (2 * eps)

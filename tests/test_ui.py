@@ -166,8 +166,9 @@ def test_errors_are_messages_not_tracebacks(client):
 @pytest.mark.parametrize("fixture,expected,suite", [("tiny_pair", "sentiment_plain", "sentiment_suite.json.gz"),
                                                     ("tiny_nli_pair", "rte_pairs", None)])
 def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expected, suite):
-    """The Projection tab (and saliency over a dataset) opens on examples the pair can read (single sentences or sentence pairs), and
-    every dataset field offers the released dev split; the Behavioural tab proposes a released suite only when its labels fit the task (none for RTE)."""
+    """The Projection tab (and saliency over a dataset) opens on examples the pair can read (single sentences or
+    sentence pairs), and every dataset field offers the released dev split; the Behavioural tab proposes a
+    released suite only when its labels fit the task (none for RTE)."""
     from app.core import api
     from app.ui import build
 

@@ -13,7 +13,9 @@ import regex
 
 # A word: letters/digits/marks (with inner apostrophes), or a run of other visible symbols (punctuation, emoji
 # with their joiners and modifiers). Every non-space character of the input belongs to exactly one word.
-WORD = regex.compile(r"[\p{L}\p{N}\p{M}_]+(?:['’][\p{L}\p{N}\p{M}_]+)*|[^\s\p{L}\p{N}\p{M}_][^\s\p{L}\p{N}_]*", regex.V1)
+WORD = regex.compile(
+    r"[\p{L}\p{N}\p{M}_]+(?:['’][\p{L}\p{N}\p{M}_]+)*|[^\s\p{L}\p{N}\p{M}_][^\s\p{L}\p{N}_]*", regex.V1
+)
 
 
 @dataclass(frozen=True)

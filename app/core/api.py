@@ -16,6 +16,7 @@ from .inference import check_examples
 from .pair import Pair
 from .policy import allow_reads_under, check_length, count, integer, limits, number, readable, tolerance  # noqa: F401
 from .runtime import ASSETS_DIR, SHARED_DATA
+from .workers import Pool
 
 Progress = Callable[[int, int], None] | None
 EXAMPLES = ASSETS_DIR / "examples"
@@ -55,15 +56,13 @@ def job(alive: Callable[[], bool] | None = None, name: str = "request") -> jobs.
     return jobs.Job(seconds=limits()["request_seconds"], alive=alive, name=name)
 
 
-def worker_pools(pair: Pair, groups: dict[str, int]) -> dict[str, "workers.Pool"]:
+def worker_pools(pair: Pair, groups: dict[str, int]) -> dict[str, Pool]:
     """Child processes for a front end's heavy requests, `groups` naming how many per concurrency group; each
     loads `pair`, may read what this process may (its registered upload folders) and is warmed up like the app."""
-    from . import workers
-
     setup = [(_worker_setup, (pair, [str(p) for p in policy._READABLE]))]
     raw = os.environ.get("ALBERT_LENS_WORKER_THREADS", "").strip()
     threads = int(raw) if raw.isdigit() and int(raw) > 0 else max(1, (os.cpu_count() or 1) // sum(groups.values()))
-    return {group: workers.Pool(n, setup, threads=threads, name=f"{group} worker") for group, n in groups.items()}
+    return {group: Pool(n, setup, threads=threads, name=f"{group} worker") for group, n in groups.items()}
 
 
 def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
@@ -71,7 +70,7 @@ def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
 
     for root in readable_roots:
         allow_reads_under(root)
-    pair.models  # noqa: B018 - load the weights now, not during the first visitor's request
+    _ = pair.models  # load the weights now, not during the first visitor's request
     projection.warm_up()
     counterfactuals.warm_up()
 

@@ -1,7 +1,6 @@
 """Accuracy and speed of both models on one dataset, measured in the same run so the ratio means something."""
 from __future__ import annotations
 
-import statistics
 import time
 
 import numpy as np

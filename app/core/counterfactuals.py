@@ -326,7 +326,9 @@ def hotflip(clf: Classifier, example: Example, top_k: int = 20) -> dict:
         return {"model": clf.name, "edited": None, "note": "no single-token word to swap"}
     cands.sort(reverse=True)
     cands = cands[:top_k]
-    edited = [Example(edit_texts(example.texts, al.words, {w: _match_case(al.words[w].text, new)})) for _, w, new in cands]
+    edited = [
+        Example(edit_texts(example.texts, al.words, {w: _match_case(al.words[w].text, new)})) for _, w, new in cands
+    ]
     pred = predict(clf, edited, validate=False)
     p_target = pred.probs[:, g.target]
     best = int(np.argmin(p_target))

@@ -16,10 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-csv.field_size_limit(10**8)
-
-
 from .errors import LensError
+
+csv.field_size_limit(10**8)
 
 
 class DataError(LensError, ValueError):
@@ -206,7 +205,9 @@ def read_glue(path: str | Path, task: str, limit: int | None = None) -> Dataset:
             _check_width(row, 4, path, i)
             examples.append(Example((row[3],), _label_name(row[1], labels, path, i)))
         return Dataset(path.stem, examples, task, str(path))
-    quoting = csv.QUOTE_NONE if task in {"mrpc", "stsb", "sst2", "rte", "wnli", "qnli", "qqp", "mnli"} else csv.QUOTE_MINIMAL
+    quoting = (
+        csv.QUOTE_NONE if task in {"mrpc", "stsb", "sst2", "rte", "wnli", "qnli", "qqp", "mnli"} else csv.QUOTE_MINIMAL
+    )
     rows = _rows(text, "\t", quoting)
     header = next(rows, None)
     if header is None:

@@ -128,7 +128,9 @@ def forward_from_layer(clf: Classifier, states: torch.Tensor, input_ids: torch.T
     _SLOT.value = (module, states)
     try:
         kw = {} if token_type_ids is None else {"token_type_ids": repeat_rows(token_type_ids, n)}
-        return clf.model(input_ids=repeat_rows(input_ids, n), attention_mask=repeat_rows(attention_mask, n), **kw).logits
+        return clf.model(
+            input_ids=repeat_rows(input_ids, n), attention_mask=repeat_rows(attention_mask, n), **kw
+        ).logits
     finally:
         _SLOT.value = None
 

@@ -315,7 +315,9 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
                 reads = "tokenizer and word embeddings" if offline.frozen_tables(path) else "tokenizer"
                 return offline.materialise_export(path), f"an offline export ({path}, {reads} from the MiniLM)"
             except Exception as exc:  # noqa: BLE001 - re-raised naming the folder
-                raise ModelLoadError(f"model {source!r}: an offline export that can't be completed ({_short(exc)})") from exc
+                raise ModelLoadError(
+                    f"model {source!r}: an offline export that can't be completed ({_short(exc)})"
+                ) from exc
         return path, "local directory"
     if source.startswith(("/", "./", "../", "~")) or os.sep in source.strip("/").replace("/", "", 1):
         raise ModelLoadError(f"model {source!r}: no such directory")

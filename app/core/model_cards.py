@@ -100,15 +100,29 @@ def write_offline_cards(bert, albert, results: dict, settings, export_to: Path, 
     n_dev = final.get("dev_n", "")
     task_title = "SST-2" if task.name == "sst2" else task.name.upper()
     specs = [
-        (f"bert-{task.name}", bert, f"BERT (MiniLM-L6-H384) fine-tuned on {task_title}", offline.FROZEN_FROM_MINILM,
-         f"cross-entropy, AdamW lr {settings.bert_lr}, {settings.bert_epochs} epochs, batch {settings.batch_size}, "
-         "word-embedding table frozen", final.get("bert_dev_accuracy"), results.get("bert", {}).get("history")),
-        (f"albert-{task.name}", albert, "ALBERT (factorised embeddings E=128, one shared layer) distilled from the BERT",
-         {}, f"initialised from the fine-tuned MiniLM BERT: SVD factorisation of its embeddings to E=128 (the SVD basis as the "
-         f"E->H mapping), shared layer from MiniLM layer {results['albert_init']['layer']} "
-         f"(lowest KL to the teacher of the 6 tried); distillation from the BERT side (T={settings.temperature}, "
-         f"weight {settings.distil_weight}) plus the labels, AdamW lr {settings.albert_lr}, "
-         f"{settings.albert_epochs} epochs", final.get("albert_dev_accuracy"), results.get("albert", {}).get("history")),
+        (
+            f"bert-{task.name}",
+            bert,
+            f"BERT (MiniLM-L6-H384) fine-tuned on {task_title}",
+            offline.FROZEN_FROM_MINILM,
+            f"cross-entropy, AdamW lr {settings.bert_lr}, {settings.bert_epochs} epochs, batch {settings.batch_size}, "
+            "word-embedding table frozen",
+            final.get("bert_dev_accuracy"),
+            results.get("bert", {}).get("history"),
+        ),
+        (
+            f"albert-{task.name}",
+            albert,
+            "ALBERT (factorised embeddings E=128, one shared layer) distilled from the BERT",
+            {},
+            "initialised from the fine-tuned MiniLM BERT: SVD factorisation of its embeddings to E=128 (the SVD "
+            f"basis as the E->H mapping), shared layer from MiniLM layer {results['albert_init']['layer']} "
+            f"(lowest KL to the teacher of the 6 tried); distillation from the BERT side (T={settings.temperature}, "
+            f"weight {settings.distil_weight}) plus the labels, AdamW lr {settings.albert_lr}, "
+            f"{settings.albert_epochs} epochs",
+            final.get("albert_dev_accuracy"),
+            results.get("albert", {}).get("history"),
+        ),
     ]
     summary = {}
     for name, model, title, frozen, recipe, dev_acc, hist in specs:

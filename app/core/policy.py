@@ -81,7 +81,9 @@ def count(field: str, value, *, cap: int, default: int | None = None, lower: int
     below `lower`, fractional, infinite or not a number is refused; above the cap it is clamped to the cap."""
     if value is None or (isinstance(value, str) and not value.strip()):
         value = cap if default is None else default
-    allowed = f"give a whole number from {lower:,} to {cap:,}" if cap < 10**9 else f"give a whole number of {lower} or more"
+    allowed = (
+        f"give a whole number from {lower:,} to {cap:,}" if cap < 10**9 else f"give a whole number of {lower} or more"
+    )
     x = _as_number(field, value, f"a whole number; {allowed}")
     if not math.isfinite(x) or x != int(x):
         raise InputError(f"{field}: {str(value)[:40]!r} is not a whole number; {allowed}")

@@ -238,7 +238,7 @@ def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Se
                      predictions: Sequence) -> list[dict]:
     """Long-format rows (one per model and example) for plots and CSV export."""
     rows = []
-    for m, (clf, xy, pred) in enumerate(zip(models, proj.coords, predictions)):
+    for _m, (clf, xy, pred) in enumerate(zip(models, proj.coords, predictions)):
         labels = pred.predicted
         for i, ex in enumerate(examples):
             gold = ex.label

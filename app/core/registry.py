@@ -108,10 +108,17 @@ def textattack_pair(task_name: str) -> PairSpec:
         labels=_remapped(task.labels) if task_name in BERT_REMAPPED else None,
     )
     albert = ModelSpec(
-        "ALBERT", f"textattack/albert-base-v2-{suffix}", "albert", task,
-        note="not listed in TextAttack's model zoo; the hub id follows its naming" if task_name in ALBERT_NOT_IN_ZOO else "",
+        "ALBERT",
+        f"textattack/albert-base-v2-{suffix}",
+        "albert",
+        task,
+        note="not listed in TextAttack's model zoo; the hub id follows its naming"
+        if task_name in ALBERT_NOT_IN_ZOO
+        else "",
     )
-    return PairSpec(task_name, task, (bert, albert), f"TextAttack's fine-tuned BERT-base and ALBERT-base-v2 on {task_name}")
+    return PairSpec(
+        task_name, task, (bert, albert), f"TextAttack's fine-tuned BERT-base and ALBERT-base-v2 on {task_name}"
+    )
 
 
 def offline_pair(task_name: str = "sst2") -> PairSpec:
@@ -173,7 +180,10 @@ def custom_pair(source_a: str, source_b: str, task: str | Task | None = None) ->
         names.append(base or src)
     if names[0] == names[1]:
         names = [f"A: {names[0]}", f"B: {names[1]}"]
-    fam = ["albert" if "albert" in src.lower() else "bert" if "bert" in src.lower() else "model" for src in (source_a, source_b)]
+    fam = [
+        "albert" if "albert" in src.lower() else "bert" if "bert" in src.lower() else "model"
+        for src in (source_a, source_b)
+    ]
     placeholder = t or Task("custom", ONE, None)
     specs = tuple(ModelSpec(n, s, f, placeholder) for n, s, f in zip(names, (source_a, source_b), fam))
     return PairSpec(f"{names[0]} vs {names[1]}", placeholder, specs, "user-given models",

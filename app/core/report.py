@@ -1,8 +1,8 @@
 """`albert-lens report`: the study's tables and figures regenerated for any pair, in one go.
 
 Sections: benchmark per dataset, CheckList tables, an attack summary, the UMAP figure, saliency over examples,
-parameter and speed tables. Each section's result is cached as JSON under `<out>/cache/` keyed by what it depends on (models, files,
-settings), so a re-run after a crash, or with one more dataset, only computes what is new.
+parameter and speed tables. Each section's result is cached as JSON under `<out>/cache/` keyed by what it
+depends on (models, files, settings), so a re-run after a crash, or with one more dataset, only computes what is new.
 """
 from __future__ import annotations
 
@@ -185,7 +185,10 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             md += [f"Not computed: {res['error']}", ""]
         elif kind == "benchmark":
             metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
-            md += [f"| model | {metric} | parameters | throughput (ex/s) | latency p50 (ms) | n |", "|---|---|---|---|---|---|"]
+            md += [
+                f"| model | {metric} | parameters | throughput (ex/s) | latency p50 (ms) | n |",
+                "|---|---|---|---|---|---|",
+            ]
             for r in res["models"]:
                 md.append(f"| {r['model']} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
                           f"{r['latency_ms_median']:.1f} | {r['n']} |")
@@ -209,9 +212,13 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             if "unavailable" in res:
                 md += [f"Not run here: {res['unavailable']}", ""]
             else:
-                md += [f"{res['n']} examples, query budget 200.", "",
-                       "| model | success rate | attacked | skipped | avg queries | perturbed words % | s/example | transfer rate |",
-                       "|---|---|---|---|---|---|---|---|"]
+                md += [
+                    f"{res['n']} examples, query budget 200.",
+                    "",
+                    "| model | success rate | attacked | skipped | avg queries | perturbed words % | s/example "
+                    "| transfer rate |",
+                    "|---|---|---|---|---|---|---|---|",
+                ]
                 for m, s in res["summary"].items():
                     md.append(f"| {m} | {percent(s['success_rate'])} | {s['attacked']} | {s['skipped']} | "
                               f"{_num(s['avg_queries'])} | {_num(s['avg_perturbed_words_pct'])} | "
@@ -224,10 +231,14 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             fig = out / "umap.png"
             projection.plot_png(res["points"], fig, "gold", title=f"UMAP (cosine) of CLS embeddings, {res['dataset']}")
             figs.append(fig)
-            md += [f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "
-                   f"embedding spaces: **{res['knn_overlap']:.2f}** (unrelated spaces would share "
-                   f"{projection.knn_chance(res['n'], res['k']):.2f}); Procrustes disparity {res['disparity']:.3f}.", "",
-                   f"![UMAP]({fig.name})", ""]
+            md += [
+                f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "
+                f"embedding spaces: **{res['knn_overlap']:.2f}** (unrelated spaces would share "
+                f"{projection.knn_chance(res['n'], res['k']):.2f}); Procrustes disparity {res['disparity']:.3f}.",
+                "",
+                f"![UMAP]({fig.name})",
+                "",
+            ]
         elif kind == "saliency":
             from .plots import saliency_dataset_figure
 
@@ -238,9 +249,14 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
                    "probability drop when the top-ranked words are removed (comprehensiveness; a random ranking of "
                    "the same words for comparison) or kept alone (sufficiency).", "",
                    "| model | comprehensiveness | random ranking | sufficiency |", "|---|---|---|---|"]
-            md += [f"| {n} | " + " | ".join(format_mean(res[k][i]) for k in ("comprehensiveness", "random_comprehensiveness",
-                                                                       "sufficiency")) + " |"
-                   for i, n in enumerate(res["models"])]
+            md += [
+                f"| {n} | "
+                + " | ".join(
+                    format_mean(res[k][i]) for k in ("comprehensiveness", "random_comprehensiveness", "sufficiency")
+                )
+                + " |"
+                for i, n in enumerate(res["models"])
+            ]
             md.append("")
             if "comprehensiveness_comparison" in res:
                 md += [verdict(res["comprehensiveness_comparison"], res["models"]) + ".", ""]
@@ -249,8 +265,11 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
                        f"{res['agreement']['n']} examples.", ""]
             md += [f"![saliency]({fig.name})", ""]
         elif kind == "facts":
-            md += ["| model | parameters | embeddings | encoder | head | shares layers | latency (ms) | throughput (ex/s) |",
-                   "|---|---|---|---|---|---|---|---|"]
+            md += [
+                "| model | parameters | embeddings | encoder | head | shares layers | latency (ms) "
+                "| throughput (ex/s) |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
             for f in res["models"]:
                 md.append(f"| {f['model']} | {f['parameters']:,} | {f['parameters_embeddings']:,} | "
                           f"{f['parameters_encoder']:,} | {f['parameters_head']:,} | {f['shares_layers']} | "

@@ -123,7 +123,9 @@ class GradientNorm(Method):
         tok = np.linalg.norm(g.gradients, axis=1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         total = tok.sum() or 1.0
-        return self._result(al, tgt, np.asarray(al.pool(tok / total)), tokens=g.tokens, token_scores=(tok / total).tolist())
+        return self._result(
+            al, tgt, np.asarray(al.pool(tok / total)), tokens=g.tokens, token_scores=(tok / total).tolist()
+        )
 
 
 class GradientXInput(Method):
@@ -143,11 +145,12 @@ class IntegratedGradients(Method):
     path of Captum's BERT tutorial (LayerIntegratedGradients), with the number and placement of steps chosen
     adaptively. A first round of `start_steps` nodes (by default sized for the tolerance, `first_round`; `rule`:
     Hale-Trefethen's transplanted Gauss-Legendre by default, or plain Gauss-Legendre as in Captum); while the
-    convergence delta (sum of attributions minus F(x) - F(baseline)) exceeds `tolerance`, a round 1.5x larger: sinh-mapped around the peak when the integrand
-    has a narrow one (a probability jump), else the same even rule. The round with the smallest delta is returned;
-    `n_steps` counts every model evaluation spent. Attributions are summed in float64 so that the delta shows the
-    quadrature's error rather than float32 rounding. With plain Gauss-Legendre nodes it equals Captum's
-    LayerIntegratedGradients (tests/test_saliency.py)."""
+    convergence delta (sum of attributions minus F(x) - F(baseline)) exceeds `tolerance`, a round 1.5x larger:
+    sinh-mapped around the peak when the integrand has a narrow one (a probability jump), else the same even
+    rule. The round with the smallest delta is returned; `n_steps` counts every model evaluation spent.
+    Attributions are summed in float64 so that the delta shows the quadrature's error rather than float32
+    rounding. With plain Gauss-Legendre nodes it equals Captum's LayerIntegratedGradients
+    (tests/test_saliency.py)."""
 
     name = "integrated_gradients"
     ROW_TOKENS = 8192  # rows x tokens per forward/backward chunk: bounds memory on long inputs
@@ -301,7 +304,9 @@ class Lime(Method):
         return self._result(al, tgt, scores, note=f"{self.n_samples} samples")
 
 
-METHODS: dict[str, type[Method]] = {m.name: m for m in (GradientNorm, GradientXInput, IntegratedGradients, Occlusion, Lime)}
+METHODS: dict[str, type[Method]] = {
+    m.name: m for m in (GradientNorm, GradientXInput, IntegratedGradients, Occlusion, Lime)
+}
 
 
 def check_method(name: str) -> None:

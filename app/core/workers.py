@@ -84,7 +84,7 @@ def _child(conn, cancelled, gone, nice: int, threads: int | None, setup: Setup) 
         job = jobs.Job(seconds, alive=lambda: not gone.is_set() and os.getppid() == parent, name=name,
                        cancelled=cancelled)
         if wants_progress:
-            kwargs = {**kwargs, "progress": lambda done, total: conn.send(("progress", call, done, total))}
+            kwargs = {**kwargs, "progress": lambda done, total, call=call: conn.send(("progress", call, done, total))}
         try:
             with jobs.running(job, record=False):
                 out: tuple = ("ok", call, fn(*args, **kwargs))
