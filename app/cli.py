@@ -5,6 +5,8 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from app.core import runtime
@@ -47,6 +49,23 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, default=2, help="Ray workers, one model pair each")
 
 
+@contextmanager
+def _bar(desc: str, disable: bool = False, unit: str = "it") -> Iterator[Callable[[int, int], None]]:
+    """A tqdm bar driven by the core's (done, total) progress calls, closed afterwards."""
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=1, desc=desc, unit=unit, disable=disable)
+
+    def step(done: int, total: int) -> None:
+        bar.total, bar.n = total, done
+        bar.refresh()
+
+    try:
+        yield step
+    finally:
+        bar.close()
+
+
 def _engine(args):
     """The Engine of --engine/--address/--workers (in process by default)."""
     from app.core.engine import Engine
@@ -79,19 +98,16 @@ def _whole(args, *names: str) -> None:
 
 
 def cmd_predict(args) -> int:
-    from app.core.data import Example
+    from app.core import api
 
     pair = _pair(args)
-    ex = Example(tuple(t for t in (args.text, args.text2) if t is not None))
-    preds = pair.predict([ex])
-    records = [p.record(0) | {"seconds": round(p.seconds, 4)} for p in preds]
+    res = api.predict(pair, args.text, args.text2)
     if args.json:
-        print(json.dumps({"pair": pair.name, "task": pair.task.name, "input": list(ex.texts),
-                          "predictions": records}, indent=2, ensure_ascii=False))
+        print(json.dumps({"pair": pair.name, **res}, indent=2, ensure_ascii=False))
         return 0
     print(f"pair: {pair.name} ({pair.reason})")
     width = max(8, *(len(clf.name) for clf in pair.models))
-    for clf, rec in zip(pair.models, records):
+    for clf, rec in zip(pair.models, res["models"]):
         if "score" in rec:
             print(f"  {clf.name:<{width}} score {rec['score']:.4f}   [{clf.spec.source}]")
         else:
@@ -155,23 +171,15 @@ def cmd_saliency(args) -> int:
 
 
 def _saliency_dataset(pair, args) -> int:
-    from tqdm.auto import tqdm
-
     from app.core import api
     from app.core.plots import saliency_dataset_figure
     from app.core.significance import format_mean, verdict
 
     if args.text is not None:
         raise InputError("text: give either an input or --dataset, not both")
-    bar = tqdm(total=1, desc=f"{args.method} over the dataset", unit="example", disable=args.json)
-
-    def step(done, total):
-        bar.total, bar.n = total, done
-        bar.refresh()
-
-    res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step,
-                               output=args.output)
-    bar.close()
+    with _bar(f"{args.method} over the dataset", args.json, "example") as step:
+        res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step,
+                                   output=args.output)
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
     else:
@@ -205,20 +213,10 @@ def cmd_counterfactual(args) -> int:
     pair = _pair(args)
     over_dataset = args.generator.startswith("dataset_")
     if over_dataset and not args.dataset:
-        from app.core.errors import InputError
-
         raise InputError(f"dataset: {args.generator} needs --dataset (a shipped name, file or datasets id)")
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=1, desc="predicting", disable=args.json or not over_dataset)
-
-    def step(done, total):
-        bar.total, bar.n = total, done
-        bar.refresh()
-
-    res = api.counterfactual(pair, args.text or "", args.text2, args.generator, args.replacements, args.dataset,
-                             args.limit, progress=step)
-    bar.close()
+    with _bar("predicting", args.json or not over_dataset) as step:
+        res = api.counterfactual(pair, args.text or "", args.text2, args.generator, args.replacements, args.dataset,
+                                 args.limit, progress=step)
     names = [m.name for m in pair.models]
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
@@ -254,20 +252,13 @@ def cmd_counterfactual(args) -> int:
 
 def cmd_project(args) -> int:
     import pandas as pd
-    from tqdm.auto import tqdm
 
     from app.core import api
     from app.core.projection import plot_png
 
     pair = _pair(args)
-    bar = tqdm(total=1, desc="embedding", disable=args.json)
-
-    def step(done, total):
-        bar.total, bar.n = total, done
-        bar.refresh()
-
-    res = api.project(pair, args.dataset, args.method, args.layer, args.pooling, args.limit, progress=step)
-    bar.close()
+    with _bar("embedding", args.json) as step:
+        res = api.project(pair, args.dataset, args.method, args.layer, args.pooling, args.limit, progress=step)
     summary = {k: v for k, v in res.items() if k != "points"}
     if args.out:
         out = Path(args.out)
@@ -346,13 +337,12 @@ def cmd_train_offline(args) -> int:
 
 
 def cmd_benchmark(args) -> int:
-    from app.core.benchmark import benchmark, format_table
-    from app.core.data import load_dataset
+    from app.core import api
+    from app.core.benchmark import format_table
 
     pair = _pair(args)
-    ds = load_dataset(args.dataset, task=pair.task.name).head(args.limit)
-    with _engine(args) as engine:
-        res = benchmark(pair, ds, progress_bar=not args.json, engine=engine)
+    with _engine(args) as engine, _bar(f"benchmark ({engine.kind})", args.json, "example") as step:
+        res = api.benchmark(pair, args.dataset, args.limit, step, engine=engine, visitor=False)
     print(json.dumps(res, indent=2) if args.json else format_table(res))
     return 0
 
@@ -382,10 +372,7 @@ def cmd_lit(args) -> int:
 
 
 def cmd_attack(args) -> int:
-    from tqdm.auto import tqdm
-
-    from app.core import attacks
-    from app.core.data import load_dataset
+    from app.core import api, attacks
 
     if args.list:
         for r in attacks.list_recipes():
@@ -393,48 +380,17 @@ def cmd_attack(args) -> int:
             print(f"{r['name']:<20} {'offline' if r['offline'] else 'needs downloads':<16} {state}")
         return 0
     if not args.recipe or not args.dataset:
-        from app.core.errors import InputError
-
         raise InputError("attack: give --recipe and --dataset (or --list)")
     ok, why = attacks.recipe_status(args.recipe)
     if not ok:
         raise attacks.AttackUnavailable(why)
     pair = _pair(args)
-    ds = load_dataset(args.dataset, task=pair.task.name)
-    examples = [e for e in ds.examples if e.label is not None][: args.n]
+    with _engine(args) as engine, _bar(f"{args.recipe} on {len(pair.spec.models)} models", args.json,
+                                       "example") as step:
+        res = api.attack(pair, args.recipe, dataset=args.dataset, n=args.n, query_budget=args.query_budget,
+                         time_limit=args.time_limit, progress=step, engine=engine, resume=args.out, visitor=False)
     out = Path(args.out) if args.out else None
-    done: dict[int, dict] = {}
-    if out and out.is_file():  # resume: keep finished examples of an earlier run
-        for line in out.read_text(encoding="utf-8").splitlines():
-            if line.strip():
-                row = json.loads(line)
-                done[row["index"]] = row
-    bar = tqdm(total=len(examples), initial=len(done), desc=f"{args.recipe} on {len(pair.spec.models)} models",
-               disable=args.json)
-    rows = list(done.values())
-
-    def record(row):
-        rows.append(row)
-        bar.update(1)
-        if out:
-            with out.open("a", encoding="utf-8") as f:
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-
-    if args.engine == "ray":
-        todo = [i for i in range(len(examples)) if i not in done]  # engine rows count from 0 over these
-        if todo:
-            with _engine(args) as engine:
-                for row in engine.run(pair.spec, attacks.attack_batch, [examples[i] for i in todo],
-                                      params={"recipe": args.recipe, "query_budget": args.query_budget,
-                                              "time_limit": args.time_limit}):
-                    record(row | {"index": todo[row["index"]]})
-    else:
-        attacks.attack_pair(pair.models, args.recipe, examples, query_budget=args.query_budget,
-                            time_limit=args.time_limit, skip=set(done), on_result=record)
-    bar.close()
-    rows.sort(key=lambda r: r["index"])
-    summary = attacks.summarize(rows, pair.heads)
-    cmp = attacks.compare_success(rows, pair.heads)
+    rows, summary, cmp = res["examples"], res["summary"], res["comparison"]
     if args.json:
         print(json.dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "comparison": cmp,
                           "examples": rows}, indent=2, ensure_ascii=False))
@@ -455,21 +411,11 @@ def cmd_attack(args) -> int:
 
 
 def cmd_checklist(args) -> int:
-    from tqdm.auto import tqdm
-
     from app.core import api
 
     pair = _pair(args)
-    bar = tqdm(total=1, desc="checklist predictions", disable=args.json)
-
-    def step(done, total):
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    with _engine(args) as engine:
+    with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
         res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine)
-    bar.close()
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
     else:
@@ -497,27 +443,18 @@ def cmd_report(args) -> int:
 
 def cmd_embed(args) -> int:
     import numpy as np
-    from tqdm.auto import tqdm
 
-    from app.core import engine
-    from app.core.data import load_dataset
-    from app.core.embeddings import embed_batch
+    from app.core import api
+    from app.core.engine import Engine
 
     pair = _pair(args)
-    ds = load_dataset(args.dataset, task=pair.task.name).head(args.limit)
-    bar = tqdm(total=1, desc=f"embedding {len(ds)} examples ({args.engine})")
-
-    def step(done, total):
-        bar.total, bar.n = total, done
-        bar.refresh()
-
-    arrays = engine.run(pair.spec, embed_batch, ds.examples, params={"layer": args.layer, "pooling": args.pooling},
-                        engine=args.engine, address=args.address, workers=args.workers, batch_size=args.batch,
-                        progress=step)
-    bar.close()
+    with Engine(args.engine, args.address, args.workers, args.batch) as engine, \
+            _bar(f"embedding ({args.engine})", unit="batch") as step:
+        res = api.embed(pair, args.dataset, args.limit, args.layer, args.pooling, step, engine=engine, visitor=False)
     out = Path(args.out)
-    np.savez_compressed(out, **{m.name: a for m, a in zip(pair.spec.models, arrays)})
-    print(f"{out}: {', '.join(f'{m.name} {a.shape}' for m, a in zip(pair.spec.models, arrays))}")
+    np.savez_compressed(out, **res["embeddings"])
+    print(f"{out}: {res['n']:,} examples of {res['dataset']}: "
+          + ", ".join(f"{name} {a.shape}" for name, a in res["embeddings"].items()))
     return 0
 
 
@@ -597,7 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("benchmark", help="accuracy, parameters, latency and throughput of both models, and "
                                          "whether the accuracy gap is beyond chance")
     _pair_args(p)
-    p.add_argument("--dataset", required=True, help="a dataset file (GLUE tsv, csv, jsonl) or datasets id")
+    p.add_argument("--dataset", required=True,
+                   help="a shipped name, a released set by name (\"sst2 dev (released GLUE)\"), a file (GLUE tsv, "
+                   "csv, jsonl) or datasets id")
     p.add_argument("--limit", type=int, help="first N examples only")
     p.add_argument("--json", action="store_true")
     _engine_args(p)
@@ -622,7 +561,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("attack", help="attack both models with one TextAttack recipe; transfer between them")
     _pair_args(p)
     p.add_argument("--recipe", help="deepwordbug, pruthi, input-reduction, pwws, leap, textfooler-offline, ...")
-    p.add_argument("--dataset", help="a labelled dataset file or id")
+    p.add_argument("--dataset", help="a labelled dataset: shipped or released name, file or datasets id")
     p.add_argument("--n", type=int, default=20, help="first N labelled examples")
     p.add_argument("--query-budget", type=int, default=200)
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per example and model")

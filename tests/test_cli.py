@@ -16,8 +16,8 @@ def test_predict_json_for_both_models(tiny_dirs, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["task"] == "sst2" and out["input"] == ["a fine film"]
-    assert len(out["predictions"]) == 2
-    for p in out["predictions"]:
+    assert len(out["models"]) == 2
+    for p in out["models"]:
         assert abs(sum(p["probabilities"].values()) - 1) < 1e-5
         assert p["label"] == max(p["probabilities"], key=p["probabilities"].get)
 
@@ -25,7 +25,7 @@ def test_predict_json_for_both_models(tiny_dirs, capsys):
 def test_pair_task_missing_second_text_is_a_clear_error(tiny_dirs, capsys):
     rc = main(["predict", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "rte", "premise"])
     assert rc == 2
-    assert "field 'hypothesis' is missing" in capsys.readouterr().err
+    assert "field 'hypothesis' is empty" in capsys.readouterr().err  # the app's words: one facade
 
 
 def test_unknown_pair_exit_code_and_message(capsys):

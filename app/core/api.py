@@ -5,12 +5,14 @@ lists, numbers and strings only. Inputs arrive as raw strings; errors are `LensE
 """
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import jobs, policy
 from .data import DataError, Dataset, Example, load_dataset, read_table
+from .engine import Engine, ray_or_none
 from .errors import InputError
 from .inference import check_examples
 from .pair import Pair
@@ -222,13 +224,20 @@ def released_suites(pair: Pair) -> dict[str, str]:
     return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
 
 
+OPERATOR_CAP = 2**62  # what the operator asks for on the command line is validated but not capped
+
+
+def _cap(visitor: bool, key: str) -> int | float:
+    return limits()[key] if visitor else OPERATOR_CAP
+
+
 def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None, *, visitor: bool = True) -> Dataset:
     """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online; its first
     `limit` examples (validated: a whole number from 1 to this server's `max_examples`; empty: the cap), read no
     further. `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only
     what visitors type (`readable`), and only a visitor's rows are held to the text cap."""
     cap = limits()
-    n = count("limit", limit, cap=cap["max_examples"])
+    n = count("limit", limit, cap=cap["max_examples"] if visitor else OPERATOR_CAP)
     if not spec:
         spec = default_dataset(pair)
     if not isinstance(spec, str):
@@ -290,13 +299,33 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
             "embeddings_cached": proj.embeddings_cached, "points": rows}
 
 
-def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None) -> dict:
+def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,
+              engine: Engine | None = None, visitor: bool = True) -> dict:
     """Both models scored on one labelled dataset: accuracy (Pearson for regression), speed, the paired test of
-    the gap between them and the examples they answer differently (`core.benchmark`)."""
+    the gap between them and the examples they answer differently (`core.benchmark`); on a Ray `engine` the
+    predictions run on its workers. `visitor=False`: the operator's request (the CLI, the report), not capped."""
     from .benchmark import benchmark as score
 
-    ds = resolve_dataset(pair, dataset, count("limit", limit, cap=limits()["max_examples"], default=1000))
-    return score(pair, ds, progress=progress)
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000)
+    ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    return score(pair, ds, progress=progress, engine=engine)
+
+
+def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, layer: int = -1, pooling: str = "cls",
+          progress: Progress = None, *, engine: Engine | None = None, visitor: bool = True) -> dict:
+    """Both models' sentence embeddings of a dataset, in its order: {"dataset", "n", "embeddings": {model name:
+    (n, hidden) array}}; on a Ray `engine` in batches across its workers."""
+    from .embeddings import POOLINGS, embed_batch
+
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
+    # the depth is checked where the weights are (a Ray driver holds none): `embeddings` names the range
+    layer = integer("layer", layer, low=-1000, high=1000)
+    ds = resolve_dataset(pair, dataset, limit, visitor=visitor)
+    arrays = (engine or Engine()).run(pair.spec, embed_batch, ds.examples,
+                                      params={"layer": layer, "pooling": pooling}, progress=progress)
+    return {"dataset": ds.name, "n": len(ds), "layer": layer, "pooling": pooling,
+            "embeddings": {m.name: a for m, a in zip(pair.spec.models, arrays)}}
 
 
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:
@@ -331,18 +360,20 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dic
 
 def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None = None, label: str | None = None,
            dataset: str | None = None, n: int = 5, query_budget: int = 200, time_limit: float = 30.0,
-           cancel=None, progress: Progress = None) -> dict:
-    """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models."""
+           cancel=None, progress: Progress = None, *, engine: Engine | None = None, resume: str | Path | None = None,
+           visitor: bool = True) -> dict:
+    """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `resume`: a
+    JSON-lines file of finished examples, kept and appended to as each one finishes (an interrupted run goes on
+    where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
     from . import attacks
 
-    cap = limits()
-    n = count("n", n, cap=cap["max_attack_examples"], default=5)
-    query_budget = count("query_budget", query_budget, cap=cap["max_query_budget"], default=200)
-    time_limit = number("time_limit", time_limit, low=0, high=cap["max_attack_seconds"], default=30.0)
+    n = count("n", n, cap=_cap(visitor, "max_attack_examples"), default=5)
+    query_budget = count("query_budget", query_budget, cap=_cap(visitor, "max_query_budget"), default=200)
+    time_limit = number("time_limit", time_limit, low=0, high=_cap(visitor, "max_attack_seconds"), default=30.0)
     if not isinstance(recipe, str) or recipe not in attacks.RECIPES:
         raise InputError(f"recipe: {str(recipe)[:60]!r} is not one of {sorted(attacks.RECIPES)}")
     if dataset:
-        labelled = [e for e in resolve_dataset(pair, dataset, None).examples if e.label is not None]
+        labelled = [e for e in resolve_dataset(pair, dataset, None, visitor=visitor).examples if e.label is not None]
         if not labelled:
             raise InputError("dataset: it has no gold labels, which an attack needs")
         examples = labelled[:n]
@@ -353,27 +384,57 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
         if label not in (pair.task.labels or ()):
             raise InputError(f"label: {str(label)[:40]!r} is not one of {list(pair.task.labels or ())}")
         examples = [Example(ex.texts, label)]
+    out = Path(resume) if resume else None
+    done = _finished_rows(out) if out is not None else {}
     total = len(examples)
-    rows: list[dict] = []
+    rows: list[dict] = list(done.values())
 
     def on_result(row):
         rows.append(row)
+        if out is not None:
+            with out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
         if progress:
             progress(len(rows), total)
 
     stopped: dict = {}
-    attacks.attack_pair(pair.models, recipe, examples, query_budget=query_budget, time_limit=time_limit,
-                        cancel=cancel, on_result=on_result, stopped=stopped)
-    return {"recipe": recipe, "models": [m.name for m in pair.models], "examples": rows, "stopped": stopped or None,
-            "settings": {"n": n, "query_budget": query_budget, "time_limit": time_limit},
-            "summary": attacks.summarize(rows, pair.models), "comparison": attacks.compare_success(rows, pair.models)}
+    remote = ray_or_none(engine)
+    if remote is not None:
+        todo = [i for i in range(total) if i not in done]  # the engine's rows count from 0 over these
+        if todo:
+            for row in remote.run(pair.spec, attacks.attack_batch, [examples[i] for i in todo],
+                                  params={"recipe": recipe, "query_budget": query_budget, "time_limit": time_limit}):
+                on_result(row | {"index": todo[row["index"]]})
+    else:
+        attacks.attack_pair(pair.models, recipe, examples, query_budget=query_budget, time_limit=time_limit,
+                            cancel=cancel, skip=set(done), on_result=on_result, stopped=stopped)
+    rows.sort(key=lambda r: r["index"])
+    heads = pair.heads  # a Ray driver reads labels and names, not weights
+    return {"recipe": recipe, "models": [m.name for m in heads], "examples": rows, "stopped": stopped or None,
+            "resumed": len(done), "settings": {"n": n, "query_budget": query_budget, "time_limit": time_limit},
+            "summary": attacks.summarize(rows, heads), "comparison": attacks.compare_success(rows, heads)}
+
+
+def _finished_rows(path: Path) -> dict[int, dict]:
+    """The examples an earlier run of the same attack finished, by index."""
+    if not path.is_file():
+        return {}
+    done = {}
+    for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                done[int(row["index"])] = row
+            except (ValueError, KeyError, TypeError):
+                raise InputError(f"resume: {path}, line {k} is not a row this command wrote; move the file away "
+                                 "to start afresh") from None
+    return done
 
 
 def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None, engine=None) -> dict:
     """Run a released CheckList suite (path to its JSON export) on both models; with a Ray `engine` the
     suite's inputs are predicted on its workers."""
     from . import checklist as cl
-    from .engine import ray_or_none
     from .inference import from_logits, logits_batch
 
     cap = limits()

@@ -41,7 +41,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                    attack_n: int, umap_n: int, saliency_n: int = 30, engine=None) -> list[Section]:
     """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
     keys don't depend on the engine: both give the same results)."""
-    from . import api, attacks, benchmark, data, embeddings, facts, inference, projection, saliency, timing
+    from . import api, attacks, data, embeddings, facts, inference, projection, saliency, timing
     from .engine import ray_or_none
 
     remote = ray_or_none(engine)
@@ -51,8 +51,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": ds, "limit": limit}
 
         def run_bench(ds=ds):
-            d = data.load_dataset(ds, task=pair.task.name).head(limit)
-            return benchmark.benchmark(pair, d, engine=remote)
+            return api.benchmark(pair, ds, limit, engine=remote, visitor=False)
 
         secs.append(Section(_fingerprint(pair, "benchmark", params), f"Benchmark: {Path(ds).name}", run_bench))
     for suite in suites:
@@ -68,15 +67,10 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                 ok, why = attacks.recipe_status(recipe)
                 if not ok:
                     return {"recipe": recipe, "unavailable": why}
-                d = data.load_dataset(first, task=pair.task.name)
-                exs = [e for e in d.examples if e.label is not None][:attack_n]
-                if remote is not None:
-                    rows = remote.run(pair.spec, attacks.attack_batch, exs,
-                                      params={"recipe": recipe, "query_budget": 200, "time_limit": 30})
-                else:
-                    rows = attacks.attack_pair(pair.models, recipe, exs, query_budget=200, time_limit=30)
-                return {"recipe": recipe, "n": len(exs), "summary": attacks.summarize(rows, pair.heads),
-                        "comparison": attacks.compare_success(rows, pair.heads)}
+                res = api.attack(pair, recipe, dataset=first, n=attack_n, query_budget=200, time_limit=30,
+                                 engine=remote, visitor=False)
+                return {"recipe": recipe, "n": len(res["examples"]), "summary": res["summary"],
+                        "comparison": res["comparison"]}
 
             secs.append(Section(_fingerprint(pair, "attack", params), f"Attack: {recipe}", run_attack))
         params = {"dataset": first, "n": umap_n}

@@ -1,0 +1,121 @@
+"""The facade is the one door: each capability answers the same through the command line and through the
+facade the app's handlers call, for the same inputs, shipped example names and released names included (the
+CLI once refused names the app accepted). Each test runs the CLI with --json and the facade directly."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from app.cli import main
+from app.core import api
+
+SHIPPED = "sentiment_plain"  # a shipped example set, by name
+TEXT = "a gorgeous, witty, seductive movie."
+
+
+def _cli(capsys, tiny_dirs, *args: str) -> dict:
+    assert main([args[0], "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
+                 *args[1:]]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_predict(tiny_dirs, tiny_pair, capsys):
+    cli = _cli(capsys, tiny_dirs, "predict", "--json", TEXT)
+    app = api.predict(tiny_pair, TEXT)
+    assert cli["input"] == app["input"] == [TEXT]
+    for a, b in zip(cli["models"], app["models"]):
+        assert a["label"] == b["label"] and a["probabilities"] == pytest.approx(b["probabilities"], abs=1e-6)
+
+
+def test_saliency_of_one_input_and_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
+    cli = _cli(capsys, tiny_dirs, "saliency", "--method", "gradient_x_input", "--json", TEXT)
+    app = api.saliency(tiny_pair, TEXT, None, "gradient_x_input")
+    for a, b in zip(cli["maps"], app["maps"]):
+        assert a["words"] == b["words"] and a["scores"] == pytest.approx(b["scores"], abs=1e-6)
+    cli = _cli(capsys, tiny_dirs, "saliency", "--method", "gradient_x_input", "--dataset", SHIPPED, "--limit", "6",
+               "--json")
+    app = api.saliency_dataset(tiny_pair, SHIPPED, "gradient_x_input", 6)
+    assert cli["n"] == app["n"] == 6 and cli["dataset"] == app["dataset"]
+    for key in ("comprehensiveness", "sufficiency"):
+        assert [m["mean"] for m in cli[key]] == pytest.approx([m["mean"] for m in app[key]], abs=1e-6)
+
+
+def test_counterfactual_flip_rate_over_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
+    cli = _cli(capsys, tiny_dirs, "counterfactual", "--generator", "dataset_flip_rate", "--replacements",
+               "film -> movie, movie -> film", "--dataset", SHIPPED, "--limit", "20", "--json")
+    app = api.counterfactual(tiny_pair, "", None, "dataset_flip_rate", "film -> movie, movie -> film", SHIPPED, 20)
+    assert cli["examples_changed"] == app["examples_changed"] > 0
+    assert cli["flip_rate"] == pytest.approx(app["flip_rate"])
+
+
+def test_projection_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
+    cli = _cli(capsys, tiny_dirs, "project", "--dataset", SHIPPED, "--method", "pca", "--limit", "12", "--json")
+    app = api.project(tiny_pair, SHIPPED, "pca", -1, "cls", 12)
+    assert cli["n"] == app["n"] == 12
+    assert cli["knn_overlap"] == pytest.approx(app["knn_overlap"])
+    assert cli["procrustes_disparity"] == pytest.approx(app["procrustes_disparity"], abs=1e-6)
+
+
+def test_benchmark_of_a_shipped_and_a_released_dataset(tiny_dirs, tiny_pair, capsys):
+    """The CLI's benchmark read files only: a shipped name or the released dev set by name was refused."""
+    for name, limit in ((SHIPPED, 30), ("sst2 dev (released GLUE)", 40)):
+        cli = _cli(capsys, tiny_dirs, "benchmark", "--dataset", name, "--limit", str(limit), "--json")
+        app = api.benchmark(tiny_pair, name, limit)
+        assert cli["n"] == app["n"] == limit and cli["dataset"] == app["dataset"]
+        assert [m["accuracy"] for m in cli["models"]] == [m["accuracy"] for m in app["models"]]
+        assert cli["comparison"]["p_value"] == pytest.approx(app["comparison"]["p_value"])
+
+
+def test_attack_of_a_shipped_dataset_and_its_resume_file(tiny_dirs, tiny_pair, capsys, tmp_path):
+    out = tmp_path / "rows.jsonl"
+    cli = _cli(capsys, tiny_dirs, "attack", "--recipe", "deepwordbug", "--dataset", SHIPPED, "--n", "3",
+               "--query-budget", "40", "--out", str(out), "--json")
+    app = api.attack(tiny_pair, "deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60)
+
+    def outcomes(rows):
+        return [[(r["outcome"], r["adversarial"], r["queries"]) for r in ex["results"]] for ex in rows]
+
+    assert len(cli["examples"]) == len(app["examples"]) == 3
+    assert outcomes(cli["examples"]) == outcomes(app["examples"])
+    def counts(summary):  # everything but the seconds each attack took
+        return {m: {k: v for k, v in s.items() if "seconds" not in k} for m, s in summary.items()}
+
+    assert counts(cli["summary"]) == counts(app["summary"])
+    # the file the CLI wrote resumes the facade: nothing is attacked again, the answer is the same
+    again = api.attack(tiny_pair, "deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60, resume=out)
+    assert again["resumed"] == 3 and outcomes(again["examples"]) == outcomes(app["examples"])
+    assert len(out.read_text().splitlines()) == 3
+
+
+def test_checklist_by_its_released_name(tiny_dirs, tiny_pair, capsys):
+    name = "sentiment (released CheckList)"
+    cli = _cli(capsys, tiny_dirs, "checklist", "--suite", name, "--sample", "2", "--json")
+    app = api.checklist(tiny_pair, name, 2)
+    assert [t["name"] for t in cli["tests"]] == [t["name"] for t in app["tests"]]
+    assert [[r["fail_rate"] for r in t["results"]] for t in cli["tests"]] == \
+        [[r["fail_rate"] for r in t["results"]] for t in app["tests"]]
+
+
+def test_facts(tiny_dirs, tiny_pair, capsys):
+    cli = _cli(capsys, tiny_dirs, "facts", "--json", TEXT, "a dull film")
+    app = api.facts(tiny_pair, [TEXT, "a dull film"])
+    for a, b in zip(cli["models"], app["models"]):
+        assert a["parameters"] == b["parameters"] and a["shares_layers"] == b["shares_layers"]
+        assert a["transitions"]["cosine"] == pytest.approx(b["transitions"]["cosine"], abs=1e-6)
+
+
+def test_embed_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys, tmp_path):
+    from app.core.embeddings import embed
+
+    out = tmp_path / "emb.npz"
+    assert main(["embed", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
+                 "--dataset", SHIPPED, "--limit", "10", "--pooling", "mean", "--out", str(out)]) == 0
+    saved = np.load(out)
+    app = api.embed(tiny_pair, SHIPPED, 10, pooling="mean")
+    examples = api.resolve_dataset(tiny_pair, SHIPPED, 10).examples
+    for clf in tiny_pair.models:
+        np.testing.assert_allclose(saved[clf.name], app["embeddings"][clf.name], atol=1e-6)
+        np.testing.assert_allclose(app["embeddings"][clf.name], embed(clf, examples, pooling="mean"), atol=1e-6)
+    assert app["n"] == 10
