@@ -200,15 +200,15 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
     dead; the core's next check stops the job, so its progress advances by at most one more example."""
     import httpx
 
-    from app.core import saliency
+    from app.core import explanation
 
-    real = saliency.explain
+    real = explanation.explain
 
     def slow(*a, **k):  # a long job on the tiny models: each example takes a quarter second
         time.sleep(0.25)
         return real(*a, **k)
 
-    monkeypatch.setattr(saliency, "explain", slow)
+    monkeypatch.setattr(explanation, "explain", slow)
     for demo, url, _client in _serve(tiny_pair, hosted=False):
         fn_index = next(i for i, fn in demo.fns.items() if fn.api_name == "saliency_dataset")
         session = "disconnect-test"
@@ -244,11 +244,11 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
 
 def test_the_stop_button_stops_this_sessions_job(tiny_pair, monkeypatch):
 
-    from app.core import saliency
+    from app.core import explanation
     from app.ui import _RUNNING, stop_session
 
-    real = saliency.explain
-    monkeypatch.setattr(saliency, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
+    real = explanation.explain
+    monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
     for _demo, _url, client in _serve(tiny_pair, hosted=False):
         job = client.submit("sentiment_plain", "gradient_x_input", "1e-03", 30, "prob", api_name="/saliency_dataset")
         deadline = time.time() + 60

@@ -67,11 +67,11 @@ def test_prediction_stops_between_batches_when_the_client_leaves(tiny_pair):
 def test_saliency_over_a_dataset_keeps_what_it_explained(tiny_pair):
     """Cut by its budget inside the third example (at 6 s of 5), the answer is about the two finished and says
     where it was cut."""
-    from app.core import saliency
+    from app.core import explanation
 
     clock = Clock()
     exs = [Example((f"a film that was fine , number {i}",)) for i in range(10)]
-    real = saliency.explain
+    real = explanation.explain
 
     def slow(*a, **k):  # each explanation takes 2 s of the injected clock
         out = real(*a, **k)
@@ -80,12 +80,12 @@ def test_saliency_over_a_dataset_keeps_what_it_explained(tiny_pair):
 
     job = jobs.Job(seconds=5, clock=clock)
     with jobs.running(job), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(saliency, "explain", slow)
-        res = saliency.explain_dataset(tiny_pair.models, exs, "gradient_x_input")
+        mp.setattr(explanation, "explain", slow)
+        res = explanation.explain_dataset(tiny_pair.models, exs, "gradient_x_input")
     assert res["n"] == 2 == len(res["examples"])
     assert res["stopped"]["done"] == 2 and res["stopped"]["total"] == 10
     assert "5 s time budget" in res["stopped"]["reason"]
-    assert saliency.explain_dataset(tiny_pair.models, exs[:2], "gradient_x_input")["stopped"] is None
+    assert explanation.explain_dataset(tiny_pair.models, exs[:2], "gradient_x_input")["stopped"] is None
 
 
 def test_an_attack_stops_at_its_deadline_by_search_steps(offline_pair):

@@ -155,8 +155,8 @@ def test_max_length_fits_the_models_position_table(tmp_path):
     passed on to fail with an index error in the position embeddings."""
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
+    from app.core.explanation import explain
     from app.core.offline import minilm_dir
-    from app.core.saliency import explain
 
     d = tmp_path / "short"
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,

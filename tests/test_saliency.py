@@ -3,24 +3,13 @@ import pytest
 import torch
 
 from app.core.alignment import edit_texts
-from app.core.data import Example, load_dataset
+from app.core.data import Example
 from app.core.errors import InputError
+from app.core.explanation import explain
+from app.core.faithfulness import faithfulness, top_words
 from app.core.gradients import forward_embeds
 from app.core.inference import encode_one, predict
-from app.core.saliency import (
-    METHODS,
-    IntegratedGradients,
-    Occlusion,
-    WordSaliency,
-    agreement,
-    explain,
-    faithfulness,
-    method,
-    on_class,
-    top_words,
-)
-
-from .conftest import shared
+from app.core.saliency import METHODS, IntegratedGradients, Occlusion, method
 
 EX = Example(("a gorgeous , witty , seductive movie .",))
 
@@ -153,48 +142,6 @@ def test_pairs_are_explained_per_field(tiny_nli_pair):
     assert out["maps"][0].fields == [0] * 7 + [1] * 4
 
 
-def test_agreement_is_rank_correlation():
-    def ws(scores):
-        return WordSaliency("m", "x", list("abcd"), [0] * 4, scores, 0, None, None)
-
-    assert agreement(ws([1, 2, 3, 4]), ws([10, 20, 30, 40])) == pytest.approx(1.0)
-    assert agreement(ws([1, 2, 3, 4]), ws([4, 3, 2, 1])) == pytest.approx(-1.0)
-    assert agreement(ws([1, 1, 1, 1]), ws([1, 2, 3, 4])) is None
-
-
-def test_agreement_ranks_only_the_words_both_models_read():
-    """Words past a cut score 0 in both maps; counted, a long input's thousands of shared zeros would read as
-    agreement (here: -1 on the words read, +0.6 over all 40)."""
-    from scipy.stats import spearmanr
-
-    from app.core.alignment import Alignment, split_words
-
-    words = split_words(" ".join(f"w{i}" for i in range(40)))
-
-    def ws(scores, read):
-        al = Alignment(words, [], [[i] if i < read else [] for i in range(40)], cut=list(range(read, 40)))
-        return WordSaliency("m", "x", [w.text for w in words], [0] * 40, scores + [0.0] * (40 - len(scores)),
-                            0, None, None, alignment=al)
-
-    a, b = ws([1.0, 2, 3, 4, 5, 6], 6), ws([6.0, 5, 4, 3, 2, 1, 0.5, 0.25], 8)
-    assert agreement(a, b) == pytest.approx(-1.0)
-    assert spearmanr(a.scores, b.scores)[0] > 0.5  # what counting every word gave
-
-
-def test_ig_ranking_is_more_comprehensive_than_random_on_the_offline_pair(offline_pair):
-    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples
-    sents = [e for e in dev if 8 <= len(e.text.split()) <= 20][:12]
-    rng = np.random.default_rng(0)
-    for clf in offline_pair.models:
-        ig, rnd = [], []
-        for ex in sents:
-            sal = IntegratedGradients(clf).attribute(ex)
-            ig.append(faithfulness(clf, ex, sal)["comprehensiveness"])
-            shuffled = WordSaliency(**{**sal.__dict__, "scores": list(rng.permutation(sal.scores))})
-            rnd.append(faithfulness(clf, ex, shuffled)["comprehensiveness"])
-        assert np.mean(ig) > np.mean(rnd) + 0.05, (clf.name, np.mean(ig), np.mean(rnd))
-
-
 def test_ig_on_a_regression_head_integrates_the_score(tiny_dirs, tmp_path):
     """STS-B models output one similarity score: F is that score (no softmax), per field words kept apart."""
     from app.core.pair import Pair
@@ -232,49 +179,6 @@ def test_ig_baseline_is_the_tutorials_even_for_unknown_and_typed_special_tokens(
     sal = ig.attribute(ex)
     unk = ids.index(tok.unk_token_id)
     assert sal.token_scores[unk] != 0.0 and sal.delta <= 1e-4
-
-
-@pytest.mark.parametrize("name", ["gradient_norm", "gradient_x_input", "occlusion", "lime", "integrated_gradients"])
-def test_agreement_compares_both_models_on_one_class(offline_pair, name):
-    """Offline BERT calls this negative and ALBERT positive. Each explaining its own prediction, the agreement
-    must still be the one of both explaining BERT's class: with two classes ALBERT's map for it is its own
-    negated (unchanged for gradient norms), so the default costs no extra attribution."""
-    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
-    own = explain(offline_pair.models, ex, name)
-    first, second = own["maps"]
-    assert first.target_label != second.target_label  # the case in question
-    same = explain(offline_pair.models, ex, name, first.target_label)
-    assert same["maps"][1].target_label == first.target_label == own["agreement_label"]
-    assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
-    assert own["agreement"] == pytest.approx(agreement(first, same["maps"][1]), abs=1e-9)
-    restated = on_class(offline_pair.models[1], ex, second, first.target_label, name)
-    np.testing.assert_allclose(restated.scores, same["maps"][1].scores, atol=1e-5)  # exact but for rounding
-    if METHODS[name].signed:  # the naive comparison has the opposite sign
-        assert agreement(first, second) == pytest.approx(-own["agreement"], abs=1e-9)
-
-
-def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
-    """Three classes: no sign rule, so the second model is explained again for the first one's class."""
-    from transformers import BertForSequenceClassification
-
-    from app.core.pair import Pair
-
-    from .conftest import _tiny_bert, copy_tokenizer
-
-    first_dir = _tiny_bert(tmp_path / "a", num_labels=3)
-    m = BertForSequenceClassification.from_pretrained(first_dir)
-    with torch.no_grad():  # the second model's class k scores as the first's class k - 1: they always disagree
-        m.classifier.weight.copy_(m.classifier.weight.roll(1, 0))
-        m.classifier.bias.copy_(m.classifier.bias.roll(1, 0))
-    m.save_pretrained(tmp_path / "b")
-    copy_tokenizer(first_dir, tmp_path / "b")
-    pair = Pair.resolve(models=[str(first_dir), str(tmp_path / "b")], task="snli")
-    ex = Example(("A man sleeps.", "A person rests."))
-    own = explain(pair.models, ex, "gradient_x_input")
-    first, second = own["maps"]
-    same = explain(pair.models, ex, "gradient_x_input", first.target_label)
-    assert first.target_label != second.target_label and own["agreement_label"] == first.target_label
-    assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
 
 
 @pytest.fixture(scope="module")
@@ -351,51 +255,6 @@ def test_perturbing_methods_read_a_huge_input_a_window_at_a_time(tiny_pair, monk
     assert sum(n > 3000 for n in longest) == 1
 
 
-def test_saliency_over_a_dataset_is_the_per_example_numbers_aggregated(offline_pair):
-    """Every per-example figure is what `explain` gives that example; the random ranking deals the same scores
-    among the words read; the paired comparison and the agreement summarise exactly those rows."""
-    from app.core.saliency import explain, explain_dataset, shuffled, top_words
-
-    exs = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:8]
-    res = explain_dataset(offline_pair.models, exs, "gradient_x_input", shown=3)
-    assert res["n"] == 8 and res["models"] == [m.name for m in offline_pair.models]
-    for row, ex in zip(res["examples"], exs):
-        one = explain(offline_pair.models, ex, "gradient_x_input")
-        assert row["comprehensiveness"] == pytest.approx([f["comprehensiveness"] for f in one["faithfulness"]],
-                                                         abs=1e-6)
-        assert row["agreement"] == pytest.approx(one["agreement"]) and row["label"] == one["agreement_label"]
-        assert row["top_words"] == [top_words(m) for m in one["maps"]]
-    for k in range(2):
-        assert res["comprehensiveness"][k]["mean"] == pytest.approx(np.mean([r["comprehensiveness"][k]
-                                                                             for r in res["examples"]]))
-    cmp = res["comprehensiveness_comparison"]
-    assert cmp["values"] == pytest.approx([res["comprehensiveness"][k]["mean"] for k in range(2)])
-    agree = [res["examples"][i]["agreement"] for i in res["lowest_agreement"]]
-    assert len(agree) == 3 and agree == sorted(agree) and agree[0] == min(r["agreement"] for r in res["examples"])
-    # the random ranking: the read words' scores, dealt again
-    sal = IntegratedGradients(offline_pair.models[0]).attribute(exs[0])
-    sal = WordSaliency(**{**sal.__dict__, "scores": [float(i + 1) for i in range(len(sal.scores))]})
-    dealt = shuffled(sal, np.random.default_rng(0))
-    assert sorted(dealt.scores) == sorted(sal.scores) and dealt.scores != sal.scores
-
-
-def test_top_words_are_the_most_supporting_words_read():
-    from app.core.alignment import Alignment, split_words
-    from app.core.saliency import top_words
-
-    words = split_words("one two three four five", 0)
-    al = Alignment(words, [], [[0], [1], [2], [3], []], cut=[4])
-    sal = WordSaliency("m", "x", [w.text for w in words], [0] * 5, [0.1, -0.5, 0.3, 0.2, 9.0], 0, None, None,
-                       alignment=al)
-    assert top_words(sal) == ["three", "four", "one"]  # "five" was not read; "two" speaks against the class
-    assert top_words(WordSaliency(**{**sal.__dict__, "scores": [-1.0] * 5})) == []
-    from app.core.saliency import shuffled
-
-    dealt = [shuffled(sal, np.random.default_rng(s)).scores for s in range(20)]
-    assert all(d[4] == 9.0 and sorted(d[:4]) == sorted(sal.scores[:4]) for d in dealt)  # the unread word keeps its
-    assert len({tuple(d) for d in dealt}) > 5
-
-
 @pytest.mark.parametrize("which", [0, 1])
 def test_logit_output_completeness_finite_difference_and_occlusion(tiny_pair, which):
     """Explaining the logit: IG's attributions sum to z(input) - z(baseline) within the delta; gradient x input
@@ -429,20 +288,6 @@ def test_logit_output_completeness_finite_difference_and_occlusion(tiny_pair, wh
     for i in (0, 1, 5):
         without = Example(edit_texts(EX.texts, al.words, {i: ""}))
         assert occ.scores[i] == pytest.approx(z0 - predict(clf, [without]).logits[0, 1], abs=1e-5)
-
-
-def test_logit_maps_are_restated_by_attributing_again_not_negated(offline_pair):
-    """Two logits are not tied as two probabilities are (p and 1 - p): ALBERT's logit map is restated for
-    BERT's class by a new attribution, equal to asking for that class directly; the agreement is on it."""
-    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
-    own = explain(offline_pair.models, ex, "gradient_x_input", output="logit")
-    first, second = own["maps"]
-    assert first.target_label != second.target_label and first.output == second.output == "logit"
-    asked = method("gradient_x_input", offline_pair.models[1], output="logit").attribute(ex, first.target_label)
-    restated = on_class(offline_pair.models[1], ex, second, first.target_label, "gradient_x_input", output="logit")
-    np.testing.assert_allclose(restated.scores, asked.scores, atol=1e-6)
-    assert not np.allclose(restated.scores, [-s for s in second.scores], atol=1e-3)  # negating would be wrong
-    assert own["agreement"] == pytest.approx(agreement(first, asked), abs=1e-9)
 
 
 def test_output_is_checked_and_reported_by_the_api(tiny_pair):

@@ -81,7 +81,7 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
              target: str | None = None, tolerance: float | str | None = None, output: str | None = None) -> dict:
     """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
     `output` is what they explain, the class's probability (default) or its logit."""
-    from .saliency import explain
+    from .explanation import explain
 
     options = _method_options(_method(method), tolerance, output)
     ex = example_from(pair, text, text2)
@@ -123,9 +123,9 @@ def _method(method) -> str:
 def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
                      limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None,
                      output: str | None = None) -> dict:
-    """Saliency over the first `limit` examples of a dataset (`saliency.explain_dataset`): faithfulness per
+    """Saliency over the first `limit` examples of a dataset (`explanation.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement."""
-    from .saliency import explain_dataset
+    from .explanation import explain_dataset
 
     options = _method_options(_method(method), tolerance, output)
     n = count("limit", limit, cap=limits()["max_saliency_examples"], default=50)

@@ -41,7 +41,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                    attack_n: int, umap_n: int, saliency_n: int = 30, engine=None) -> list[Section]:
     """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
     keys don't depend on the engine: both give the same results)."""
-    from . import api, attacks, data, embeddings, facts, inference, projection, saliency, timing
+    from . import api, attacks, data, embeddings, explanation, facts, inference, projection, timing
     from .engine import ray_or_none
 
     remote = ray_or_none(engine)
@@ -95,8 +95,9 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         def run_saliency(first=first):
             d = data.load_dataset(first, task=pair.task.name).head(saliency_n)
             if remote is not None:
-                return remote.run(pair.spec, saliency.explain_batch, d.examples, params={"method": SALIENCY_METHOD})
-            return saliency.explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
+                return remote.run(pair.spec, explanation.explain_batch, d.examples,
+                                  params={"method": SALIENCY_METHOD})
+            return explanation.explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
 
         if saliency_n:
             secs.append(Section(_fingerprint(pair, "saliency", params), "Saliency: integrated gradients",

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 import torch
 
-from . import jobs
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
@@ -67,7 +66,7 @@ def _target_values(clf: Classifier, pred, target: int, output: str = "prob") -> 
     return pred.logits[:, target] if output == "logit" else pred.probs[:, target]
 
 
-def _target_outputs(clf: Classifier, examples: list[Example], target: int, output: str = "prob") -> np.ndarray:
+def target_outputs(clf: Classifier, examples: list[Example], target: int, output: str = "prob") -> np.ndarray:
     return _target_values(clf, predict(clf, examples, validate=False, batch_size=64), target, output)
 
 
@@ -266,7 +265,7 @@ class Occlusion(Method):
         base = _target_values(self.clf, ctx, tgt, self.output)[0]
         scores = np.zeros(len(al.words))
         if edited:
-            scores[seen] = base - _target_outputs(self.clf, edited, tgt, self.output)
+            scores[seen] = base - target_outputs(self.clf, edited, tgt, self.output)
         return self._result(al, tgt, scores)
 
 
@@ -293,7 +292,7 @@ class Lime(Method):
         def f(mask: torch.Tensor) -> torch.Tensor:
             exs = [Example(edit_texts(example.texts, al.words,
                                       {seen[j]: "" for j in np.flatnonzero(m.numpy() < 0.5)})) for m in mask]
-            return torch.as_tensor(_target_outputs(self.clf, exs, tgt, self.output), dtype=torch.float32)
+            return torch.as_tensor(target_outputs(self.clf, exs, tgt, self.output), dtype=torch.float32)
 
         torch.manual_seed(self.seed)
         lime = CaptumLime(f, interpretable_model=SkLearnRidge(alpha=1.0),
@@ -318,160 +317,3 @@ def check_method(name: str) -> None:
 def method(name: str, clf: Classifier, **kw) -> Method:
     check_method(name)
     return METHODS[name](clf, **kw)
-
-
-# ------------------------------------------------------------------ faithfulness and agreement
-
-FAITHFULNESS_BINS = (0.1, 0.2, 0.3, 0.4, 0.5)
-
-
-def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAITHFULNESS_BINS) -> dict:
-    """ERASER's comprehensiveness (probability drop when the top-k% words are removed) and sufficiency (drop
-    when only they are kept), averaged over k. Higher comprehensiveness, lower sufficiency = more faithful."""
-    al = sal.alignment
-    seen = np.asarray(al.seen, dtype=int)  # ranked among the words the model read, not those past a cut
-    n = len(seen)
-    if n == 0:
-        return {"comprehensiveness": 0.0, "sufficiency": 0.0, "bins": list(bins)}
-    order = seen[np.argsort(-np.asarray(sal.scores)[seen], kind="stable")]
-    window = windowed(clf, example, al)
-    removed, kept = [], []
-    for k in bins:
-        top = set(order[: max(1, int(round(k * n)))].tolist())
-        removed.append(Example(edit_texts(window.texts, al.words, {i: "" for i in top})))
-        # only the top words stay: every other word goes, those past the cut too (they would refill the window)
-        kept.append(Example(edit_texts(example.texts, al.words,
-                                       {i: "" for i in range(len(al.words)) if i not in top})))
-    probs = _target_outputs(clf, [example] + removed + kept, sal.target)
-    p0, pr, pk = probs[0], probs[1 : 1 + len(bins)], probs[1 + len(bins) :]
-    return {"comprehensiveness": float(np.mean(p0 - pr)), "sufficiency": float(np.mean(p0 - pk)),
-            "bins": list(bins)}
-
-
-def agreement(a: WordSaliency, b: WordSaliency) -> float | None:
-    """Spearman rank correlation of two models' word scores on the words both read (None if undefined): words
-    past a cut score 0 for both, and on a long input thousands of such ties would rank as agreement."""
-    from scipy.stats import spearmanr
-
-    if a.words != b.words:
-        return None
-    both = sorted(_read(a) & _read(b))
-    if len(both) < 2:
-        return None
-    x, y = np.asarray(a.scores)[both], np.asarray(b.scores)[both]
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
-        return None
-    return float(spearmanr(x, y)[0])
-
-
-def _read(sal: WordSaliency) -> set[int]:
-    """The words the model read (all of them without an alignment)."""
-    return set(range(len(sal.words))) if sal.alignment is None else set(sal.alignment.seen)
-
-
-def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | None, method_name: str,
-             **kw) -> WordSaliency | None:
-    """`sal` (this model's map) restated for class `label`, so two models' maps are compared on one class: the
-    same map when it already explains it; with two classes and probabilities, the map negated (a class's
-    probability is one minus the other's, so every method's signed scores change sign exactly; gradient norms
-    are the same); else (more classes, or logits, which are not tied that way) a new attribution. None when the
-    model has no such class."""
-    if sal.target_label == label:
-        return sal
-    if label not in (clf.labels or ()):
-        return None
-    if len(clf.labels) == 2 and sal.output == "prob":
-        sign = -1.0 if METHODS[method_name].signed else 1.0
-        return replace(sal, scores=[sign * x for x in sal.scores], token_scores=[sign * x for x in sal.token_scores],
-                       target=clf.labels.index(label), target_label=label,
-                       probability=None if sal.probability is None else 1.0 - sal.probability)
-    return method(method_name, clf, **kw).attribute(example, label)
-
-
-def explain(models, example: Example, method_name: str, target: int | str | None = None, **kw) -> dict:
-    """Saliency, faithfulness and the cross-model agreement for every model of a pair. The agreement compares
-    both models on the class the first one explains: when each explains its own prediction and they disagree,
-    ranking one model's reasons for "negative" against the other's for "positive" would read as disagreement
-    exactly where they agree."""
-    maps, faith = [], []
-    for clf in models:
-        sal = method(method_name, clf, **kw).attribute(example, target)
-        maps.append(sal)
-        faith.append(faithfulness(clf, example, sal))
-    agree, label = None, None
-    if len(maps) == 2:
-        label = maps[0].target_label
-        other = on_class(models[1], example, maps[1], label, method_name, **kw)
-        agree = None if other is None else agreement(maps[0], other)
-    return {"maps": maps, "faithfulness": faith, "agreement": agree, "agreement_label": label}
-
-
-# ------------------------------------------------------------------ over a dataset
-
-
-def shuffled(sal: WordSaliency, rng: np.random.Generator) -> WordSaliency:
-    """The same map with its scores dealt at random among the words the model read: the ranking a faithfulness
-    score must beat to say the method found anything."""
-    scores = np.asarray(sal.scores, dtype=float)
-    seen = np.asarray(sorted(_read(sal)), dtype=int)
-    scores[seen] = rng.permutation(scores[seen])
-    return replace(sal, scores=scores.tolist())
-
-
-def top_words(sal: WordSaliency, k: int = 3) -> list[str]:
-    """The `k` words that most support the explained class (largest score; for unsigned methods, the largest
-    sensitivity), among the words the model read."""
-    best = sorted(sorted(_read(sal)), key=lambda i: -sal.scores[i])[:k]
-    return [sal.words[i] for i in best if sal.scores[i] > 0]
-
-
-def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progress=None, shown: int = 10,
-                    **kw) -> dict:
-    """Saliency over many examples, the numbers one map can't give: each model's faithfulness (against a random
-    ranking of the same words), whether one model's explanations are more faithful than the other's (a paired
-    permutation test), and how far the two agree on which words matter, with the examples where they agree least."""
-    from .significance import compare_means, mean_interval
-
-    if not examples:
-        raise InputError("dataset: no examples to explain")
-    rng = np.random.default_rng(seed)
-    rows = []
-    stopped = None
-    for i, ex in enumerate(examples):
-        try:  # a job stopped between examples keeps what it explained: the answer says where it was cut
-            jobs.check(i, len(examples), "examples explained")
-            out = explain(models, ex, method_name, **kw)
-            rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
-                    for clf, sal in zip(models, out["maps"])]
-        except jobs.Stopped as exc:
-            if not rows:
-                raise
-            stopped = jobs.cut(exc, len(rows), len(examples), "examples explained")
-            break
-        rows.append({"index": i, "texts": list(ex.texts), "label": out["agreement_label"],
-                     "comprehensiveness": [f["comprehensiveness"] for f in out["faithfulness"]],
-                     "sufficiency": [f["sufficiency"] for f in out["faithfulness"]],
-                     "random_comprehensiveness": rand, "agreement": out["agreement"],
-                     "top_words": [top_words(m) for m in out["maps"]]})
-        if progress:
-            progress(i + 1, len(examples))
-    names = [clf.name for clf in models]
-    per_model = {key: [mean_interval([r[key][k] for r in rows], seed=seed) for k in range(len(models))]
-                 for key in ("comprehensiveness", "sufficiency", "random_comprehensiveness")}
-    res = {"method": method_name, "n": len(rows), "models": names, **per_model,
-           "agreement": mean_interval([r["agreement"] for r in rows], seed=seed), "examples": rows,
-           "stopped": stopped}
-    if len(models) == 2:
-        res["comprehensiveness_comparison"] = compare_means(*([r["comprehensiveness"][k] for r in rows]
-                                                              for k in range(2)), metric="comprehensiveness")
-        defined = [r for r in rows if r["agreement"] is not None]
-        res["lowest_agreement"] = [r["index"] for r in sorted(defined, key=lambda r: r["agreement"])[:shown]]
-    return res
-
-
-def explain_batch(pair, batch, method: str = "integrated_gradients") -> dict:
-    """Engine job (the whole sample on one worker): `explain_dataset` of both models."""
-    return explain_dataset(pair.models, batch, method)
-
-
-explain_batch.combine = "whole"

@@ -1,0 +1,103 @@
+"""Explanations of one input, or of a dataset, by both models of a pair: each model's saliency map, its
+faithfulness, and the two models' agreement, compared on one class; over a dataset, the numbers one map can't give
+(means with intervals, the paired test of faithfulness, the examples where the models agree least)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from . import jobs
+from .data import Example
+from .errors import InputError
+from .faithfulness import agreement, faithfulness, shuffled, top_words
+from .loading import Classifier
+from .saliency import METHODS, WordSaliency, method
+from .significance import compare_means, mean_interval
+
+
+def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | None, method_name: str,
+             **kw) -> WordSaliency | None:
+    """`sal` (this model's map) restated for class `label`, so two models' maps are compared on one class: the
+    same map when it already explains it; with two classes and probabilities, the map negated (a class's
+    probability is one minus the other's, so every method's signed scores change sign exactly; gradient norms
+    are the same); else (more classes, or logits, which are not tied that way) a new attribution. None when the
+    model has no such class."""
+    if sal.target_label == label:
+        return sal
+    if label not in (clf.labels or ()):
+        return None
+    if len(clf.labels) == 2 and sal.output == "prob":
+        sign = -1.0 if METHODS[method_name].signed else 1.0
+        return replace(sal, scores=[sign * x for x in sal.scores], token_scores=[sign * x for x in sal.token_scores],
+                       target=clf.labels.index(label), target_label=label,
+                       probability=None if sal.probability is None else 1.0 - sal.probability)
+    return method(method_name, clf, **kw).attribute(example, label)
+
+
+def explain(models, example: Example, method_name: str, target: int | str | None = None, **kw) -> dict:
+    """Saliency, faithfulness and the cross-model agreement for every model of a pair. The agreement compares
+    both models on the class the first one explains: when each explains its own prediction and they disagree,
+    ranking one model's reasons for "negative" against the other's for "positive" would read as disagreement
+    exactly where they agree."""
+    maps, faith = [], []
+    for clf in models:
+        sal = method(method_name, clf, **kw).attribute(example, target)
+        maps.append(sal)
+        faith.append(faithfulness(clf, example, sal))
+    agree, label = None, None
+    if len(maps) == 2:
+        label = maps[0].target_label
+        other = on_class(models[1], example, maps[1], label, method_name, **kw)
+        agree = None if other is None else agreement(maps[0], other)
+    return {"maps": maps, "faithfulness": faith, "agreement": agree, "agreement_label": label}
+
+
+def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progress=None, shown: int = 10,
+                    **kw) -> dict:
+    """Saliency over many examples, the numbers one map can't give: each model's faithfulness (against a random
+    ranking of the same words), whether one model's explanations are more faithful than the other's (a paired
+    permutation test), and how far the two agree on which words matter, with the examples where they agree least."""
+    if not examples:
+        raise InputError("dataset: no examples to explain")
+    rng = np.random.default_rng(seed)
+    rows = []
+    stopped = None
+    for i, ex in enumerate(examples):
+        try:  # a job stopped between examples keeps what it explained: the answer says where it was cut
+            jobs.check(i, len(examples), "examples explained")
+            out = explain(models, ex, method_name, **kw)
+            rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
+                    for clf, sal in zip(models, out["maps"])]
+        except jobs.Stopped as exc:
+            if not rows:
+                raise
+            stopped = jobs.cut(exc, len(rows), len(examples), "examples explained")
+            break
+        rows.append({"index": i, "texts": list(ex.texts), "label": out["agreement_label"],
+                     "comprehensiveness": [f["comprehensiveness"] for f in out["faithfulness"]],
+                     "sufficiency": [f["sufficiency"] for f in out["faithfulness"]],
+                     "random_comprehensiveness": rand, "agreement": out["agreement"],
+                     "top_words": [top_words(m) for m in out["maps"]]})
+        if progress:
+            progress(i + 1, len(examples))
+    names = [clf.name for clf in models]
+    per_model = {key: [mean_interval([r[key][k] for r in rows], seed=seed) for k in range(len(models))]
+                 for key in ("comprehensiveness", "sufficiency", "random_comprehensiveness")}
+    res = {"method": method_name, "n": len(rows), "models": names, **per_model,
+           "agreement": mean_interval([r["agreement"] for r in rows], seed=seed), "examples": rows,
+           "stopped": stopped}
+    if len(models) == 2:
+        res["comprehensiveness_comparison"] = compare_means(*([r["comprehensiveness"][k] for r in rows]
+                                                              for k in range(2)), metric="comprehensiveness")
+        defined = [r for r in rows if r["agreement"] is not None]
+        res["lowest_agreement"] = [r["index"] for r in sorted(defined, key=lambda r: r["agreement"])[:shown]]
+    return res
+
+
+def explain_batch(pair, batch, method: str = "integrated_gradients") -> dict:
+    """Engine job (the whole sample on one worker): `explain_dataset` of both models."""
+    return explain_dataset(pair.models, batch, method)
+
+
+explain_batch.combine = "whole"

@@ -1,0 +1,100 @@
+"""Explanations of a pair: both models compared on one class, and the dataset statistics as the per-example
+numbers aggregated."""
+import numpy as np
+import pytest
+import torch
+
+from app.core.data import Example, load_dataset
+from app.core.explanation import explain, on_class
+from app.core.faithfulness import agreement
+from app.core.saliency import METHODS, IntegratedGradients, WordSaliency, method
+
+from .conftest import shared
+
+EX = Example(("a gorgeous , witty , seductive movie .",))
+
+
+@pytest.mark.parametrize("name", ["gradient_norm", "gradient_x_input", "occlusion", "lime", "integrated_gradients"])
+def test_agreement_compares_both_models_on_one_class(offline_pair, name):
+    """Offline BERT calls this negative and ALBERT positive. Each explaining its own prediction, the agreement
+    must still be the one of both explaining BERT's class: with two classes ALBERT's map for it is its own
+    negated (unchanged for gradient norms), so the default costs no extra attribution."""
+    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
+    own = explain(offline_pair.models, ex, name)
+    first, second = own["maps"]
+    assert first.target_label != second.target_label  # the case in question
+    same = explain(offline_pair.models, ex, name, first.target_label)
+    assert same["maps"][1].target_label == first.target_label == own["agreement_label"]
+    assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
+    assert own["agreement"] == pytest.approx(agreement(first, same["maps"][1]), abs=1e-9)
+    restated = on_class(offline_pair.models[1], ex, second, first.target_label, name)
+    np.testing.assert_allclose(restated.scores, same["maps"][1].scores, atol=1e-5)  # exact but for rounding
+    if METHODS[name].signed:  # the naive comparison has the opposite sign
+        assert agreement(first, second) == pytest.approx(-own["agreement"], abs=1e-9)
+
+
+def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
+    """Three classes: no sign rule, so the second model is explained again for the first one's class."""
+    from transformers import BertForSequenceClassification
+
+    from app.core.pair import Pair
+
+    from .conftest import _tiny_bert, copy_tokenizer
+
+    first_dir = _tiny_bert(tmp_path / "a", num_labels=3)
+    m = BertForSequenceClassification.from_pretrained(first_dir)
+    with torch.no_grad():  # the second model's class k scores as the first's class k - 1: they always disagree
+        m.classifier.weight.copy_(m.classifier.weight.roll(1, 0))
+        m.classifier.bias.copy_(m.classifier.bias.roll(1, 0))
+    m.save_pretrained(tmp_path / "b")
+    copy_tokenizer(first_dir, tmp_path / "b")
+    pair = Pair.resolve(models=[str(first_dir), str(tmp_path / "b")], task="snli")
+    ex = Example(("A man sleeps.", "A person rests."))
+    own = explain(pair.models, ex, "gradient_x_input")
+    first, second = own["maps"]
+    same = explain(pair.models, ex, "gradient_x_input", first.target_label)
+    assert first.target_label != second.target_label and own["agreement_label"] == first.target_label
+    assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
+
+
+def test_saliency_over_a_dataset_is_the_per_example_numbers_aggregated(offline_pair):
+    """Every per-example figure is what `explain` gives that example; the random ranking deals the same scores
+    among the words read; the paired comparison and the agreement summarise exactly those rows."""
+    from app.core.explanation import explain, explain_dataset
+    from app.core.faithfulness import shuffled, top_words
+
+    exs = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:8]
+    res = explain_dataset(offline_pair.models, exs, "gradient_x_input", shown=3)
+    assert res["n"] == 8 and res["models"] == [m.name for m in offline_pair.models]
+    for row, ex in zip(res["examples"], exs):
+        one = explain(offline_pair.models, ex, "gradient_x_input")
+        assert row["comprehensiveness"] == pytest.approx([f["comprehensiveness"] for f in one["faithfulness"]],
+                                                         abs=1e-6)
+        assert row["agreement"] == pytest.approx(one["agreement"]) and row["label"] == one["agreement_label"]
+        assert row["top_words"] == [top_words(m) for m in one["maps"]]
+    for k in range(2):
+        assert res["comprehensiveness"][k]["mean"] == pytest.approx(np.mean([r["comprehensiveness"][k]
+                                                                             for r in res["examples"]]))
+    cmp = res["comprehensiveness_comparison"]
+    assert cmp["values"] == pytest.approx([res["comprehensiveness"][k]["mean"] for k in range(2)])
+    agree = [res["examples"][i]["agreement"] for i in res["lowest_agreement"]]
+    assert len(agree) == 3 and agree == sorted(agree) and agree[0] == min(r["agreement"] for r in res["examples"])
+    # the random ranking: the read words' scores, dealt again
+    sal = IntegratedGradients(offline_pair.models[0]).attribute(exs[0])
+    sal = WordSaliency(**{**sal.__dict__, "scores": [float(i + 1) for i in range(len(sal.scores))]})
+    dealt = shuffled(sal, np.random.default_rng(0))
+    assert sorted(dealt.scores) == sorted(sal.scores) and dealt.scores != sal.scores
+
+
+def test_logit_maps_are_restated_by_attributing_again_not_negated(offline_pair):
+    """Two logits are not tied as two probabilities are (p and 1 - p): ALBERT's logit map is restated for
+    BERT's class by a new attribution, equal to asking for that class directly; the agreement is on it."""
+    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
+    own = explain(offline_pair.models, ex, "gradient_x_input", output="logit")
+    first, second = own["maps"]
+    assert first.target_label != second.target_label and first.output == second.output == "logit"
+    asked = method("gradient_x_input", offline_pair.models[1], output="logit").attribute(ex, first.target_label)
+    restated = on_class(offline_pair.models[1], ex, second, first.target_label, "gradient_x_input", output="logit")
+    np.testing.assert_allclose(restated.scores, asked.scores, atol=1e-6)
+    assert not np.allclose(restated.scores, [-s for s in second.scores], atol=1e-3)  # negating would be wrong
+    assert own["agreement"] == pytest.approx(agreement(first, asked), abs=1e-9)
