@@ -21,8 +21,7 @@ import torch  # noqa: E402
 from app.core import attacks  # noqa: E402
 from app.core.data import load_dataset  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
 
 
 def run(attack, examples, clf) -> tuple[float, list]:

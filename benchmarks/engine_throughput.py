@@ -17,9 +17,9 @@ import numpy as np  # noqa: E402
 
 from app.core import engine  # noqa: E402
 from app.core.data import load_dataset  # noqa: E402
+from app.core.embeddings import embed_batch  # noqa: E402
 from app.core.registry import get_pair  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
 
 
 def main() -> None:
@@ -33,12 +33,12 @@ def main() -> None:
     exs = load_dataset(SHARED / "ag_news" / "test.csv").examples[: args.n]
     res = {"n": len(exs), "dataset": "ag_news/test", "pair": "offline", "runs": {}}
     t0 = time.perf_counter()
-    ref = engine.run(spec, "embed", exs, batch_size=250)
+    ref = engine.run(spec, embed_batch, exs, batch_size=250)
     res["runs"]["local"] = {"seconds": time.perf_counter() - t0}
     for workers in (1, 2):
         ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
         t0 = time.perf_counter()
-        out = engine.run(spec, "embed", exs, engine="ray", workers=workers, batch_size=250)
+        out = engine.run(spec, embed_batch, exs, engine="ray", workers=workers, batch_size=250)
         secs = time.perf_counter() - t0
         ray.shutdown()
         same = all(np.allclose(a, b, atol=1e-4) for a, b in zip(ref, out))

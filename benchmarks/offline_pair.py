@@ -19,8 +19,7 @@ from app.core.benchmark import benchmark  # noqa: E402
 from app.core.data import load_dataset  # noqa: E402
 from app.core.loading import clear_cache  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
 
 
 def main() -> None:

@@ -32,9 +32,8 @@ from app.core import kernels  # noqa: E402
 from app.core.data import Example, load_dataset  # noqa: E402
 from app.core.inference import predict  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
+from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
 from app.core.saliency import GradientNorm, GradientXInput, IntegratedGradients  # noqa: E402
-
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def sentences(n: int, clf) -> list[Example]:
