@@ -372,7 +372,7 @@ def cmd_lit(args) -> int:
 
 
 def cmd_attack(args) -> int:
-    from app.core import api, attacks
+    from app.core import api, attacks, views
 
     if args.list:
         for r in attacks.list_recipes():
@@ -396,11 +396,7 @@ def cmd_attack(args) -> int:
                           "examples": rows}, indent=2, ensure_ascii=False))
         return 0
     for name, s in summary.items():
-        rate = "n/a" if s["success_rate"] is None else f"{s['success_rate']:.0%}"
-        trans = "n/a" if s["transfer_rate"] is None else f"{s['transfer_rate']:.0%} of {s['transfer_n']}"
-        print(f"{name:<10} success {rate:>5} of {s['attacked']} attacked ({s['skipped']} skipped) · "
-              f"queries {s['avg_queries'] or 0:.0f} · perturbed {s['avg_perturbed_words_pct'] or 0:.1f}% · "
-              f"{s['avg_seconds'] or 0:.2f} s/example · transfer {trans}")
+        print(views.attack_line(name, s, markdown=False))
     if cmp is not None:
         from app.core.significance import verdict
 

@@ -17,19 +17,16 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from app.core import api, jobs
+from app.core import api, jobs, views
 from app.core.errors import LensError
 from app.core.pair import Pair
 from app.core.plots import (
     counterfactual_figure,
-    edits_text,
     grouped_bars,
-    own_delta,
     saliency_dataset_figure,
     saliency_figure,
     transition_labels,
 )
-from app.core.report import percent
 from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
@@ -118,15 +115,6 @@ def _stop_button(target) -> None:
     gr.Button("Stop", size="sm").click(stop_session, None, target, queue=False, api_name=False)
 
 
-def _cut_line(res: dict) -> str:
-    """Said first in a summary whose work was stopped part-way."""
-    cut = res.get("stopped")
-    if not cut:
-        return ""
-    return (f"**Stopped after {cut['done']:,} of {cut['total']:,} {html.escape(cut['what'])}**: "
-            f"{html.escape(cut['reason'])}. The figures below are for those.\n\n")
-
-
 # Concurrency groups: a cheap prediction never waits in a queue behind explanations, and those never behind
 # batch jobs. One explanation and one batch job at a time: on two cores each already uses both, and a second of
 # each only slowed /predict (16 users, browser-like p50 305 -> 187 ms, p95 1.29 -> 0.70 s; benchmarks/README.md)
@@ -134,48 +122,6 @@ def _cut_line(res: dict) -> str:
 CHEAP = {"concurrency_id": "predict", "concurrency_limit": 4}
 SINGLE = {"concurrency_id": "single", "concurrency_limit": 1}
 BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "1")))}
-
-UNREAD_SHOWN = 300  # characters of a long plain stretch shown before "... N more"
-
-
-def _clip(text: str, what: str = "") -> str:
-    """A long stretch of plain text (what a model did not read, what an attack left alone) as its start and
-    how much more: the input box, and the JSON, hold all of it."""
-    if len(text) <= UNREAD_SHOWN + 100:
-        return text
-    return f"{text[:UNREAD_SHOWN]} … [{len(text) - UNREAD_SHOWN:,} more characters{what}]"
-
-
-def _highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
-    """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
-    text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
-    and pages of text the input box already holds)."""
-    from app.core.alignment import split_words
-
-    top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
-    spans = [w for f, t in enumerate(texts) for w in split_words(t, f)]
-    unread = set(sal.get("unread", ()))
-    out: list[tuple[str, float | None]] = []
-    pos, field, done = 0, 0, False
-    for i, (span, score) in enumerate(zip(spans, sal["scores"])):
-        if span.field != field:
-            out.append(("  ‖  ", None))
-            field, pos, done = span.field, 0, False
-        if done:
-            continue
-        if i in unread:
-            out.append((_clip(texts[field][pos:], ", not read"), None))
-            done = True
-            continue
-        if span.start > pos:
-            out.append((texts[field][pos : span.start], None))
-        out.append((span.text, round(score / top, 4)))
-        pos = span.end
-    return out
-
-
-def _prob_label(rec: dict) -> dict:
-    return rec.get("probabilities") or {"score": rec.get("score", 0.0)}
 
 
 class Heavy:
@@ -239,7 +185,7 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
             def do_predict(text, text2):
                 res = api.predict(pair, text, text2)
                 lines = " · ".join(f"**{html.escape(m['model'])}** {m['latency_ms']:.1f} ms" for m in res["models"])
-                return res, *[_prob_label(m) for m in res["models"]], "latency: " + lines
+                return res, *[views.prob_label(m) for m in res["models"]], "latency: " + lines
 
             go.click(do_predict, [t1, t2], [raw, *lab, info], api_name="predict", **CHEAP)
             gr.Examples(examples, [t1, t2] if is_pair else [t1])
@@ -273,8 +219,8 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                 progress(0.1, desc=f"{method_name} on both models")
                 res = heavy.single(api.saliency, pair, text, text2, method_name, target_label, ig_tolerance, explained)
                 texts = [text] + ([text2] if is_pair else [])
-                hl = [_highlight(m, texts) for m in res["maps"]]
-                return res, *hl, _saliency_summary(res), saliency_figure(res)
+                hl = [views.highlight(m, texts) for m in res["maps"]]
+                return res, *hl, views.saliency_summary(res), saliency_figure(res)
 
             go.click(do_saliency, [s1, s2, method, target, tolerance, output], [sraw, *maps, summary, bars],
                      api_name="saliency", **SINGLE)
@@ -299,8 +245,8 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                     res = heavy.batch(
                         api.saliency_dataset, pair, dataset, method_name, limit, ig_tolerance, output=explained,
                         progress=lambda d, n: progress(d / max(n, 1), desc="explaining"))
-                    return (res, _cut_line(res) + _saliency_dataset_summary(res), saliency_dataset_figure(res),
-                            _lowest_agreement_frame(res))
+                    return (res, views.cut_line(res) + views.saliency_dataset_summary(res),
+                            saliency_dataset_figure(res), views.lowest_agreement_frame(res))
 
                 sgo.click(do_saliency_dataset, [sds, method, tolerance, slimit, output], [sdraw, ssum, splot, stable],
                           api_name="saliency_dataset", **BATCH)
@@ -337,8 +283,8 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                 progress(0.1, desc=generator)
                 res = heavy.single(api.counterfactual, pair, text, text2, generator, replacements, dataset, limit,
                                          progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
-                return res, _counterfactual_summary(res, names), counterfactual_figure(res, names), \
-                    _changes_frame(res, names)
+                return res, views.counterfactual_summary(res, names), counterfactual_figure(res, names), \
+                    views.changes_frame(res, names)
 
             go.click(do_counterfactual, [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
                      api_name="counterfactual", **SINGLE)
@@ -382,7 +328,7 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
 
                 plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method_name})")
                 # sorted by the colour column so the classes get the same colours as in the PNG
-                lims = {"x_lim": _span(frame["x"]), "y_lim": _span(frame["y"])}  # same axes in all three
+                lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # same axes in all three
                 per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour,
                                        **lims) for n in names]
                 summary = (
@@ -421,7 +367,7 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                 progress(0.1, desc="measuring")
                 lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
                 res = heavy.single(api.facts, pair, lines or None)
-                rows = [{k: _fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
+                rows = [{k: views.fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
                 trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
                                                                                 m["transitions"]["cosine"]))]
@@ -480,33 +426,10 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, d
             spec = _upload_path(uploaded) or dataset
             res = heavy.batch(api.benchmark, pair, spec, max_examples,
                                 progress=lambda d, n: progress(d / max(n, 1), desc="predicting"))
-            return res, _benchmark_summary(res, names), benchmark_figure(res), _disagreement_frame(res, names)
+            return res, views.benchmark_summary(res, names), benchmark_figure(res), views.disagreement_frame(res, names)
 
         go.click(do_benchmark, [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark", **BATCH)
         _stop_button(summary)
-
-
-def _benchmark_summary(res: dict, names: list[str]) -> str:
-    from app.core.significance import describe
-
-    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
-    rows = ["| model | " + metric + " | parameters | examples/s | latency p50 |", "|---|---|---|---|---|"]
-    rows += [f"| {html.escape(r['model'])} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
-             f"{r['latency_ms_median']:.1f} ms |" for r in res["models"]]
-    lines = [f"**{html.escape(res['dataset'])}**, {res['n']:,} labelled examples", "\n".join(rows)]
-    lines += [html.escape(t, quote=False) for t in describe(res["comparison"], names)]
-    lines.append(f"{res['disagreements']['total']:,} examples get different answers from the two models.")
-    return "\n\n".join(lines)
-
-
-def _disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
-    cols = ["#", "input", "gold", *names, "right"]
-    rows = []
-    for e in res["disagreements"]["examples"]:
-        preds = [p if isinstance(p, str) else f"{p:.2f}" for p in e["predictions"]]
-        rows.append([e["index"] + 1, _clip(" ‖ ".join(e["texts"])), str(e["gold"]), *preds,
-                     e.get("right") or ("neither" if "right" in e else f"gap {e['gap']:.2f}")])
-    return pd.DataFrame(rows, columns=cols)
 
 
 def _extra_tabs(pair: Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
@@ -624,13 +547,13 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heav
                 progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe_name}: {d}/{t} examples"),
             )
             first = res["examples"][0]["results"] if res["examples"] else []
-            hl = [[(c if ch else _clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
+            hl = [[(c if ch else views.clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])] or
                   [(r["outcome"], None)] for r in first] or [[], []]
             rows, bars = [], []
             for ex in res["examples"]:
                 for r in ex["results"]:
                     rows.append({"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
-                                 "adversarial": " / ".join(_clip(t) for t in r["adversarial"] or []),
+                                 "adversarial": " / ".join(views.clip(t) for t in r["adversarial"] or []),
                                  "queries": r["queries"],
                                  "perturbed %": "" if r["perturbed_words_pct"] is None
                                  else round(r["perturbed_words_pct"], 1),
@@ -638,7 +561,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heav
             for name_, s_ in res["summary"].items():
                 bars.append({"model": name_, "measure": "success rate", "value": s_["success_rate"] or 0.0})
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
-            summary = _cut_line(res) + " · ".join(_attack_line(k, v) for k, v in res["summary"].items())
+            summary = views.cut_line(res) + " · ".join(views.attack_line(k, v) for k, v in res["summary"].items())
             if res.get("comparison") and res["comparison"]["n"] > 1:  # one example is no test
                 from app.core.significance import verdict
 
@@ -653,21 +576,6 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heav
                  api_name="attack", **BATCH)
         gr.Examples(_attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
         stop.click(stop_session, None, asum, api_name="attack_stop", queue=False)
-
-
-def _fact_text(value) -> str:
-    """Counts with thousands separators (1,007,916 reads at a glance), measurements to 3 significant digits."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
-
-
-def _span(values) -> list[float]:
-    """Axis limits around the data with a 5% margin: the plots' default domain starts at zero, which squeezes a
-    UMAP cloud lying at x = 9..12 into a corner."""
-    lo, hi = float(values.min()), float(values.max())
-    pad = 0.05 * (hi - lo) or 0.5
-    return [lo - pad, hi + pad]
 
 
 def _upload_path(uploaded) -> str | None:
@@ -716,125 +624,6 @@ def _attack_examples(pair: Pair) -> list[list]:
     pair) is left for the user to choose."""
     labels = list(pair.task.labels or [])
     return [[*e.texts, e.label if e.label in labels else None] for e in _shipped(pair)]
-
-
-def _fixed(x: float, digits: int = 3) -> str:
-    """x to `digits` decimals without a minus sign on a value that rounds to zero ("-0.000")."""
-    return f"{round(x, digits) + 0.0:.{digits}f}"
-
-
-def _saliency_summary(res: dict) -> str:
-    parts = []
-    for m, f in zip(res["maps"], res["faithfulness"]):
-        what = ("the score" if m["target_label"] is None else
-                f"{'the logit of ' if m.get('output') == 'logit' else ''}*{html.escape(str(m['target_label']))}* "
-                f"(p={_fixed(m['probability'] or 0)})")
-        s = (f"**{html.escape(m['model'])}** explains {what}: comprehensiveness {_fixed(f['comprehensiveness'])}, "
-             f"sufficiency {_fixed(f['sufficiency'])}, {m['seconds'] * 1000:.0f} ms")
-        if m.get("delta") is not None:
-            s += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
-        if m.get("note"):
-            s += f" — {html.escape(m['note'])}"
-        parts.append(s)
-    agree, on = res["agreement"], res.get("agreement_label")
-    on = f" on *{html.escape(str(on))}*" if on is not None else ""
-    parts.append(f"rank agreement between the models{on} (Spearman): **{agree:.2f}**" if agree is not None
-                 else "rank agreement: undefined (too few words or constant scores)")
-    return "\n\n".join(parts)
-
-
-def _saliency_dataset_summary(res: dict) -> str:
-    from app.core.significance import format_mean, verdict
-
-    names = res["models"]
-    rows = ["| model | comprehensiveness | … of a random ranking | sufficiency |", "|---|---|---|---|"]
-    rows += [f"| {html.escape(n)} | " + " | ".join(format_mean(res[key][k]) for key in
-                                                   ("comprehensiveness", "random_comprehensiveness", "sufficiency"))
-             + " |" for k, n in enumerate(names)]
-    a = res["agreement"]
-    of = " of the logit" if res.get("output") == "logit" else ""
-    lines = [f"**{html.escape(res['dataset'])}**, {res['n']} examples, {res['method'].replace('_', ' ')}{of} "
-             "(mean and 95% interval; comprehensiveness well above the random ranking's means the maps found "
-             "words the model relies on)", "", *rows, ""]
-    if "comprehensiveness_comparison" in res:
-        lines.append(html.escape(verdict(res["comprehensiveness_comparison"], names), quote=False))
-    lines.append("" if a["mean"] is None else f"\n\nRank agreement between the models: **{format_mean(a)}** "
-                 f"over {a['n']} examples")
-    return "\n".join(lines)
-
-
-def _lowest_agreement_frame(res: dict) -> pd.DataFrame:
-    names = res["models"]
-    rows = []
-    for i in res.get("lowest_agreement", []):
-        e = res["examples"][i]
-        rows.append([i + 1, _clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
-                     *[", ".join(w) or "(none for the class)" for w in e["top_words"]]])
-    return pd.DataFrame(
-        rows, columns=["#", "input", "explained class", "agreement", *[f"{n} top words" for n in names]]
-    )
-
-
-def _counterfactual_summary(res: dict, names: list[str]) -> str:
-    if "flip_rate" in res:  # over a dataset
-        rates = " · ".join(f"**{html.escape(n)}** {r:.1%}" for n, r in zip(names, res["flip_rate"]))
-        only = " · ".join(f"only {html.escape(n)}: {len(o)}" for n, o in zip(names, res["only"]))
-        text = (f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
-                f"{html.escape(res['dataset'])}; flip rate {rates}; {only}")
-        if "comparison" in res:
-            from app.core.significance import verdict
-
-            text += "\n\n" + html.escape(verdict(res["comparison"], names, unit="edits"), quote=False)
-        return text
-    n = len(res["changes"])
-    flips = [sum(c["flipped"][k] for c in res["changes"]) for k in range(len(names))]
-    notes = [f"**{html.escape(p['model'])}**: {html.escape(p['note'])}" for p in res.get("per_model", [])
-             if p.get("note")]
-    return f"{n} edit(s); label flips: " + " · ".join(f"**{html.escape(a)}** {b}" for a, b in zip(names, flips)) + (
-        "<br>" + "<br>".join(notes) if notes else "")
-
-
-def _attack_line(model: str, s: dict) -> str:
-    skipped = f" ({s['skipped']} skipped: already wrong on the gold label)" if s["skipped"] else ""
-    return (f"**{html.escape(model)}**: success {percent(s['success_rate'])} of {s['attacked']} attacked{skipped}, "
-            f"{s['avg_queries'] or 0:.0f} queries, transfer {percent(s['transfer_rate'])}")
-
-
-def _flips(change: dict, names: list[str]) -> str:
-    who = [n for n, f in zip(names, change["flipped"]) if f]
-    return "both" if len(who) == len(names) > 1 else f"{who[0]} only" if who else "none"
-
-
-def _around_edit(original: str, edited: str, before: int = 120, after: int = 240) -> str:
-    """A long edited text as the stretch around its first change (a cell holding a whole review would hide an
-    edit past its first lines, and send every row's full text to the browser)."""
-    if len(edited) <= before + after + 100:
-        return edited
-    at = len(os.path.commonprefix([original, edited]))
-    start, end = max(0, at - before), min(len(edited), at + after)
-    return ("…" if start else "") + edited[start:end] + ("…" if end < len(edited) else "")
-
-
-def _changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
-    """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
-    one model only lead the table (the study's question: where do the two models part ways?)."""
-    rows = []
-    for c in res.get("changes") or res.get("examples", []):
-        shown = [_around_edit(o, e) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
-        row = {"flips": _flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
-               "generator": c["generator"]}
-        for k, n in enumerate(names):
-            b, a = c["before"][k], c["after"][k]
-            row[f"{n} before"] = b.get("label", b.get("score"))
-            row[f"{n} after"] = a.get("label", a.get("score"))
-            # one column per model whatever the label: Δp of the label the model gave the original (its score
-            # for regression); a column per label would leave every other row empty
-            row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
-        rows.append(row)
-    if "flip_rate" in res:  # over a dataset
-        rank = {"both": 1, "none": 2}
-        rows.sort(key=lambda r: rank.get(r["flips"], 0))  # stable: dataset order within each group
-    return pd.DataFrame(rows)
 
 
 def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 from .errors import LensError
 from .pair import Pair
+from .views import percent
 
 
 @dataclass
@@ -294,11 +295,6 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
         "td,th{border:1px solid #ccc;padding:3px 6px}img{max-width:100%}</style></head><body>"
         + body + "</body></html>", encoding="utf-8")
     return ["report.md", "report.html"] + [f.name for f in figs]
-
-
-def percent(x: float | None) -> str:
-    """A rate as a whole percentage; "n/a" where nothing was measured (shared with the app)."""
-    return "n/a" if x is None else f"{100 * x:.0f}%"
 
 
 SALIENCY_METHOD = "integrated_gradients"

@@ -1,0 +1,227 @@
+"""What the front ends show, written once: summaries, tables and highlighted words built from the facade's
+results, without Gradio, so the app and the command line read the same sentences and the functions are tested
+without a server."""
+from __future__ import annotations
+
+import html
+import os
+
+import pandas as pd
+
+from .alignment import split_words
+from .plots import edits_text, own_delta
+from .significance import describe, format_mean, verdict
+
+
+def percent(x: float | None) -> str:
+    """A rate as a whole percentage; "n/a" where nothing was measured (the app, the CLI and the report)."""
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
+def cut_line(res: dict) -> str:
+    """Said first in a summary whose work was stopped part-way."""
+    cut = res.get("stopped")
+    if not cut:
+        return ""
+    return (f"**Stopped after {cut['done']:,} of {cut['total']:,} {html.escape(cut['what'])}**: "
+            f"{html.escape(cut['reason'])}. The figures below are for those.\n\n")
+
+
+UNREAD_SHOWN = 300  # characters of a long plain stretch shown before "... N more"
+
+
+def clip(text: str, what: str = "") -> str:
+    """A long stretch of plain text (what a model did not read, what an attack left alone) as its start and
+    how much more: the input box, and the JSON, hold all of it."""
+    if len(text) <= UNREAD_SHOWN + 100:
+        return text
+    return f"{text[:UNREAD_SHOWN]} … [{len(text) - UNREAD_SHOWN:,} more characters{what}]"
+
+
+def highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
+    """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
+    text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
+    and pages of text the input box already holds)."""
+    top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
+    spans = [w for f, t in enumerate(texts) for w in split_words(t, f)]
+    unread = set(sal.get("unread", ()))
+    out: list[tuple[str, float | None]] = []
+    pos, field, done = 0, 0, False
+    for i, (span, score) in enumerate(zip(spans, sal["scores"])):
+        if span.field != field:
+            out.append(("  ‖  ", None))
+            field, pos, done = span.field, 0, False
+        if done:
+            continue
+        if i in unread:
+            out.append((clip(texts[field][pos:], ", not read"), None))
+            done = True
+            continue
+        if span.start > pos:
+            out.append((texts[field][pos : span.start], None))
+        out.append((span.text, round(score / top, 4)))
+        pos = span.end
+    return out
+
+
+def prob_label(rec: dict) -> dict:
+    return rec.get("probabilities") or {"score": rec.get("score", 0.0)}
+
+
+def benchmark_summary(res: dict, names: list[str]) -> str:
+    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
+    rows = ["| model | " + metric + " | parameters | examples/s | latency p50 |", "|---|---|---|---|---|"]
+    rows += [f"| {html.escape(r['model'])} | {r[metric]:.4f} | {r['parameters']:,} | {r['throughput_per_s']:.1f} | "
+             f"{r['latency_ms_median']:.1f} ms |" for r in res["models"]]
+    lines = [f"**{html.escape(res['dataset'])}**, {res['n']:,} labelled examples", "\n".join(rows)]
+    lines += [html.escape(t, quote=False) for t in describe(res["comparison"], names)]
+    lines.append(f"{res['disagreements']['total']:,} examples get different answers from the two models.")
+    return "\n\n".join(lines)
+
+
+def disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
+    cols = ["#", "input", "gold", *names, "right"]
+    rows = []
+    for e in res["disagreements"]["examples"]:
+        preds = [p if isinstance(p, str) else f"{p:.2f}" for p in e["predictions"]]
+        rows.append([e["index"] + 1, clip(" ‖ ".join(e["texts"])), str(e["gold"]), *preds,
+                     e.get("right") or ("neither" if "right" in e else f"gap {e['gap']:.2f}")])
+    return pd.DataFrame(rows, columns=cols)
+
+
+def fact_text(value) -> str:
+    """Counts with thousands separators (1,007,916 reads at a glance), measurements to 3 significant digits."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    return f"{value:,}" if isinstance(value, int) else f"{value:,.3g}"
+
+
+def span(values) -> list[float]:
+    """Axis limits around the data with a 5% margin: the plots' default domain starts at zero, which squeezes a
+    UMAP cloud lying at x = 9..12 into a corner."""
+    lo, hi = float(values.min()), float(values.max())
+    pad = 0.05 * (hi - lo) or 0.5
+    return [lo - pad, hi + pad]
+
+
+def fixed(x: float, digits: int = 3) -> str:
+    """x to `digits` decimals without a minus sign on a value that rounds to zero ("-0.000")."""
+    return f"{round(x, digits) + 0.0:.{digits}f}"
+
+
+def saliency_summary(res: dict) -> str:
+    parts = []
+    for m, f in zip(res["maps"], res["faithfulness"]):
+        what = ("the score" if m["target_label"] is None else
+                f"{'the logit of ' if m.get('output') == 'logit' else ''}*{html.escape(str(m['target_label']))}* "
+                f"(p={fixed(m['probability'] or 0)})")
+        s = (f"**{html.escape(m['model'])}** explains {what}: comprehensiveness {fixed(f['comprehensiveness'])}, "
+             f"sufficiency {fixed(f['sufficiency'])}, {m['seconds'] * 1000:.0f} ms")
+        if m.get("delta") is not None:
+            s += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
+        if m.get("note"):
+            s += f" — {html.escape(m['note'])}"
+        parts.append(s)
+    agree, on = res["agreement"], res.get("agreement_label")
+    on = f" on *{html.escape(str(on))}*" if on is not None else ""
+    parts.append(f"rank agreement between the models{on} (Spearman): **{agree:.2f}**" if agree is not None
+                 else "rank agreement: undefined (too few words or constant scores)")
+    return "\n\n".join(parts)
+
+
+def saliency_dataset_summary(res: dict) -> str:
+    names = res["models"]
+    rows = ["| model | comprehensiveness | … of a random ranking | sufficiency |", "|---|---|---|---|"]
+    rows += [f"| {html.escape(n)} | " + " | ".join(format_mean(res[key][k]) for key in
+                                                   ("comprehensiveness", "random_comprehensiveness", "sufficiency"))
+             + " |" for k, n in enumerate(names)]
+    a = res["agreement"]
+    of = " of the logit" if res.get("output") == "logit" else ""
+    lines = [f"**{html.escape(res['dataset'])}**, {res['n']} examples, {res['method'].replace('_', ' ')}{of} "
+             "(mean and 95% interval; comprehensiveness well above the random ranking's means the maps found "
+             "words the model relies on)", "", *rows, ""]
+    if "comprehensiveness_comparison" in res:
+        lines.append(html.escape(verdict(res["comprehensiveness_comparison"], names), quote=False))
+    lines.append("" if a["mean"] is None else f"\n\nRank agreement between the models: **{format_mean(a)}** "
+                 f"over {a['n']} examples")
+    return "\n".join(lines)
+
+
+def lowest_agreement_frame(res: dict) -> pd.DataFrame:
+    names = res["models"]
+    rows = []
+    for i in res.get("lowest_agreement", []):
+        e = res["examples"][i]
+        rows.append([i + 1, clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
+                     *[", ".join(w) or "(none for the class)" for w in e["top_words"]]])
+    return pd.DataFrame(
+        rows, columns=["#", "input", "explained class", "agreement", *[f"{n} top words" for n in names]]
+    )
+
+
+def counterfactual_summary(res: dict, names: list[str]) -> str:
+    if "flip_rate" in res:  # over a dataset
+        rates = " · ".join(f"**{html.escape(n)}** {r:.1%}" for n, r in zip(names, res["flip_rate"]))
+        only = " · ".join(f"only {html.escape(n)}: {len(o)}" for n, o in zip(names, res["only"]))
+        text = (f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
+                f"{html.escape(res['dataset'])}; flip rate {rates}; {only}")
+        if "comparison" in res:
+            text += "\n\n" + html.escape(verdict(res["comparison"], names, unit="edits"), quote=False)
+        return text
+    n = len(res["changes"])
+    flips = [sum(c["flipped"][k] for c in res["changes"]) for k in range(len(names))]
+    notes = [f"**{html.escape(p['model'])}**: {html.escape(p['note'])}" for p in res.get("per_model", [])
+             if p.get("note")]
+    return f"{n} edit(s); label flips: " + " · ".join(f"**{html.escape(a)}** {b}" for a, b in zip(names, flips)) + (
+        "<br>" + "<br>".join(notes) if notes else "")
+
+
+def attack_line(model: str, s: dict, markdown: bool = True) -> str:
+    """One model's attack summary, the same sentence in the app (markdown) and on the command line (plain)."""
+    skipped = f" ({s['skipped']} skipped: already wrong on the gold label)" if s["skipped"] else ""
+    name = f"**{html.escape(model)}**" if markdown else model
+    extra = ""
+    if s.get("avg_perturbed_words_pct") is not None:
+        extra += f", {s['avg_perturbed_words_pct']:.1f}% of words perturbed"
+    if s.get("avg_seconds") is not None:
+        extra += f", {s['avg_seconds']:.2f} s/example"
+    transfer = percent(s["transfer_rate"]) + (f" of {s['transfer_n']}" if s.get("transfer_n") else "")
+    return (f"{name}: success {percent(s['success_rate'])} of {s['attacked']} attacked{skipped}, "
+            f"{s['avg_queries'] or 0:.0f} queries{extra}, transfer {transfer}")
+
+
+def flips(change: dict, names: list[str]) -> str:
+    who = [n for n, f in zip(names, change["flipped"]) if f]
+    return "both" if len(who) == len(names) > 1 else f"{who[0]} only" if who else "none"
+
+
+def around_edit(original: str, edited: str, before: int = 120, after: int = 240) -> str:
+    """A long edited text as the stretch around its first change (a cell holding a whole review would hide an
+    edit past its first lines, and send every row's full text to the browser)."""
+    if len(edited) <= before + after + 100:
+        return edited
+    at = len(os.path.commonprefix([original, edited]))
+    start, end = max(0, at - before), min(len(edited), at + after)
+    return ("…" if start else "") + edited[start:end] + ("…" if end < len(edited) else "")
+
+
+def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
+    """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
+    one model only lead the table (the study's question: where do the two models part ways?)."""
+    rows = []
+    for c in res.get("changes") or res.get("examples", []):
+        shown = [around_edit(o, e) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
+        row = {"flips": flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
+               "generator": c["generator"]}
+        for k, n in enumerate(names):
+            b, a = c["before"][k], c["after"][k]
+            row[f"{n} before"] = b.get("label", b.get("score"))
+            row[f"{n} after"] = a.get("label", a.get("score"))
+            # one column per model whatever the label: Δp of the label the model gave the original (its score
+            # for regression); a column per label would leave every other row empty
+            row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
+        rows.append(row)
+    if "flip_rate" in res:  # over a dataset
+        rank = {"both": 1, "none": 2}
+        rows.sort(key=lambda r: rank.get(r["flips"], 0))  # stable: dataset order within each group
+    return pd.DataFrame(rows)
