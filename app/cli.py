@@ -13,7 +13,16 @@ from app.core import runtime
 
 runtime.prepare()
 
+from app.core import plots, views  # noqa: E402 - after prepare(); neither loads PyTorch
 from app.core.errors import InputError, LensError  # noqa: E402
+
+
+def _api():
+    """The facade, the CLI's one door into the core, imported on first use: `--help` and a bad flag answer
+    without loading PyTorch (seconds)."""
+    from app.core import api
+
+    return api
 
 log = logging.getLogger("albert_lens")
 # the core's names (app.core.saliency.METHODS, app.core.api.GENERATORS), written out so --help needs no torch;
@@ -68,15 +77,11 @@ def _bar(desc: str, disable: bool = False, unit: str = "it") -> Iterator[Callabl
 
 def _engine(args):
     """The Engine of --engine/--address/--workers (in process by default)."""
-    from app.core.engine import Engine
-
-    return Engine(getattr(args, "engine", "local"), getattr(args, "address", None), getattr(args, "workers", 2))
+    return _api().Engine(getattr(args, "engine", "local"), getattr(args, "address", None), getattr(args, "workers", 2))
 
 
 def _pair(args):
-    from app.core.pair import Pair
-
-    return Pair.resolve(args.pair, args.models, getattr(args, "task", None))
+    return _api().Pair.resolve(args.pair, args.models, getattr(args, "task", None))
 
 
 UNSAFE_PUBLIC = ("bind a non-loopback --host without hosted mode (ALBERT_LENS_HOSTED=1): whoever connects can "
@@ -87,18 +92,17 @@ WHOLE = ("limit", "n", "query_budget", "sample", "show", "umap_n", "attack_n", "
 
 def _whole(args, *names: str) -> None:
     """Refuse a zero, negative or fractional count before any work, with the core's message."""
-    from app.core.policy import count, number
-
+    api = _api()
     for name in names or WHOLE:
         value = getattr(args, name, None)
         if value is not None:
-            setattr(args, name, count("--" + name.replace("_", "-"), value, cap=2**62))
+            setattr(args, name, api.count("--" + name.replace("_", "-"), value, cap=2**62))
     if getattr(args, "time_limit", None) is not None:
-        args.time_limit = number("--time-limit", args.time_limit, low=0, high=float(2**31))
+        args.time_limit = api.number("--time-limit", args.time_limit, low=0, high=float(2**31))
 
 
 def cmd_predict(args) -> int:
-    from app.core import api
+    api = _api()
 
     pair = _pair(args)
     res = api.predict(pair, args.text, args.text2)
@@ -128,8 +132,7 @@ def _signed(x: float) -> str:
 
 
 def cmd_saliency(args) -> int:
-    from app.core import api
-    from app.core.plots import saliency_figure, unread_by_all
+    api = _api()
 
     pair = _pair(args)
     if args.dataset:
@@ -148,7 +151,7 @@ def cmd_saliency(args) -> int:
         print(f"{args.method} · pair {pair.name}\n")
         col = max(22, *(len(h) + 2 for h in heads))
         print(f"{'word':<{width}}" + "".join(f"{h:>{col}}" for h in heads))
-        unread = unread_by_all(maps)
+        unread = plots.unread_by_all(maps)
         for i, w in enumerate(maps[0]["words"]):
             if i in unread:
                 continue
@@ -166,15 +169,12 @@ def cmd_saliency(args) -> int:
         agree, on = res["agreement"], res["agreement_label"]
         print(f"rank agreement{'' if on is None else f' on {on}'} (Spearman): "
               + ("undefined" if agree is None else f"{agree:.3f}"))
-    _save_figure(lambda: saliency_figure(res), args.png)
+    _save_figure(lambda: plots.saliency_figure(res), args.png)
     return 0
 
 
 def _saliency_dataset(pair, args) -> int:
-    from app.core import api
-    from app.core.plots import saliency_dataset_figure
-    from app.core.significance import format_mean, verdict
-
+    api = _api()
     if args.text is not None:
         raise InputError("text: give either an input or --dataset, not both")
     with _bar(f"{args.method} over the dataset", args.json, "example") as step:
@@ -189,26 +189,25 @@ def _saliency_dataset(pair, args) -> int:
         nw = max(10, *(len(n) + 2 for n in names))
         print(f"{'':<{nw}}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
         for k, n in enumerate(names):
-            print(f"{n:<{nw}}" + "".join(f"{format_mean(res[key][k]):>26}" for key in
+            print(f"{n:<{nw}}" + "".join(f"{views.format_mean(res[key][k]):>26}" for key in
                                          ("comprehensiveness", "random_comprehensiveness", "sufficiency")))
         if "comprehensiveness_comparison" in res:
-            print(verdict(res["comprehensiveness_comparison"], names))
+            print(views.verdict(res["comprehensiveness_comparison"], names))
         a = res["agreement"]
         if a["mean"] is not None:
-            print(f"rank agreement between the models: {format_mean(a)} over {a['n']} examples; least on:")
+            print(f"rank agreement between the models: {views.format_mean(a)} over {a['n']} examples; least on:")
             for i in res["lowest_agreement"][:args.show]:
                 e = res["examples"][i]
                 tops = " · ".join(
                     f"{n}: {', '.join(w) or '(no word for the class)'}" for n, w in zip(names, e["top_words"])
                 )
                 print(f"  {e['agreement']:+.2f}  {' / '.join(e['texts'])[:100]}  ({tops})")
-    _save_figure(lambda: saliency_dataset_figure(res), args.png)
+    _save_figure(lambda: plots.saliency_dataset_figure(res), args.png)
     return 0
 
 
 def cmd_counterfactual(args) -> int:
-    from app.core import api
-    from app.core.plots import counterfactual_figure, edits_text, own_delta
+    api = _api()
 
     pair = _pair(args)
     over_dataset = args.generator.startswith("dataset_")
@@ -226,35 +225,32 @@ def cmd_counterfactual(args) -> int:
             print(f"  {n:<10} flip rate {r:.1%} · flips only this model: {len(only)}")
         print(f"  both flip: {res['both']}")
         if "comparison" in res:
-            from app.core.significance import verdict
-
-            print(f"  {verdict(res['comparison'], names, unit='edits')}")
+            print(f"  {views.verdict(res['comparison'], names, unit='edits')}")
         for n, only in zip(names, res["only"]):
             for c in only[: args.show]:
-                print(f"  only {n} ({edits_text(c)}): {' / '.join(c['edited'])}")
+                print(f"  only {n} ({plots.edits_text(c)}): {' / '.join(c['edited'])}")
     else:
         for p in res.get("per_model", []):
             if p.get("note"):
                 print(f"{p['model']}: {p['note']}")
         for c in res["changes"]:
-            print(f"{c['generator']}: {edits_text(c)}\n  {' / '.join(c['edited'])}")
+            print(f"{c['generator']}: {plots.edits_text(c)}\n  {' / '.join(c['edited'])}")
             for k, n in enumerate(names):
                 b, a = c["before"][k], c["after"][k]
-                key, d = own_delta(c, k)
+                key, d = plots.own_delta(c, k)
                 flip = "  FLIPPED" if c["flipped"][k] else ""
                 print(f"  {n:<10} {b.get('label', b.get('score'))} → {a.get('label', a.get('score'))} "
                       f"(Δp({key}) {_signed(d)}){flip}")
         if not res["changes"]:
             print("no edit found")
-    _save_figure(lambda: counterfactual_figure(res, names), args.png)
+    _save_figure(lambda: plots.counterfactual_figure(res, names), args.png)
     return 0
 
 
 def cmd_project(args) -> int:
     import pandas as pd
 
-    from app.core import api
-    from app.core.projection import plot_png
+    api = _api()
 
     pair = _pair(args)
     with _bar("embedding", args.json) as step:
@@ -264,7 +260,7 @@ def cmd_project(args) -> int:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(res["points"]).to_csv(out / "projection.csv", index=False)
-        plot_png(res["points"], out / "projection.png", args.colour, title=f"{res['dataset']} ({args.method})")
+        plots.plot_png(res["points"], out / "projection.png", args.colour, title=f"{res['dataset']} ({args.method})")
         (out / "projection.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -279,8 +275,7 @@ def cmd_project(args) -> int:
 
 
 def cmd_facts(args) -> int:
-    from app.core import api
-    from app.core.plots import transitions_figure
+    api = _api()
 
     pair = _pair(args)
     texts = list(args.texts)
@@ -304,16 +299,14 @@ def cmd_facts(args) -> int:
         r = res["ratios"]
         print(f"{pair.models[1].name} / {pair.models[0].name}: parameters {r['parameters']:.2f}x, latency "
               f"{r['latency']:.2f}x, throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
-        from app.core.significance import verdict
-
         print("one input at a time, both models in turns: "
-              + verdict(res["latency_comparison"], [m.name for m in pair.models], unit="inputs"))
-    _save_figure(lambda: transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
+              + views.verdict(res["latency_comparison"], [m.name for m in pair.models], unit="inputs"))
+    _save_figure(lambda: plots.transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
     return 0
 
 
 def cmd_train_offline(args) -> int:
-    from app.core.training import TrainSettings, train_offline
+    api = _api()
 
     # main() has configured logging at WARNING: the stages' INFO lines (settings, each epoch's dev accuracy) go
     # to stderr and to the work dir's log.txt, beside the checkpoints they describe
@@ -323,11 +316,11 @@ def cmd_train_offline(args) -> int:
     to_file = logging.FileHandler(Path(args.out) / "log.txt", encoding="utf-8")
     to_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     train_log.addHandler(to_file)
-    settings = TrainSettings(seed=args.seed, bert_epochs=args.bert_epochs, albert_epochs=args.albert_epochs,
+    settings = api.TrainSettings(seed=args.seed, bert_epochs=args.bert_epochs, albert_epochs=args.albert_epochs,
                              train_limit=args.limit)
     export = Path(args.export) if args.export else None
     try:
-        res = train_offline(args.train, args.out, dev_path=args.dev, settings=settings, export_to=export,
+        res = api.train_offline(args.train, args.out, dev_path=args.dev, settings=settings, export_to=export,
                             task=args.task)
     finally:
         train_log.removeHandler(to_file)
@@ -337,21 +330,19 @@ def cmd_train_offline(args) -> int:
 
 
 def cmd_benchmark(args) -> int:
-    from app.core import api
-    from app.core.benchmark import format_table
+    api = _api()
 
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"benchmark ({engine.kind})", args.json, "example") as step:
         res = api.benchmark(pair, args.dataset, args.limit, step, engine=engine, visitor=False)
-    print(json.dumps(res, indent=2) if args.json else format_table(res))
+    print(json.dumps(res, indent=2) if args.json else views.benchmark_table(res))
     return 0
 
 
 def cmd_app(args) -> int:
-    from app.core.policy import public_bind_allowed
     from app.ui import launch
 
-    public_bind_allowed(args.host, args.unsafe_public)
+    _api().public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
     print(f"albert-lens: {pair.banner()}", flush=True)
     launch(pair, host=args.host, port=args.port)
@@ -359,10 +350,9 @@ def cmd_app(args) -> int:
 
 
 def cmd_lit(args) -> int:
-    from app.core.policy import public_bind_allowed
     from lit_models.server import make_server, page_url
 
-    public_bind_allowed(args.host, args.unsafe_public)
+    _api().public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
     print(f"albert-lens: LIT on {pair.banner()}", flush=True)
     server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)
@@ -372,18 +362,18 @@ def cmd_lit(args) -> int:
 
 
 def cmd_attack(args) -> int:
-    from app.core import api, attacks, views
+    api = _api()
 
     if args.list:
-        for r in attacks.list_recipes():
+        for r in api.list_recipes():
             state = "runs here" if r["available"] else r["why"]
             print(f"{r['name']:<20} {'offline' if r['offline'] else 'needs downloads':<16} {state}")
         return 0
     if not args.recipe or not args.dataset:
         raise InputError("attack: give --recipe and --dataset (or --list)")
-    ok, why = attacks.recipe_status(args.recipe)
+    ok, why = api.recipe_status(args.recipe)
     if not ok:
-        raise attacks.AttackUnavailable(why)
+        raise api.AttackUnavailable(why)
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"{args.recipe} on {len(pair.spec.models)} models", args.json,
                                        "example") as step:
@@ -398,16 +388,14 @@ def cmd_attack(args) -> int:
     for name, s in summary.items():
         print(views.attack_line(name, s, markdown=False))
     if cmp is not None:
-        from app.core.significance import verdict
-
-        print(verdict(cmp, [h.name for h in pair.heads], unit="examples attacked on both models"))
+        print(views.verdict(cmp, [h.name for h in pair.heads], unit="examples attacked on both models"))
     if out:
         print(f"per-example results: {out}")
     return 0
 
 
 def cmd_checklist(args) -> int:
-    from app.core import api
+    api = _api()
 
     pair = _pair(args)
     with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
@@ -440,11 +428,10 @@ def cmd_report(args) -> int:
 def cmd_embed(args) -> int:
     import numpy as np
 
-    from app.core import api
-    from app.core.engine import Engine
+    api = _api()
 
     pair = _pair(args)
-    with Engine(args.engine, args.address, args.workers, args.batch) as engine, \
+    with api.Engine(args.engine, args.address, args.workers, args.batch) as engine, \
             _bar(f"embedding ({args.engine})", unit="batch") as step:
         res = api.embed(pair, args.dataset, args.limit, args.layer, args.pooling, step, engine=engine, visitor=False)
     out = Path(args.out)

@@ -17,9 +17,8 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from app.core import api, jobs, views
+from app.core import api, views
 from app.core.errors import LensError
-from app.core.pair import Pair
 from app.core.plots import (
     counterfactual_figure,
     grouped_bars,
@@ -27,7 +26,6 @@ from app.core.plots import (
     saliency_figure,
     transition_labels,
 )
-from app.core.saliency import METHODS
 
 log = logging.getLogger("albert_lens.ui")
 MAX_UPLOAD_MB = 20
@@ -38,7 +36,7 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }")
 
 
-_RUNNING: dict[str, set[jobs.Job]] = {}  # session -> its running jobs, which its Stop buttons cancel
+_RUNNING: dict[str, set[api.Job]] = {}  # session -> its running jobs, which its Stop buttons cancel
 _RUNNING_LOCK = threading.Lock()
 
 
@@ -81,7 +79,7 @@ def guarded(fn):
         with _RUNNING_LOCK:
             _RUNNING.setdefault(key, set()).add(job)
         try:
-            with jobs.running(job):
+            with api.running(job):
                 return fn(*args, **kwargs)
         except gr.Error:
             raise
@@ -146,7 +144,7 @@ class Heavy:
             pool.close()
 
 
-def build(pair: Pair, workers: bool = False) -> gr.Blocks:
+def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     """The app; `workers` runs explanations and batch jobs in child processes (`launch` turns it on in hosted
     mode, or with ALBERT_LENS_WORKERS=1); `demo.heavy.close()` stops them."""
     names = [m.name for m in pair.models]
@@ -195,7 +193,7 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
         with gr.Tab("Saliency"):
             s1, s2 = text_inputs()
             with gr.Row():
-                method = gr.Dropdown(sorted(METHODS), value="integrated_gradients", label="method")
+                method = gr.Dropdown(sorted(api.METHODS), value="integrated_gradients", label="method")
                 target = gr.Dropdown(["predicted", *labels], value="predicted", label="explain class")
                 tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES
                                          if t >= api.limits()["min_ig_tolerance"]],
@@ -324,7 +322,7 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                 frame = pd.DataFrame(res["points"])
                 out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
                 frame.to_csv(out_dir / "projection.csv", index=False)
-                from app.core.projection import plot_png
+                from app.core.plots import plot_png
 
                 plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method_name})")
                 # sorted by the colour column so the classes get the same colours as in the PNG
@@ -372,12 +370,10 @@ def build(pair: Pair, workers: bool = False) -> gr.Blocks:
                          for m in res["models"] for i, (l2, c) in enumerate(zip(m["transitions"]["l2"],
                                                                                 m["transitions"]["cosine"]))]
                 r = res["ratios"]
-                from app.core.significance import verdict
-
                 summary = (f"{names[1]} / {names[0]}: parameters **{r['parameters']:.2f}×**, latency "
                            f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** "
                            f"(measured now on {res['n_inputs']} inputs)\n\nOne input at a time, both models in "
-                           "turns: " + html.escape(verdict(res["latency_comparison"], names, unit="inputs"),
+                           "turns: " + html.escape(views.verdict(res["latency_comparison"], names, unit="inputs"),
                                                    quote=False))
                 frame = pd.DataFrame(trans)
                 table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
@@ -402,9 +398,8 @@ def _dataset_field(datasets: list, hosted: bool, label: str, hint: str, value: s
                        label=label if hosted else f"{label} ({hint})")
 
 
-def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, dev: str | None, heavy: Heavy
+def _benchmark_tab(pair: api.Pair, names: list[str], hosted: bool, datasets: list, dev: str | None, heavy: Heavy
                    ) -> None:
-    from app.core.benchmark import DISAGREEMENTS_SHOWN
     from app.core.plots import benchmark_figure
 
     with gr.Tab("Benchmark"):
@@ -418,7 +413,8 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, d
         plot = gr.Plot(label="accuracy and who is right")
         table = gr.Dataframe(headers=["#", "input", "gold", *names, "right"], wrap=True,
                              label=f"examples the models answer differently (one model right first; at most "
-                                   f"{DISAGREEMENTS_SHOWN})", column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
+                                   f"{api.DISAGREEMENTS_SHOWN})",
+                             column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = gr.JSON(label="result (JSON)", open=False)
 
         @guarded
@@ -432,12 +428,12 @@ def _benchmark_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, d
         _stop_button(summary)
 
 
-def _extra_tabs(pair: Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
+def _extra_tabs(pair: api.Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
     _attack_tab(pair, names, hosted, datasets, heavy)
     _checklist_tab(pair, names, hosted, heavy)
 
 
-def _checklist_tab(pair: Pair, names: list[str], hosted: bool, heavy: Heavy) -> None:
+def _checklist_tab(pair: api.Pair, names: list[str], hosted: bool, heavy: Heavy) -> None:
     suites = list(api.released_suites(pair))
     with gr.Tab("Behavioural"):
         if not suites:
@@ -495,11 +491,9 @@ def _checklist_tab(pair: Pair, names: list[str], hosted: bool, heavy: Heavy) -> 
         _stop_button(verdict)
 
 
-def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
-    from app.core.attacks import list_recipes
-
+def _attack_tab(pair: api.Pair, names: list[str], hosted: bool, datasets: list, heavy: Heavy) -> None:
     fields = pair.task.fields
-    recipes = list_recipes()
+    recipes = api.list_recipes()
     choices = [(f"{r['name']} ({'offline' if r['offline'] else 'needs downloads'}"
                 f"{'' if r['available'] else ', unavailable here'})", r["name"]) for r in recipes]
     with gr.Tab("Attacks"):
@@ -563,9 +557,7 @@ def _attack_tab(pair: Pair, names: list[str], hosted: bool, datasets: list, heav
                 bars.append({"model": name_, "measure": "transfer rate", "value": s_["transfer_rate"] or 0.0})
             summary = views.cut_line(res) + " · ".join(views.attack_line(k, v) for k, v in res["summary"].items())
             if res.get("comparison") and res["comparison"]["n"] > 1:  # one example is no test
-                from app.core.significance import verdict
-
-                summary += "<br>" + html.escape(verdict(res["comparison"], names,
+                summary += "<br>" + html.escape(views.verdict(res["comparison"], names,
                                                         unit="examples attacked on both models"), quote=False)
             notes = dict.fromkeys(r["note"] for ex in res["examples"] for r in ex["results"] if r.get("note"))
             summary += "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)  # e.g. a long input's window
@@ -595,38 +587,35 @@ STUDY_SWAP = "cities -> townships"
 NEUTRAL_SWAPS = "film -> movie, movie -> film, food -> meal, phone -> device, hotel -> motel, pizza -> pasta"
 
 
-def _default_swaps(pair: Pair) -> str:
+def _default_swaps(pair: api.Pair) -> str:
     """The study's swap for sentence pairs (its RTE example A has 'cities'); for single sentences, neutral noun
     swaps that occur in the shipped examples, so Generate works on them as they come."""
     return STUDY_SWAP if pair.task.is_pair else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
 
 
-def _shipped(pair: Pair) -> tuple:
-    """The shipped examples for the pair's task, read by the same loader as any dataset (once: the Compare,
-    Saliency and Attacks tabs all offer them)."""
-    return _read_shipped(api.shipped_datasets()[api.default_dataset(pair)], len(pair.task.fields), pair.task.is_pair)
+def _shipped(pair: api.Pair) -> tuple:
+    """The shipped examples for the pair's task (read once: the Compare, Saliency and Attacks tabs all offer
+    them); eight for single sentences, all the pairs."""
+    return _shipped_for(pair.task)
 
 
 @functools.lru_cache(maxsize=8)
-def _read_shipped(path, n_fields: int, is_pair: bool) -> tuple:
-    from app.core.data import read_table
-
-    exs = read_table(path, labels=(), n_fields=n_fields).examples
-    return tuple(exs if is_pair else exs[:8])
+def _shipped_for(task) -> tuple:
+    return tuple(api.shipped_examples(task, None if task.is_pair else 8))
 
 
-def _examples(pair: Pair) -> list[list[str]]:
+def _examples(pair: api.Pair) -> list[list[str]]:
     return [list(e.texts) for e in _shipped(pair)]
 
 
-def _attack_examples(pair: Pair) -> list[list]:
+def _attack_examples(pair: api.Pair) -> list[list]:
     """Texts with their gold label (an attack needs one); a label the task doesn't have (RTE's on a 3-way NLI
     pair) is left for the user to choose."""
     labels = list(pair.task.labels or [])
     return [[*e.texts, e.label if e.label in labels else None] for e in _shipped(pair)]
 
 
-def launch(pair: Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
+def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
     workers = api.limits()["worker_processes"]
     demo = build(pair, workers=workers)
     for clf in pair.models:  # the app answers from worker threads
@@ -648,10 +637,8 @@ def session_capacity() -> int:
 def _warm_up() -> threading.Thread:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
     WordNet), paid in the background while the app starts instead of by the first user to click."""
-    from app.core import counterfactuals, projection
-
     def run():
-        for step in (projection.warm_up, counterfactuals.warm_up):
+        for step in api.warm_ups():
             try:
                 step()
             except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves the one-off cost to the first use

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from app.core.benchmark import benchmark, format_table, quality
+from app.core.benchmark import benchmark, quality
 from app.core.data import Dataset, Example, load_dataset
 from app.core.errors import InputError
+from app.core.views import benchmark_table
 
 from .conftest import shared
 
@@ -20,7 +21,7 @@ def test_accuracy_and_parameters_match_the_core(tiny_pair):
         assert row["n"] == 40 and row["latency_ms_median"] <= row["latency_ms_p95"]
     assert res["ratios"]["parameters_b_over_a"] == pytest.approx(
         res["models"][1]["parameters"] / res["models"][0]["parameters"])
-    table = format_table(res)
+    table = benchmark_table(res)
     assert all(clf.name in table for clf in tiny_pair.models) and "engine: Ray" not in table
 
 
@@ -28,7 +29,7 @@ def test_table_names_the_ray_engine(tiny_pair):
     ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(10)
     res = benchmark(tiny_pair, ds) | {"engine": {"engine": "ray", "workers": 2, "address": "local Ray instance",
                                                  "wall_seconds": 3.25, "examples_per_s_both_models": 6.2}}
-    assert "engine: Ray, 2 workers (local Ray instance), wall 3.2 s, 6.2 examples/s" in format_table(res)
+    assert "engine: Ray, 2 workers (local Ray instance), wall 3.2 s, 6.2 examples/s" in benchmark_table(res)
 
 
 def test_unlabelled_or_foreign_labels_are_clear_errors(tiny_pair):
@@ -89,7 +90,7 @@ def test_paired_comparison_and_disagreements_on_sst2_dev(offline_pair):
     for e in dis["examples"]:
         assert e["predictions"] == [a[e["index"]], b[e["index"]]] and e["texts"] == list(ds.examples[e["index"]].texts)
         assert e["right"] in (None, *[m.name for m in offline_pair.models])
-    table = format_table(res)
+    table = benchmark_table(res)
     assert f"only BERT {only_a}, only ALBERT {only_b}" in table and "p = " in table and "(McNemar, exact)" in table
 
 
@@ -111,11 +112,11 @@ def test_regression_pairs_get_correlations_and_the_largest_gaps(tiny_dirs, tmp_p
                                                                          abs=1e-6)
     gaps = [e["gap"] for e in res["disagreements"]["examples"]]
     assert gaps == sorted(gaps, reverse=True) and gaps[0] == pytest.approx(float(np.max(np.abs(a - b))), abs=1e-6)
-    assert "The two models' scores correlate at" in format_table(res)
+    assert "The two models' scores correlate at" in benchmark_table(res)
 
 
 def test_a_result_cached_before_the_paired_test_still_formats(tiny_pair):
     ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(10)
     res = benchmark(tiny_pair, ds)
     old = {k: v for k, v in res.items() if k not in ("comparison", "disagreements")}
-    assert format_table(res).startswith(format_table(old) + "\n") and "McNemar" not in format_table(old)
+    assert benchmark_table(res).startswith(benchmark_table(old) + "\n") and "McNemar" not in benchmark_table(old)

@@ -5,15 +5,14 @@ import pytest
 
 from app.core.data import Example
 from app.core.errors import InputError
+from app.core.plots import plot_png, projection_figure
 from app.core.projection import (
     cached_embeddings,
     knn_overlap,
     neighbours_k,
-    plot_png,
     procrustes_align,
     project,
     project_pair,
-    projection_figure,
     projection_table,
 )
 

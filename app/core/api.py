@@ -11,13 +11,30 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import jobs, policy
+
+# F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
+from .attacks import AttackUnavailable, list_recipes, recipe_status  # noqa: F401
+from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .data import DataError, Dataset, Example, load_dataset, read_table
 from .engine import Engine, ray_or_none
 from .errors import InputError
 from .inference import check_examples
+from .jobs import Job, Stopped, running  # noqa: F401
 from .pair import Pair
-from .policy import allow_reads_under, check_length, count, integer, limits, number, readable, tolerance  # noqa: F401
+from .policy import (  # noqa: F401
+    allow_reads_under,
+    check_length,
+    count,
+    integer,
+    limits,
+    number,
+    public_bind_allowed,
+    readable,
+    tolerance,
+)
 from .runtime import ASSETS_DIR, SHARED_DATA
+from .saliency import METHODS  # noqa: F401
+from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
 
 Progress = Callable[[int, int], None] | None
@@ -68,13 +85,26 @@ def worker_pools(pair: Pair, groups: dict[str, int]) -> dict[str, Pool]:
 
 
 def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
-    from . import counterfactuals, projection
-
     for root in readable_roots:
         allow_reads_under(root)
     _ = pair.models  # load the weights now, not during the first visitor's request
-    projection.warm_up()
-    counterfactuals.warm_up()
+    for step in warm_ups():
+        step()
+
+
+def warm_ups() -> tuple:
+    """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
+    WordNet), which a server pays while it starts instead of its first visitor."""
+    from . import counterfactuals, projection
+
+    return (projection.warm_up, counterfactuals.warm_up)
+
+
+def shipped_examples(task, limit: int | None = None) -> list[Example]:
+    """The shipped examples a pair of this task reads (`task`: a pair's `.task`), by the same loader as any
+    dataset, their labels as written."""
+    path = shipped_datasets()[_shipped_for(task)]
+    return read_table(path, labels=(), n_fields=len(task.fields), limit=limit).examples
 
 
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
@@ -200,7 +230,11 @@ def shipped_datasets() -> dict[str, Path]:
 
 def default_dataset(pair: Pair) -> str:
     """The shipped example set the pair's task can read: sentence pairs or single sentences."""
-    return "rte_pairs" if pair.task.is_pair else "sentiment_plain"
+    return _shipped_for(pair.task)
+
+
+def _shipped_for(task) -> str:
+    return "rte_pairs" if task.is_pair else "sentiment_plain"
 
 
 def released_dev_set(pair: Pair) -> str | None:

@@ -12,7 +12,7 @@ from .facts import count_parameters, parameter_split
 from .inference import from_logits, predict, timed_logits_batch
 from .loading import generic_labels
 from .pair import Pair
-from .significance import compare_accuracy, compare_correlation, describe
+from .significance import compare_accuracy, compare_correlation
 from .timing import LATENCY_SAMPLES, latency
 
 
@@ -173,23 +173,3 @@ def disagreements(labelled: list[Example], preds, most: int = DISAGREEMENTS_SHOW
              "right": [first.model, second.model][right[i].index(True)] if sum(right[i]) == 1 else None}
             for i in differ[:most]]
     return {"total": len(differ), "examples": rows}
-
-
-def format_table(res: dict) -> str:
-    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
-    lines = [f"{res['pair']} on {res['dataset']} (n={res['n']})",
-             f"{'model':<10}{metric:>10}{'params':>14}{'ex/s':>10}{'ms p50':>10}{'ms p95':>10}"]
-    for r in res["models"]:
-        lines.append(f"{r['model']:<10}{r[metric]:>10.4f}{r['parameters']:>14,}{r['throughput_per_s']:>10.1f}"
-                     f"{r['latency_ms_median']:>10.1f}{r['latency_ms_p95']:>10.1f}")
-    rat = res["ratios"]
-    eng = res.get("engine", {})
-    if eng.get("engine") == "ray":
-        lines.append(f"engine: Ray, {eng['workers']} workers ({eng['address']}), wall {eng['wall_seconds']:.1f} s, "
-                     f"{eng['examples_per_s_both_models']:.1f} examples/s for both models")
-    lines.append(f"second/first: parameters {rat['parameters_b_over_a']:.2f}x, throughput "
-                 f"{rat['throughput_b_over_a']:.2f}x, latency {rat['latency_b_over_a']:.2f}x")
-    cmp, names = res.get("comparison"), [r["model"] for r in res["models"]]
-    if cmp is None:  # a result cached by an earlier version
-        return "\n".join(lines)
-    return "\n".join(lines + describe(cmp, names))

@@ -246,35 +246,3 @@ def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Se
                          "gold": "" if gold is None else str(gold), "prediction": str(labels[i]),
                          "correct": "" if gold is None else str(labels[i] == gold)})
     return rows
-
-
-def plot_png(rows: list[dict], path, color: str = "gold", title: str = "") -> None:
-    projection_figure(rows, color, title).savefig(path, dpi=110)
-
-
-def projection_figure(rows: list[dict], color: str = "gold", title: str = ""):
-    """Side-by-side and overlaid scatter plots (a Figure without pyplot: the app draws two at once, and
-    pyplot's global state is not thread-safe)."""
-    from matplotlib import colormaps
-    from matplotlib.figure import Figure
-
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    cats = sorted({r[color] for r in rows})
-    cmap = colormaps["tab10"]
-    fig = Figure(figsize=(15, 4.8), layout="tight")
-    axes = fig.subplots(1, 3)
-    for ax, model in zip(axes, models):
-        for c, cat in enumerate(cats):
-            pts = [(r["x"], r["y"]) for r in rows if r["model"] == model and r[color] == cat]
-            if pts:
-                ax.scatter(*zip(*pts), s=8, color=cmap(c % 10), label=cat or "no gold label", alpha=0.7)
-        ax.set_title(f"{model} ({color})")
-        ax.legend(fontsize=7, markerscale=2)
-    for m, (model, marker) in enumerate(zip(models, ("o", "x"))):
-        pts = [(r["x"], r["y"]) for r in rows if r["model"] == model]
-        axes[2].scatter(*zip(*pts), s=8, marker=marker, color=cmap(m), label=model, alpha=0.6)
-    axes[2].set_title("overlay (second aligned to first)")
-    axes[2].legend(fontsize=7)
-    if title:
-        fig.suptitle(title)
-    return fig

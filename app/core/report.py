@@ -163,7 +163,7 @@ NO_SUITE = ("No released CheckList suite fits these models ({task}, answering {l
 
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_suite: bool = False) -> list[str]:
-    from . import projection
+    from . import plots, projection
     from .significance import describe, format_mean, verdict
 
     md = [f"# albert-lens report: {pair.name}", "",
@@ -225,7 +225,7 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
                                    unit="examples attacked on both models") + ".", ""]
         elif kind == "umap":
             fig = out / "umap.png"
-            projection.plot_png(res["points"], fig, "gold", title=f"UMAP (cosine) of CLS embeddings, {res['dataset']}")
+            plots.plot_png(res["points"], fig, "gold", title=f"UMAP (cosine) of CLS embeddings, {res['dataset']}")
             figs.append(fig)
             md += [
                 f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "

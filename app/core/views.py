@@ -225,3 +225,24 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
         rank = {"both": 1, "none": 2}
         rows.sort(key=lambda r: rank.get(r["flips"], 0))  # stable: dataset order within each group
     return pd.DataFrame(rows)
+
+
+def benchmark_table(res: dict) -> str:
+    """The benchmark as the command line prints it: a fixed-width table and the paired test in words."""
+    metric = "accuracy" if "accuracy" in res["models"][0] else "pearson"
+    lines = [f"{res['pair']} on {res['dataset']} (n={res['n']})",
+             f"{'model':<10}{metric:>10}{'params':>14}{'ex/s':>10}{'ms p50':>10}{'ms p95':>10}"]
+    for r in res["models"]:
+        lines.append(f"{r['model']:<10}{r[metric]:>10.4f}{r['parameters']:>14,}{r['throughput_per_s']:>10.1f}"
+                     f"{r['latency_ms_median']:>10.1f}{r['latency_ms_p95']:>10.1f}")
+    rat = res["ratios"]
+    eng = res.get("engine", {})
+    if eng.get("engine") == "ray":
+        lines.append(f"engine: Ray, {eng['workers']} workers ({eng['address']}), wall {eng['wall_seconds']:.1f} s, "
+                     f"{eng['examples_per_s_both_models']:.1f} examples/s for both models")
+    lines.append(f"second/first: parameters {rat['parameters_b_over_a']:.2f}x, throughput "
+                 f"{rat['throughput_b_over_a']:.2f}x, latency {rat['latency_b_over_a']:.2f}x")
+    cmp, names = res.get("comparison"), [r["model"] for r in res["models"]]
+    if cmp is None:  # a result cached by an earlier version
+        return "\n".join(lines)
+    return "\n".join(lines + describe(cmp, names))
