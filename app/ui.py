@@ -20,8 +20,10 @@ import pandas as pd
 from app.core import api, views
 from app.core.errors import LensError
 from app.core.plots import (
+    benchmark_figure,
     counterfactual_figure,
     grouped_bars,
+    plot_png,
     saliency_dataset_figure,
     saliency_figure,
     transition_labels,
@@ -322,8 +324,6 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
                 frame = pd.DataFrame(res["points"])
                 out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
                 frame.to_csv(out_dir / "projection.csv", index=False)
-                from app.core.plots import plot_png
-
                 plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method_name})")
                 # sorted by the colour column so the classes get the same colours as in the PNG
                 lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # same axes in all three
@@ -400,8 +400,6 @@ def _dataset_field(datasets: list, hosted: bool, label: str, hint: str, value: s
 
 def _benchmark_tab(pair: api.Pair, names: list[str], hosted: bool, datasets: list, dev: str | None, heavy: Heavy
                    ) -> None:
-    from app.core.plots import benchmark_figure
-
     with gr.Tab("Benchmark"):
         with gr.Row():
             ds = _dataset_field(datasets, hosted, "labelled dataset",

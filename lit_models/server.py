@@ -12,10 +12,11 @@ from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
-from app.core.api import resolve_dataset
+from app.core.api import limits, resolve_dataset
 from app.core.errors import LensError
 from app.core.pair import Pair
 
+from .client import client_root
 from .datasets import LensDataset
 from .metrics import PairedComparison
 from .models import LensModel, models_for
@@ -90,8 +91,6 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     if "umap" not in interpreters:
         raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
     generators = {k: v for k, v in lit_core.default_generators().items() if k in GENERATORS}
-    from app.core.api import limits
-
     # hosted mode: no loading of arbitrary models from the LIT UI
     cap = limits()
     hosted = cap["hosted"]
@@ -110,8 +109,6 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     # LIT's /save_datapoints and /load_datapoints write and read any server path the page names; a public
     # Space must not offer that, and LIT's demo mode turns both off
     kw.setdefault("demo_mode", hosted)
-    from .client import client_root
-
     if "client_root" not in kw:  # setdefault would build the folder even for a caller's own root
         kw["client_root"] = str(client_root())  # LIT's page, its icon fonts served from here
     # LIT's own flags default this to "default"; without it the page reads layouts[undefined] and shows no module

@@ -10,15 +10,22 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import jobs, policy
+from . import attacks, counterfactuals, jobs, policy, projection
+from . import checklist as cl
+from . import counterfactuals as cf
 
 # F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
 from .attacks import AttackUnavailable, list_recipes, recipe_status  # noqa: F401
 from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
+from .benchmark import benchmark as score
+from .checklist import default_suites
 from .data import DataError, Dataset, Example, load_dataset, read_table
+from .embeddings import POOLINGS, embed_batch
 from .engine import Engine, ray_or_none
 from .errors import InputError
-from .inference import check_examples
+from .explanation import explain, explain_dataset
+from .facts import model_facts
+from .inference import check_examples, from_logits, logits_batch
 from .jobs import Job, Stopped, running  # noqa: F401
 from .pair import Pair
 from .policy import (  # noqa: F401
@@ -32,8 +39,15 @@ from .policy import (  # noqa: F401
     readable,
     tolerance,
 )
+from .projection import METHODS as PROJECTIONS
+from .projection import cached_predictions, knn_chance, project_pair, projection_table
 from .runtime import ASSETS_DIR, SHARED_DATA
-from .saliency import METHODS  # noqa: F401
+from .saliency import (
+    METHODS,  # noqa: F401
+    check_method,
+    check_output,
+)
+from .timing import latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
 
@@ -95,8 +109,6 @@ def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
 def warm_ups() -> tuple:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
     WordNet), which a server pays while it starts instead of its first visitor."""
-    from . import counterfactuals, projection
-
     return (projection.warm_up, counterfactuals.warm_up)
 
 
@@ -111,8 +123,6 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
              target: str | None = None, tolerance: float | str | None = None, output: str | None = None) -> dict:
     """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
     `output` is what they explain, the class's probability (default) or its logit."""
-    from .explanation import explain
-
     options = _method_options(_method(method), tolerance, output)
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
@@ -128,8 +138,6 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
 def _method_options(method: str, tolerance: float | str | None, output: str | None = None) -> dict:
     """What a request may ask of a saliency method here: the explained output, LIME's samples, integrated
     gradients' steps and delta."""
-    from .saliency import check_output
-
     cap = limits()
     kw = {"output": check_output(output or "prob")}
     if method == "lime":
@@ -142,8 +150,6 @@ def _method_options(method: str, tolerance: float | str | None, output: str | No
 
 
 def _method(method) -> str:
-    from .saliency import check_method
-
     if not isinstance(method, str):
         raise InputError(f"method: expected a method name, got {type(method).__name__}")
     check_method(method)
@@ -155,8 +161,6 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
                      output: str | None = None) -> dict:
     """Saliency over the first `limit` examples of a dataset (`explanation.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement."""
-    from .explanation import explain_dataset
-
     options = _method_options(_method(method), tolerance, output)
     n = count("limit", limit, cap=limits()["max_saliency_examples"], default=50)
     ds = resolve_dataset(pair, dataset, n)
@@ -167,8 +171,6 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",
                    replacements: str = "", dataset: str | None = None, limit: int | None = None,
                    progress: Progress = None) -> dict:
-    from . import counterfactuals as cf
-
     cap = limits()["max_chars"]
     if generator not in GENERATORS:
         raise InputError(f"generator: {str(generator)[:60]!r} is not one of {GENERATORS}")
@@ -253,8 +255,6 @@ def released_datasets(pair: Pair) -> dict[str, str]:
 
 def released_suites(pair: Pair) -> dict[str, str]:
     """The released CheckList suites the pair's models answer, by name."""
-    from .checklist import default_suites
-
     return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
 
 
@@ -308,10 +308,6 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
             limit: int | None = 500, progress: Progress = None) -> dict:
-    from .embeddings import POOLINGS
-    from .projection import METHODS as PROJECTIONS
-    from .projection import cached_predictions, knn_chance, project_pair, projection_table
-
     # before the dataset is read and predicted: the techniques check these only after that work
     if method not in PROJECTIONS:
         raise InputError(f"method: {str(method)[:40]!r} is not one of {list(PROJECTIONS)}")
@@ -338,8 +334,6 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
     """Both models scored on one labelled dataset: accuracy (Pearson for regression), speed, the paired test of
     the gap between them and the examples they answer differently (`core.benchmark`); on a Ray `engine` the
     predictions run on its workers. `visitor=False`: the operator's request (the CLI, the report), not capped."""
-    from .benchmark import benchmark as score
-
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     return score(pair, ds, progress=progress, engine=engine)
@@ -349,8 +343,6 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
           progress: Progress = None, *, engine: Engine | None = None, visitor: bool = True) -> dict:
     """Both models' sentence embeddings of a dataset, in its order: {"dataset", "n", "embeddings": {model name:
     (n, hidden) array}}; on a Ray `engine` in batches across its workers."""
-    from .embeddings import POOLINGS, embed_batch
-
     if pooling not in POOLINGS:
         raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
     # the depth is checked where the weights are (a Ray driver holds none): `embeddings` names the range
@@ -365,9 +357,6 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
     by a tab, or one text used for both) or its fields; none: the shipped examples."""
-    from .facts import model_facts
-    from .timing import latency_comparison
-
     if isinstance(texts, str):
         texts = [texts]
     if texts:
@@ -399,8 +388,6 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
     """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `resume`: a
     JSON-lines file of finished examples, kept and appended to as each one finishes (an interrupted run goes on
     where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
-    from . import attacks
-
     n = count("n", n, cap=_cap(visitor, "max_attack_examples"), default=5)
     query_budget = count("query_budget", query_budget, cap=_cap(visitor, "max_query_budget"), default=200)
     time_limit = number("time_limit", time_limit, low=0, high=_cap(visitor, "max_attack_seconds"), default=30.0)
@@ -468,9 +455,6 @@ def _finished_rows(path: Path) -> dict[int, dict]:
 def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None, engine=None) -> dict:
     """Run a released CheckList suite (path to its JSON export) on both models; with a Ray `engine` the
     suite's inputs are predicted on its workers."""
-    from . import checklist as cl
-    from .inference import from_logits, logits_batch
-
     cap = limits()
     # empty: the CLI's "every case" locally; hosted, the cap
     sample = count("sample", sample, cap=cap["max_checklist_sample"], default=20 if cap["hosted"] else None)

@@ -22,7 +22,9 @@ from .data import Example
 from .errors import InputError, LensError
 from .inference import encode_one, predict, windowed
 from .loading import Classifier, ModelHead
+from .offline import minilm_dir
 from .runtime import cache_dir, hub_reachable, pos_tagger_available, wordnet_available
+from .significance import compare_events
 
 OFFLINE_TEXTFOOLER = "textfooler-offline"
 SIMILARITY_THRESHOLD = 0.84
@@ -194,8 +196,6 @@ class MiniLMSentenceEncoder:
         with cls._lock:
             if cls._model is None:
                 from sentence_transformers import SentenceTransformer
-
-                from .offline import minilm_dir
 
                 cls._model = SentenceTransformer(str(minilm_dir()), device="cpu")
         return cls._model
@@ -485,8 +485,6 @@ ATTACKED = ("success", "failed", "timeout")
 def compare_success(rows: list[dict], models: Sequence[ModelHead]) -> dict | None:
     """Does the recipe succeed more often on one model? Paired over the examples both models were attacked on
     (one already wrong on the gold label is skipped for that model only); None when there are none."""
-    from .significance import compare_events
-
     both = [r for r in rows if len(r["results"]) == 2 and all(x["outcome"] in ATTACKED for x in r["results"])]
     if len(models) != 2 or not both:
         return None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataError, Example
+from .data import DataError, Example, check_file
 from .errors import InputError
 from .inference import predict
 from .loading import ModelHead
@@ -59,8 +59,6 @@ def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
     """A released CheckList suite from its data-only JSON(.gz) export. Checked before any model runs: a regular
     file within the size limit, a non-empty list of tests, each with its fields, a non-empty list of cases of
     text (each at most `max_chars` long, when given); anything else is a `DataError` naming the test and case."""
-    from .data import check_file
-
     path = Path(path)
     if path.suffix == ".pkl" or path.name.endswith(".tar.gz"):
         raise DataError(f"{path}: pickled CheckList suites don't load on Python 3.11 (and unpickling files is unsafe); "

@@ -22,6 +22,7 @@ from .errors import InputError, LensError
 from .gradients import input_gradients
 from .inference import predict, windowed
 from .loading import Classifier
+from .saliency import Occlusion
 from .significance import compare_events
 
 
@@ -250,8 +251,6 @@ def wordnet_swaps(models, example: Example, kind: str = "antonym", per_word: int
 def ablation_flip(clf: Classifier, example: Example, max_size: int = 3, candidates: int = 8) -> dict:
     """Smallest set of removed words that changes `clf`'s label: words ranked by occlusion, then subsets of the
     top `candidates` tried in order of size (all of one size in one batch)."""
-    from .saliency import Occlusion
-
     if clf.is_regression:
         raise InputError("ablation flip: needs a classifier; this model predicts a score")
     occ = Occlusion(clf).attribute(example)

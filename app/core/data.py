@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import LensError
+from .policy import limits
+from .runtime import hub_reachable
 
 csv.field_size_limit(10**8)
 
@@ -98,8 +100,6 @@ SUFFIXES = (".csv", ".tsv", ".txt", ".jsonl", ".json")
 def check_file(path: Path, max_bytes: int | None = None) -> os.stat_result:
     """Refuse, before reading a byte, anything but a regular data file within `max_bytes` (default: this
     server's `max_file_bytes`). `/dev/zero` as a dataset once read until the kernel killed the server at 22.6 GB."""
-    from .policy import limits
-
     try:
         st = path.stat()
     except FileNotFoundError:
@@ -119,8 +119,6 @@ def check_file(path: Path, max_bytes: int | None = None) -> os.stat_result:
 
 
 def _read_text(path: Path, max_bytes: int | None = None) -> str:
-    from .policy import limits
-
     cap = limits()["max_file_bytes"] if max_bytes is None else max_bytes
     check_file(path, cap)
     with path.open("rb") as fh:
@@ -407,8 +405,6 @@ def load_dataset(spec: str | Path, task: str | None = None, split: str | None = 
 
 
 def _load_hub_dataset(spec: str, task: str | None, split: str | None) -> Dataset:
-    from .runtime import hub_reachable
-
     if not hub_reachable():
         raise DataError(f"{spec}: not a local file, and the Hugging Face hub can't be reached to load it as a dataset")
     import datasets  # noqa: PLC0415 - heavy, online-only path

@@ -1,6 +1,8 @@
 """Model facts: how many parameters, where they sit, and whether layers share them (ALBERT's headline)."""
 from __future__ import annotations
 
+from .embeddings import hidden_states
+from .kernels import OneDNNLinear, describe, switched
 from .timing import speed
 
 
@@ -44,8 +46,6 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
     over tokens and examples): the ALBERT paper's Figure 2, where ALBERT's transitions are smoother."""
     import numpy as np
 
-    from .embeddings import hidden_states
-
     l2, cos = [], []
     for ex in examples:
         states, _ = hidden_states(clf, ex)  # (layers + 1, tokens, hidden)
@@ -60,8 +60,6 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
 def linear_layers(model) -> str:
     """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
     (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
-    from .kernels import OneDNNLinear, describe, switched
-
     if switched(model):
         speedup = describe().get("onednn_speedup")
         gain = f", {speedup}x PyTorch's default product on this CPU" if speedup else ""

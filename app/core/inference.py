@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from . import cls_path, jobs
+from .alignment import align
 from .data import Example, blank_reason
 from .errors import InputError
 from .loading import Classifier, ModelHead
@@ -170,8 +171,6 @@ def class_index(clf: Classifier, target: int | str | None, probs: np.ndarray | N
 
 def encode_one(clf: Classifier, example: Example):
     """Tensors for one example plus its word alignment (the basis of every per-word technique)."""
-    from .alignment import align
-
     (example,) = check_examples(clf.task, [example])
     enc = tokenize(clf, [example], offsets=True, tensors=True)
     ids = enc["input_ids"][0]

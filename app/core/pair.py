@@ -8,6 +8,7 @@ from .data import Example
 from .errors import InputError
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
 from .loading import Classifier, ModelHead, get_classifier, get_head
+from .policy import limits
 from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
@@ -42,8 +43,6 @@ class Pair:
     def resolve(cls, pair: str | None = None, models: Sequence[str] | None = None, task: str | None = None) -> "Pair":
         """`--models A B` wins, then `--pair NAME`, then the default pair. Hosted mode allows only the presets
         in ALBERT_LENS_ALLOWED_PAIRS (default: offline and sst2) and no arbitrary model ids."""
-        from .policy import limits
-
         cap = limits()
         if cap["hosted"]:
             if models:

@@ -13,9 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import api, attacks, data, embeddings, explanation, facts, inference, plots, projection, timing
 from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
+from .engine import ray_or_none
 from .errors import LensError
 from .pair import Pair
+from .plots import grouped_bars, saliency_dataset_figure, transitions_figure
+from .significance import describe, format_mean, verdict
 from .views import percent
 
 
@@ -42,9 +46,6 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                    attack_n: int, umap_n: int, saliency_n: int = 30, engine=None) -> list[Section]:
     """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
     keys don't depend on the engine: both give the same results)."""
-    from . import api, attacks, data, embeddings, explanation, facts, inference, projection, timing
-    from .engine import ray_or_none
-
     remote = ray_or_none(engine)
 
     secs: list[Section] = []
@@ -163,9 +164,6 @@ NO_SUITE = ("No released CheckList suite fits these models ({task}, answering {l
 
 
 def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_suite: bool = False) -> list[str]:
-    from . import plots, projection
-    from .significance import describe, format_mean, verdict
-
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
     if no_suite:
@@ -236,8 +234,6 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
                 "",
             ]
         elif kind == "saliency":
-            from .plots import saliency_dataset_figure
-
             fig = out / "saliency.png"
             saliency_dataset_figure(res).savefig(fig, dpi=110)
             figs.append(fig)
@@ -306,22 +302,16 @@ def _num(x, d: int = 1) -> str:
 
 def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
     """Rates per capability, on a 0..1 axis like the app's, so two reports' figures compare at a glance."""
-    from .plots import grouped_bars
-
     rows = [{"capability": c, "model": m, "value": v} for c, per in caps.items() for m, v in per.items()]
     grouped_bars(rows, "capability", "value", "model", ylabel, title=title, ylim=(0, 1)).savefig(path, dpi=110)
 
 
 def _lines_png(trans: dict, path: Path) -> None:
-    from .plots import transitions_figure
-
     transitions_figure(trans).savefig(path, dpi=110)
 
 
 def _bench_png(rows, path: Path) -> None:
     from matplotlib.figure import Figure
-
-    from .plots import grouped_bars
 
     fig = Figure(figsize=(10, 3.4), layout="tight")
     axes = fig.subplots(1, 2)

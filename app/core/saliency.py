@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from . import quadrature
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
@@ -186,8 +187,6 @@ class IntegratedGradients(Method):
         return base
 
     def _even_rule(self, n: int):
-        from . import quadrature
-
         return quadrature.transplanted(n) if self.rule == "transplanted" else quadrature.gauss_legendre(n)
 
     def path_integral(self, enc, tgt: int, alphas: np.ndarray, weights: np.ndarray, x, b):
@@ -219,8 +218,6 @@ class IntegratedGradients(Method):
         return probs, (states, logits)
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        from . import quadrature
-
         clf = self.clf
         ids = enc["input_ids"]
         states, logits = ctx  # from _prepare

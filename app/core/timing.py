@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from .data import Example
 from .errors import InputError
 from .inference import predict
+from .significance import compare_means
 
 LATENCY_SAMPLES = 20
 
@@ -45,8 +46,6 @@ def latency_comparison(models, examples: Sequence[Example], warm_up: int = 2, cl
     """Is one model faster one example at a time? Each input is timed on both models back to back, in turns
     (the first model first on even inputs, second on odd), so that a machine getting busier slows both alike;
     the per-input differences go to a paired permutation test. `clock` (seconds) is injectable for tests."""
-    from .significance import compare_means
-
     clock = clock or time.perf_counter
     if len(models) != 2 or not examples:
         raise InputError("texts: a latency comparison needs two models and at least one input")
