@@ -207,3 +207,13 @@ def client(tiny_pair):
         yield Client(url, verbose=False)
     finally:
         demo.close()
+
+
+@pytest.fixture(scope="module")
+def textattack_loaded():
+    """TextAttack imported before a test captures its output: its first import under pytest's `capsys`, once
+    LIT (absl) is imported, closed the captured stderr and pytest with it ("lost sys.stderr"; seen when
+    tests/test_lit.py was collected). Outside pytest, stderr is a real stream and the CLI is unaffected."""
+    from app.core import attacks
+
+    attacks._textattack()

@@ -11,6 +11,8 @@ import pytest
 from app.cli import main
 from app.core import api
 
+pytestmark = pytest.mark.usefixtures("textattack_loaded")  # see the fixture: an import under capsys
+
 SHIPPED = "sentiment_plain"  # a shipped example set, by name
 TEXT = "a gorgeous, witty, seductive movie."
 

@@ -11,6 +11,8 @@ from app.core.pair import Pair
 
 from .conftest import SENTENCES
 
+pytestmark = pytest.mark.usefixtures("textattack_loaded")  # see the fixture: an import under capsys
+
 
 @pytest.fixture(scope="module")
 def ray_local():
