@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from app.core.runtime import ASSETS_DIR, cache_dir
+from app.core.api import ASSETS_DIR, cache_dir
 
 FONTS = ASSETS_DIR / "fonts"
 ICON_FONTS = {"Material Icons": "material-icons.woff2", "Material Icons Outlined": "material-icons-outlined.woff2"}

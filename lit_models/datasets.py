@@ -4,8 +4,7 @@ from __future__ import annotations
 from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import types as lit_types
 
-from app.core.data import Dataset
-from app.core.registry import Task
+from app.core.api import Dataset, Task
 
 from .models import LABEL
 

@@ -16,10 +16,9 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
-from app.core.data import Example
+from app.core.api import Example, compare_accuracy, compare_correlation
+from app.core.api import predict_examples as predict
 from app.core.errors import InputError
-from app.core.inference import predict
-from app.core.significance import compare_accuracy, compare_correlation
 
 from .models import LABEL, LensModel
 

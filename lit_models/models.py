@@ -11,12 +11,8 @@ import numpy as np
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
-from app.core.api import check_length
-from app.core.data import Example
+from app.core.api import TASKS, Classifier, Example, ModelSpec, Task, check_length, get_classifier, inspect
 from app.core.errors import InputError
-from app.core.inspection import inspect
-from app.core.loading import Classifier, get_classifier
-from app.core.registry import TASKS, ModelSpec, Task
 
 LABEL = "label"
 

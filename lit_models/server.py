@@ -12,9 +12,8 @@ from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
-from app.core.api import limits, resolve_dataset
+from app.core.api import Pair, limits, resolve_dataset
 from app.core.errors import LensError
-from app.core.pair import Pair
 
 from .client import client_root
 from .datasets import LensDataset

@@ -26,7 +26,10 @@ from .errors import InputError
 from .explanation import explain, explain_dataset
 from .facts import model_facts
 from .inference import check_examples, from_logits, logits_batch
+from .inference import predict as predict_examples  # noqa: F401
+from .inspection import inspect  # noqa: F401
 from .jobs import Job, Stopped, running  # noqa: F401
+from .loading import Classifier, get_classifier  # noqa: F401
 from .pair import Pair
 from .policy import (  # noqa: F401
     allow_reads_under,
@@ -41,12 +44,14 @@ from .policy import (  # noqa: F401
 )
 from .projection import METHODS as PROJECTIONS
 from .projection import cached_predictions, knn_chance, project_pair, projection_table
-from .runtime import ASSETS_DIR, SHARED_DATA
+from .registry import TASKS, ModelSpec, Task  # noqa: F401
+from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir  # noqa: F401
 from .saliency import (
     METHODS,  # noqa: F401
     check_method,
     check_output,
 )
+from .significance import compare_accuracy, compare_correlation  # noqa: F401
 from .timing import latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
