@@ -23,8 +23,8 @@ from .data import DataError, Dataset, Example, load_dataset, read_table
 from .embeddings import POOLINGS, embed_batch
 from .engine import Engine, ray_or_none
 from .errors import InputError
-from .explanation import explain, explain_dataset
-from .facts import model_facts
+from .explanation import explain, explain_batch, explain_dataset
+from .facts import facts_batch, model_facts
 from .inference import check_examples, from_logits, logits_batch
 from .inference import predict as predict_examples  # noqa: F401
 from .inspection import inspect  # noqa: F401
@@ -52,7 +52,7 @@ from .saliency import (
     check_output,
 )
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
-from .timing import latency_comparison
+from .timing import latency_batch, latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
 
@@ -163,13 +163,18 @@ def _method(method) -> str:
 
 def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
                      limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None,
-                     output: str | None = None) -> dict:
+                     output: str | None = None, *, engine: Engine | None = None, visitor: bool = True) -> dict:
     """Saliency over the first `limit` examples of a dataset (`explanation.explain_dataset`): faithfulness per
-    model against a random ranking, the paired comparison of the two, and the models' agreement."""
+    model against a random ranking, the paired comparison of the two, and the models' agreement; on a Ray
+    `engine`, on one of its workers."""
     options = _method_options(_method(method), tolerance, output)
-    n = count("limit", limit, cap=limits()["max_saliency_examples"], default=50)
-    ds = resolve_dataset(pair, dataset, n)
-    res = explain_dataset(pair.models, ds.examples, method, progress=progress, **options)
+    n = count("limit", limit, cap=_cap(visitor, "max_saliency_examples"), default=50)
+    ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    remote = ray_or_none(engine)
+    if remote is not None:
+        res = remote.run(pair.spec, explain_batch, ds.examples, params={"method": method, **options})
+    else:
+        res = explain_dataset(pair.models, ds.examples, method, progress=progress, **options)
     return {"dataset": ds.name, "output": options["output"], **res}
 
 
@@ -359,9 +364,10 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
             "embeddings": {m.name: a for m, a in zip(pair.spec.models, arrays)}}
 
 
-def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dict:
+def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *, engine: Engine | None = None) -> dict:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
-    by a tab, or one text used for both) or its fields; none: the shipped examples."""
+    by a tab, or one text used for both) or its fields; none: the shipped examples. On a Ray `engine`, measured
+    on one of its workers."""
     if isinstance(texts, str):
         texts = [texts]
     if texts:
@@ -378,9 +384,13 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None) -> dic
                 raise InputError(f"texts, line {i}: {exc}") from None
     else:
         exs = resolve_dataset(pair, None, 30).examples
-    models = [model_facts(clf, exs) for clf in pair.models]
+    remote = ray_or_none(engine)
+    if remote is not None:
+        models, latency = remote.run(pair.spec, facts_batch, exs), remote.run(pair.spec, latency_batch, exs)
+    else:
+        models, latency = [model_facts(clf, exs) for clf in pair.models], latency_comparison(pair.models, exs)
     a, b = models
-    return {"models": models, "n_inputs": len(exs), "latency_comparison": latency_comparison(pair.models, exs),
+    return {"models": models, "n_inputs": len(exs), "latency_comparison": latency,
             "ratios": {"parameters": b["parameters"] / a["parameters"],
                        "latency": b["latency_ms"] / a["latency_ms"],
                        "throughput": b["throughput_per_s"] / a["throughput_per_s"]}}

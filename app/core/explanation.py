@@ -95,9 +95,9 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
     return res
 
 
-def explain_batch(pair, batch, method: str = "integrated_gradients") -> dict:
+def explain_batch(pair, batch, method: str = "integrated_gradients", **options) -> dict:
     """Engine job (the whole sample on one worker): `explain_dataset` of both models."""
-    return explain_dataset(pair.models, batch, method)
+    return explain_dataset(pair.models, batch, method, **options)
 
 
 explain_batch.combine = "whole"

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import api, attacks, data, embeddings, explanation, facts, inference, plots, projection, timing
+from . import api, attacks, data, embeddings, inference, plots, projection
 from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 from .engine import ray_or_none
 from .errors import LensError
@@ -95,23 +95,14 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": saliency_n, "method": SALIENCY_METHOD}
 
         def run_saliency(first=first):
-            d = data.load_dataset(first, task=pair.task.name).head(saliency_n)
-            if remote is not None:
-                return remote.run(pair.spec, explanation.explain_batch, d.examples,
-                                  params={"method": SALIENCY_METHOD})
-            return explanation.explain_dataset(pair.models, d.examples, SALIENCY_METHOD)
+            return api.saliency_dataset(pair, first, SALIENCY_METHOD, saliency_n, engine=remote, visitor=False)
 
         if saliency_n:
             secs.append(Section(_fingerprint(pair, "saliency", params), "Saliency: integrated gradients",
                                 run_saliency))
 
     def run_facts():
-        exs = api.resolve_dataset(pair, None, 30).examples
-        if remote is not None:
-            return {"models": remote.run(pair.spec, facts.facts_batch, exs),
-                    "latency_comparison": remote.run(pair.spec, timing.latency_batch, exs)}
-        return {"models": [facts.model_facts(clf, exs) for clf in pair.models],
-                "latency_comparison": timing.latency_comparison(pair.models, exs)}
+        return api.facts(pair, engine=remote)
 
     secs.append(Section(_fingerprint(pair, "facts", {}), "Parameters and speed", run_facts))
     return secs
