@@ -40,3 +40,20 @@ def test_given_embeddings_replace_a_field_in_its_place(family_dirs):
     assert np.abs(zeroed["probas"] - r["probas"]).max() > 1e-6
     with pytest.raises(Exception, match=r"input_embs for field 1: shape \(2, 32\) does not match"):
         inspect(clf, PAIR, embeddings=[None, np.zeros((2, 32))])
+
+
+def test_lits_gradients_are_the_saliencys(tiny_pair):
+    """One gradient path: LIT's per-field gradients are saliency's token gradients of the same class's
+    probability, split at the special tokens, and a finite difference along them agrees."""
+    from app.core.gradients import input_gradients
+
+    clf = tiny_pair.models[0]
+    ex = Example(("a gorgeous , witty , seductive movie .",))
+    lit = inspect(clf, ex, target="positive")
+    ours = input_gradients(clf, ex, "positive", score="prob")
+    assert ours.target == lit["target"] == clf.labels.index("positive")
+    np.testing.assert_allclose(lit["grads"][0], ours.gradients[1:-1], atol=1e-7)  # without [CLS] and [SEP]
+    step = 1e-3 * lit["grads"][0] / np.linalg.norm(lit["grads"][0])
+    moved = inspect(clf, ex, target="positive", embeddings=[lit["input_embs"][0] + step], gradients=False)
+    gain = moved["probas"][lit["target"]] - lit["probas"][lit["target"]]
+    assert gain == pytest.approx(float((lit["grads"][0] * step).sum()), rel=0.05)

@@ -32,6 +32,16 @@ def class_score(clf: Classifier, logits: torch.Tensor, target: int, score: str) 
     raise InputError(f"score: {score!r} is not one of {SCORES}")
 
 
+def score_gradient(clf: Classifier, logits: torch.Tensor, target: int, wrt: torch.Tensor, score: str = "prob"
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """The one gradient path: the first row's class score and its gradient with respect to `wrt` (the word
+    embeddings fed to the model). Saliency (`input_gradients`) and LIT's gradients (`inspection`) both take it,
+    so the two can't differ in what they differentiate."""
+    value = class_score(clf, logits, target, score)[0]
+    (grad,) = torch.autograd.grad(value, wrt)
+    return value, grad
+
+
 def repeat_rows(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
     """One example's (1, tokens) tensor broadcast to n rows (None stays None)."""
     return None if t is None else t.expand(n, -1)
@@ -160,8 +170,7 @@ def input_gradients(clf: Classifier, example: Example, target: int | str | None 
         logits = forward_embeds(clf, embeds, enc["attention_mask"], enc.get("token_type_ids"))
         probs = None if clf.is_regression else torch.softmax(logits.detach(), -1)[0].numpy()
         tgt = class_index(clf, target, probs)
-        value = class_score(clf, logits, tgt, score)[0]
-        (grad,) = torch.autograd.grad(value, embeds)
+        value, grad = score_gradient(clf, logits, tgt, embeds, score)
     return TokenGradients(
         tokens=clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
         input_ids=enc["input_ids"][0].numpy(),

@@ -14,6 +14,7 @@ import torch
 
 from .data import Example
 from .errors import InputError
+from .gradients import score_gradient
 from .inference import class_index
 from .loading import Classifier
 
@@ -77,16 +78,14 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
         out = clf.model(inputs_embeds=embeds, attention_mask=mask, output_hidden_states=True,
                         output_attentions=attention, **kw)
         logits = out.logits
+        probs = None if clf.is_regression else torch.softmax(logits.detach(), -1)[0].numpy()
+        tgt = class_index(clf, target, probs)
         if clf.is_regression:
-            tgt = 0
-            value = logits[0, 0]
             result = {"score": float(logits[0, 0])}
         else:
-            probs = torch.softmax(logits, -1)[0]
-            tgt = class_index(clf, target, probs.detach().numpy())
-            value = probs[tgt]
-            result = {"probas": probs.detach().numpy().astype(np.float32), "target": tgt}
-        grads = torch.autograd.grad(value, embeds)[0][0].numpy() if gradients else None
+            result = {"probas": probs.astype(np.float32), "target": tgt}
+        # the explained class's probability (a regression's score), through the saliency's own gradient path
+        grads = score_gradient(clf, logits, tgt, embeds, "prob")[1][0].numpy() if gradients else None
     hidden = out.hidden_states
     all_tokens = tok.convert_ids_to_tokens(ids)
     result.update(
