@@ -183,25 +183,7 @@ def _saliency_dataset(pair, args) -> int:
     if args.json:
         print(json.dumps(res, indent=2, ensure_ascii=False))
     else:
-        names = res["models"]
-        of = " of the logit" if res["output"] == "logit" else ""
-        print(f"{args.method}{of} over {res['n']} examples of {res['dataset']} (mean [95% interval])\n")
-        nw = max(10, *(len(n) + 2 for n in names))
-        print(f"{'':<{nw}}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
-        for k, n in enumerate(names):
-            print(f"{n:<{nw}}" + "".join(f"{views.format_mean(res[key][k]):>26}" for key in
-                                         ("comprehensiveness", "random_comprehensiveness", "sufficiency")))
-        if "comprehensiveness_comparison" in res:
-            print(views.verdict(res["comprehensiveness_comparison"], names))
-        a = res["agreement"]
-        if a["mean"] is not None:
-            print(f"rank agreement between the models: {views.format_mean(a)} over {a['n']} examples; least on:")
-            for i in res["lowest_agreement"][:args.show]:
-                e = res["examples"][i]
-                tops = " · ".join(
-                    f"{n}: {', '.join(w) or '(no word for the class)'}" for n, w in zip(names, e["top_words"])
-                )
-                print(f"  {e['agreement']:+.2f}  {' / '.join(e['texts'])[:100]}  ({tops})")
+        print(views.saliency_dataset_summary(res, markdown=False, show=args.show))
     _save_figure(lambda: plots.saliency_dataset_figure(res), args.png)
     return 0
 

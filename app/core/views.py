@@ -129,7 +129,11 @@ def saliency_summary(res: dict) -> str:
     return "\n\n".join(parts)
 
 
-def saliency_dataset_summary(res: dict) -> str:
+def saliency_dataset_summary(res: dict, markdown: bool = True, show: int = 5) -> str:
+    """Saliency over a dataset in words: the app's markdown, or the command line's fixed-width text (with the
+    `show` examples where the models agree least)."""
+    if not markdown:
+        return _saliency_dataset_text(res, show)
     names = res["models"]
     rows = ["| model | comprehensiveness | … of a random ranking | sufficiency |", "|---|---|---|---|"]
     rows += [f"| {html.escape(n)} | " + " | ".join(format_mean(res[key][k]) for key in
@@ -144,6 +148,28 @@ def saliency_dataset_summary(res: dict) -> str:
         lines.append(html.escape(verdict(res["comprehensiveness_comparison"], names), quote=False))
     lines.append("" if a["mean"] is None else f"\n\nRank agreement between the models: **{format_mean(a)}** "
                  f"over {a['n']} examples")
+    return "\n".join(lines)
+
+
+def _saliency_dataset_text(res: dict, show: int) -> str:
+    names = res["models"]
+    of = " of the logit" if res.get("output") == "logit" else ""
+    lines = [f"{res['method']}{of} over {res['n']} examples of {res['dataset']} (mean [95% interval])", ""]
+    nw = max(10, *(len(n) + 2 for n in names))
+    lines.append(f"{'':<{nw}}{'comprehensiveness':>26}{'random ranking':>26}{'sufficiency':>26}")
+    for k, n in enumerate(names):
+        lines.append(f"{n:<{nw}}" + "".join(f"{format_mean(res[key][k]):>26}" for key in
+                                            ("comprehensiveness", "random_comprehensiveness", "sufficiency")))
+    if "comprehensiveness_comparison" in res:
+        lines.append(verdict(res["comprehensiveness_comparison"], names))
+    a = res["agreement"]
+    if a["mean"] is not None:
+        lines.append(f"rank agreement between the models: {format_mean(a)} over {a['n']} examples; least on:")
+        for i in res["lowest_agreement"][:show]:
+            e = res["examples"][i]
+            tops = " · ".join(f"{n}: {', '.join(w) or '(no word for the class)'}"
+                              for n, w in zip(names, e["top_words"]))
+            lines.append(f"  {e['agreement']:+.2f}  {' / '.join(e['texts'])[:100]}  ({tops})")
     return "\n".join(lines)
 
 
