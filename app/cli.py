@@ -61,7 +61,7 @@ def _engine_args(p: argparse.ArgumentParser) -> None:
 @contextmanager
 def _bar(desc: str, disable: bool = False, unit: str = "it") -> Iterator[Callable[[int, int], None]]:
     """A tqdm bar driven by the core's (done, total) progress calls, closed afterwards."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # deferred: only commands that show progress
 
     bar = tqdm(total=1, desc=desc, unit=unit, disable=disable)
 
@@ -230,7 +230,7 @@ def cmd_counterfactual(args) -> int:
 
 
 def cmd_project(args) -> int:
-    import pandas as pd
+    import pandas as pd  # deferred: the CLI answers --help without it
 
     api = _api()
 
@@ -322,7 +322,7 @@ def cmd_benchmark(args) -> int:
 
 
 def cmd_app(args) -> int:
-    from app.ui import launch
+    from app.ui import launch  # deferred: gradio: only the app command
 
     _api().public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
@@ -332,7 +332,7 @@ def cmd_app(args) -> int:
 
 
 def cmd_lit(args) -> int:
-    from lit_models.server import make_server, page_url
+    from lit_models.server import make_server, page_url  # deferred: LIT: only the lit command
 
     _api().public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
@@ -393,7 +393,7 @@ def cmd_checklist(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from app.core.report import generate
+    from app.core.report import generate  # deferred: loads PyTorch: only the report command
 
     pair = _pair(args)
     with _engine(args) as engine:
@@ -408,7 +408,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_embed(args) -> int:
-    import numpy as np
+    import numpy as np  # deferred: the CLI answers --help without it
 
     api = _api()
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import gradio as gr
 import pandas as pd
+from gradio.context import LocalContext
 
 from app.core import api, views
 from app.core.errors import LensError
@@ -46,8 +47,6 @@ def _event_alive() -> Callable[[], bool] | None:
     """Whether the client of the event this thread runs is still there: Gradio marks a queued event's job dead
     when its client's stream closes (tab closed, network gone, gradio_client cancelled), but a function already
     running in a worker thread is never told; the core asks this between batches instead."""
-    from gradio.context import LocalContext
-
     blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
     if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
         return None
@@ -64,8 +63,6 @@ def _event_alive() -> Callable[[], bool] | None:
 
 
 def _session_key(request=None) -> str:
-    from gradio.context import LocalContext
-
     request = request or LocalContext.request.get(None)
     return getattr(request, "session_hash", None) or "default"
 

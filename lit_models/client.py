@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+from importlib.metadata import version
 from pathlib import Path
 
 from app.core.api import ASSETS_DIR, cache_dir
@@ -28,7 +29,7 @@ log = logging.getLogger(__name__)
 
 
 def lit_build() -> Path:
-    import lit_nlp
+    import lit_nlp  # deferred: LIT: only its front end
 
     return Path(lit_nlp.__file__).parent / "client" / "build" / "default"
 
@@ -57,8 +58,6 @@ def client_root(root: Path | None = None) -> Path:
     except (OSError, ValueError) as e:
         log.warning("serving LIT's page unchanged (%s): its icons need fonts.googleapis.com", e)
         return src
-    from importlib.metadata import version
-
     out = root or cache_dir() / "lit-client" / version("lit-nlp")
     try:
         _build(src, out, html)

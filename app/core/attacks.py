@@ -9,6 +9,9 @@ adversarial text is re-predicted on the other model (transfer).
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.util
+import os
 import threading
 import time
 from collections import OrderedDict
@@ -16,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from . import jobs
 from .data import Example
@@ -148,13 +152,9 @@ def _present(resource: str) -> bool:
     if resource == "wordnet":
         return wordnet_available()
     if resource == "paragramcf":
-        import os
-
         ta = os.environ.get("TA_CACHE_DIR", str(cache_dir() / "textattack"))
         return (__import__("pathlib").Path(ta) / "word_embeddings" / "paragramcf").is_dir()
     if resource == "use":
-        import importlib.util
-
         return importlib.util.find_spec("tensorflow_hub") is not None and hub_reachable(2.0)
     if resource in ("hub", "lm", "flair_ner", "hownet"):
         return hub_reachable(2.0)
@@ -195,6 +195,7 @@ class MiniLMSentenceEncoder:
     def model(cls):
         with cls._lock:
             if cls._model is None:
+                # deferred: heavy; only the offline TextFooler's encoder
                 from sentence_transformers import SentenceTransformer
 
                 cls._model = SentenceTransformer(str(minilm_dir()), device="cpu")
@@ -208,7 +209,7 @@ class MiniLMSentenceEncoder:
 
 def _minilm_constraint(threshold: float):
     ta = _textattack()
-    import torch
+    # deferred: heavy (flair, NLTK); only attacks need it
     from textattack.constraints.semantics.sentence_encoders import SentenceEncoder
 
     class MiniLMConstraint(SentenceEncoder):
@@ -226,7 +227,7 @@ def _minilm_constraint(threshold: float):
 @contextlib.contextmanager
 def _no_nltk_downloads():
     """TextAttack's WordNet swap calls nltk.download on construction; offline that only prints errors."""
-    import nltk
+    import nltk  # deferred: NLTK and its data: only WordNet and tagging paths
 
     original = nltk.download
     nltk.download = lambda *a, **k: False
@@ -252,14 +253,23 @@ def build_attack(name: str, wrapper, query_budget: int | None = None):
     ta = _textattack()
     with _no_nltk_downloads():
         if name == OFFLINE_TEXTFOOLER:
+            # deferred: heavy (flair, NLTK); only attacks need it
             from textattack.constraints.grammaticality import PartOfSpeech
+
+            # deferred: heavy (flair, NLTK); only attacks need it
             from textattack.constraints.pre_transformation import (
                 InputColumnModification,
                 RepeatModification,
                 StopwordModification,
             )
+
+            # deferred: heavy (flair, NLTK); only attacks need it
             from textattack.goal_functions import UntargetedClassification
+
+            # deferred: heavy (flair, NLTK); only attacks need it
             from textattack.search_methods import GreedyWordSwapWIR
+
+            # deferred: heavy (flair, NLTK); only attacks need it
             from textattack.transformations import WordSwapWordNet
 
             goal = UntargetedClassification(wrapper)
@@ -433,9 +443,7 @@ def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Ex
 
 
 def _seed(example: Example, model_index: int, seed: int) -> None:
-    import hashlib
-
-    from textattack.shared.utils import set_seed
+    from textattack.shared.utils import set_seed  # deferred: heavy (flair, NLTK); only attacks need it
 
     h = int(hashlib.sha256("\x1f".join(example.texts).encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
     set_seed((seed + h + model_index) % 2**31)

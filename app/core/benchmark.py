@@ -4,6 +4,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from .data import Dataset, Example
 from .engine import ray_or_none
@@ -19,7 +20,7 @@ from .timing import LATENCY_SAMPLES, latency
 def quality(clf, pred, gold: list) -> dict:
     """Accuracy for classifiers; Pearson and Spearman for regression (STS-B)."""
     if clf.is_regression:
-        from scipy.stats import pearsonr, spearmanr
+        from scipy.stats import pearsonr, spearmanr  # deferred: scipy: loaded on first use
 
         y = np.asarray(gold, dtype=float)
         return {"pearson": float(pearsonr(pred.scores, y)[0]), "spearman": float(spearmanr(pred.scores, y)[0])}
@@ -70,8 +71,6 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_ba
     rows, preds = [], []
     bar = None
     if progress_bar:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=2 * len(labelled), desc="benchmark", unit="ex")
     for k, clf in enumerate(pair.models):
         def step(done, total, k=k):
@@ -100,8 +99,6 @@ def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_b
     reported beside it."""
     bar = None
     if progress_bar:
-        from tqdm.auto import tqdm
-
         bar = tqdm(total=1, desc=f"benchmark on {engine.kind}", unit="batch")
 
     def step(done, total):

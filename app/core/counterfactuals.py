@@ -136,7 +136,7 @@ class WordNetMissing(LensError):
 
 
 def _wordnet():
-    from nltk.corpus import wordnet as wn
+    from nltk.corpus import wordnet as wn  # deferred: NLTK and its data: only WordNet and tagging paths
 
     try:
         wn.ensure_loaded()
@@ -158,7 +158,7 @@ def _stopwords() -> frozenset[str]:
     """Function words are not swapped (TextAttack's recipes forbid it too): WordNet reads "will" as a verb
     (antonym "disinherit") and "had" as one ("lack"), edits that change the grammar, not the meaning.
     scikit-learn's list, so the swaps are the same wherever NLTK's own list is or is not installed."""
-    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # deferred: scikit-learn: loaded on first use
 
     return ENGLISH_STOP_WORDS
 
@@ -170,7 +170,7 @@ def _tags(words: list[str]) -> list[str | None] | None:
     """Each word's WordNet part of speech from NLTK's perceptron tagger, or None for all when no tagger is
     installed (then every part of speech is offered, as before)."""
     try:
-        import nltk
+        import nltk  # deferred: NLTK and its data: only WordNet and tagging paths
 
         return [_UNIVERSAL_TO_WORDNET.get(t) for _, t in nltk.pos_tag(words, tagset="universal")]
     except LookupError:

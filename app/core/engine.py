@@ -115,7 +115,7 @@ class Engine:
 
     # ------------------------------------------------------------------ Ray
     def _workers(self, spec: PairSpec) -> list:
-        import ray
+        import ray  # deferred: optional: only --engine ray
 
         key = repr(spec)
         if key in self._actors:
@@ -133,7 +133,7 @@ class Engine:
         return actors
 
     def _run_ray(self, spec, job, batches, params, progress):
-        import ray
+        import ray  # deferred: optional: only --engine ray
 
         actors = self._workers(spec)
         pending = {actors[k % len(actors)].run.remote(job, b, params): k for k, b in enumerate(batches)}
@@ -161,7 +161,7 @@ class Engine:
     def close(self) -> None:
         if not self._actors:
             return
-        import ray
+        import ray  # deferred: optional: only --engine ray
 
         for actors in self._actors.values():
             for a in actors:
@@ -185,7 +185,7 @@ def _worker_class():
     """The Ray actor class, defined once (Ray registers it on first use)."""
     global _WORKER
     if _WORKER is None:
-        import ray
+        import ray  # deferred: optional: only --engine ray
 
         @ray.remote(num_cpus=1)
         class PairWorker:

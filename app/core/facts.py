@@ -1,6 +1,8 @@
 """Model facts: how many parameters, where they sit, and whether layers share them (ALBERT's headline)."""
 from __future__ import annotations
 
+import numpy as np
+
 from .embeddings import hidden_states
 from .kernels import OneDNNLinear, describe, switched
 from .timing import speed
@@ -44,8 +46,6 @@ def shares_layers(model) -> bool:
 def layer_transitions(clf, examples) -> dict[str, list[float]]:
     """Mean L2 distance and cosine similarity between each layer's input and output hidden states (averaged
     over tokens and examples): the ALBERT paper's Figure 2, where ALBERT's transitions are smoother."""
-    import numpy as np
-
     l2, cos = [], []
     for ex in examples:
         states, _ = hidden_states(clf, ex)  # (layers + 1, tokens, hidden)

@@ -47,7 +47,7 @@ def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAIT
 def agreement(a: WordSaliency, b: WordSaliency) -> float | None:
     """Spearman rank correlation of two models' word scores on the words both read (None if undefined): words
     past a cut score 0 for both, and on a long input thousands of such ties would rank as agreement."""
-    from scipy.stats import spearmanr
+    from scipy.stats import spearmanr  # deferred: scipy: loaded on first use
 
     if a.words != b.words:
         return None

@@ -190,6 +190,7 @@ def _find_weights(path: Path) -> Path:
 
 
 def _read_config(spec: ModelSpec, path: Path):
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AutoConfig
 
     try:
@@ -200,6 +201,7 @@ def _read_config(spec: ModelSpec, path: Path):
 
 def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module, object, bool]:
     """(model, tokenizer, whether its classification head is untrained, which only `untrained_head_ok` allows)."""
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     weights = _find_weights(path) if path.is_dir() else None
@@ -276,7 +278,9 @@ HUB_FILES = ["*.json", "*.safetensors", "*.txt", "*.model", "pytorch_model.bin"]
 
 def _from_hub(spec: ModelSpec, patterns: list[str]) -> tuple[Path, str]:
     """The snapshot folder (the same one whichever files are asked for) and where it came from."""
-    from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download  # deferred: the hub client: only for models that are not local
+
+    # deferred: the hub client: only for models that are not local
     from huggingface_hub.utils import LocalEntryNotFoundError
 
     online = hub_reachable()

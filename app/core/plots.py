@@ -14,7 +14,7 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
     xs = list(dict.fromkeys(r[x] for r in rows))
     groups = list(dict.fromkeys(r[group] for r in rows))
     if ax is None:
-        from matplotlib.figure import Figure
+        from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
         ax = Figure(figsize=(max(6.0, 0.55 * len(xs) + 2), 3.0), layout="tight").subplots()
     values = {(r[x], r[group]): r[y] for r in rows}
@@ -84,7 +84,7 @@ def mark_fields(ax, names: Sequence[str], field_of: Sequence[int]) -> None:
     so a reader knows which text a word came from."""
     if len(names) < 2 or not field_of or len(set(field_of)) < 2:
         return
-    from matplotlib.transforms import blended_transform_factory
+    from matplotlib.transforms import blended_transform_factory  # deferred: matplotlib: only when a figure is drawn
 
     on_top = blended_transform_factory(ax.transData, ax.transAxes)
     starts = [j for j in range(len(field_of)) if j == 0 or field_of[j] != field_of[j - 1]]
@@ -130,7 +130,7 @@ def transition_labels(n: int) -> list[str]:
 
 def transitions_figure(transitions: dict[str, dict]):
     """Per model, layer-to-layer L2 distance and cosine similarity of hidden states (the ALBERT paper's Figure 2)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
     fig = Figure(figsize=(10, 3.4), layout="tight")
     axes = fig.subplots(1, 2)
@@ -149,7 +149,7 @@ def transitions_figure(transitions: dict[str, dict]):
 def benchmark_figure(res: dict):
     """A benchmark result: each model's accuracy (Pearson for regression) with its bootstrap interval, and for
     classifiers the 2x2 table of who is right, whose off-diagonal cells are what McNemar's test weighs."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
     names = [r["model"] for r in res["models"]]
     cmp = res.get("comparison") or {}
@@ -191,7 +191,7 @@ def benchmark_figure(res: dict):
 def saliency_dataset_figure(res: dict):
     """Saliency over a dataset: each model's comprehensiveness, that of a random ranking and sufficiency, with
     bootstrap intervals; and how the two models' per-example rank agreement is spread."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
     fig = Figure(figsize=(10, 3.4), layout="tight")
     bars, hist = fig.subplots(1, 2)
@@ -219,8 +219,8 @@ def plot_png(rows: list[dict], path, color: str = "gold", title: str = "") -> No
 def projection_figure(rows: list[dict], color: str = "gold", title: str = ""):
     """Side-by-side and overlaid scatter plots (a Figure without pyplot: the app draws two at once, and
     pyplot's global state is not thread-safe)."""
-    from matplotlib import colormaps
-    from matplotlib.figure import Figure
+    from matplotlib import colormaps  # deferred: matplotlib: only when a figure is drawn
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
     models = list(dict.fromkeys(r["model"] for r in rows))
     cats = sorted({r[color] for r in rows})

@@ -150,10 +150,10 @@ def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed:
     if len(x) < 4:
         raise InputError(f"dataset: {len(x)} examples are too few to project; give at least 4")
     if method == "pca":
-        from sklearn.decomposition import PCA
+        from sklearn.decomposition import PCA  # deferred: scikit-learn: loaded on first use
 
         return PCA(n_components=2, random_state=seed).fit_transform(x).astype(np.float32)
-    import umap
+    import umap  # deferred: umap-learn compiles with numba on first use
 
     reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, transform_seed=seed,
                         n_neighbors=min(n_neighbors, len(x) - 1), n_jobs=1)
@@ -170,7 +170,7 @@ def procrustes_align(reference: np.ndarray, moving: np.ndarray) -> tuple[np.ndar
     """Rotate/reflect (and scale, translate) `moving` onto `reference`; returns it, drawn at the reference's
     size, and the disparity left after the best rotation, reflection and scale, as `scipy.spatial.procrustes`
     defines it (0 = identical shapes, 1 = unrelated): one minus the squared sum of the singular values."""
-    from scipy.linalg import orthogonal_procrustes
+    from scipy.linalg import orthogonal_procrustes  # deferred: scipy: loaded on first use
 
     ref_c = reference - reference.mean(0)
     mov_c = moving - moving.mean(0)
@@ -190,7 +190,7 @@ def neighbours_k(n: int, k: int) -> int:
 def knn_overlap(a: np.ndarray, b: np.ndarray, k: int = 10) -> float:
     """Mean share of each point's k nearest neighbours (cosine) that both embedding spaces agree on; k is capped
     by `neighbours_k`, NaN when no k is informative."""
-    from sklearn.neighbors import NearestNeighbors
+    from sklearn.neighbors import NearestNeighbors  # deferred: scikit-learn: loaded on first use
 
     k = neighbours_k(len(a), k)
     if k < 1:

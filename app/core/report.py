@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from . import api, attacks, data, embeddings, inference, plots, projection
 from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 from .engine import ray_or_none
@@ -114,8 +116,6 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
     """Compute (or reuse) every section, then write report.md, report.html and the PNG figures. Sections run
     in process, or on a Ray `engine` (see `engine.Engine`). A section that fails on its input (`LensError`) is
     written as its message and not cached, so the next run tries it again; `failed` names them."""
-    from tqdm.auto import tqdm
-
     out = Path(out)
     cache = out / "cache"
     cache.mkdir(parents=True, exist_ok=True)
@@ -273,7 +273,7 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
         md += ["## Benchmark figure", "", f"![benchmark]({fig.name})", ""]
     text = "\n".join(md)
     (out / "report.md").write_text(text, encoding="utf-8")
-    from markdown_it import MarkdownIt
+    from markdown_it import MarkdownIt  # deferred: only the report's HTML
 
     body = MarkdownIt("commonmark", {"html": False}).enable("table").render(text)
     (out / "report.html").write_text(
@@ -302,7 +302,7 @@ def _lines_png(trans: dict, path: Path) -> None:
 
 
 def _bench_png(rows, path: Path) -> None:
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
     fig = Figure(figsize=(10, 3.4), layout="tight")
     axes = fig.subplots(1, 2)

@@ -7,6 +7,7 @@ with a short, bounded probe so that nothing ever hangs on a dead network.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import threading
 from functools import lru_cache
@@ -100,7 +101,7 @@ def pos_tagger_available() -> bool:
     the venv): TextFooler's part-of-speech constraint and POS-matched WordNet swaps need them."""
     prepare_nltk()
     try:
-        import nltk
+        import nltk  # deferred: NLTK and its data: only WordNet and tagging paths
 
         nltk.pos_tag(["a", "test"], tagset="universal")
         return True
@@ -130,7 +131,7 @@ def prepare_nltk() -> Path:
     if not any(_has_stopwords(d) for d in existing + [own]):
         stop_dir = corpora / "stopwords"
         stop_dir.mkdir(exist_ok=True)
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS  # deferred: scikit-learn: loaded on first use
 
         (stop_dir / "english").write_text("\n".join(sorted(ENGLISH_STOP_WORDS)) + "\n", encoding="utf-8")
         (stop_dir / "README").write_text(ENGLISH_STOPWORDS_FALLBACK_NOTE + "\n", encoding="utf-8")
@@ -139,8 +140,6 @@ def prepare_nltk() -> Path:
             and (DEBIAN_WORDNET / "data.noun").is_file():
         wn = corpora / "wordnet"
         wn.mkdir(exist_ok=True)
-        import shutil
-
         for f in DEBIAN_WORDNET.iterdir():  # copies: NLTK refuses symlinks that leave its data root
             dest = wn / f.name
             if f.is_file() and (dest.is_symlink() or not dest.exists()):

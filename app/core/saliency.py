@@ -276,9 +276,9 @@ class Lime(Method):
         self.n_samples, self.seed = n_samples, seed
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        from captum._utils.models.linear_model import SkLearnRidge
-        from captum.attr import Lime as CaptumLime
-        from captum.attr._core.lime import get_exp_kernel_similarity_function
+        from captum._utils.models.linear_model import SkLearnRidge  # deferred: captum: only LIME
+        from captum.attr import Lime as CaptumLime  # deferred: captum: only LIME
+        from captum.attr._core.lime import get_exp_kernel_similarity_function  # deferred: captum: only LIME
 
         seen = al.seen  # the interpretable features: words the model read
         n = len(seen)

@@ -24,7 +24,7 @@ _CHUNK = 200  # regression resamples drawn at a time: 200 x 20,000 indices stay 
 def mcnemar_exact(only_first: int, only_second: int) -> float:
     """Two-sided exact p-value of McNemar's test: if both models were equally accurate, each example that
     exactly one of them gets right would be the first model's with probability 1/2."""
-    from scipy.stats import binomtest
+    from scipy.stats import binomtest  # deferred: scipy: loaded on first use
 
     n = int(only_first) + int(only_second)
     return 1.0 if n == 0 else float(binomtest(int(only_first), n, 0.5).pvalue)
@@ -112,7 +112,7 @@ def compare_accuracy(gold: Sequence, first: Sequence, second: Sequence, *, resam
 def _kappa(a: np.ndarray, b: np.ndarray) -> float | None:
     """Cohen's kappa of the two models' predictions: agreement beyond what their label frequencies give by
     chance. None when chance agreement is already total (both always answer the same one label)."""
-    from sklearn.metrics import cohen_kappa_score
+    from sklearn.metrics import cohen_kappa_score  # deferred: scikit-learn: loaded on first use
 
     labels = sorted(set(a.tolist()) | set(b.tolist()), key=str)
     if len(labels) < 2:

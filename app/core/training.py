@@ -230,6 +230,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
                   settings: TrainSettings | None = None, export_to: Path | None = None,
                   task: str = "sst2") -> dict:
     """Run (or resume) all stages; returns the results that also go into `out/results.json`."""
+    # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AutoTokenizer
 
     settings = settings or TrainSettings()

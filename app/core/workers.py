@@ -64,7 +64,7 @@ def _child(conn, cancelled, gone, nice: int, threads: int | None, setup: Setup) 
     except OSError:  # not allowed here: the child still runs, at the server's priority
         pass
     if threads:
-        import torch
+        import torch  # deferred: PyTorch is the child's to load, after its thread settings
 
         torch.set_num_threads(threads)
     parent = os.getppid()  # a server killed outright leaves its workers orphaned: their jobs then stop
