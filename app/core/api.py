@@ -317,26 +317,42 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
 
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
-            limit: int | None = 500, progress: Progress = None) -> dict:
+            limit: int | None = 500, progress: Progress = None, *, engine: Engine | None = None,
+            visitor: bool = True) -> dict:
+    """Both models' sentence embeddings projected to 2-D and aligned, with how far their neighbourhoods agree;
+    on a Ray `engine` the predictions and embeddings are computed on its workers (the driver holds no weights)."""
     # before the dataset is read and predicted: the techniques check these only after that work
     if method not in PROJECTIONS:
         raise InputError(f"method: {str(method)[:40]!r} is not one of {list(PROJECTIONS)}")
     if pooling not in POOLINGS:
         raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
-    top = min(m.model.config.num_hidden_layers for m in pair.models)
+    remote = ray_or_none(engine)
+    # a Ray driver can't read the depth from weights it doesn't hold: the workers' `embeddings` name the range
+    top = 1000 if remote is not None else min(m.model.config.num_hidden_layers for m in pair.models)
     layer = -1 if layer in (None, "") else integer("layer", layer, low=-1, high=top)
-    ds = resolve_dataset(pair, dataset, count("limit", limit, cap=limits()["max_examples"], default=500))
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
+    ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    if remote is not None:
+        logits = remote.run(pair.spec, logits_batch, ds.examples)
+        preds = [from_logits(h, lg) for h, lg in zip(pair.heads, logits)]
+        proj = project_pair(pair.heads, ds.examples, method=method, layer=int(layer), pooling=pooling,
+                            compute=lambda exs: remote.run(pair.spec, embed_batch, exs,
+                                                           params={"layer": int(layer), "pooling": pooling}))
+        return _projection_result(pair.heads, ds, proj, preds)
     preds = []
     for k, clf in enumerate(pair.models):  # the first third of the progress: predictions, then embeddings
         step = (lambda d, n, k=k: progress(k * n + d, 6 * n)) if progress else None
         preds.append(cached_predictions(clf, ds.examples, progress=step)[0])
     step = (lambda d, n: progress(n + 2 * d, 3 * n)) if progress else None
     proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling, progress=step)
-    rows = projection_table(proj, pair.models, ds.examples, preds)
-    return {"dataset": ds.name, "n": len(ds), "method": method, "layer": int(layer), "pooling": pooling,
+    return _projection_result(pair.models, ds, proj, preds)
+
+
+def _projection_result(models, ds: Dataset, proj, preds) -> dict:
+    return {"dataset": ds.name, "n": len(ds), "method": proj.method, "layer": proj.layer, "pooling": proj.pooling,
             "knn_overlap": proj.knn_overlap, "k": proj.k, "knn_chance": knn_chance(len(ds), proj.k),
-            "procrustes_disparity": proj.disparity,
-            "embeddings_cached": proj.embeddings_cached, "points": rows}
+            "procrustes_disparity": proj.disparity, "embeddings_cached": proj.embeddings_cached,
+            "points": projection_table(proj, models, ds.examples, preds)}
 
 
 def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,

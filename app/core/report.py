@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import api, attacks, data, embeddings, inference, plots, projection
+from . import api, attacks, plots, projection
 from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
 from .engine import ray_or_none
 from .errors import LensError
@@ -80,18 +80,10 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": umap_n}
 
         def run_umap(first=first):
-            d = data.load_dataset(first, task=pair.task.name).head(umap_n)
-            if remote is not None:
-                proj = projection.project_pair(pair.heads, d.examples, method="umap",
-                                               compute=lambda exs: remote.run(pair.spec, embeddings.embed_batch, exs))
-                preds = [inference.from_logits(clf, lg)
-                         for clf, lg in zip(pair.heads, remote.run(pair.spec, inference.logits_batch, d.examples))]
-            else:
-                proj = projection.project_pair(pair.models, d.examples, method="umap")
-                preds = pair.predict(d.examples)
-            return {"dataset": d.name, "n": len(d), "knn_overlap": proj.knn_overlap, "k": proj.k,
-                    "disparity": proj.disparity,
-                    "points": projection.projection_table(proj, pair.heads, d.examples, preds)}
+            res = api.project(pair, first, "umap", -1, "cls", umap_n, engine=remote, visitor=False)
+            # the section's own keys: reports cached by earlier versions read the same
+            return {"dataset": res["dataset"], "n": res["n"], "knn_overlap": res["knn_overlap"], "k": res["k"],
+                    "disparity": res["procrustes_disparity"], "points": res["points"]}
 
         secs.append(Section(_fingerprint(pair, "umap", params), "UMAP of sentence embeddings", run_umap))
         params = {"dataset": first, "n": saliency_n, "method": SALIENCY_METHOD}
