@@ -13,7 +13,8 @@ from app.core import runtime
 
 runtime.prepare()
 
-from app.core import plots, views  # noqa: E402 - after prepare(); neither loads PyTorch
+# after prepare(); none of these loads PyTorch (policy: a bad flag is refused before the facade is imported)
+from app.core import plots, policy, views  # noqa: E402
 from app.core.errors import InputError, LensError  # noqa: E402
 
 
@@ -92,13 +93,12 @@ WHOLE = ("limit", "n", "query_budget", "sample", "show", "umap_n", "attack_n", "
 
 def _whole(args, *names: str) -> None:
     """Refuse a zero, negative or fractional count before any work, with the core's message."""
-    api = _api()
     for name in names or WHOLE:
         value = getattr(args, name, None)
         if value is not None:
-            setattr(args, name, api.count("--" + name.replace("_", "-"), value, cap=2**62))
+            setattr(args, name, policy.count("--" + name.replace("_", "-"), value, cap=policy.OPERATOR_CAP))
     if getattr(args, "time_limit", None) is not None:
-        args.time_limit = api.number("--time-limit", args.time_limit, low=0, high=float(2**31))
+        args.time_limit = policy.number("--time-limit", args.time_limit, low=0, high=float(2**31))
 
 
 def cmd_predict(args) -> int:
@@ -324,7 +324,7 @@ def cmd_benchmark(args) -> int:
 def cmd_app(args) -> int:
     from app.ui import launch  # deferred: gradio: only the app command
 
-    _api().public_bind_allowed(args.host, args.unsafe_public)
+    policy.public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
     print(f"albert-lens: {pair.banner()}", flush=True)
     launch(pair, host=args.host, port=args.port)
@@ -334,7 +334,7 @@ def cmd_app(args) -> int:
 def cmd_lit(args) -> int:
     from lit_models.server import make_server, page_url  # deferred: LIT: only the lit command
 
-    _api().public_bind_allowed(args.host, args.unsafe_public)
+    policy.public_bind_allowed(args.host, args.unsafe_public)
     pair = _pair(args)
     print(f"albert-lens: LIT on {pair.banner()}", flush=True)
     server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)

@@ -121,3 +121,13 @@ def test_embed_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys, tmp_path):
         np.testing.assert_allclose(saved[clf.name], app["embeddings"][clf.name], atol=1e-6)
         np.testing.assert_allclose(app["embeddings"][clf.name], embed(clf, examples, pooling="mean"), atol=1e-6)
     assert app["n"] == 10
+
+
+def test_an_empty_limit_is_every_row_for_the_operator_and_a_thousand_for_a_visitor(tiny_pair, tmp_path):
+    """The CLI's benchmark without --limit scored every row before it went through the facade, and still does;
+    the app's empty field means the visitor's default of 1000."""
+    rows = tmp_path / "rows.csv"
+    rows.write_text("text,label\n" + "".join(f"a {'fine' if i % 2 else 'dull'} film take {i},{i % 2}\n"
+                                             for i in range(1200)))
+    assert api.benchmark(tiny_pair, str(rows), None, visitor=False)["n"] == 1200
+    assert api.benchmark(tiny_pair, str(rows), None)["n"] == 1000

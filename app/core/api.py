@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import attacks, counterfactuals, jobs, policy, projection
+from . import attacks, jobs, policy, projection
 from . import checklist as cl
 from . import counterfactuals as cf
 
@@ -32,6 +32,7 @@ from .jobs import Job, Stopped, running  # noqa: F401
 from .loading import Classifier, get_classifier  # noqa: F401
 from .pair import Pair
 from .policy import (  # noqa: F401
+    OPERATOR_CAP,
     allow_reads_under,
     check_length,
     count,
@@ -114,7 +115,7 @@ def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
 def warm_ups() -> tuple:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
     WordNet), which a server pays while it starts instead of its first visitor."""
-    return (projection.warm_up, counterfactuals.warm_up)
+    return (projection.warm_up, cf.warm_up)
 
 
 def shipped_examples(task, limit: int | None = None) -> list[Example]:
@@ -268,9 +269,6 @@ def released_suites(pair: Pair) -> dict[str, str]:
     return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
 
 
-OPERATOR_CAP = 2**62  # what the operator asks for on the command line is validated but not capped
-
-
 def _cap(visitor: bool, key: str) -> int | float:
     return limits()[key] if visitor else OPERATOR_CAP
 
@@ -281,7 +279,7 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
     further. `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only
     what visitors type (`readable`), and only a visitor's rows are held to the text cap."""
     cap = limits()
-    n = count("limit", limit, cap=cap["max_examples"] if visitor else OPERATOR_CAP)
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"))
     if not spec:
         spec = default_dataset(pair)
     if not isinstance(spec, str):
@@ -360,7 +358,8 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
     """Both models scored on one labelled dataset: accuracy (Pearson for regression), speed, the paired test of
     the gap between them and the examples they answer differently (`core.benchmark`); on a Ray `engine` the
     predictions run on its workers. `visitor=False`: the operator's request (the CLI, the report), not capped."""
-    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000)
+    # empty: 1000 rows for a visitor; every row for the operator (the CLI's benchmark without --limit)
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000 if visitor else None)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     return score(pair, ds, progress=progress, engine=engine)
 

@@ -34,6 +34,9 @@ def _env_number(name: str, default: float, kind=int):
     return value
 
 
+OPERATOR_CAP = 2**62  # what the operator asks for on the command line is validated but not capped
+
+
 def limits() -> dict:
     """This server's caps; hosted mode (ALBERT_LENS_HOSTED=1) caps what one request may cost."""
     hosted = _flag("ALBERT_LENS_HOSTED")

@@ -101,19 +101,18 @@ def _child(conn, cancelled, gone, nice: int, threads: int | None, setup: Setup) 
                        state))
 
 
-# OpenMP threads that wait for work by spinning burn the cores the other processes need: profiled under a busy
-# server, 85% of a worker's CPU went to libgomp's spin-wait and an explanation took 5-13 s instead of 0.05 s.
-CHILD_ENV: dict[str, str] = {}
+# Thread pools that wait for work by spinning burn the cores the other processes need: profiled under a busy
+# server, 85% of a worker's CPU went to libgomp's spin-wait (OpenMP teams of numba and the BLAS libraries, which
+# torch.set_num_threads does not reach) and a benchmark job took 4-7 CPU seconds instead of 0.4-0.9.
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMBA_NUM_THREADS")
 _ENV_LOCK = threading.Lock()
 
 
 @contextmanager
-def _child_environment(extra: dict[str, str]) -> Iterator[None]:
-    """The children's OpenMP settings, in the environment a spawned child starts with (read when it loads
-    PyTorch), and this process's environment as it was afterwards. An operator's own setting wins."""
+def _child_environment(env: dict[str, str]) -> Iterator[None]:
+    """`env` in the environment a spawned child starts with (its libraries read it when they load), and this
+    process's environment as it was afterwards. An operator's own setting wins."""
     with _ENV_LOCK:
-        env = {**CHILD_ENV, **extra}
         old = {k: os.environ.get(k) for k in env}
         for k, v in env.items():
             os.environ.setdefault(k, v)
@@ -133,11 +132,11 @@ class Worker:
     _calls = itertools.count(1)
 
     def __init__(self, setup: Setup = (), nice: int = NICE, threads: int | None = None, name: str = "worker"):
-        self.setup, self.nice, self.threads, self.name = list(setup), nice, threads, name
+        self.name = name
         self.conn, child_conn = _CTX.Pipe()
         self.cancelled, self.gone = _CTX.Event(), _CTX.Event()
         self.proc = _CTX.Process(target=_child, name=f"albert-lens {name}", daemon=True,
-                                 args=(child_conn, self.cancelled, self.gone, nice, threads, self.setup))
+                                 args=(child_conn, self.cancelled, self.gone, nice, threads, list(setup)))
         with _child_environment({k: str(threads) for k in THREAD_VARS} if threads else {}):
             self.proc.start()
         child_conn.close()
@@ -196,7 +195,7 @@ class Pool:
 
     def __init__(self, size: int = 1, setup: Setup = (), nice: int = NICE, threads: int | None = None,
                  name: str = "pool"):
-        self.size, self.setup, self.nice, self.threads, self.name = size, list(setup), nice, threads, name
+        self.setup, self.nice, self.threads, self.name = list(setup), nice, threads, name
         self._idle: queue.Queue[Worker] = queue.Queue()
         self._all: list[Worker] = []
         self._lock = threading.Lock()
