@@ -53,6 +53,17 @@ def _output_args(p: argparse.ArgumentParser, figure: str | None = None) -> None:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
 
 
+def _dataset_or_text_args(p: argparse.ArgumentParser, dataset: str, when: str, limit: int | None, show: str,
+                          figure: str) -> None:
+    """An input, or `--dataset` with its `--limit` and how many of its examples `--show` (saliency and
+    counterfactuals take either)."""
+    p.add_argument("--dataset", help=dataset)
+    p.add_argument("--limit", type=int, default=limit, help=f"{when}: first N examples")
+    p.add_argument("--show", type=int, default=5, help=f"{when}: {show}")
+    _output_args(p, figure)
+    _text_args(p, required=False)
+
+
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=["local", "ray"], default="local", help="run batches here or on Ray")
     p.add_argument("--address", help="address of an existing Ray cluster (default: start a local one)")
@@ -141,7 +152,7 @@ def cmd_saliency(args) -> int:
         raise InputError("text: give the input to explain, or --dataset")
     res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance, args.output)
     if args.json:
-        print(json.dumps(res, indent=2, ensure_ascii=False))
+        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         maps = res["maps"]
         of = "logit of " if res["output"] == "logit" else ""
@@ -181,7 +192,7 @@ def _saliency_dataset(pair, args) -> int:
         res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step,
                                    output=args.output)
     if args.json:
-        print(json.dumps(res, indent=2, ensure_ascii=False))
+        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(views.saliency_dataset_summary(res, markdown=False, show=args.show))
     _save_figure(lambda: plots.saliency_dataset_figure(res), args.png)
@@ -200,7 +211,7 @@ def cmd_counterfactual(args) -> int:
                                  args.limit, progress=step)
     names = [m.name for m in pair.models]
     if args.json:
-        print(json.dumps(res, indent=2, ensure_ascii=False))
+        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
     elif over_dataset:
         print(f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in {res['dataset']}")
         for n, r, only in zip(names, res["flip_rate"], res["only"]):
@@ -265,7 +276,7 @@ def cmd_facts(args) -> int:
         texts += [ln for ln in Path(args.file).read_text(encoding="utf-8").splitlines() if ln.strip()]
     res = api.facts(pair, texts or None)
     if args.json:
-        print(json.dumps(res, indent=2, ensure_ascii=False))
+        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         keys = [k for k in res["models"][0] if k not in ("transitions", "model")]
         print(f"{'':<26}" + "".join(f"{m['model']:>24}" for m in res["models"]))
@@ -317,7 +328,7 @@ def cmd_benchmark(args) -> int:
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"benchmark ({engine.kind})", args.json, "example") as step:
         res = api.benchmark(pair, args.dataset, args.limit, step, engine=engine, visitor=False)
-    print(json.dumps(res, indent=2) if args.json else views.benchmark_table(res))
+    print(json.dumps(res.to_dict(), indent=2) if args.json else views.benchmark_table(res))
     return 0
 
 
@@ -383,7 +394,7 @@ def cmd_checklist(args) -> int:
     with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
         res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine)
     if args.json:
-        print(json.dumps(res, indent=2, ensure_ascii=False))
+        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(f"{res['suite']} ({res['kind']}), up to {args.sample or 'all'} cases per test\n")
         print(res["markdown"])
@@ -393,7 +404,7 @@ def cmd_checklist(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from app.core.report import generate  # deferred: loads PyTorch: only the report command
+    from app.report import generate  # deferred: loads PyTorch: only the report command
 
     pair = _pair(args)
     with _engine(args) as engine:
@@ -437,17 +448,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("saliency", help="per-word saliency of both models, aligned, with faithfulness and agreement")
     _pair_args(p)
     p.add_argument("--method", default="integrated_gradients", choices=SALIENCY_METHODS)
-    p.add_argument("--target", help="class to explain (default: each model's prediction)")
+    p.add_argument("--target", help="class both models explain (default: the first model's prediction)")
     p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
     p.add_argument("--output", default="prob", choices=("prob", "logit"),
                    help="explain the class's probability (default) or its logit, which a confident prediction "
                         "does not flatten")
-    p.add_argument("--dataset", help="explain a dataset instead of one input: faithfulness against a random "
-                                     "ranking, the paired comparison and the models' agreement")
-    p.add_argument("--limit", type=int, default=50, help="--dataset: first N examples")
-    p.add_argument("--show", type=int, default=5, help="--dataset: examples shown where the models agree least")
-    _output_args(p, "the per-word bar chart (with --dataset: faithfulness and agreement)")
-    _text_args(p, required=False)
+    _dataset_or_text_args(p, "explain a dataset instead of one input: faithfulness against a random ranking, the "
+                             "paired comparison and the models' agreement", "--dataset", 50,
+                          "examples shown where the models agree least",
+                          "the per-word bar chart (with --dataset: faithfulness and agreement)")
     p.set_defaults(func=cmd_saliency)
 
     p = sub.add_parser("counterfactual", help="edit an input (or a dataset) and compare both models before and after")
@@ -455,11 +464,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--generator", default="word_replacement", choices=GENERATORS)
     p.add_argument("--replacements", default="cities -> townships",
                    help="old -> new pairs, comma-separated (word_replacement, dataset_flip_rate)")
-    p.add_argument("--dataset", help="dataset_*: a shipped name, file or datasets id")
-    p.add_argument("--limit", type=int, help="dataset_*: first N examples")
-    p.add_argument("--show", type=int, default=5, help="dataset_*: edits shown that flip one model only")
-    _output_args(p, "the figure")
-    _text_args(p, required=False)
+    _dataset_or_text_args(p, "dataset_*: a shipped name, file or datasets id", "dataset_*", None,
+                          "edits shown that flip one model only", "the figure")
     p.set_defaults(func=cmd_counterfactual)
 
     p = sub.add_parser("project", help="UMAP or PCA of both models' embeddings, aligned; CSV, PNG and overlap score")

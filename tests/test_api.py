@@ -131,3 +131,32 @@ def test_an_empty_limit_is_every_row_for_the_operator_and_a_thousand_for_a_visit
                                              for i in range(1200)))
     assert api.benchmark(tiny_pair, str(rows), None, visitor=False)["n"] == 1200
     assert api.benchmark(tiny_pair, str(rows), None)["n"] == 1000
+
+
+def test_front_ends_enter_the_core_through_the_facade_only():
+    """The CLI, the app's tabs, the report and the LIT wrappers import from the core only the facade and the
+    modules that shape its answers for people (views, plots, errors); the CLI also its light flag checks and
+    process set-up, which must not load PyTorch before `--help`."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    allowed = {"api", "views", "plots", "errors"}
+    extra = {"app/cli.py": {"policy", "runtime"}}
+    files = [root / "app/cli.py", root / "app/report.py", *(root / "app/ui").glob("*.py"),
+             *(root / "lit_models").glob("*.py")]
+    seen = {}
+    for path in files:
+        rel = str(path.relative_to(root))
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("app.core"):
+                sub = node.module.removeprefix("app.core").lstrip(".")
+                names = [sub.split(".")[0]] if sub else [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name.removeprefix("app.core.").split(".")[0] for a in node.names
+                         if a.name.startswith("app.core.")]
+            for name in names:
+                seen.setdefault(rel, set()).add(name)
+                assert name in allowed | extra.get(rel, set()), f"{rel} imports app.core.{name}"
+    assert seen["app/ui/compare.py"] == {"api", "views"} and "api" in seen["app/report.py"]

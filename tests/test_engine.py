@@ -123,7 +123,7 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
     import json
 
     from app.core import projection
-    from app.core.report import generate
+    from app.report import generate
 
     from .conftest import shared
 

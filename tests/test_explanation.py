@@ -18,12 +18,17 @@ EX = Example(("a gorgeous , witty , seductive movie .",))
 def test_agreement_compares_both_models_on_one_class(offline_pair, name):
     """Offline BERT calls this negative and ALBERT positive. Each explaining its own prediction, the agreement
     must still be the one of both explaining BERT's class: with two classes ALBERT's map for it is its own
-    negated (unchanged for gradient norms), so the default costs no extra attribution."""
+    negated (unchanged for gradient norms). By default both maps explain BERT's class, as if it was asked for."""
     ex = Example(("The cities were beautiful but the hotel was dreadful.",))
-    own = explain(offline_pair.models, ex, name)
+    own = explain(offline_pair.models, ex, name, same_class=False)
     first, second = own["maps"]
     assert first.target_label != second.target_label  # the case in question
     same = explain(offline_pair.models, ex, name, first.target_label)
+    default = explain(offline_pair.models, ex, name)
+    assert [m.target_label for m in default["maps"]] == [first.target_label] * 2
+    if name != "lime":  # LIME samples: the same class, other draws
+        for d, m in zip(default["maps"], same["maps"]):
+            np.testing.assert_allclose(d.scores, m.scores, atol=1e-5)
     assert same["maps"][1].target_label == first.target_label == own["agreement_label"]
     assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
     assert own["agreement"] == pytest.approx(agreement(first, same["maps"][1]), abs=1e-9)
@@ -50,9 +55,12 @@ def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
     copy_tokenizer(first_dir, tmp_path / "b")
     pair = Pair.resolve(models=[str(first_dir), str(tmp_path / "b")], task="snli")
     ex = Example(("A man sleeps.", "A person rests."))
-    own = explain(pair.models, ex, "gradient_x_input")
+    own = explain(pair.models, ex, "gradient_x_input", same_class=False)
     first, second = own["maps"]
     same = explain(pair.models, ex, "gradient_x_input", first.target_label)
+    default = explain(pair.models, ex, "gradient_x_input")
+    assert default["maps"][1].target_label == first.target_label
+    np.testing.assert_allclose(default["maps"][1].scores, same["maps"][1].scores, atol=1e-6)
     assert first.target_label != second.target_label and own["agreement_label"] == first.target_label
     assert own["agreement"] == pytest.approx(same["agreement"], abs=1e-9)
 
@@ -90,7 +98,7 @@ def test_logit_maps_are_restated_by_attributing_again_not_negated(offline_pair):
     """Two logits are not tied as two probabilities are (p and 1 - p): ALBERT's logit map is restated for
     BERT's class by a new attribution, equal to asking for that class directly; the agreement is on it."""
     ex = Example(("The cities were beautiful but the hotel was dreadful.",))
-    own = explain(offline_pair.models, ex, "gradient_x_input", output="logit")
+    own = explain(offline_pair.models, ex, "gradient_x_input", output="logit", same_class=False)
     first, second = own["maps"]
     assert first.target_label != second.target_label and first.output == second.output == "logit"
     asked = method("gradient_x_input", offline_pair.models[1], output="logit").attribute(ex, first.target_label)

@@ -161,7 +161,7 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     assert by_path.task.name == "rte" and by_path.task.fields == ("premise", "hypothesis")
     assert "tokenizer and word embeddings from the MiniLM" in by_path.models[0].describe()
     assert "tokenizer from the MiniLM" in by_path.models[1].describe()  # the ALBERT's table is its own
-    from app.core.report import default_suites
+    from app.report import default_suites
 
     assert by_path.spec.task.name == "custom" and default_suites(by_path) == []  # no CheckList suite for RTE
     for clf, key in zip(by_path.models, ("bert_dev_accuracy", "albert_dev_accuracy")):

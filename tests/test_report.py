@@ -4,7 +4,7 @@ from .conftest import shared
 
 
 def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tmp_path):
-    from app.core.report import generate
+    from app.report import generate
 
     ds = str(shared("glue", "sst2", "dev.tsv"))
     suite = str(shared("checklist", "sentiment_suite.json.gz"))
@@ -57,7 +57,7 @@ def test_the_default_suite_is_chosen_by_what_the_models_answer(offline_pair, tin
     """Sentiment for one text answering negative/positive, none for RTE. A pair given by path has its task from
     its configs: `report --models <RTE folders>` ran the sentiment suite on it (the spec's placeholder task
     named no task) and exited 1 for a section that could never run."""
-    from app.core.report import default_suites
+    from app.report import default_suites
 
     assert default_suites(offline_pair) == [str(shared("checklist", "sentiment_suite.json.gz"))]
     assert tiny_nli_pair.spec.task.name == "rte" and default_suites(tiny_nli_pair) == []
@@ -65,7 +65,7 @@ def test_the_default_suite_is_chosen_by_what_the_models_answer(offline_pair, tin
 
 def test_a_report_without_a_fitting_suite_says_so(tiny_nli_pair, tmp_path):
     """No CheckList section at all would read as forgotten; the report says why there is none."""
-    from app.core.report import generate
+    from app.report import generate
 
     res = generate(tiny_nli_pair, tmp_path, datasets=[], attack_n=1, umap_n=20, saliency_n=2, progress_bar=False)
     md = (tmp_path / "report.md").read_text()

@@ -128,19 +128,19 @@ def test_alignment_and_saliency_keep_every_word(tiny_pair, text):
 
 
 def test_uploads_are_limited_in_size_and_type(tmp_path, monkeypatch):
-    from app import ui
+    from app.ui import common as ui
 
     big = tmp_path / "big.csv"
     big.write_bytes(b"text,label\n" + b"x,1\n" * 100)
     monkeypatch.setattr(ui, "MAX_UPLOAD_MB", 0.0001)
     with pytest.raises(LensError, match=r"upload: big.csv is .* MB; the limit is"):
-        ui._upload_path(str(big))
+        ui.upload_path(str(big))
     monkeypatch.setattr(ui, "MAX_UPLOAD_MB", 20)
     exe = tmp_path / "model.pkl"
     exe.write_bytes(b"\x80\x04")
     with pytest.raises(LensError, match="upload: model.pkl is not a .csv, .tsv or .jsonl file"):
-        ui._upload_path(str(exe))
-    assert ui._upload_path(str(big)) == str(big)
+        ui.upload_path(str(exe))
+    assert ui.upload_path(str(big)) == str(big)
 
 
 def test_servers_bind_loopback_unless_told_otherwise():

@@ -1,7 +1,8 @@
-"""JSON-friendly answers for front ends: one function per capability, computed once in the core.
+"""The front ends' one door: one function per capability, computed once in the core.
 
-The Gradio app, `gradio_client` users and the CLI's `--json` all receive these dictionaries; they hold plain
-lists, numbers and strings only. Inputs arrive as raw strings; errors are `LensError`s naming the field.
+Each returns its declared result type (`results.py`); the Gradio app, `gradio_client` users and the CLI's
+`--json` receive its `to_dict()`, plain lists, numbers and strings only. Inputs arrive as raw strings; errors
+are `LensError`s naming the field.
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from . import checklist as cl
 from . import counterfactuals as cf
 
 # F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
-from .attacks import AttackUnavailable, list_recipes, recipe_status  # noqa: F401
+from .attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe_status  # noqa: F401
 from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .benchmark import benchmark as score
-from .checklist import default_suites
+from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table
 from .embeddings import POOLINGS, embed_batch
 from .engine import Engine, ray_or_none
@@ -46,6 +47,20 @@ from .policy import (  # noqa: F401
 from .projection import METHODS as PROJECTIONS
 from .projection import cached_predictions, knn_chance, project_pair, projection_table
 from .registry import TASKS, ModelSpec, Task  # noqa: F401
+from .results import (  # noqa: F401 - the declared answers, for front ends that name them
+    RESULTS,
+    AttackResult,
+    BenchmarkResult,
+    ChecklistResult,
+    CounterfactualResult,
+    EmbedResult,
+    FactsResult,
+    PredictResult,
+    ProjectionResult,
+    Result,
+    SaliencyDatasetResult,
+    SaliencyResult,
+)
 from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir  # noqa: F401
 from .saliency import (
     METHODS,  # noqa: F401
@@ -75,11 +90,11 @@ def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Exam
     return check_examples(pair.task, [Example(tuple(texts))])[0]
 
 
-def predict(pair: Pair, text: str, text2: str | None = None) -> dict:
+def predict(pair: Pair, text: str, text2: str | None = None) -> PredictResult:
     ex = example_from(pair, text, text2)
     preds = pair.predict([ex])
-    return {"task": pair.task.name, "fields": list(pair.task.fields), "input": list(ex.texts),
-            "models": [p.record(0) | {"latency_ms": 1000 * p.seconds} for p in preds]}
+    return PredictResult(task=pair.task.name, fields=list(pair.task.fields), input=list(ex.texts),
+                         models=[p.record(0) | {"latency_ms": 1000 * p.seconds} for p in preds])
 
 
 IG_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
@@ -126,19 +141,17 @@ def shipped_examples(task, limit: int | None = None) -> list[Example]:
 
 
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
-             target: str | None = None, tolerance: float | str | None = None, output: str | None = None) -> dict:
+             target: str | None = None, tolerance: float | str | None = None,
+             output: str | None = None) -> SaliencyResult:
     """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
     `output` is what they explain, the class's probability (default) or its logit."""
     options = _method_options(_method(method), tolerance, output)
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
     out = explain(pair.models, ex, method, tgt, **options)
-    return {
-        "method": method, "output": options["output"], "fields": list(pair.task.fields),
-        "maps": [m.to_dict() for m in out["maps"]],
-        "faithfulness": out["faithfulness"],
-        "agreement": out["agreement"], "agreement_label": out["agreement_label"],
-    }
+    return SaliencyResult(method=method, output=options["output"], fields=list(pair.task.fields),
+                          maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
+                          agreement=out["agreement"], agreement_label=out["agreement_label"])
 
 
 def _method_options(method: str, tolerance: float | str | None, output: str | None = None) -> dict:
@@ -164,7 +177,8 @@ def _method(method) -> str:
 
 def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
                      limit: int | None = 50, tolerance: float | str | None = None, progress: Progress = None,
-                     output: str | None = None, *, engine: Engine | None = None, visitor: bool = True) -> dict:
+                     output: str | None = None, *, engine: Engine | None = None,
+                     visitor: bool = True) -> SaliencyDatasetResult:
     """Saliency over the first `limit` examples of a dataset (`explanation.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement; on a Ray
     `engine`, on one of its workers."""
@@ -176,12 +190,12 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
         res = remote.run(pair.spec, explain_batch, ds.examples, params={"method": method, **options})
     else:
         res = explain_dataset(pair.models, ds.examples, method, progress=progress, **options)
-    return {"dataset": ds.name, "output": options["output"], **res}
+    return SaliencyDatasetResult.of(res, dataset=ds.name, output=options["output"])
 
 
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",
                    replacements: str = "", dataset: str | None = None, limit: int | None = None,
-                   progress: Progress = None) -> dict:
+                   progress: Progress = None) -> CounterfactualResult:
     cap = limits()["max_chars"]
     if generator not in GENERATORS:
         raise InputError(f"generator: {str(generator)[:60]!r} is not one of {GENERATORS}")
@@ -200,7 +214,8 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
             what = f"none of {list(pairs)} occurs" if pairs is not None else "WordNet offers no swap"
             field = "replacements" if pairs is not None else "dataset"
             raise InputError(f"{field}: {what} in the {len(ds)} examples of {ds.name}")
-        return {"generator": generator, "dataset": ds.name, "models": [m.name for m in pair.models], **res}
+        return CounterfactualResult.of(res, generator=generator, dataset=ds.name,
+                                       models=[m.name for m in pair.models])
     ex = example_from(pair, text, text2)
     models = pair.models
     if generator == "word_replacement":
@@ -217,17 +232,15 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
         per_model = [cf.ablation_flip(clf, ex) for clf in models]
         changes = [cf.compare(models, ex, Example(r["edited"]), [(w, "") for w in r["removed"]],
                               f"ablation_flip ({r['model']})").to_dict() for r in per_model if r["edited"]]
-        return {"generator": generator, "models": [m.name for m in models], "per_model": per_model,
-                "changes": changes}
+        return CounterfactualResult(generator, [m.name for m in models], changes, per_model)
     elif generator == "hotflip":
         per_model = [cf.hotflip(clf, ex) for clf in models]
         changes = [cf.compare(models, ex, Example(r["edited"]), [r["swap"]], f"hotflip ({r['model']})").to_dict()
                    for r in per_model if r.get("edited")]
-        return {"generator": generator, "models": [m.name for m in models], "per_model": per_model,
-                "changes": changes}
+        return CounterfactualResult(generator, [m.name for m in models], changes, per_model)
     else:
         raise InputError(f"generator: {generator!r} is not one of {GENERATORS}")
-    return {"generator": generator, "models": [m.name for m in models], "changes": changes}
+    return CounterfactualResult(generator, [m.name for m in models], changes)
 
 
 # over a dataset: the edit each generator makes to every example
@@ -316,7 +329,7 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
 
 def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer: int = -1, pooling: str = "cls",
             limit: int | None = 500, progress: Progress = None, *, engine: Engine | None = None,
-            visitor: bool = True) -> dict:
+            visitor: bool = True) -> ProjectionResult:
     """Both models' sentence embeddings projected to 2-D and aligned, with how far their neighbourhoods agree;
     on a Ray `engine` the predictions and embeddings are computed on its workers (the driver holds no weights)."""
     # before the dataset is read and predicted: the techniques check these only after that work
@@ -346,26 +359,27 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
     return _projection_result(pair.models, ds, proj, preds)
 
 
-def _projection_result(models, ds: Dataset, proj, preds) -> dict:
-    return {"dataset": ds.name, "n": len(ds), "method": proj.method, "layer": proj.layer, "pooling": proj.pooling,
-            "knn_overlap": proj.knn_overlap, "k": proj.k, "knn_chance": knn_chance(len(ds), proj.k),
-            "procrustes_disparity": proj.disparity, "embeddings_cached": proj.embeddings_cached,
-            "points": projection_table(proj, models, ds.examples, preds)}
+def _projection_result(models, ds: Dataset, proj, preds) -> ProjectionResult:
+    return ProjectionResult(
+        dataset=ds.name, n=len(ds), method=proj.method, layer=proj.layer, pooling=proj.pooling,
+        knn_overlap=proj.knn_overlap, k=proj.k, knn_chance=knn_chance(len(ds), proj.k),
+        procrustes_disparity=proj.disparity, embeddings_cached=proj.embeddings_cached,
+        points=projection_table(proj, models, ds.examples, preds))
 
 
 def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,
-              engine: Engine | None = None, visitor: bool = True) -> dict:
+              engine: Engine | None = None, visitor: bool = True) -> BenchmarkResult:
     """Both models scored on one labelled dataset: accuracy (Pearson for regression), speed, the paired test of
     the gap between them and the examples they answer differently (`core.benchmark`); on a Ray `engine` the
     predictions run on its workers. `visitor=False`: the operator's request (the CLI, the report), not capped."""
     # empty: 1000 rows for a visitor; every row for the operator (the CLI's benchmark without --limit)
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000 if visitor else None)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    return score(pair, ds, progress=progress, engine=engine)
+    return BenchmarkResult.of(score(pair, ds, progress=progress, engine=engine))
 
 
 def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, layer: int = -1, pooling: str = "cls",
-          progress: Progress = None, *, engine: Engine | None = None, visitor: bool = True) -> dict:
+          progress: Progress = None, *, engine: Engine | None = None, visitor: bool = True) -> EmbedResult:
     """Both models' sentence embeddings of a dataset, in its order: {"dataset", "n", "embeddings": {model name:
     (n, hidden) array}}; on a Ray `engine` in batches across its workers."""
     if pooling not in POOLINGS:
@@ -375,11 +389,12 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
     ds = resolve_dataset(pair, dataset, limit, visitor=visitor)
     arrays = (engine or Engine()).run(pair.spec, embed_batch, ds.examples,
                                       params={"layer": layer, "pooling": pooling}, progress=progress)
-    return {"dataset": ds.name, "n": len(ds), "layer": layer, "pooling": pooling,
-            "embeddings": {m.name: a for m, a in zip(pair.spec.models, arrays)}}
+    return EmbedResult(dataset=ds.name, n=len(ds), layer=layer, pooling=pooling,
+                       embeddings={m.name: a for m, a in zip(pair.spec.models, arrays)})
 
 
-def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *, engine: Engine | None = None) -> dict:
+def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *,
+          engine: Engine | None = None) -> FactsResult:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
     by a tab, or one text used for both) or its fields; none: the shipped examples. On a Ray `engine`, measured
     on one of its workers."""
@@ -405,16 +420,16 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *, eng
     else:
         models, latency = [model_facts(clf, exs) for clf in pair.models], latency_comparison(pair.models, exs)
     a, b = models
-    return {"models": models, "n_inputs": len(exs), "latency_comparison": latency,
-            "ratios": {"parameters": b["parameters"] / a["parameters"],
-                       "latency": b["latency_ms"] / a["latency_ms"],
-                       "throughput": b["throughput_per_s"] / a["throughput_per_s"]}}
+    return FactsResult(models=models, n_inputs=len(exs), latency_comparison=latency,
+                       ratios={"parameters": b["parameters"] / a["parameters"],
+                               "latency": b["latency_ms"] / a["latency_ms"],
+                               "throughput": b["throughput_per_s"] / a["throughput_per_s"]})
 
 
 def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None = None, label: str | None = None,
            dataset: str | None = None, n: int = 5, query_budget: int = 200, time_limit: float = 30.0,
            cancel=None, progress: Progress = None, *, engine: Engine | None = None, resume: str | Path | None = None,
-           visitor: bool = True) -> dict:
+           visitor: bool = True) -> AttackResult:
     """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `resume`: a
     JSON-lines file of finished examples, kept and appended to as each one finishes (an interrupted run goes on
     where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
@@ -461,9 +476,9 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
                             cancel=cancel, skip=set(done), on_result=on_result, stopped=stopped)
     rows.sort(key=lambda r: r["index"])
     heads = pair.heads  # a Ray driver reads labels and names, not weights
-    return {"recipe": recipe, "models": [m.name for m in heads], "examples": rows, "stopped": stopped or None,
-            "resumed": len(done), "settings": {"n": n, "query_budget": query_budget, "time_limit": time_limit},
-            "summary": attacks.summarize(rows, heads), "comparison": attacks.compare_success(rows, heads)}
+    return AttackResult(recipe=recipe, models=[m.name for m in heads], examples=rows, stopped=stopped or None,
+                        resumed=len(done), settings={"n": n, "query_budget": query_budget, "time_limit": time_limit},
+                        summary=attacks.summarize(rows, heads), comparison=attacks.compare_success(rows, heads))
 
 
 def _finished_rows(path: Path) -> dict[int, dict]:
@@ -482,7 +497,8 @@ def _finished_rows(path: Path) -> dict[int, dict]:
     return done
 
 
-def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None, engine=None) -> dict:
+def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None,
+              engine=None) -> ChecklistResult:
     """Run a released CheckList suite (path to its JSON export) on both models; with a Ray `engine` the
     suite's inputs are predicted on its workers."""
     cap = limits()
@@ -508,6 +524,6 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
         for k, n in enumerate(names):
             rates = [t.results[k]["fail_rate"] for t in tests if t.results[k]["fail_rate"] is not None]
             caps[cap_name][n] = float(sum(rates) / len(rates)) if rates else None
-    return {"suite": s.name, "kind": s.kind, "sample": sample, "models": names, "tests": cl.to_dict(results),
-            "capabilities": caps, "markdown": cl.table_markdown(results, names),
-            "differing": [t.name for t in cl.differing_tests(results)], "summary": cl.summary(results, names)}
+    return ChecklistResult(suite=s.name, kind=s.kind, sample=sample, models=names, tests=cl.to_dict(results),
+                           capabilities=caps, markdown=cl.table_markdown(results, names),
+                           differing=[t.name for t in cl.differing_tests(results)], summary=cl.summary(results, names))

@@ -35,14 +35,19 @@ def on_class(clf: Classifier, example: Example, sal: WordSaliency, label: str | 
     return method(method_name, clf, **kw).attribute(example, label)
 
 
-def explain(models, example: Example, method_name: str, target: int | str | None = None, **kw) -> dict:
-    """Saliency, faithfulness and the cross-model agreement for every model of a pair. The agreement compares
-    both models on the class the first one explains: when each explains its own prediction and they disagree,
-    ranking one model's reasons for "negative" against the other's for "positive" would read as disagreement
-    exactly where they agree."""
+def explain(models, example: Example, method_name: str, target: int | str | None = None, *,
+            same_class: bool = True, **kw) -> dict:
+    """Saliency, faithfulness and the cross-model agreement for every model of a pair. With no `target`, every
+    map explains the class the first model predicts (`same_class`, as LIT explains one class for all models):
+    when the models disagree, one panel red for "negative" beside another red for "positive" reads as
+    disagreement exactly where they agree. `same_class=False`: each its own prediction (the faithfulness of a
+    model's own answer, over a dataset). The agreement is always computed on the first model's class."""
     maps, faith = [], []
     for clf in models:
-        sal = method(method_name, clf, **kw).attribute(example, target)
+        own = target
+        if same_class and target is None and maps and maps[0].target_label in (clf.labels or ()):
+            own = maps[0].target_label
+        sal = method(method_name, clf, **kw).attribute(example, own)
         maps.append(sal)
         faith.append(faithfulness(clf, example, sal))
     agree, label = None, None
@@ -66,7 +71,7 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
     for i, ex in enumerate(examples):
         try:  # a job stopped between examples keeps what it explained: the answer says where it was cut
             jobs.check(i, len(examples), "examples explained")
-            out = explain(models, ex, method_name, **kw)
+            out = explain(models, ex, method_name, same_class=False, **kw)
             rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
                     for clf, sal in zip(models, out["maps"])]
         except jobs.Stopped as exc:

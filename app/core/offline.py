@@ -62,22 +62,16 @@ def albert_config_like(bert_config, *, embedding_size: int = 128, num_labels: in
     from transformers import AlbertConfig
 
     id2label = id2label or {i: f"LABEL_{i}" for i in range(num_labels)}
+    same = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size", "hidden_act",
+            "max_position_embeddings", "type_vocab_size", "layer_norm_eps")
     return AlbertConfig(
-        vocab_size=bert_config.vocab_size,
+        **{k: getattr(bert_config, k) for k in same},  # the BERT's shape, so its layer's weights fit
         embedding_size=embedding_size,
-        hidden_size=bert_config.hidden_size,
-        num_hidden_layers=bert_config.num_hidden_layers,
         num_hidden_groups=1,
         inner_group_num=1,
-        num_attention_heads=bert_config.num_attention_heads,
-        intermediate_size=bert_config.intermediate_size,
-        hidden_act=bert_config.hidden_act,
         hidden_dropout_prob=0.1,
         attention_probs_dropout_prob=0.1,
         classifier_dropout_prob=0.1,
-        max_position_embeddings=bert_config.max_position_embeddings,
-        type_vocab_size=bert_config.type_vocab_size,
-        layer_norm_eps=bert_config.layer_norm_eps,
         pad_token_id=0,
         num_labels=len(id2label),
         id2label=id2label,

@@ -109,6 +109,14 @@ def fixed(x: float, digits: int = 3) -> str:
     return f"{round(x, digits) + 0.0:.{digits}f}"
 
 
+def map_header(m: dict) -> str:
+    """A saliency panel's title: whose map, and which class it explains (plain text: a component label)."""
+    if m["target_label"] is None:
+        return f"{m['model']} · explains its score"
+    of = "logit of " if m.get("output") == "logit" else ""
+    return f"{m['model']} · explains {of}{m['target_label']}"
+
+
 def saliency_summary(res: dict) -> str:
     parts = []
     for m, f in zip(res["maps"], res["faithfulness"]):
@@ -272,3 +280,69 @@ def benchmark_table(res: dict) -> str:
     if cmp is None:  # a result cached by an earlier version
         return "\n".join(lines)
     return "\n".join(lines + describe(cmp, names))
+
+
+def projection_summary(res: dict, names: list[str]) -> str:
+    cached = ", ".join(f"{html.escape(n)} {'from cache' if c else 'computed'}"
+                       for n, c in zip(names, res["embeddings_cached"]))
+    return (f"**{html.escape(res['dataset'])}**, {res['n']} examples · shared {res['k']}-nearest neighbours: "
+            f"**{res['knn_overlap']:.2f}** (unrelated spaces: {res['knn_chance']:.2f}) · Procrustes disparity "
+            f"{res['procrustes_disparity']:.3f} · embeddings: {cached}")
+
+
+def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+    """Model facts as a summary line, a fact × model table and the layer transitions as long-form rows."""
+    rows = [{k: fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
+    trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}
+             for m in res["models"]
+             for i, (l2, c) in enumerate(zip(m["transitions"]["l2"], m["transitions"]["cosine"]))]
+    r = res["ratios"]
+    summary = (f"{html.escape(names[1])} / {html.escape(names[0])}: parameters **{r['parameters']:.2f}×**, latency "
+               f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** (measured now on {res['n_inputs']} "
+               "inputs)\n\nOne input at a time, both models in turns: "
+               + html.escape(verdict(res["latency_comparison"], names, unit="inputs"), quote=False))
+    table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
+    return summary, table.astype(str), pd.DataFrame(trans)
+
+
+def checklist_views(res: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
+    """A CheckList run as the fail rate per test (with its paired p-values), up to two failing cases per test
+    and model, and the mean fail rate per capability (bar rows)."""
+    rows, fail_rows = [], []
+    for t in res["tests"]:
+        row = {"capability": t["capability"], "test": t["name"], "type": t["type"], "n": t["results"][0]["n"]}
+        for r in t["results"]:
+            row[f"{r['model']} fail %"] = None if r["fail_rate"] is None else round(100 * r["fail_rate"], 1)
+            for e in r["examples"][:2]:
+                fail_rows.append({"model": r["model"], "test": t["name"],
+                                  "inputs": " | ".join(" / ".join(x) for x in e["inputs"])[:300], "why": e["detail"]})
+        paired = t.get("paired") or {}
+        row["p (McNemar)"], row["p (Holm)"] = (None if paired.get(k) is None else round(paired[k], 4)
+                                               for k in ("p_value", "p_holm"))
+        row["expectation"] = t["expectation"]
+        rows.append(row)
+    bars = [{"capability": cap, "model": m, "fail rate": v or 0.0}
+            for cap, per in res["capabilities"].items() for m, v in per.items()]
+    return pd.DataFrame(rows), pd.DataFrame(fail_rows), bars
+
+
+def attack_views(res: dict, names: list[str]) -> tuple[str, list, pd.DataFrame, list[dict]]:
+    """An attack as its summary, the first example's words per model (changed ones marked), a row per example
+    and model, and the success and transfer rates (bar rows)."""
+    first = res["examples"][0]["results"] if res["examples"] else []
+    marked = [[(c if ch else clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])]
+              or [(r["outcome"], None)] for r in first] or [[] for _ in names]
+    rows = [{"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
+             "adversarial": " / ".join(clip(t) for t in r["adversarial"] or []), "queries": r["queries"],
+             "perturbed %": "" if r["perturbed_words_pct"] is None else round(r["perturbed_words_pct"], 1),
+             "seconds": round(r["seconds"], 2)}
+            for ex in res["examples"] for r in ex["results"]]
+    bars = [{"model": m, "measure": f"{what} rate", "value": s[f"{what}_rate"] or 0.0}
+            for m, s in res["summary"].items() for what in ("success", "transfer")]
+    summary = cut_line(res) + " · ".join(attack_line(k, v) for k, v in res["summary"].items())
+    if res.get("comparison") and res["comparison"]["n"] > 1:  # one example is no test
+        summary += "<br>" + html.escape(verdict(res["comparison"], names, unit="examples attacked on both models"),
+                                        quote=False)
+    notes = dict.fromkeys(r["note"] for ex in res["examples"] for r in ex["results"] if r.get("note"))
+    summary += "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)  # e.g. a long input's window
+    return summary, marked, pd.DataFrame(rows), bars

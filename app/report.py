@@ -15,14 +15,11 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from . import api, attacks, plots, projection
-from .checklist import default_suites  # noqa: F401 - the report's default, kept importable here
-from .engine import ray_or_none
-from .errors import LensError
-from .pair import Pair
-from .plots import grouped_bars, saliency_dataset_figure, transitions_figure
-from .significance import describe, format_mean, verdict
-from .views import percent
+from app.core import api, plots
+from app.core.api import Pair, default_suites
+from app.core.errors import LensError
+from app.core.plots import grouped_bars, saliency_dataset_figure, transitions_figure
+from app.core.views import describe, format_mean, percent, verdict
 
 
 @dataclass
@@ -48,7 +45,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                    attack_n: int, umap_n: int, saliency_n: int = 30, engine=None) -> list[Section]:
     """The report's sections; with a Ray `engine` each one's model work runs on the engine's workers (the cache
     keys don't depend on the engine: both give the same results)."""
-    remote = ray_or_none(engine)
+    remote = engine  # the facade runs on it when it is a Ray engine, in process otherwise
 
     secs: list[Section] = []
     for ds in datasets:
@@ -64,11 +61,11 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                             lambda suite=suite: api.checklist(pair, suite, sample, engine=remote)))
     if datasets:
         first = datasets[0]
-        for recipe in ("deepwordbug", attacks.OFFLINE_TEXTFOOLER):
+        for recipe in ("deepwordbug", api.OFFLINE_TEXTFOOLER):
             params = {"dataset": first, "recipe": recipe, "n": attack_n}
 
             def run_attack(recipe=recipe, first=first):
-                ok, why = attacks.recipe_status(recipe)
+                ok, why = api.recipe_status(recipe)
                 if not ok:
                     return {"recipe": recipe, "unavailable": why}
                 res = api.attack(pair, recipe, dataset=first, n=attack_n, query_budget=200, time_limit=30,
@@ -128,7 +125,7 @@ def generate(pair: Pair, out: str | Path, *, datasets: Sequence[str] = (), suite
                 path.unlink()
         t0 = time.perf_counter()
         try:
-            res = sec.run()
+            res = dict(sec.run())  # a declared result, or a section's own dict: cached as JSON
         except LensError as exc:  # one section's bad input (labels, a suite) leaves the others standing
             results[sec.key] = {"error": str(exc)}
             continue
@@ -211,7 +208,7 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             md += [
                 f"{res['n']} examples of {res['dataset']}; shared {res['k']}-nearest neighbours between the two "
                 f"embedding spaces: **{res['knn_overlap']:.2f}** (unrelated spaces would share "
-                f"{projection.knn_chance(res['n'], res['k']):.2f}); Procrustes disparity {res['disparity']:.3f}.",
+                f"{api.knn_chance(res['n'], res['k']):.2f}); Procrustes disparity {res['disparity']:.3f}.",
                 "",
                 f"![UMAP]({fig.name})",
                 "",

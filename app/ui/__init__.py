@@ -1,0 +1,92 @@
+"""The Gradio front end: one module per tab over `app.core.api`, BERT and ALBERT side by side in each.
+
+Thin by design: a tab's handlers are plain functions `handler(ctx, *inputs)` that call one facade function and
+shape its result with `app.core.views` (tested without a server, tests/test_ui_handlers.py). Each event has an
+`api_name`, its first output is the result's JSON, and inputs with a default are optional for `gradio_client`.
+"""
+from __future__ import annotations
+
+import html
+import logging
+import os
+import threading
+
+import gradio as gr
+
+from app.core import api
+
+from . import attacks, benchmark, checklist, compare, counterfactuals, facts, projection, saliency
+from .attacks import attack_examples as _attack_examples  # noqa: F401 - tests and older imports
+from .common import (  # noqa: F401 - the shared pieces, importable from the package
+    _RUNNING,
+    BATCH,
+    CHEAP,
+    MAX_UPLOAD_MB,
+    SINGLE,
+    Ctx,
+    Heavy,
+    shipped,
+    stop_session,
+)
+from .common import shipped as _shipped  # noqa: F401
+from .common import upload_path as _upload_path  # noqa: F401
+from .counterfactuals import default_swaps as _default_swaps  # noqa: F401
+
+log = logging.getLogger("albert_lens.ui")
+# Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words;
+# table headers wrap instead of ending in "...": "albert-sst2 before" fits no column of a side-by-side table
+CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n"
+       "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
+       "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }")
+TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, attacks, checklist)
+
+
+def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
+    """The app; `workers` runs explanations and batch jobs in child processes (`launch` turns it on in hosted
+    mode, or with ALBERT_LENS_WORKERS=1); `demo.heavy.close()` stops them."""
+    api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
+    heavy = Heavy(api.worker_pools(pair, {"single": SINGLE["concurrency_limit"],
+                                          "batch": BATCH["concurrency_limit"]}) if workers else None)
+    ctx = Ctx.of(pair, heavy)
+    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS) as demo:
+        gr.Markdown(f"**albert-lens** · {html.escape(pair.banner())}")
+        for tab in TABS:
+            tab.tab(ctx)
+    demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64)
+    demo.heavy = heavy
+    return demo
+
+
+def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
+    workers = api.limits()["worker_processes"]
+    demo = build(pair, workers=workers)
+    for clf in pair.models:  # the app answers from worker threads
+        clf.reserve_tokenizer()
+    if not workers:  # else each worker process warms itself up
+        _warm_up()
+    demo.launch(server_name=host, server_port=port, show_error=True,
+                max_file_size=f"{MAX_UPLOAD_MB}mb", state_session_capacity=session_capacity(), **kw)
+
+
+def session_capacity() -> int:
+    """Sessions whose component values Gradio keeps in memory, oldest dropped first. Gradio's default, 10,000,
+    let a public server grow by ~0.23 MB per visitor session without end (350 MB in a 16-user load test's three
+    rounds); the app keeps no state of its own between clicks, so a dropped session loses nothing."""
+    raw = os.environ.get("ALBERT_LENS_SESSIONS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else 256
+
+
+def _warm_up() -> threading.Thread:
+    """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
+    WordNet), paid in the background while the app starts instead of by the first user to click."""
+    def run():
+        for step in api.warm_ups():
+            try:
+                step()
+            except Exception as exc:  # noqa: BLE001 - a failed warm-up only leaves the one-off cost to the first use
+                log.warning("warm-up %s.%s failed (%s); its first use will be slower", step.__module__,
+                            step.__name__, exc)
+
+    thread = threading.Thread(target=run, name="warm-up", daemon=True)
+    thread.start()
+    return thread

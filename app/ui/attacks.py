@@ -1,0 +1,70 @@
+"""Attacks: a TextAttack recipe on both models, and whether one model's adversarial examples fool the other."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app.core import api, views
+from app.core.plots import grouped_bars
+
+from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, shipped, stop_session
+
+NO_DATASET = "none: attack the text above"
+
+
+def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe_name: str = "deepwordbug",
+           gold_label: str | None = None, dataset: str | None = None, n_examples: float | None = 5,
+           query_budget: float | None = 200, time_limit_s: float | None = 30, progress=gr.Progress()) -> tuple:
+    recipe = recipe_name
+    progress(0, desc=f"{recipe}: starting")
+    res = ctx.heavy.batch(api.attack, ctx.pair, recipe, text, text2, gold_label, dataset or None, n_examples,
+                          query_budget, time_limit_s,
+                          progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe}: {d}/{t} examples"))
+    summary, marked, table, bars = views.attack_views(res, ctx.names)
+    return (res.to_dict(), summary, *marked, table, grouped_bars(bars, "model", "value", "measure", "rate",
+                                                                  ylim=(0, 1)))
+
+
+def attack_examples(pair: api.Pair) -> list[list]:
+    """Texts with their gold label (an attack needs one); a label the task doesn't have (RTE's on a 3-way NLI
+    pair) is left for the user to choose."""
+    labels = list(pair.task.labels or [])
+    return [[*e.texts, e.label if e.label in labels else None] for e in shipped(pair)]
+
+
+def tab(ctx: Ctx) -> None:
+    pair = ctx.pair
+    fields = pair.task.fields
+    choices = [(f"{r['name']} ({'offline' if r['offline'] else 'needs downloads'}"
+                f"{'' if r['available'] else ', unavailable here'})", r["name"]) for r in api.list_recipes()]
+    with gr.Tab("Attacks"):
+        describe("A TextAttack recipe perturbs the input until a model leaves its gold label. Success rate: the "
+                 "share of attacked examples it fooled; transfer: the share of one model's adversarial examples "
+                 "that also fool the other.")
+        with gr.Row():
+            a1 = gr.Textbox(label=fields[0], lines=2)
+            a2 = gr.Textbox(label=fields[1] if pair.task.is_pair else "second text", lines=2,
+                            visible=pair.task.is_pair)
+        with gr.Row():
+            recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
+            gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
+            # a "none" choice, or a hosted dropdown (no typing) could never go back to attacking the text
+            ads = dataset_field(ctx, "or a dataset", "shipped name or path", value="", extra=[(NO_DATASET, "")])
+        with gr.Row():
+            n = gr.Number(value=5, label="examples from the dataset")
+            budget = gr.Number(value=200, label="query budget")
+            tlimit = gr.Number(value=30, label="seconds per example and model")
+        with gr.Row():
+            go = gr.Button("Attack both models", variant="primary")
+            stop = gr.Button("Stop")
+        summary = gr.Markdown(label="summary")
+        with gr.Row():
+            diffs = [gr.HighlightedText(label=f"{n_} adversarial (first example)", combine_adjacent=False,
+                                        show_legend=False) for n_ in ctx.names]
+        table = gr.Dataframe(headers=["#", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
+                             label="per example and model", wrap=True)
+        plot = gr.Plot(label="success and transfer rates")
+        raw = json_out()
+        go.click(bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
+                 [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
+        gr.Examples(attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
+        stop.click(stop_session, None, summary, api_name="attack_stop", queue=False)

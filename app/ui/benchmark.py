@@ -1,0 +1,38 @@
+"""Benchmark: both models scored on one labelled dataset, the gap tested."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app.core import api, views
+from app.core.plots import benchmark_figure
+
+from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
+
+
+def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples: float | None = 1000,
+          progress=gr.Progress()) -> tuple:
+    spec = upload_path(uploaded) or dataset
+    res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, max_examples, progress=progress_of(progress, "predicting"))
+    return (res.to_dict(), views.benchmark_summary(res, ctx.names), benchmark_figure(res),
+            views.disagreement_frame(res, ctx.names))
+
+
+def tab(ctx: Ctx) -> None:
+    with gr.Tab("Benchmark"):
+        describe("Accuracy of both models on the same examples; the p-value (McNemar's exact test) says whether the "
+                 "gap is more than chance. The table lists the examples they answer differently.")
+        with gr.Row():
+            ds = dataset_field(ctx, "labelled dataset", "shipped name or path",
+                               value=ctx.dev or api.default_dataset(ctx.pair))
+            upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
+            limit = gr.Number(value=1000, label="max examples")
+        go = gr.Button("Score both models", variant="primary")
+        summary = gr.Markdown(label="summary")
+        plot = gr.Plot(label="accuracy")
+        table = gr.Dataframe(headers=["#", "input", "gold", *ctx.names, "right"], wrap=True,
+                             label=f"examples the models answer differently (one model right first; at most "
+                                   f"{api.DISAGREEMENTS_SHOWN})",
+                             column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
+        raw = json_out()
+        go.click(bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark", **BATCH)
+        stop_button(summary)

@@ -1,0 +1,57 @@
+"""Behavioural: a CheckList suite on both models, with a paired test per test."""
+from __future__ import annotations
+
+import html
+from pathlib import Path
+
+import gradio as gr
+
+from app.core import api, views
+from app.core.errors import LensError
+from app.core.plots import grouped_bars
+
+from .common import BATCH, Ctx, bind, describe, json_out, progress_of, stop_button
+
+
+def checklist(ctx: Ctx, suite_path: str | None = None, uploaded=None, cases_per_test: float | None = 20,
+        progress=gr.Progress()) -> tuple:
+    spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite_path
+    if not spec:
+        raise LensError("suite: give the path of a CheckList suite export")
+    res = ctx.heavy.batch(api.checklist, ctx.pair, spec, cases_per_test,
+                          progress=progress_of(progress, "predicting suite inputs"))
+    table, fails, bars = views.checklist_views(res)
+    return (res.to_dict(), html.escape(res["summary"], quote=False),
+            grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
+
+
+def tab(ctx: Ctx) -> None:
+    suites = list(api.released_suites(ctx.pair))
+    names = ctx.names
+    with gr.Tab("Behavioural"):
+        describe("CheckList tests of capabilities (vocabulary, negation, robustness to typos, fairness): the fail "
+                 "rate of each model per test, and McNemar's p-value for whether they fail equally often "
+                 "(Holm-corrected for the number of tests).")
+        if not suites:
+            gr.Markdown(f"No released CheckList suite fits the *{html.escape(ctx.pair.task.name)}* task: they test "
+                        "sentiment (positive/negative, neutral) and QQP paraphrase labels. Give the path of, or "
+                        "upload, a suite export written for this task's labels.")
+        with gr.Row():
+            # hosted, visitors upload suites; typed server paths are refused anyway
+            suite = gr.Dropdown(suites, value=next(iter(suites), None), allow_custom_value=not ctx.hosted,
+                                label="CheckList suite" + ("" if ctx.hosted else " (or a path to *_suite.json.gz)"))
+            upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
+            sample = gr.Number(value=20, label="cases per test")
+        go = gr.Button("Run suite on both models", variant="primary")
+        verdict = gr.Markdown(label="differences beyond chance")
+        bars = gr.Plot(label="mean fail rate per capability")
+        table = gr.Dataframe(headers=["capability", "test", "type", "n", *[f"{n_} fail %" for n_ in names],
+                                      "p (McNemar)", "p (Holm)", "expectation"], wrap=True,
+                             column_widths=["9%", "18%", "5%", "4%", *["9%"] * len(names), "10%", "8%", "28%"],
+                             label="fail rate per test")
+        fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], label="failing examples", wrap=True,
+                             column_widths=["10%", "22%", "42%", "26%"])
+        raw = json_out()
+        go.click(bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
+                 api_name="checklist", **BATCH)
+        stop_button(verdict)

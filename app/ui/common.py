@@ -1,0 +1,221 @@
+"""What every tab shares: the request guard (jobs, Stop, errors as messages), the concurrency groups, where heavy
+work runs, and the small widgets (dataset field, JSON accordion, a tab's one-line description)."""
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+import logging
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import gradio as gr
+from gradio.context import LocalContext
+
+from app.core import api
+from app.core.errors import LensError
+
+log = logging.getLogger("albert_lens.ui")
+MAX_UPLOAD_MB = 20
+
+_RUNNING: dict[str, set[api.Job]] = {}  # session -> its running jobs, which its Stop buttons cancel
+_RUNNING_LOCK = threading.Lock()
+
+
+def _event_alive() -> Callable[[], bool] | None:
+    """Whether the client of the event this thread runs is still there: Gradio marks a queued event's job dead
+    when its client's stream closes (tab closed, network gone, gradio_client cancelled), but a function already
+    running in a worker thread is never told; the core asks this between batches instead."""
+    blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
+    if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
+        return None
+    queue = blocks._queue
+
+    def alive() -> bool:
+        for group in list(queue.active_jobs):
+            for event in group or ():
+                if event._id == event_id:
+                    return bool(event.alive)
+        return True  # no longer listed: the queue has finished with it, nothing says the client left
+
+    return alive
+
+
+def _session_key(request=None) -> str:
+    request = request or LocalContext.request.get(None)
+    return getattr(request, "session_hash", None) or "default"
+
+
+def guarded(fn):
+    """Each handler runs as a job (this server's time budget, stopped when its client leaves or presses Stop);
+    errors become messages in the UI (escaped), never tracebacks."""
+
+    @functools.wraps(fn)
+    def inner(*args, **kwargs):
+        job = api.job(alive=_event_alive(), name=fn.__name__)
+        key = _session_key()
+        with _RUNNING_LOCK:
+            _RUNNING.setdefault(key, set()).add(job)
+        try:
+            with api.running(job):
+                return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except LensError as exc:
+            raise gr.Error(html.escape(str(exc), quote=False), print_exception=False) from None
+        except Exception as exc:  # noqa: BLE001 - the app must keep serving
+            log.exception("handler %s failed", fn.__name__)
+            raise gr.Error(f"something went wrong in {fn.__name__.removeprefix('do_')} ({type(exc).__name__}); "
+                           "the server logged it. Check the inputs or try again.", print_exception=False) from None
+        finally:
+            with _RUNNING_LOCK:
+                running = _RUNNING.get(key)
+                if running is not None:
+                    running.discard(job)
+                    if not running:
+                        _RUNNING.pop(key, None)
+
+    return inner
+
+
+def stop_session(request: gr.Request) -> str:
+    """The Stop buttons: every job of this browser session ends at its next batch."""
+    with _RUNNING_LOCK:
+        running = list(_RUNNING.get(_session_key(request), ()))
+    for job in running:
+        job.cancel()
+    return "stopping after the current batch ..." if running else "nothing is running"
+
+
+def stop_button(target) -> None:
+    gr.Button("Stop", size="sm").click(stop_session, None, target, queue=False, api_name=False)
+
+
+# Concurrency groups: a cheap prediction never waits in a queue behind explanations, and those never behind
+# batch jobs. One explanation and one batch job at a time: on two cores each already uses both, and a second of
+# each only slowed /predict (16 users, browser-like p50 305 -> 187 ms, p95 1.29 -> 0.70 s; benchmarks/README.md)
+# at the same requests served. ALBERT_LENS_CONCURRENCY sets the batch slots on a larger machine.
+CHEAP = {"concurrency_id": "predict", "concurrency_limit": 4}
+SINGLE = {"concurrency_id": "single", "concurrency_limit": 1}
+BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "1")))}
+
+
+class Heavy:
+    """Where an explanation (`single`) or a batch job (`batch`) runs: here, or in a worker process of the
+    facade's pools (hosted mode: /predict then keeps the server's interpreter and the cores' first call)."""
+
+    def __init__(self, pools: dict | None = None):
+        self.pools = pools or {}
+
+    def _run(self, group: str, fn, *args, **kwargs):
+        pool = self.pools.get(group)
+        return pool.call(fn, *args, **kwargs) if pool is not None else fn(*args, **kwargs)
+
+    def single(self, fn, *args, **kwargs):
+        return self._run("single", fn, *args, **kwargs)
+
+    def batch(self, fn, *args, **kwargs):
+        return self._run("batch", fn, *args, **kwargs)
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.close()
+
+
+@dataclass
+class Ctx:
+    """What a tab's handlers are given besides the inputs: the pair and where heavy work runs. A test builds one
+    with `Ctx.of(pair)` and calls a handler as a plain function, no server."""
+    pair: api.Pair
+    heavy: Heavy
+    hosted: bool
+    datasets: list  # (label, value) choices of every dataset field: the shipped examples, the released dev set
+
+    @classmethod
+    def of(cls, pair: api.Pair, heavy: Heavy | None = None) -> Ctx:
+        named = list(api.shipped_datasets()) + list(api.released_datasets(pair))
+        return cls(pair, heavy or Heavy(), api.limits()["hosted"], [(n, n) for n in named])
+
+    @property
+    def names(self) -> list[str]:
+        return [m.name for m in self.pair.models]
+
+    @property
+    def dev(self) -> str | None:
+        """The released dev split by name (the study's UMAPs, flip rates and attacks ran on it)."""
+        return next(iter(api.released_datasets(self.pair)), None)
+
+
+def bind(fn: Callable, ctx: Ctx) -> Callable:
+    """`fn(ctx, *inputs)` as Gradio's handler of the inputs: its name kept (errors and logs name it), its
+    signature without `ctx` (Gradio reads the defaults that make a gradio_client input optional, and `progress`)."""
+
+    @functools.wraps(fn)
+    def handler(*args, **kwargs):
+        return fn(ctx, *args, **kwargs)
+
+    sig = inspect.signature(fn)
+    handler.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])
+    handler.__name__ = f"do_{fn.__name__}"  # the job's name: a tab's handler is named as its endpoint
+    return guarded(handler)
+
+
+def describe(text: str) -> None:
+    """A tab's first line: what it answers and how to read it."""
+    gr.Markdown(f"<small>{text}</small>")
+
+
+def json_out() -> gr.JSON:
+    """The full result for whoever wants it, closed: the page shows the figures first."""
+    with gr.Accordion("result as JSON", open=False):
+        return gr.JSON(label="JSON", show_label=False)
+
+
+def text_inputs(pair: api.Pair) -> tuple[gr.Textbox, gr.Textbox]:
+    fields, is_pair = pair.task.fields, pair.task.is_pair
+    t1 = gr.Textbox(label=fields[0], lines=2, max_lines=8)
+    t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair)
+    return t1, t2
+
+
+def dataset_field(ctx: Ctx, label: str, hint: str, value: str | None = None, extra: list | None = None,
+                  **kw) -> gr.Dropdown:
+    """A dataset dropdown of (name, value) choices: locally also a typed path or id (`hint` says which); hosted,
+    the listed ones only, since typed server paths are refused there anyway (`api.readable`)."""
+    return gr.Dropdown((extra or []) + ctx.datasets, value=value, allow_custom_value=not ctx.hosted,
+                       label=label if ctx.hosted else f"{label} ({hint})", **kw)
+
+
+def upload_path(uploaded) -> str | None:
+    if not uploaded:
+        return None
+    path = Path(uploaded if isinstance(uploaded, str) else uploaded.name)
+    size = path.stat().st_size
+    if size > MAX_UPLOAD_MB * 2**20:
+        raise LensError(f"upload: {path.name} is {size / 2**20:.1f} MB; the limit is {MAX_UPLOAD_MB} MB")
+    if path.suffix.lower() not in (".csv", ".tsv", ".jsonl"):
+        raise LensError(f"upload: {path.name} is not a .csv, .tsv or .jsonl file")
+    return str(path)
+
+
+def progress_of(progress, desc: str):
+    """The core's (done, total) callback as a Gradio progress bar."""
+    return lambda d, n: progress(d / max(n, 1), desc=desc)
+
+
+@functools.lru_cache(maxsize=8)
+def _shipped_for(task) -> tuple:
+    return tuple(api.shipped_examples(task, None if task.is_pair else 8))
+
+
+def shipped(pair: api.Pair) -> tuple:
+    """The shipped examples for the pair's task (read once: the Compare, Saliency and Attacks tabs all offer
+    them); eight for single sentences, all the pairs."""
+    return _shipped_for(pair.task)
+
+
+def examples(pair: api.Pair) -> list[list[str]]:
+    return [list(e.texts) for e in shipped(pair)]

@@ -1,0 +1,66 @@
+"""Counterfactuals: edit the input (or every example of a dataset) and see which model's answer moves."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app.core import api, views
+from app.core.plots import counterfactual_figure
+
+from . import common
+from .common import SINGLE, Ctx, bind, dataset_field, describe, examples, json_out, text_inputs
+
+STUDY_SWAP = "cities -> townships"
+# Words of the shipped reviews whose swap should not change a sentiment: the study's probe, where it can apply.
+NEUTRAL_SWAPS = "film -> movie, movie -> film, food -> meal, phone -> device, hotel -> motel, pizza -> pasta"
+
+
+def default_swaps(pair: api.Pair) -> str:
+    """The study's swap for sentence pairs (its RTE example A has 'cities'); for single sentences, neutral noun
+    swaps that occur in the shipped examples, so Generate works on them as they come."""
+    return STUDY_SWAP if pair.task.is_pair else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
+
+
+def counterfactual(ctx: Ctx, text: str | None = None, text2: str | None = None,
+                   generator: str = "word_replacement", replacements: str | None = None,
+                   dataset: str | None = None, limit: float | None = 500, progress=gr.Progress()) -> tuple:
+    progress(0.1, desc=generator)
+    res = ctx.heavy.single(api.counterfactual, ctx.pair, text, text2, generator, replacements, dataset, limit,
+                           progress=common.progress_of(progress, "predicting"))
+    return (res.to_dict(), views.counterfactual_summary(res, ctx.names), counterfactual_figure(res, ctx.names),
+            views.changes_frame(res, ctx.names))
+
+
+def _controls(generator: str) -> tuple:
+    """Replacements apply to the word-replacement generators, the dataset to the dataset_* ones."""
+    return (gr.update(visible=generator in ("word_replacement", "dataset_flip_rate")),
+            *[gr.update(visible=generator.startswith("dataset_"))] * 2)
+
+
+def tab(ctx: Ctx) -> None:
+    names = ctx.names
+    with gr.Tab("Counterfactuals"):
+        describe("Edit the input and see which model's label moves. Δp: the change in the probability of the label "
+                 "the model gave the original; over a dataset, the flip rate is the share of edits that change it.")
+        c1, c2 = text_inputs(ctx.pair)
+        with gr.Row():
+            gen = gr.Dropdown(list(api.GENERATORS), value="word_replacement", label="generator")
+            repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=default_swaps(ctx.pair),
+                              lines=2)
+        with gr.Row():
+            cds = dataset_field(ctx, "dataset for flip rate", "shipped name or path", visible=False)
+            climit = gr.Number(value=500, label="max examples", visible=False)
+        gen.change(_controls, gen, [repl, cds, climit], api_name=False, queue=False)
+        go = gr.Button("Generate", variant="primary")
+        csum = gr.Markdown(label="summary")
+        cplot = gr.Plot(label="effect per model")
+        ctable = gr.Dataframe(
+            headers=["flips", "edited", "edits", "generator",
+                     *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
+            label="changes (Δp: change in the probability of the label the model gave the original)", wrap=True,
+            column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))],
+        )
+        craw = json_out()
+        go.click(bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
+                 api_name="counterfactual", **SINGLE)
+        common.stop_button(csum)
+        gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.is_pair else [c1])

@@ -1,0 +1,39 @@
+"""Model facts: sizes, layer-to-layer transitions and speed, measured now."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app.core import api, views
+from app.core.plots import transition_labels
+
+from .common import SINGLE, Ctx, bind, describe, json_out
+
+
+def steps(ctx: Ctx) -> list[str]:
+    return transition_labels(max(m.model.config.num_hidden_layers for m in ctx.pair.models))
+
+
+def facts(ctx: Ctx, texts: str | None = None, progress=gr.Progress()) -> tuple:
+    progress(0.1, desc="measuring")
+    lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
+    res = ctx.heavy.single(api.facts, ctx.pair, lines or None)
+    summary, table, frame = views.facts_views(res, ctx.names, steps(ctx))
+    return res.to_dict(), summary, table, frame, frame
+
+
+def tab(ctx: Ctx) -> None:
+    with gr.Tab("Model facts"):
+        describe("Parameters, speed and how much each layer changes the representation (ALBERT shares one set "
+                 "of layer weights; its transitions are smoother in the paper's Fig. 2).")
+        texts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = shipped examples)",
+                           lines=3)
+        go = gr.Button("Measure", variant="primary")
+        summary = gr.Markdown(label="summary")
+        table = gr.Dataframe(headers=["fact", *ctx.names], label="facts")
+        with gr.Row():
+            order = steps(ctx)
+            l2 = gr.LinePlot(x="layer", y="l2", color="model", sort=order, label="L2 distance between layers")
+            cosine = gr.LinePlot(x="layer", y="cosine", color="model", sort=order,
+                                 label="cosine similarity between layers")
+        raw = json_out()
+        go.click(bind(facts, ctx), [texts], [raw, summary, table, l2, cosine], api_name="facts", **SINGLE)

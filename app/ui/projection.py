@@ -1,0 +1,65 @@
+"""Projection: both models' sentence embeddings in 2-D, aligned, and how far their neighbourhoods agree."""
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+import pandas as pd
+
+from app.core import api, views
+from app.core.plots import plot_png
+
+from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
+
+
+def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method_name: str = "umap", pool: str = "cls",
+            layer_idx: float = -1, colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
+    spec, method = upload_path(uploaded) or dataset, method_name
+    res = ctx.heavy.batch(api.project, ctx.pair, spec, method, layer_idx, pool, limit,
+                          progress=progress_of(progress, "embedding"))
+    frame = pd.DataFrame(res["points"])
+    out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
+    frame.to_csv(out_dir / "projection.csv", index=False)
+    plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method})")
+    # sorted by the colour column so the classes get the same colours as in the PNG
+    lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # the same axes in all three
+    per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour, **lims)
+                 for n in ctx.names]
+    summary = {k: v for k, v in res.items() if k != "points"}
+    return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, **lims),
+            str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
+
+
+def tab(ctx: Ctx) -> None:
+    pair = ctx.pair
+    with gr.Tab("Projection"):
+        describe("Each model's sentence embeddings in 2-D, the second aligned to the first. Shared k-nearest "
+                 "neighbours: the share of each sentence's neighbours the two spaces have in common (1: the same "
+                 "neighbourhoods); Procrustes disparity: what is left after aligning the two clouds (0: the same "
+                 "shape).")
+        with gr.Row():
+            first = api.default_dataset(pair)
+            pds = dataset_field(ctx, "dataset", "shipped name, local path or datasets id", value=first)
+            upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
+        with gr.Row():
+            method = gr.Radio(["umap", "pca"], value="umap", label="projection")
+            pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
+            layer = gr.Slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
+                              label="layer (-1 = top, 0 = embeddings)")
+            colour = gr.Radio(["gold", "prediction", "correct"], value="gold", label="colour by")
+            limit = gr.Number(value=500, label="max examples")
+        go = gr.Button("Project", variant="primary")
+        summary = gr.Markdown(label="summary")
+        with gr.Row():
+            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=["text", "gold", "prediction"], label=n)
+                       for n in ctx.names]
+        overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"],
+                                 label="overlay (second aligned to first)")
+        with gr.Row():
+            csv_out = gr.File(label="CSV")
+            png_out = gr.Image(label="PNG", type="filepath")
+        raw = json_out()
+        go.click(bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
+                 [raw, summary, *scatter, overlay, csv_out, png_out], api_name="project", **BATCH)
+        stop_button(summary)

@@ -1,0 +1,82 @@
+"""Saliency: which words each model's answer rests on, for one input or over a dataset."""
+from __future__ import annotations
+
+import gradio as gr
+
+from app.core import api, views
+from app.core.plots import saliency_dataset_figure, saliency_figure
+
+from . import common
+from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, examples, json_out
+
+
+def saliency(ctx: Ctx, text: str, text2: str | None = None, method_name: str = "integrated_gradients",
+            target_label: str | None = "predicted", ig_tolerance: str | None = None, explained: str | None = "prob",
+            progress=gr.Progress()) -> tuple:
+    progress(0.1, desc=f"{method_name} on both models")
+    res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method_name, target_label, ig_tolerance, explained)
+    texts = [text] + ([text2] if ctx.pair.task.is_pair else [])
+    maps = [views.highlight(m, texts) for m in res["maps"]]
+    return res.to_dict(), *maps, views.saliency_summary(res), saliency_figure(res)
+
+
+def headers(res: dict | None) -> list:
+    """Each panel's title names the class its map explains (after the result, so the API's outputs stay values)."""
+    maps = (res or {}).get("maps") or []
+    return [gr.update(label=views.map_header(m)) for m in maps]
+
+
+def saliency_dataset(ctx: Ctx, dataset: str | None = None, method_name: str = "integrated_gradients",
+                    ig_tolerance: str | None = None, limit: float | None = 50, explained: str | None = "prob",
+                    progress=gr.Progress()) -> tuple:
+    res = ctx.heavy.batch(api.saliency_dataset, ctx.pair, dataset, method_name, limit, ig_tolerance, output=explained,
+                          progress=common.progress_of(progress, "explaining"))
+    return (res.to_dict(), views.cut_line(res) + views.saliency_dataset_summary(res), saliency_dataset_figure(res),
+            views.lowest_agreement_frame(res))
+
+
+def tab(ctx: Ctx) -> None:
+    pair = ctx.pair
+    with gr.Tab("Saliency"):
+        describe("Which words each model's answer rests on, both explaining the same class. Comprehensiveness: how "
+                 "much the class's probability drops without the top words (higher: the map found what mattered); "
+                 "sufficiency: the drop with only them kept (lower is better).")
+        s1, s2 = common.text_inputs(pair)
+        with gr.Row():
+            method = gr.Dropdown(sorted(api.METHODS), value="integrated_gradients", label="method")
+            target = gr.Dropdown(["predicted", *(pair.task.labels or [])], value="predicted",
+                                 label="explain class (predicted: the first model's)")
+            tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES if t >= api.limits()["min_ig_tolerance"]],
+                                    value="1e-03", label="integrated gradients: delta tolerance")
+            # a confident prediction's probability is flat: gradients of the logit still show the evidence
+            output = gr.Radio([("probability", "prob"), ("logit", "logit")], value="prob",
+                              label="explain the class's", visible=not pair.task.is_regression)
+        method.change(lambda m: gr.update(visible=m == "integrated_gradients"), method, tolerance,
+                      api_name=False, queue=False)
+        go = gr.Button("Explain", variant="primary")
+        with gr.Row():
+            maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False, color_map=None)
+                    for n in ctx.names]
+        gr.Markdown("<small>red: the word supports the explained class · purple: it speaks against it · shade: "
+                    "share of that model's largest |score|</small>")
+        summary = gr.Markdown(label="summary")
+        bars = gr.Plot(label="per-word scores")
+        raw = json_out()
+        go.click(bind(saliency, ctx), [s1, s2, method, target, tolerance, output], [raw, *maps, summary, bars],
+                 api_name="saliency", **SINGLE).success(headers, raw, maps, api_name=False, queue=False)
+        gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
+
+        with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
+            with gr.Row():
+                sds = dataset_field(ctx, "dataset", "shipped name or path", value=api.default_dataset(pair))
+                slimit = gr.Number(value=50, label="max examples (each is explained by both models)")
+            sgo = gr.Button("Explain the dataset with this method")
+            ssum = gr.Markdown(label="summary")
+            splot = gr.Plot(label="faithfulness and agreement")
+            stable = gr.Dataframe(headers=["#", "input", "explained class", "agreement",
+                                           *[f"{n} top words" for n in ctx.names]], wrap=True,
+                                  label="where the two models agree least on which words matter")
+            sdraw = json_out()
+            sgo.click(bind(saliency_dataset, ctx), [sds, method, tolerance, slimit, output],
+                      [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
+            common.stop_button(ssum)

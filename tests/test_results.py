@@ -1,0 +1,63 @@
+"""The facade's declared results: what each capability returns is its declared type, its JSON is JSON, and a
+technique's key that no result declares is caught rather than dropped."""
+import dataclasses
+import json
+from dataclasses import fields
+
+import pytest
+
+from app.core import api
+from app.core.results import RESULTS, CounterfactualResult, PredictResult, SaliencyDatasetResult
+
+
+def test_every_result_reads_like_its_json():
+    res = PredictResult(task="sst2", fields=["sentence"], input=["x"], models=[{"model": "A"}])
+    assert res.to_dict() == {"task": "sst2", "fields": ["sentence"], "input": ["x"], "models": [{"model": "A"}]}
+    assert dict(res) == res.to_dict() and res["task"] == res.task == "sst2" and len(res) == 4
+    with pytest.raises(KeyError):
+        res["nope"]
+    with pytest.raises(dataclasses.FrozenInstanceError):  # a front end can't change what the core computed
+        res.task = "other"
+
+
+def test_a_field_that_does_not_apply_is_absent_as_in_the_json():
+    """A single input's counterfactual has no flip rate: not in its JSON, not `in` it, `.get` gives the default;
+    the attribute reads None. A field without a default (an attack's `stopped`) is always there."""
+    res = CounterfactualResult("word_replacement", ["A", "B"], [{"edited": ["x"]}])
+    assert "flip_rate" not in res and "flip_rate" not in res.to_dict() and res.flip_rate is None
+    assert res.get("per_model", []) == [] and "changes" in res
+    with pytest.raises(KeyError):
+        res["comparison"]
+    attack = api.AttackResult(recipe="r", models=[], examples=[], stopped=None, resumed=0, settings={}, summary={},
+                              comparison=None)
+    assert "stopped" in attack and attack["stopped"] is None
+
+
+def test_an_undeclared_key_from_a_technique_is_an_error():
+    raw = {"method": "m", "n": 1, "models": [], "comprehensiveness": [], "sufficiency": [],
+           "random_comprehensiveness": [], "agreement": {}, "examples": [], "stopped": None}
+    assert SaliencyDatasetResult.of(raw, dataset="d", output="prob").n == 1
+    with pytest.raises(TypeError, match=r"undeclared field\(s\) \['surprise'\]"):
+        SaliencyDatasetResult.of(raw | {"surprise": 1}, dataset="d", output="prob")
+
+
+def test_every_declared_result_names_its_fields():
+    for cls in RESULTS:
+        assert cls.__doc__ and [f.name for f in fields(cls)], cls
+
+
+def test_the_facade_returns_declared_results_whose_json_round_trips(tiny_pair):
+    answers = {
+        api.PredictResult: api.predict(tiny_pair, "a fine film"),
+        api.SaliencyResult: api.saliency(tiny_pair, "a fine film", method="gradient_x_input"),
+        api.CounterfactualResult: api.counterfactual(tiny_pair, "the cities were lovely", None, "word_replacement",
+                                                     "cities -> townships"),
+        api.BenchmarkResult: api.benchmark(tiny_pair, "sentiment_plain", 10),
+        api.FactsResult: api.facts(tiny_pair, ["a fine film"]),
+        api.SaliencyDatasetResult: api.saliency_dataset(tiny_pair, "sentiment_plain", "gradient_x_input", 3),
+        api.ProjectionResult: api.project(tiny_pair, "sentiment_plain", "pca", -1, "cls", 12),
+    }
+    for cls, res in answers.items():
+        assert type(res) is cls
+        back = json.loads(json.dumps(res.to_dict()))
+        assert set(back) == set(res) and back == json.loads(json.dumps(dict(res)))
