@@ -248,7 +248,7 @@ def cmd_project(args) -> int:
     pair = _pair(args)
     with _bar("embedding", args.json) as step:
         res = api.project(pair, args.dataset, args.method, args.layer, args.pooling, args.limit, progress=step)
-    summary = {k: v for k, v in res.items() if k != "points"}
+    summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
@@ -474,7 +474,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", choices=["umap", "pca"], default="umap")
     p.add_argument("--layer", type=int, default=-1, help="-1 = top, 0 = embeddings")
     p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
-    p.add_argument("--colour", choices=["gold", "prediction", "correct"], default="gold")
+    p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
+                   help="what colours the points (models: whether the two models agree on the example)")
     p.add_argument("--limit", type=int, default=500, help="first N examples")
     p.add_argument("--out", help="folder for projection.csv, projection.png and projection.json")
     _output_args(p)

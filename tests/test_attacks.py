@@ -42,6 +42,14 @@ def test_successful_attacks_really_flip_the_attacked_model(request, offline_pair
                 assert now != row["gold"] and now == res["adversarial_label"]
                 assert [c for c, ch in res["marked"] if ch], res["marked"]
                 assert "".join(c for c, _ in res["marked"]) == res["adversarial"][0]
+                # what the panel shows: the original with the words changed, each swap, and both confidences
+                assert "".join(c for c, _ in res["marked_original"]) == row["texts"][0]
+                old = [c for c, ch in res["marked_original"] if ch]
+                assert [a for a, _ in res["swaps"]] == old and all(a != b for a, b in res["swaps"])
+                p_before = predict(clf, [Example(tuple(row["texts"]))]).probs[0].max()
+                p_after = predict(clf, [Example(tuple(res["adversarial"]))], validate=False).probs[0].max()
+                assert res["original_confidence"] == pytest.approx(float(p_before), abs=1e-5)
+                assert res["adversarial_confidence"] == pytest.approx(float(p_after), abs=1e-5)
     # enough successes that the checks above mean something: a quarter of the 2 x n attacks (with TextFooler's
     # part-of-speech constraint, textfooler-offline flipped BERT on 47% and ALBERT on 70% of 30 SST-2 dev
     # sentences; these 8 give 5 of 16)

@@ -101,6 +101,183 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     assert len(heads) == 2 and cut == [], cut
 
 
+DISAGREE = "The cities were beautiful but the hotel was dreadful."  # offline BERT: negative, ALBERT: positive
+SIZES = {"desktop": (1400, 1000), "phone": (390, 844)}
+
+
+def _tab(drv, name):
+    """Open a tab by name; on a phone Gradio moves the tabs that don't fit into its "..." menu."""
+    shown = [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == name]
+    if not shown:
+        _visible(drv, ".overflow-menu button")[0].click()
+        shown = _wait(lambda: [b for b in _visible(drv, ".overflow-dropdown button") if b.text.strip() == name])
+    shown[0].click()
+    time.sleep(0.5)
+
+
+def _type(drv, css, text, index=0):
+    box = _wait(lambda: _visible(drv, css)[index])
+    box.clear()
+    box.send_keys(text)
+
+
+def _number(drv, label, value):
+    """A number field found by its label (a slider has a number box too)."""
+    box = _wait(lambda: [e for e in drv.find_elements(
+        "xpath", f"//span[normalize-space()='{label}']/following::input[@type='number'][1]") if e.is_displayed()][0])
+    box.clear()
+    box.send_keys(str(value))
+
+
+def _cells(drv, longer_than=0):
+    """Visible table cells with more than `longer_than` characters, found in one script (asking the driver
+    about each of a CheckList run's thousand cells took minutes)."""
+    return drv.execute_script("return [...document.querySelectorAll('td')].filter(c => c.offsetParent && "
+                              "!c.closest('[aria-hidden]') && c.textContent.trim().length > arguments[0])",
+                              longer_than)  # Gradio keeps an aria-hidden copy of each table to measure columns
+
+
+def _click(drv, element):
+    """A click where a person would: the middle of the element, whichever child is there (a table cell's text)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    ActionChains(drv).move_to_element(element).click().perform()
+
+
+def _says(drv, text):
+    """Whether a piece of the page's prose (summaries, banners) says `text`: serialising the whole page every
+    half second, as `page_source` does, kept the browser busy for minutes once a tab held a CheckList run."""
+    return drv.execute_script("return [...document.querySelectorAll('.prose')].some(e => "
+                              "e.textContent.includes(arguments[0]))", text)
+
+
+def _errors(drv):
+    return [e.text for e in _visible(drv, ".toast-body") if "rror" in e.text]
+
+
+def _shot(drv, name):
+    """The page at its full height (so a tab's results are in the picture), then the window as it was."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    w, h = drv.get_window_size()["width"], drv.get_window_size()["height"]
+    full = drv.execute_script("return Math.min(3000, document.documentElement.scrollHeight)")
+    drv.set_window_size(w, max(h, full))
+    time.sleep(0.5)
+    path = SHOTS / f"{name}.png"
+    drv.save_screenshot(str(path))
+    drv.set_window_size(w, h)
+    assert path.stat().st_size > 10_000
+    return path
+
+
+def _headers_fit(drv):
+    """Visible table headers whose text doesn't fit their column (a phone used to get one letter per line)."""
+    return drv.execute_script("""return [...document.querySelectorAll('th')]
+        .filter(h => h.offsetParent && !h.closest('[aria-hidden]'))
+        .map(h => h.querySelector('span') || h).filter(s => s.textContent.trim() &&
+             (s.scrollWidth > s.clientWidth + 1)).map(s => [s.textContent.trim(), s.scrollWidth, s.clientWidth])""")
+
+
+@pytest.mark.parametrize("size", list(SIZES))
+def test_every_tab_at_desktop_and_phone_width(browser, app_url, offline_pair, size):
+    """Each tab driven as a researcher would, at a desktop's and a phone's width, with a screenshot of each:
+    no JSON shown unasked, both saliency panels explain one class (named in their titles), a dataset field
+    left without a pick still scores, a picked disagreement and a point picked on a projection open in
+    Compare, and no table header is cut on a phone."""
+    drv = browser
+    w, h = SIZES[size]
+    drv.set_window_size(w, h)
+    if size == "phone":  # a window is at least 500 px wide: the phone's width is emulated, as devtools does
+        drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": w, "height": h, "deviceScaleFactor": 1,
+                                                                  "mobile": True})
+    else:
+        drv.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    drv.get(app_url)
+    _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
+    names = [m.name for m in offline_pair.models]
+
+    _type(drv, "textarea", DISAGREE)
+    _button(drv, "Predict").click()
+    _wait(lambda: len([e for e in _visible(drv, "[data-testid='label-output-value']") if e.text.strip()]) == 2)
+    assert not _visible(drv, ".json-holder") and not _errors(drv)  # the JSON waits in a closed accordion
+    _shot(drv, f"{size}-compare")
+
+    _tab(drv, "Saliency")
+    _type(drv, "textarea", DISAGREE)
+    _button(drv, "Explain").click()
+    titles = _wait(lambda: [t for t in (e.text for e in _visible(drv, "[data-testid='block-label']"))
+                            if "explains" in t] or None)
+    assert titles == [f"{n} · explains negative" for n in names], titles  # BERT's class, in both panels
+    _shot(drv, f"{size}-saliency")
+
+    _tab(drv, "Benchmark")
+    field = _visible(drv, "input[role='listbox']")[0]
+    field.click()  # opened and left without a pick: its label must not become the value
+    _visible(drv, ".prose")[0].click()
+    _number(drv, "max examples", 120)
+    _button(drv, "Score both models").click()
+    _wait(lambda: _says(drv, "120 labelled examples") or _errors(drv))
+    assert not _errors(drv), _errors(drv)
+    assert not _headers_fit(drv), _headers_fit(drv)
+    _shot(drv, f"{size}-benchmark")
+    first = _wait(lambda: _cells(drv, 25)[0])  # a disagreement's input
+    text = first.get_attribute("textContent").strip()
+    _click(drv, first)
+    _wait(lambda: [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Compare"
+                   and t.get_attribute("aria-selected") == "true"])
+    loaded = _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value"))
+    assert loaded[:20] == text[:20], (loaded, text)
+
+    _tab(drv, "Projection")
+    [r for r in _visible(drv, "label") if r.text.strip() == "pca"][0].click()
+    _number(drv, "max examples", 40)
+    _button(drv, "Project").click()
+    _wait(lambda: _says(drv, "examples · shared") and _visible(drv, ".vega-embed canvas, .vega-embed svg"))
+    time.sleep(1.5)
+    plot = _visible(drv, ".vega-embed canvas, .vega-embed svg")[0]
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    width = plot.size["width"]
+    ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).click_and_hold() \
+        .move_by_offset(2 * width // 3, 0).release().perform()
+    cell = _wait(lambda: _cells(drv, 25)[0])
+    _shot(drv, f"{size}-projection")
+    text = cell.get_attribute("textContent").strip()
+    _click(drv, cell)
+    loaded = _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value"))
+    assert loaded[:20] == text[:20], (loaded, text)
+
+    _tab(drv, "Counterfactuals")
+    _type(drv, "textarea", "the film was long but the food was lovely")
+    _button(drv, "Generate").click()
+    _wait(lambda: _says(drv, "label flips"))
+    _shot(drv, f"{size}-counterfactuals")
+
+    _tab(drv, "Model facts")
+    _button(drv, "Measure").click()
+    _wait(lambda: "parameters" in " ".join(e.text for e in _visible(drv, ".prose")))
+    assert not _headers_fit(drv), _headers_fit(drv)
+    _shot(drv, f"{size}-facts")
+
+    _tab(drv, "Behavioural")
+    _number(drv, "cases per test", 3)
+    _button(drv, "Run suite on both models").click()
+    _wait(lambda: _says(drv, "differ beyond chance") and len(_cells(drv)) > 20, timeout=180)
+    assert not _errors(drv) and not _headers_fit(drv), _headers_fit(drv)
+    _shot(drv, f"{size}-behavioural")
+
+    _tab(drv, "Attacks")
+    _type(drv, "textarea", "a gorgeous , witty , seductive movie .")
+    gold = _visible(drv, "input[role='listbox']")[1]
+    gold.click()
+    _wait(lambda: [o for o in _visible(drv, "li[role='option']") if o.text.strip() == "positive"])[0].click()
+    _number(drv, "query budget", 60)
+    _button(drv, "Attack both models").click()
+    _wait(lambda: "queries" in " ".join(e.text for e in _visible(drv, ".prose")) or _errors(drv), timeout=120)
+    assert not _errors(drv) and not _visible(drv, ".json-holder")
+    _shot(drv, f"{size}-attacks")
+
+
 _DEEP = """const css = arguments[0], out = [];
 (function deep(root) { root.querySelectorAll('*').forEach(e => {
     if (e.matches(css)) out.push(e); if (e.shadowRoot) deep(e.shadowRoot); }); })(document);

@@ -121,6 +121,7 @@ def test_benchmark_figure_draws_the_intervals_and_the_table_of_who_is_right():
     assert [round(p.get_height(), 6) for p in bars.patches] == [0.9, 0.8]
     caps = sorted(round(y, 6) for line in bars.lines for y in line.get_ydata())  # the error bars' caps
     assert caps == [0.75, 0.85, 0.86, 0.94]
+    assert bars.get_ylim() == (0.0, 1.0)  # bars from zero: a cut axis makes a small gap look large
     assert sorted(t.get_text() for t in table.texts) == sorted(["150", "30", "10", "10"])
     assert table.texts[1].get_text() == "30" and "p = 0.0123" in table.get_title()  # row: BERT right, ALBERT wrong
     assert [t.get_text() for t in table.get_xticklabels()] == ["ALBERT right", "ALBERT wrong"]

@@ -177,6 +177,10 @@ def test_project_pair_table_and_png(tiny_pair, tmp_path):
     assert len(rows) == 2 * len(exs)
     assert {r["model"] for r in rows} == {m.name for m in tiny_pair.models}
     assert 0 <= proj.knn_overlap <= 1
+    for r in rows:  # each point carries both models' predictions of its example (hover text, disagreement)
+        both = [str(p.predicted[r["index"]]) for p in preds]
+        assert [r[f"{m.name} prediction"] for m in tiny_pair.models] == both
+        assert r["models"] == ("agree" if both[0] == both[1] else "disagree")
     plot_png(rows, tmp_path / "p.png", color="correct")
     assert (tmp_path / "p.png").stat().st_size > 10_000
     fig = projection_figure(rows, "correct")

@@ -237,3 +237,39 @@ def test_attack_summary_says_a_long_input_was_attacked_where_the_model_reads_it(
     notes = [r.get("note") for r in res["examples"][0]["results"]]
     assert all(n and "the rest of the input is left as it was" in n for n in notes)
     assert all(n.replace("'", "&#x27;") in summary for n in notes)
+
+
+def test_the_client_api_requires_only_what_each_endpoint_needs(client):
+    """`client.view_api()`: an input with a sensible default is optional (the second text of a one-sentence
+    model, the dataset of an attack on the typed text, the upload beside a named dataset); outputs have short
+    names; no default is a path on the server."""
+    info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]
+    required = {name: [p["parameter_name"] for p in e["parameters"] if not p["parameter_has_default"]]
+                for name, e in info.items()}
+    assert required == {"/predict": ["text"], "/saliency": ["text"], "/saliency_methods": ["text"],
+                        "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [],
+                        "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": []}, required
+    for name, e in info.items():
+        assert all(len(r["label"]) <= 30 for r in e["returns"]), (name, [r["label"] for r in e["returns"]])
+        defaults = [p["parameter_default"] for p in e["parameters"]]
+        assert not [d for d in defaults if isinstance(d, str) and d.startswith("/")], (name, defaults)
+    # and a call by keyword with only the required input runs as the README shows
+    res, *_ = client.predict(text="a fine film", api_name="/predict")
+    assert res["input"] == ["a fine film"]
+
+
+def test_the_readmes_client_example_runs_as_written(client):
+    """The README's gradio_client block, run against this server (its address swapped in)."""
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "gradio_client" in b]
+    out, ns = io.StringIO(), {}
+    with contextlib.redirect_stdout(out):
+        exec(block.replace('Client("http://127.0.0.1:7860/")', f'Client("{client.src}", verbose=False)'), ns)
+    first, second = out.getvalue().splitlines()
+    assert ns["result"]["recipe"] == "deepwordbug" and "success_rate" in second  # the attack's defaults applied
+    assert first.count("'positive'") + first.count("'negative'") == 2  # both maps, one class each

@@ -26,6 +26,9 @@ def test_predict_shows_the_facades_answer(ctx, tiny_pair):
     for shown, m, d in zip([label_a, label_b], res["models"], direct["models"]):
         assert shown == m["probabilities"] and m["probabilities"] == pytest.approx(d["probabilities"], abs=1e-6)
     assert latency.count(" ms") == 2
+    lines = latency.splitlines()  # the classes in the task's order for both models, the predicted one marked
+    assert [ln.split(" | ")[0] for ln in lines[2:-1]] == [f"| {lab}" for lab in tiny_pair.task.labels]
+    assert latency.count("◀") == 2
     json.dumps(res)  # the JSON output is JSON
 
 
@@ -102,13 +105,14 @@ def test_facts_handler_tables_every_fact_per_model(ctx, tiny_pair):
 
 
 def test_projection_handler_writes_what_it_shows(ctx):
-    summary, text, a, b, overlay, csv, png = projection.project(ctx, "sentiment_plain", None, "pca", "cls", -1,
-                                                                "gold", 12)
+    summary, text, a, b, overlay, csv, png, state = projection.project(ctx, "sentiment_plain", None, "pca", "cls",
+                                                                       -1, "gold", 12)
     assert "points" not in summary and summary["n"] == 12
     written = pd.read_csv(csv)
     assert len(written) == 24 and set(written["model"]) == set(ctx.names)
     assert len(a["value"]) == len(b["value"]) == 12 and a["x_lim"] == overlay["x_lim"]
     assert png.endswith(".png") and "Procrustes" in text
+    assert len(state["texts"]) == 12 and "texts" not in summary  # the examples, kept server-side for picking
 
 
 def test_attack_examples_keep_only_labels_the_task_has(tiny_nli_pair):
@@ -128,3 +132,100 @@ def test_bound_handlers_show_gradio_the_inputs_without_ctx(ctx):
     for tab in (compare.predict, saliency.saliency, counterfactuals.counterfactual):
         assert inspect.signature(bind(tab, ctx)).parameters["text2"].default is None
     assert inspect.signature(bind(benchmark.benchmark, ctx)).parameters["uploaded"].default is None
+
+
+def _attacked(outcome_a: str, outcome_b: str) -> dict:
+    def result(model, outcome):
+        r = {"model": model, "outcome": outcome, "queries": 12, "seconds": 0.5, "adversarial": None, "marked": None,
+             "perturbed_words_pct": None, "original_label": "positive", "original_confidence": 0.97}
+        if outcome == "success":
+            r |= {"adversarial": ["a grate film"], "marked": [["a ", False], ["grate", True], [" film", False]],
+                  "marked_original": [["a ", False], ["great", True], [" film", False]], "swaps": [["great", "grate"]],
+                  "adversarial_label": "negative", "adversarial_confidence": 0.61, "perturbed_words_pct": 33.3}
+        else:
+            r["why"] = "query budget of 12 spent"
+        return r
+
+    return {"examples": [{"index": 0, "texts": ["a great film"], "gold": "positive",
+                          "results": [result("A", outcome_a), result("B", outcome_b)],
+                          "transfer": [{"from": "A", "to": "B", "label_before": "positive",
+                                        "label_after": "positive", "other_was_correct": True, "fooled": False}]}],
+            "summary": {m: {"success_rate": None, "transfer_rate": None, "attacked": 1, "skipped": 0,
+                            "avg_queries": 12} for m in "AB"}, "comparison": None}
+
+
+def test_attack_panel_shows_the_labels_before_and_after_and_why_an_attack_failed():
+    """As TextAttack's demo: the label and confidence moved between, the changed words of the original in the
+    original label's colour and their replacements in the new one's, the transfer; a failure says why."""
+    res = _attacked("success", "failed")
+    _, (won, lost), table, _ = views.attack_views(res, ["A", "B"], ["negative", "positive"])
+    assert "positive (97%) → <b>negative</b> (61%)" in won and "great → grate" in won
+    assert f'background:{views.LABEL_TINTS[1]};padding:0 2px;border-radius:3px">great</mark>' in won
+    assert f'background:{views.LABEL_TINTS[0]};padding:0 2px;border-radius:3px">grate</mark>' in won
+    assert "does not fool B (positive → positive)" in won
+    assert "<b>failed</b>: query budget of 12 spent" in lost
+    assert list(table["outcome"]) == ["positive → negative", "failed: query budget of 12 spent"]
+
+
+def test_picking_an_attack_row_shows_that_examples_panels(ctx):
+    res = _attacked("success", "failed")
+    res["examples"].append(_attacked("failed", "failed")["examples"][0] | {"index": 1})
+    first = attacks.show_example(ctx, res, 1)  # the first example's second model
+    second = attacks.show_example(ctx, res, 2)
+    assert "grate" in first[0] and "grate" not in second[0] and "failed" in second[0]
+    assert attacks.show_example(ctx, None, 0) == ["", ""]
+
+
+def test_every_method_side_by_side_explains_one_class_with_its_faithfulness(offline_pair):
+    """ferret's table: each method's maps equal that method asked alone for the same class, each row coloured
+    by its own scale, and the faithfulness beside it."""
+    ctx = Ctx.of(offline_pair)
+    res, table = saliency.saliency_methods(ctx, DISAGREE)
+    assert sorted({r["method"] for r in res["rows"]}) == sorted(api.METHODS) and len(res["rows"]) == 10
+    label = api.predict(offline_pair, DISAGREE)["models"][0]["label"]
+    assert res["target_label"] == label and f"Every map explains <b>{label}</b>" in table
+    alone = api.saliency(offline_pair, DISAGREE, method="occlusion", target=label)
+    rows = [r for r in res["rows"] if r["method"] == "occlusion"]
+    for r, m, f in zip(rows, alone["maps"], alone["faithfulness"]):
+        assert r["scores"] == pytest.approx(m["scores"], abs=1e-6)
+        assert r["comprehensiveness"] == pytest.approx(f["comprehensiveness"], abs=1e-6)
+    assert table.count("<tr>") == 11 and table.count("+1.00") + table.count("-1.00") >= 10  # each row's own top
+
+
+def test_a_picked_row_loads_its_example_into_every_tab_and_opens_compare(ctx):
+    """Linked views: the benchmark's disagreements, CheckList failures, attack rows and projection points each
+    name the example a row shows; loading it fills every tab's (text, text2) boxes and selects Compare."""
+    from app.ui.common import load_texts
+
+    bench = {"disagreements": {"examples": [{"texts": ["first"]}, {"texts": ["second", "pair"]}]}}
+    assert benchmark.disagreement_texts(bench, 1) == ["second", "pair"]
+    assert benchmark.disagreement_texts(bench, 2) is None
+    suite = {"tests": [{"name": "t", "results": [
+        {"model": "A", "examples": [{"inputs": [["x1"], ["x2"]], "detail": "d"}, {"inputs": [["y"]], "detail": ""}]},
+        {"model": "B", "examples": [{"inputs": [["z"]], "detail": "d"}]}]}]}
+    assert [checklist.failure_texts(suite, k) for k in range(4)] == [["x1"], ["y"], ["z"], None]
+    attacked = _attacked("success", "failed")
+    assert attacks.attacked_texts(attacked, 0) == ["a grate film"]  # the adversarial text
+    assert attacks.attacked_texts(attacked, 1) == ["a great film"]  # no adversarial: the original
+    out = load_texts(["premise", "hypothesis"], 6, switch=True)
+    assert out[:6] == ["premise", "hypothesis"] * 3 and out[6].selected == "compare"
+    assert load_texts(["one"], 4, switch=False)[:4] == ["one", ""] * 2
+    assert all(u == {"__type__": "update"} for u in load_texts(None, 4, True))
+
+
+def test_a_range_drawn_on_a_projection_lists_its_points_nearest_first(ctx):
+    points = [{"model": m, "index": i, "x": float(i), "y": 0.0, "text": f"t{i}", "gold": "",
+               **{f"{n} prediction": "p" for n in ctx.names}} for m in ctx.names for i in range(10)]
+    state = {"points": points, "texts": [[f"t{i}"] for i in range(10)], "picked": []}
+    table, state = projection.points_in(ctx, state, ctx.names[0], [2.6, 5.2])
+    assert list(table["#"]) == [5, 4, 6]  # x = 4 is nearest the middle (3.9), then 3, then 5 (shown 1-based)
+    assert projection.picked_texts(state, 1) == ["t3"] and projection.picked_texts(state, 3) is None
+
+
+def test_the_banner_is_one_line_naming_both_models(tiny_pair, offline_pair):
+    from app.ui import banner
+
+    line = banner(offline_pair)
+    assert "\n" not in line and line.count("<small>") == 2
+    assert all(f"**{m.name}** <small>{m.spec.source}</small>" in line for m in offline_pair.models)
+    assert "⚠" not in line

@@ -59,6 +59,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     ProjectionResult,
     Result,
     SaliencyDatasetResult,
+    SaliencyMethodsResult,
     SaliencyResult,
 )
 from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir  # noqa: F401
@@ -152,6 +153,26 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
     return SaliencyResult(method=method, output=options["output"], fields=list(pair.task.fields),
                           maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
                           agreement=out["agreement"], agreement_label=out["agreement_label"])
+
+
+def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: str | None = None,
+                     tolerance: float | str | None = None, output: str | None = None) -> SaliencyMethodsResult:
+    """Every method on one input, both models explaining one class (the first model's prediction, or `target`),
+    with each map's faithfulness: where the methods agree on a model's reasons, and which to trust."""
+    ex = example_from(pair, text, text2)
+    tgt = None if target in (None, "", "predicted") else target
+    rows, agreement, words, label, explained = [], {}, [], None, "prob"
+    for name in sorted(METHODS):
+        options = _method_options(name, tolerance, output)
+        out = explain(pair.models, ex, name, tgt if tgt is not None else label, **options)
+        label = out["maps"][0].target_label  # the first method's class, asked of every later one
+        words, explained = out["maps"][0].words, options["output"]
+        agreement[name] = out["agreement"]
+        rows += [{"method": name, "model": m.model, "scores": m.scores, "unread": m.unread,
+                  "comprehensiveness": f["comprehensiveness"], "sufficiency": f["sufficiency"],
+                  "seconds": m.seconds, "delta": m.delta} for m, f in zip(out["maps"], out["faithfulness"])]
+    return SaliencyMethodsResult(fields=list(pair.task.fields), words=words, target_label=label, output=explained,
+                                 rows=rows, agreement=agreement)
 
 
 def _method_options(method: str, tolerance: float | str | None, output: str | None = None) -> dict:
@@ -364,7 +385,7 @@ def _projection_result(models, ds: Dataset, proj, preds) -> ProjectionResult:
         dataset=ds.name, n=len(ds), method=proj.method, layer=proj.layer, pooling=proj.pooling,
         knn_overlap=proj.knn_overlap, k=proj.k, knn_chance=knn_chance(len(ds), proj.k),
         procrustes_disparity=proj.disparity, embeddings_cached=proj.embeddings_cached,
-        points=projection_table(proj, models, ds.examples, preds))
+        points=projection_table(proj, models, ds.examples, preds), texts=[list(e.texts) for e in ds.examples])
 
 
 def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,

@@ -397,7 +397,21 @@ def attack_one(clf: Classifier, recipe: str, example: Example, *, query_budget: 
         "perturbed_words_pct": 100.0 * n_changed / max(1, orig.num_words) if outcome == "success" else None,
         "original_label": clf.labels[int(result.original_result.output)],
         "adversarial_label": clf.labels[int(result.perturbed_result.output)],
+        # the probability of the label the model gave, before and after (the wrapper answers probabilities)
+        "original_confidence": _confidence(result.original_result),
+        "adversarial_confidence": _confidence(result.perturbed_result),
+        "marked_original": (_with_rests(_marked(pert, orig), list(orig._text_input.values()), rests)
+                            if outcome == "success" else None),
+        "swaps": [[orig.words[i], pert.words[i]] for i in sorted(pert.all_words_diff(orig))
+                  if i < len(orig.words) and i < len(pert.words)] if outcome == "success" else None,
     }
+
+
+def _confidence(result) -> float | None:
+    try:
+        return float(result.raw_output[int(result.output)])
+    except (TypeError, IndexError, ValueError):
+        return None
 
 
 def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Example], *,

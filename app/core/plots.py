@@ -172,7 +172,7 @@ def benchmark_figure(res: dict):
     for i, v in enumerate(values):
         ax.annotate(f"{v:.3f}", (i, v), textcoords="offset points", xytext=(14, 3), fontsize=9)
     lo = min(values + [lo for lo, _ in cmp.get("intervals", [])])
-    ax.set_ylim(max(0.0, lo - 0.15) if lo > 0 else lo - 0.05, 1.0)
+    ax.set_ylim(min(0.0, lo - 0.05), 1.0)  # bars from zero: an axis from 0.70 made a 2-point gap look like half
     ax.set_ylabel(metric)
     if table:
         cells = [[cmp["both_right"], cmp["only_right"][0]], [cmp["only_right"][1], cmp["both_wrong"]]]

@@ -236,13 +236,16 @@ def project_pair(models: Sequence[ModelHead], examples: Sequence[Example], *, me
 
 def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Sequence[Example],
                      predictions: Sequence) -> list[dict]:
-    """Long-format rows (one per model and example) for plots and CSV export."""
+    """Long-format rows (one per model and example) for plots and CSV export; each row also carries every
+    model's prediction of its example and whether they differ, for hover text and colouring by disagreement."""
+    labels = [[str(p) for p in pred.predicted] for pred in predictions]
     rows = []
-    for _m, (clf, xy, pred) in enumerate(zip(models, proj.coords, predictions)):
-        labels = pred.predicted
+    for clf, xy, own, pred in zip(models, proj.coords, labels, predictions):
         for i, ex in enumerate(examples):
             gold = ex.label
-            rows.append({"model": clf.name, "x": float(xy[i, 0]), "y": float(xy[i, 1]), "text": " / ".join(ex.texts),
-                         "gold": "" if gold is None else str(gold), "prediction": str(labels[i]),
-                         "correct": "" if gold is None else str(labels[i] == gold)})
+            rows.append({"model": clf.name, "index": i, "x": float(xy[i, 0]), "y": float(xy[i, 1]),
+                         "text": " / ".join(ex.texts), "gold": "" if gold is None else str(gold),
+                         "prediction": own[i], "correct": "" if gold is None else str(pred.predicted[i] == gold),
+                         **{f"{m.name} prediction": lab[i] for m, lab in zip(models, labels)},
+                         "models": "disagree" if len({lab[i] for lab in labels}) > 1 else "agree"})
     return rows

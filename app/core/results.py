@@ -81,6 +81,18 @@ class SaliencyResult(Result):
 
 
 @dataclass(frozen=True)
+class SaliencyMethodsResult(Result):
+    """Every saliency method on one input, both models, one class (ferret's table): which words each method
+    ranks first, and how faithful each method's map is, side by side."""
+    fields: list[str]
+    words: list[str]  # the input's words (the same for both models: maps are aligned to words)
+    target_label: str | None  # the class every map explains (None: a regression score)
+    output: str
+    rows: list[dict]  # per method and model: method, model, scores, comprehensiveness, sufficiency, seconds, delta
+    agreement: dict  # method -> the two models' rank agreement with it
+
+
+@dataclass(frozen=True)
 class SaliencyDatasetResult(Result):
     """Saliency over many examples (`explanation.explain_dataset`)."""
     dataset: str
@@ -129,7 +141,8 @@ class ProjectionResult(Result):
     knn_chance: float  # the overlap two unrelated spaces would have
     procrustes_disparity: float  # residual after aligning the second projection to the first (0: same shape)
     embeddings_cached: list[bool]  # per model
-    points: list[dict] = field(repr=False)  # `projection.projection_table`: x, y, model, text, gold, prediction
+    points: list[dict] = field(repr=False)  # `projection.projection_table`: model, index, x, y, text, gold, ...
+    texts: list[list[str]] = field(repr=False)  # each example's fields; a point's `index` is its position here
 
 
 @dataclass(frozen=True)
@@ -191,5 +204,5 @@ class ChecklistResult(Result):
     summary: str
 
 
-RESULTS = (PredictResult, SaliencyResult, SaliencyDatasetResult, CounterfactualResult, ProjectionResult,
-           BenchmarkResult, EmbedResult, FactsResult, AttackResult, ChecklistResult)
+RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
+           ProjectionResult, BenchmarkResult, EmbedResult, FactsResult, AttackResult, ChecklistResult)

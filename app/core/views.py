@@ -305,44 +305,155 @@ def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.
     return summary, table.astype(str), pd.DataFrame(trans)
 
 
+def checklist_failures(res: dict, per_test: int = 2) -> list[dict]:
+    """Up to `per_test` failing cases per test and model, in the table's order; `texts`: the case's first input
+    (its fields), which a picked row loads into the other tabs."""
+    rows = []
+    for t in res["tests"]:
+        for r in t["results"]:
+            for e in r["examples"][:per_test]:
+                rows.append({"model": r["model"], "test": t["name"],
+                             "inputs": " | ".join(" / ".join(x) for x in e["inputs"])[:300], "why": e["detail"],
+                             "texts": list(e["inputs"][0]) if e["inputs"] else None})
+    return rows
+
+
 def checklist_views(res: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """A CheckList run as the fail rate per test (with its paired p-values), up to two failing cases per test
     and model, and the mean fail rate per capability (bar rows)."""
-    rows, fail_rows = [], []
+    rows = []
     for t in res["tests"]:
         row = {"capability": t["capability"], "test": t["name"], "type": t["type"], "n": t["results"][0]["n"]}
         for r in t["results"]:
             row[f"{r['model']} fail %"] = None if r["fail_rate"] is None else round(100 * r["fail_rate"], 1)
-            for e in r["examples"][:2]:
-                fail_rows.append({"model": r["model"], "test": t["name"],
-                                  "inputs": " | ".join(" / ".join(x) for x in e["inputs"])[:300], "why": e["detail"]})
         paired = t.get("paired") or {}
         row["p (McNemar)"], row["p (Holm)"] = (None if paired.get(k) is None else round(paired[k], 4)
                                                for k in ("p_value", "p_holm"))
         row["expectation"] = t["expectation"]
         rows.append(row)
+    fails = pd.DataFrame([{k: v for k, v in f.items() if k != "texts"} for f in checklist_failures(res)],
+                         columns=["model", "test", "inputs", "why"])
     bars = [{"capability": cap, "model": m, "fail rate": v or 0.0}
             for cap, per in res["capabilities"].items() for m, v in per.items()]
-    return pd.DataFrame(rows), pd.DataFrame(fail_rows), bars
+    return pd.DataFrame(rows), fails, bars
 
 
-def attack_views(res: dict, names: list[str]) -> tuple[str, list, pd.DataFrame, list[dict]]:
-    """An attack as its summary, the first example's words per model (changed ones marked), a row per example
-    and model, and the success and transfer rates (bar rows)."""
-    first = res["examples"][0]["results"] if res["examples"] else []
-    marked = [[(c if ch else clip(c), "changed" if ch else None) for c, ch in (r.get("marked") or [])]
-              or [(r["outcome"], None)] for r in first] or [[] for _ in names]
-    rows = [{"#": ex["index"], "model": r["model"], "outcome": r["outcome"],
+# TextAttack's demo colours a changed word by the label it speaks for: the original words in the original label's
+# colour, the new ones in the adversarial label's (textattack.shared.utils.color_from_label), here as soft tints
+LABEL_TINTS = ("#f8c4c4", "#bfe8c4", "#bde6f2", "#dccbf0", "#c6d4f5", "#f5e3b8")
+
+
+def _tint(label: str | None, labels: list[str]) -> str:
+    return LABEL_TINTS[labels.index(label) % len(LABEL_TINTS)] if label in labels else "#f5e3b8"
+
+
+def _marked_html(marked: list, tint: str) -> str:
+    return "".join(f'<mark style="background:{tint};padding:0 2px;border-radius:3px">{html.escape(c)}</mark>'
+                   if ch else html.escape(clip(c)) for c, ch in marked)
+
+
+def attack_panel(example: dict, k: int, labels: list[str]) -> str:
+    """Model k's attack on one example as TextAttack's demo shows it: label and confidence before → after, the
+    original with the words it changed and the adversarial text with their replacements, coloured by label;
+    whether it fools the other model; or why the attack failed."""
+    r = example["results"][k]
+    before = r.get("original_label")
+    conf = (lambda c: "" if c is None else f" ({100 * c:.0f}%)")
+    head = f"<b>{html.escape(r['model'])}</b>: "
+    if r["outcome"] != "success":
+        said = f"{html.escape(str(before))}{conf(r.get('original_confidence'))}, " if before else ""
+        why = html.escape(r.get("why") or r["outcome"])
+        return f"<div>{head}{said}<b>{html.escape(r['outcome'])}</b>: {why}</div>"
+    after = r.get("adversarial_label")
+    moved = (f"{html.escape(str(before))}{conf(r.get('original_confidence'))} → "
+             f"<b>{html.escape(str(after))}</b>{conf(r.get('adversarial_confidence'))}")
+    swaps = ", ".join(f"{html.escape(a)} → {html.escape(b)}" for a, b in r.get("swaps") or [])
+    fooled = [t for t in example.get("transfer", []) if t["from"] == r["model"]]
+    transfer = "".join(f" · {'fools' if t['fooled'] else 'does not fool'} {html.escape(t['to'])} "
+                       f"({html.escape(str(t['label_before']))} → {html.escape(str(t['label_after']))})"
+                       for t in fooled)
+    original = r.get("marked_original") or [[" / ".join(example["texts"]), False]]
+    return (f"<div>{head}{moved} in {r['queries']} queries{transfer}<br><small>{swaps}</small></div>"
+            f"<div><small>original</small> {_marked_html(original, _tint(before, labels))}</div>"
+            f"<div><small>adversarial</small> {_marked_html(r.get('marked') or [], _tint(after, labels))}</div>")
+
+
+def attack_views(res: dict, names: list[str], labels: list[str], shown: int = 0
+                 ) -> tuple[str, list[str], pd.DataFrame, list[dict]]:
+    """An attack as its summary, example `shown`'s panel per model (`attack_panel`), a row per example and model
+    (its outcome: the labels it moved between, or why it failed), and the success and transfer rates (bars)."""
+    ex = res["examples"][shown] if 0 <= shown < len(res["examples"]) else None
+    panels = [attack_panel(ex, k, labels) if ex else "" for k in range(len(names))]
+    rows = [{"#": e["index"], "model": r["model"],
+             "outcome": (f"{r['original_label']} → {r['adversarial_label']}" if r["outcome"] == "success"
+                         else f"{r['outcome']}: {r.get('why') or ''}".rstrip(": ")),
              "adversarial": " / ".join(clip(t) for t in r["adversarial"] or []), "queries": r["queries"],
              "perturbed %": "" if r["perturbed_words_pct"] is None else round(r["perturbed_words_pct"], 1),
              "seconds": round(r["seconds"], 2)}
-            for ex in res["examples"] for r in ex["results"]]
+            for e in res["examples"] for r in e["results"]]
     bars = [{"model": m, "measure": f"{what} rate", "value": s[f"{what}_rate"] or 0.0}
             for m, s in res["summary"].items() for what in ("success", "transfer")]
     summary = cut_line(res) + " · ".join(attack_line(k, v) for k, v in res["summary"].items())
     if res.get("comparison") and res["comparison"]["n"] > 1:  # one example is no test
         summary += "<br>" + html.escape(verdict(res["comparison"], names, unit="examples attacked on both models"),
                                         quote=False)
-    notes = dict.fromkeys(r["note"] for ex in res["examples"] for r in ex["results"] if r.get("note"))
+    notes = dict.fromkeys(r["note"] for e in res["examples"] for r in e["results"] if r.get("note"))
     summary += "".join(f"<br><small>{html.escape(n)}</small>" for n in notes)  # e.g. a long input's window
-    return summary, marked, pd.DataFrame(rows), bars
+    return summary, panels, pd.DataFrame(rows), bars
+
+
+METHOD_NAMES = {"gradient_norm": "gradient norm", "gradient_x_input": "gradient × input", "occlusion": "occlusion",
+                "lime": "LIME", "integrated_gradients": "integrated gradients"}
+SHOWN_WORDS = 40  # word columns of the method table; the JSON has every word
+
+
+def _cell(score: float | None, top: float) -> str:
+    """A word's cell as the maps colour it: red for the explained class, purple against, shade by |score|."""
+    if score is None:
+        return '<td style="color:#999">·</td>'
+    a = min(1.0, abs(score) / top) if top else 0.0
+    rgb = "220,38,38" if score >= 0 else "126,34,206"
+    return f'<td style="background:rgba({rgb},{0.85 * a:.2f});text-align:right">{score / top if top else 0:+.2f}</td>'
+
+
+def methods_table(res: dict) -> str:
+    """Every method × model as one row of word cells (ferret's table), each row scaled to its own largest
+    |score|, with the map's comprehensiveness and sufficiency first: an HTML table that scrolls sideways."""
+    words = res["words"][:SHOWN_WORDS]
+    head = "".join(f"<th>{html.escape(w)}</th>" for w in words)
+    more = f"<th>… {len(res['words']) - SHOWN_WORDS} more</th>" if len(res["words"]) > SHOWN_WORDS else ""
+    body = []
+    for r in res["rows"]:
+        unread = set(r.get("unread") or ())
+        scores = [None if i in unread else s for i, s in enumerate(r["scores"][:SHOWN_WORDS])]
+        top = max((abs(s) for s in scores if s is not None), default=0.0)
+        agree = res["agreement"].get(r["method"])
+        body.append(f"<tr><td><b>{html.escape(METHOD_NAMES.get(r['method'], r['method']))}</b></td>"
+                    f"<td>{html.escape(r['model'])}</td><td>{fixed(r['comprehensiveness'])}</td>"
+                    f"<td>{fixed(r['sufficiency'])}</td><td>{'' if agree is None else fixed(agree, 2)}</td>"
+                    + "".join(_cell(s, top) for s in scores) + ("<td></td>" if more else "") + "</tr>")
+    label = res.get("target_label")
+    what = "the score" if label is None else f"{'the logit of ' if res['output'] == 'logit' else ''}" \
+                                            f"<b>{html.escape(str(label))}</b>"
+    return (f"<div>Every map explains {what}. Comprehensiveness: higher is more faithful; sufficiency: lower is; "
+            "agreement: the two models' rank correlation under that method.</div>"
+            '<div style="overflow-x:auto"><table style="border-collapse:collapse;font-size:0.85em">'
+            "<thead><tr><th>method</th><th>model</th><th>compr.</th><th>suff.</th><th>agree</th>"
+            f"{head}{more}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+
+
+def probability_table(res: dict) -> str:
+    """Both models' probabilities in the task's class order (a label widget sorts each model by confidence,
+    so the two lists came in different orders), or their scores, with each model's latency."""
+    models = res["models"]
+    head = "| | " + " | ".join(f"**{html.escape(m['model'])}**" for m in models) + " |"
+    rows = [head, "|---|" + "---|" * len(models)]
+    if "probabilities" in models[0]:
+        for label in models[0]["probabilities"]:
+            cells = [f"{m['probabilities'].get(label, 0.0):.3f}" + (" ◀" if m.get("label") == label else "")
+                     for m in models]
+            rows.append(f"| {html.escape(str(label))} | " + " | ".join(cells) + " |")
+    else:
+        rows.append("| score | " + " | ".join(f"{m['score']:.3f}" for m in models) + " |")
+    rows.append("| latency | " + " | ".join(f"{m['latency_ms']:.1f} ms" for m in models) + " |")
+    return "\n".join(rows)

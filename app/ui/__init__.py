@@ -15,7 +15,7 @@ import gradio as gr
 
 from app.core import api
 
-from . import attacks, benchmark, checklist, compare, counterfactuals, facts, projection, saliency
+from . import attacks, benchmark, checklist, common, compare, counterfactuals, facts, projection, saliency
 from .attacks import attack_examples as _attack_examples  # noqa: F401 - tests and older imports
 from .common import (  # noqa: F401 - the shared pieces, importable from the package
     _RUNNING,
@@ -37,7 +37,10 @@ log = logging.getLogger("albert_lens.ui")
 # table headers wrap instead of ending in "...": "albert-sst2 before" fits no column of a side-by-side table
 CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n"
        "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
-       "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }")
+       "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }\n"
+       # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
+       # width and the table scrolls sideways instead
+       "@media (max-width: 720px) { th, td { min-width: 4.5em; } .table-container { overflow-x: auto; } }")
 TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, attacks, checklist)
 
 
@@ -49,12 +52,23 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
                                           "batch": BATCH["concurrency_limit"]}) if workers else None)
     ctx = Ctx.of(pair, heavy)
     with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS) as demo:
-        gr.Markdown(f"**albert-lens** · {html.escape(pair.banner())}")
-        for tab in TABS:
-            tab.tab(ctx)
+        gr.Markdown(banner(pair))
+        with gr.Tabs() as tabs:
+            for tab in TABS:
+                tab.tab(ctx)
+        common.wire_links(ctx, tabs)
     demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64)
     demo.heavy = heavy
     return demo
+
+
+def banner(pair: api.Pair) -> str:
+    """One line: the pair and its two models' sources (the full story, families and origins, is in Model facts
+    and the server log); a model that would mislead says so."""
+    models = " vs ".join(f"**{html.escape(m.name)}** <small>{html.escape(m.spec.source)}</small>" for m in pair.models)
+    warn = "".join(f" · ⚠ {html.escape(m.name)}: classification head untrained (random), its predictions mean "
+                   "nothing" for m in pair.models if getattr(m, "untrained_head", False))
+    return f"**albert-lens** · pair *{html.escape(pair.name)}*: {models}{warn}"
 
 
 def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:

@@ -6,7 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import grouped_bars
 
-from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, shipped, stop_session
+from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, on_select, shipped, stop_session
 
 NO_DATASET = "none: attack the text above"
 
@@ -19,9 +19,26 @@ def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe_n
     res = ctx.heavy.batch(api.attack, ctx.pair, recipe, text, text2, gold_label, dataset or None, n_examples,
                           query_budget, time_limit_s,
                           progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe}: {d}/{t} examples"))
-    summary, marked, table, bars = views.attack_views(res, ctx.names)
-    return (res.to_dict(), summary, *marked, table, grouped_bars(bars, "model", "value", "measure", "rate",
+    summary, panels, table, bars = views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []))
+    return (res.to_dict(), summary, *panels, table, grouped_bars(bars, "model", "value", "measure", "rate",
                                                                   ylim=(0, 1)))
+
+
+def show_example(ctx: Ctx, res: dict | None, row: int | None) -> list[str]:
+    """A row of the table picked: that example's panels (the table has a row per example and model)."""
+    if not res or not res.get("examples") or row is None:
+        return [""] * len(ctx.names)
+    _, panels, _, _ = views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []),
+                                         shown=int(row) // len(ctx.names))
+    return panels
+
+
+def attacked_texts(res: dict, row: int) -> list[str] | None:
+    """The picked row's adversarial text (its original where the attack did not succeed)."""
+    rows = [r for e in res["examples"] for r in e["results"]]
+    if not 0 <= row < len(rows):
+        return None
+    return rows[row]["adversarial"] or res["examples"][row // len(res["examples"][0]["results"])]["texts"]
 
 
 def attack_examples(pair: api.Pair) -> list[list]:
@@ -36,7 +53,7 @@ def tab(ctx: Ctx) -> None:
     fields = pair.task.fields
     choices = [(f"{r['name']} ({'offline' if r['offline'] else 'needs downloads'}"
                 f"{'' if r['available'] else ', unavailable here'})", r["name"]) for r in api.list_recipes()]
-    with gr.Tab("Attacks"):
+    with gr.Tab("Attacks", id="attacks"):
         describe("A TextAttack recipe perturbs the input until a model leaves its gold label. Success rate: the "
                  "share of attacked examples it fooled; transfer: the share of one model's adversarial examples "
                  "that also fool the other.")
@@ -57,14 +74,16 @@ def tab(ctx: Ctx) -> None:
             go = gr.Button("Attack both models", variant="primary")
             stop = gr.Button("Stop")
         summary = gr.Markdown(label="summary")
+        describe("Pick a row of the table to see that example's words here; its text goes into the other tabs.")
         with gr.Row():
-            diffs = [gr.HighlightedText(label=f"{n_} adversarial (first example)", combine_adjacent=False,
-                                        show_legend=False) for n_ in ctx.names]
+            diffs = [gr.HTML(label=n_) for n_ in ctx.names]
         table = gr.Dataframe(headers=["#", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
                              label="per example and model", wrap=True)
         plot = gr.Plot(label="success and transfer rates")
         raw = json_out()
         go.click(bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
+        table.select(on_select(show_example, ctx), raw, diffs, api_name=False, queue=False)
+        ctx.link(table, raw, attacked_texts, switch=False)  # the panels above show it; the other tabs get it
         gr.Examples(attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
         stop.click(stop_session, None, summary, api_name="attack_stop", queue=False)

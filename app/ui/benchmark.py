@@ -17,8 +17,13 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples:
             views.disagreement_frame(res, ctx.names))
 
 
+def disagreement_texts(res: dict, row: int) -> list[str] | None:
+    shown = res["disagreements"]["examples"]
+    return shown[row]["texts"] if 0 <= row < len(shown) else None
+
+
 def tab(ctx: Ctx) -> None:
-    with gr.Tab("Benchmark"):
+    with gr.Tab("Benchmark", id="benchmark"):
         describe("Accuracy of both models on the same examples; the p-value (McNemar's exact test) says whether the "
                  "gap is more than chance. The table lists the examples they answer differently.")
         with gr.Row():
@@ -29,10 +34,11 @@ def tab(ctx: Ctx) -> None:
         go = gr.Button("Score both models", variant="primary")
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(label="accuracy")
-        table = gr.Dataframe(headers=["#", "input", "gold", *ctx.names, "right"], wrap=True,
-                             label=f"examples the models answer differently (one model right first; at most "
-                                   f"{api.DISAGREEMENTS_SHOWN})",
+        describe(f"The examples the models answer differently, one model right first (at most "
+                 f"{api.DISAGREEMENTS_SHOWN}); pick one to open it in Compare.")
+        table = gr.Dataframe(headers=["#", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
                              column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = json_out()
+        ctx.link(table, raw, disagreement_texts)
         go.click(bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark", **BATCH)
         stop_button(summary)

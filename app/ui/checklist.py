@@ -25,10 +25,15 @@ def checklist(ctx: Ctx, suite_path: str | None = None, uploaded=None, cases_per_
             grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
 
 
+def failure_texts(res: dict, row: int) -> list[str] | None:
+    fails = views.checklist_failures(res)
+    return fails[row]["texts"] if 0 <= row < len(fails) else None
+
+
 def tab(ctx: Ctx) -> None:
     suites = list(api.released_suites(ctx.pair))
     names = ctx.names
-    with gr.Tab("Behavioural"):
+    with gr.Tab("Behavioural", id="checklist"):
         describe("CheckList tests of capabilities (vocabulary, negation, robustness to typos, fairness): the fail "
                  "rate of each model per test, and McNemar's p-value for whether they fail equally often "
                  "(Holm-corrected for the number of tests).")
@@ -49,9 +54,11 @@ def tab(ctx: Ctx) -> None:
                                       "p (McNemar)", "p (Holm)", "expectation"], wrap=True,
                              column_widths=["9%", "18%", "5%", "4%", *["9%"] * len(names), "10%", "8%", "28%"],
                              label="fail rate per test")
-        fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], label="failing examples", wrap=True,
+        fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], wrap=True,
+                             label="failing examples",
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
+        ctx.link(fails, raw, failure_texts)
         go.click(bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
                  api_name="checklist", **BATCH)
         stop_button(verdict)

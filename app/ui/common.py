@@ -9,7 +9,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import gradio as gr
@@ -133,6 +133,14 @@ class Ctx:
     heavy: Heavy
     hosted: bool
     datasets: list  # (label, value) choices of every dataset field: the shipped examples, the released dev set
+    # linked views: the text boxes an example can be loaded into (Compare's first), and the tables that load one
+    inputs: list = field(default_factory=list)
+    links: list = field(default_factory=list)
+
+    def link(self, table, source, texts_of: Callable, switch: bool = True) -> None:
+        """Picking a row of `table` loads `texts_of(res, row)` (`res`: the value of `source`, the tab's JSON or
+        state) into every tab's text boxes and, with `switch`, opens Compare."""
+        self.links.append((table, source, texts_of, switch))
 
     @classmethod
     def of(cls, pair: api.Pair, heavy: Heavy | None = None) -> Ctx:
@@ -163,21 +171,62 @@ def bind(fn: Callable, ctx: Ctx) -> Callable:
     return guarded(handler)
 
 
+def on_select(fn: Callable, ctx: Ctx) -> Callable:
+    """`fn(ctx, res, row)` as the handler of a table's row being picked, `res` the tab's JSON output (the table
+    shows a shortened view of it) and `row` the picked row's index. Gradio finds the event's data by its type
+    hint, which a `functools.partial` hides."""
+
+    def picked(res: dict | None, evt: gr.SelectData):
+        row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
+        return fn(ctx, res, None if row is None else int(row))
+
+    return picked
+
+
+def on_select_range(fn: Callable, ctx: Ctx, *args) -> Callable:
+    """`fn(ctx, state, *args, span)` as the handler of a range drawn on a plot (`span`: its x range)."""
+
+    def selected(state, evt: gr.SelectData):
+        return fn(ctx, state, *args, evt.index)
+
+    return selected
+
+
+def load_texts(texts: list[str] | None, n_boxes: int, switch: bool) -> list:
+    """The outputs of a picked row: the example's fields into each tab's (text, text2) boxes; Compare opened."""
+    if not texts:
+        return [gr.update()] * (n_boxes + 1)
+    pair_ = (list(texts) + [""])[:2]
+    return [*(pair_ * (n_boxes // 2)), gr.Tabs(selected="compare") if switch else gr.update()]
+
+
+def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
+    """After every tab is built: each linked table fills every tab's text boxes (`Ctx.link`)."""
+    for table, source, texts_of, switch in ctx.links:
+        def load(ctx_: Ctx, res, row, texts_of=texts_of, switch=switch):
+            texts = texts_of(res, row) if res and row is not None else None
+            return load_texts(texts, len(ctx_.inputs), switch)
+
+        table.select(on_select(load, ctx), source, [*ctx.inputs, tabs], api_name=False, queue=False)
+
+
 def describe(text: str) -> None:
     """A tab's first line: what it answers and how to read it."""
     gr.Markdown(f"<small>{text}</small>")
 
 
-def json_out() -> gr.JSON:
+def json_out(what: str = "result") -> gr.JSON:
     """The full result for whoever wants it, closed: the page shows the figures first."""
-    with gr.Accordion("result as JSON", open=False):
+    with gr.Accordion(f"{what} as JSON", open=False):
         return gr.JSON(label="JSON", show_label=False)
 
 
-def text_inputs(pair: api.Pair) -> tuple[gr.Textbox, gr.Textbox]:
-    fields, is_pair = pair.task.fields, pair.task.is_pair
+def text_inputs(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
+    """A tab's input boxes, registered so a picked example elsewhere (`Ctx.link`) is loaded into them."""
+    fields, is_pair = ctx.pair.task.fields, ctx.pair.task.is_pair
     t1 = gr.Textbox(label=fields[0], lines=2, max_lines=8)
     t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair)
+    ctx.inputs += [t1, t2]
     return t1, t2
 
 

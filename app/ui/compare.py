@@ -1,8 +1,6 @@
 """Compare: both models' answer to one input."""
 from __future__ import annotations
 
-import html
-
 import gradio as gr
 
 from app.core import api, views
@@ -12,18 +10,17 @@ from .common import CHEAP, Ctx, bind, describe, examples, json_out, text_inputs
 
 def predict(ctx: Ctx, text: str, text2: str | None = None) -> tuple:
     res = api.predict(ctx.pair, text, text2)
-    latency = " · ".join(f"**{html.escape(m['model'])}** {m['latency_ms']:.1f} ms" for m in res["models"])
-    return res.to_dict(), *[views.prob_label(m) for m in res["models"]], "latency: " + latency
+    return res.to_dict(), *[views.prob_label(m) for m in res["models"]], views.probability_table(res)
 
 
 def tab(ctx: Ctx) -> None:
-    with gr.Tab("Compare"):
+    with gr.Tab("Compare", id="compare"):
         describe("Both models' class probabilities for one input, and how long each took.")
-        t1, t2 = text_inputs(ctx.pair)
+        t1, t2 = text_inputs(ctx)
         go = gr.Button("Predict", variant="primary")
         with gr.Row():
             labels = [gr.Label(label=n, num_top_classes=5) for n in ctx.names]
-        info = gr.Markdown(label="latency")
+        info = gr.Markdown(label="probabilities")
         raw = json_out()
         go.click(bind(predict, ctx), [t1, t2], [raw, *labels, info], api_name="predict", **CHEAP)
         gr.Examples(examples(ctx.pair), [t1, t2] if ctx.pair.task.is_pair else [t1])

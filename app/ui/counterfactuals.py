@@ -14,6 +14,14 @@ STUDY_SWAP = "cities -> townships"
 NEUTRAL_SWAPS = "film -> movie, movie -> film, food -> meal, phone -> device, hotel -> motel, pizza -> pasta"
 
 
+GENERATOR_NAMES = {"word_replacement": "replace words", "wordnet_synonym": "WordNet synonym swaps",
+                   "wordnet_antonym": "WordNet antonym swaps", "ablation_flip": "remove words until the label flips",
+                   "hotflip": "HotFlip: the one swap that moves the label most",
+                   "dataset_flip_rate": "over a dataset: replace words (flip rate)",
+                   "dataset_wordnet_synonym": "over a dataset: WordNet synonyms",
+                   "dataset_wordnet_antonym": "over a dataset: WordNet antonyms"}
+
+
 def default_swaps(pair: api.Pair) -> str:
     """The study's swap for sentence pairs (its RTE example A has 'cities'); for single sentences, neutral noun
     swaps that occur in the shipped examples, so Generate works on them as they come."""
@@ -38,12 +46,13 @@ def _controls(generator: str) -> tuple:
 
 def tab(ctx: Ctx) -> None:
     names = ctx.names
-    with gr.Tab("Counterfactuals"):
+    with gr.Tab("Counterfactuals", id="counterfactuals"):
         describe("Edit the input and see which model's label moves. Δp: the change in the probability of the label "
                  "the model gave the original; over a dataset, the flip rate is the share of edits that change it.")
-        c1, c2 = text_inputs(ctx.pair)
+        c1, c2 = text_inputs(ctx)
         with gr.Row():
-            gen = gr.Dropdown(list(api.GENERATORS), value="word_replacement", label="generator")
+            gen = gr.Dropdown([(GENERATOR_NAMES.get(g, g), g) for g in api.GENERATORS], value="word_replacement",
+                              label="generator")
             repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=default_swaps(ctx.pair),
                               lines=2)
         with gr.Row():
@@ -56,7 +65,7 @@ def tab(ctx: Ctx) -> None:
         ctable = gr.Dataframe(
             headers=["flips", "edited", "edits", "generator",
                      *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
-            label="changes (Δp: change in the probability of the label the model gave the original)", wrap=True,
+            label="changes", wrap=True,
             column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))],
         )
         craw = json_out()

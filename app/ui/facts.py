@@ -22,7 +22,7 @@ def facts(ctx: Ctx, texts: str | None = None, progress=gr.Progress()) -> tuple:
 
 
 def tab(ctx: Ctx) -> None:
-    with gr.Tab("Model facts"):
+    with gr.Tab("Model facts", id="facts"):
         describe("Parameters, speed and how much each layer changes the representation (ALBERT shares one set "
                  "of layer weights; its transitions are smoother in the paper's Fig. 2).")
         texts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = shipped examples)",
@@ -32,8 +32,8 @@ def tab(ctx: Ctx) -> None:
         table = gr.Dataframe(headers=["fact", *ctx.names], label="facts")
         with gr.Row():
             order = steps(ctx)
-            l2 = gr.LinePlot(x="layer", y="l2", color="model", sort=order, label="L2 distance between layers")
+            l2 = gr.LinePlot(x="layer", y="l2", color="model", sort=order, label="L2 between layers")
             cosine = gr.LinePlot(x="layer", y="cosine", color="model", sort=order,
-                                 label="cosine similarity between layers")
+                                 label="cosine between layers")
         raw = json_out()
         go.click(bind(facts, ctx), [texts], [raw, summary, table, l2, cosine], api_name="facts", **SINGLE)

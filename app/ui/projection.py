@@ -10,7 +10,18 @@ import pandas as pd
 from app.core import api, views
 from app.core.plots import plot_png
 
-from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
+from .common import (
+    BATCH,
+    Ctx,
+    bind,
+    dataset_field,
+    describe,
+    json_out,
+    on_select_range,
+    progress_of,
+    stop_button,
+    upload_path,
+)
 
 
 def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method_name: str = "umap", pool: str = "cls",
@@ -26,14 +37,38 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method_name: st
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # the same axes in all three
     per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour, **lims)
                  for n in ctx.names]
-    summary = {k: v for k, v in res.items() if k != "points"}
+    summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
     return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, **lims),
-            str(out_dir / "projection.csv"), str(out_dir / "projection.png"))
+            str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
+            {"points": res["points"], "texts": res["texts"], "picked": []})
+
+
+PICKED_SHOWN = 30
+
+
+def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
+    """The points of `model`'s plot whose x lies in the brushed `span` (Gradio's scatter selects an x range),
+    nearest its middle first, as a table whose rows open their example; the state remembers which is which."""
+    if not state or not isinstance(span, list | tuple) or len(span) != 2:
+        return gr.update(), state
+    lo, hi = sorted(float(v) for v in span)
+    mid = (lo + hi) / 2
+    hits = sorted((p for p in state["points"] if p["model"] == model and lo <= p["x"] <= hi),
+                  key=lambda p: abs(p["x"] - mid))[:PICKED_SHOWN]
+    rows = [{"#": p["index"] + 1, "text": views.clip(p["text"]), "gold": p["gold"],
+             **{f"{n} prediction": p.get(f"{n} prediction", "") for n in ctx.names}} for p in hits]
+    columns = ["#", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
+    return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits]}
+
+
+def picked_texts(state: dict, row: int) -> list[str] | None:
+    picked = state.get("picked") or []
+    return state["texts"][picked[row]] if 0 <= row < len(picked) else None
 
 
 def tab(ctx: Ctx) -> None:
     pair = ctx.pair
-    with gr.Tab("Projection"):
+    with gr.Tab("Projection", id="projection"):
         describe("Each model's sentence embeddings in 2-D, the second aligned to the first. Shared k-nearest "
                  "neighbours: the share of each sentence's neighbours the two spaces have in common (1: the same "
                  "neighbourhoods); Procrustes disparity: what is left after aligning the two clouds (0: the same "
@@ -47,19 +82,29 @@ def tab(ctx: Ctx) -> None:
             pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
             layer = gr.Slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
                               label="layer (-1 = top, 0 = embeddings)")
-            colour = gr.Radio(["gold", "prediction", "correct"], value="gold", label="colour by")
+            colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
+                               ("models agree?", "models")], value="gold", label="colour by")
             limit = gr.Number(value=500, label="max examples")
         go = gr.Button("Project", variant="primary")
         summary = gr.Markdown(label="summary")
+        tooltip = ["text", "gold", *[f"{n} prediction" for n in ctx.names]]
         with gr.Row():
-            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=["text", "gold", "prediction"], label=n)
+            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=tooltip, label=n, height=420, min_width=320)
                        for n in ctx.names]
         overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"],
-                                 label="overlay (second aligned to first)")
+                                 label="overlay")
         with gr.Row():
             csv_out = gr.File(label="CSV")
             png_out = gr.Image(label="PNG", type="filepath")
+        describe("Draw a range across a plot to list its points below; pick one to open it in Compare. The "
+                 "overlay shows the second model's cloud aligned to the first's.")
+        picked = gr.Dataframe(headers=["#", "text", "gold", *[f"{n} prediction" for n in ctx.names]], wrap=True,
+                              label="picked points")
         raw = json_out()
+        state = gr.State()
         go.click(bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
-                 [raw, summary, *scatter, overlay, csv_out, png_out], api_name="project", **BATCH)
+                 [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **BATCH)
+        for plot, name in zip(scatter, ctx.names):
+            plot.select(on_select_range(points_in, ctx, name), state, [picked, state], api_name=False, queue=False)
+        ctx.link(picked, state, picked_texts)
         stop_button(summary)

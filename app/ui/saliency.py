@@ -20,6 +20,13 @@ def saliency(ctx: Ctx, text: str, text2: str | None = None, method_name: str = "
     return res.to_dict(), *maps, views.saliency_summary(res), saliency_figure(res)
 
 
+def saliency_methods(ctx: Ctx, text: str, text2: str | None = None, target_label: str | None = "predicted",
+                     ig_tolerance: str | None = None, explained: str | None = "prob", progress=gr.Progress()) -> tuple:
+    progress(0.1, desc="every method on both models")
+    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target_label, ig_tolerance, explained)
+    return res.to_dict(), views.methods_table(res)
+
+
 def headers(res: dict | None) -> list:
     """Each panel's title names the class its map explains (after the result, so the API's outputs stay values)."""
     maps = (res or {}).get("maps") or []
@@ -37,13 +44,14 @@ def saliency_dataset(ctx: Ctx, dataset: str | None = None, method_name: str = "i
 
 def tab(ctx: Ctx) -> None:
     pair = ctx.pair
-    with gr.Tab("Saliency"):
+    with gr.Tab("Saliency", id="saliency"):
         describe("Which words each model's answer rests on, both explaining the same class. Comprehensiveness: how "
                  "much the class's probability drops without the top words (higher: the map found what mattered); "
                  "sufficiency: the drop with only them kept (lower is better).")
-        s1, s2 = common.text_inputs(pair)
+        s1, s2 = common.text_inputs(ctx)
         with gr.Row():
-            method = gr.Dropdown(sorted(api.METHODS), value="integrated_gradients", label="method")
+            method = gr.Dropdown([(views.METHOD_NAMES.get(m, m), m) for m in sorted(api.METHODS)],
+                                 value="integrated_gradients", label="method")
             target = gr.Dropdown(["predicted", *(pair.task.labels or [])], value="predicted",
                                  label="explain class (predicted: the first model's)")
             tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES if t >= api.limits()["min_ig_tolerance"]],
@@ -53,7 +61,9 @@ def tab(ctx: Ctx) -> None:
                               label="explain the class's", visible=not pair.task.is_regression)
         method.change(lambda m: gr.update(visible=m == "integrated_gradients"), method, tolerance,
                       api_name=False, queue=False)
-        go = gr.Button("Explain", variant="primary")
+        with gr.Row():
+            go = gr.Button("Explain", variant="primary")
+            every = gr.Button("All methods side by side")
         with gr.Row():
             maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False, color_map=None)
                     for n in ctx.names]
@@ -61,9 +71,13 @@ def tab(ctx: Ctx) -> None:
                     "share of that model's largest |score|</small>")
         summary = gr.Markdown(label="summary")
         bars = gr.Plot(label="per-word scores")
+        table = gr.HTML()  # all methods side by side
         raw = json_out()
+        mraw = json_out("all methods")
         go.click(bind(saliency, ctx), [s1, s2, method, target, tolerance, output], [raw, *maps, summary, bars],
                  api_name="saliency", **SINGLE).success(headers, raw, maps, api_name=False, queue=False)
+        every.click(bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
+                    api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
 
         with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
@@ -75,8 +89,8 @@ def tab(ctx: Ctx) -> None:
             splot = gr.Plot(label="faithfulness and agreement")
             stable = gr.Dataframe(headers=["#", "input", "explained class", "agreement",
                                            *[f"{n} top words" for n in ctx.names]], wrap=True,
-                                  label="where the two models agree least on which words matter")
-            sdraw = json_out()
+                                  label="lowest agreement")
+            sdraw = json_out("dataset result")
             sgo.click(bind(saliency_dataset, ctx), [sds, method, tolerance, slimit, output],
                       [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
             common.stop_button(ssum)
