@@ -218,7 +218,7 @@ def test_a_range_drawn_on_a_projection_lists_its_points_nearest_first(ctx):
                **{f"{n} prediction": "p" for n in ctx.names}} for m in ctx.names for i in range(10)]
     state = {"points": points, "texts": [[f"t{i}"] for i in range(10)], "picked": []}
     table, state = projection.points_in(ctx, state, ctx.names[0], [2.6, 5.2])
-    assert list(table["#"]) == [5, 4, 6]  # x = 4 is nearest the middle (3.9), then 3, then 5 (shown 1-based)
+    assert list(table["row"]) == [5, 4, 6]  # x = 4 is nearest the middle (3.9), then 3, then 5 (shown 1-based)
     assert projection.picked_texts(state, 1) == ["t3"] and projection.picked_texts(state, 3) is None
 
 

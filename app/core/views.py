@@ -80,7 +80,7 @@ def benchmark_summary(res: dict, names: list[str]) -> str:
 
 
 def disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
-    cols = ["#", "input", "gold", *names, "right"]
+    cols = ["row", "input", "gold", *names, "right"]
     rows = []
     for e in res["disagreements"]["examples"]:
         preds = [p if isinstance(p, str) else f"{p:.2f}" for p in e["predictions"]]
@@ -189,7 +189,7 @@ def lowest_agreement_frame(res: dict) -> pd.DataFrame:
         rows.append([i + 1, clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
                      *[", ".join(w) or "(none for the class)" for w in e["top_words"]]])
     return pd.DataFrame(
-        rows, columns=["#", "input", "explained class", "agreement", *[f"{n} top words" for n in names]]
+        rows, columns=["row", "input", "explained class", "agreement", *[f"{n} top words" for n in names]]
     )
 
 
@@ -384,7 +384,7 @@ def attack_views(res: dict, names: list[str], labels: list[str], shown: int = 0
     (its outcome: the labels it moved between, or why it failed), and the success and transfer rates (bars)."""
     ex = res["examples"][shown] if 0 <= shown < len(res["examples"]) else None
     panels = [attack_panel(ex, k, labels) if ex else "" for k in range(len(names))]
-    rows = [{"#": e["index"], "model": r["model"],
+    rows = [{"row": e["index"] + 1, "model": r["model"],
              "outcome": (f"{r['original_label']} → {r['adversarial_label']}" if r["outcome"] == "success"
                          else f"{r['outcome']}: {r.get('why') or ''}".rstrip(": ")),
              "adversarial": " / ".join(clip(t) for t in r["adversarial"] or []), "queries": r["queries"],

@@ -40,7 +40,10 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }\n"
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
        # width and the table scrolls sideways instead
-       "@media (max-width: 720px) { th, td { min-width: 4.5em; } .table-container { overflow-x: auto; } }")
+       "@media (max-width: 720px) { th, td { min-width: 6em; width: auto !important; }\n"
+       "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
+       "  .table-wrap thead { table-layout: auto !important; } .table-container { overflow-x: auto; }\n"
+       "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; } }")
 TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, attacks, checklist)
 
 

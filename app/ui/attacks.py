@@ -77,7 +77,7 @@ def tab(ctx: Ctx) -> None:
         describe("Pick a row of the table to see that example's words here; its text goes into the other tabs.")
         with gr.Row():
             diffs = [gr.HTML(label=n_) for n_ in ctx.names]
-        table = gr.Dataframe(headers=["#", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
+        table = gr.Dataframe(headers=["row", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
                              label="per example and model", wrap=True)
         plot = gr.Plot(label="success and transfer rates")
         raw = json_out()

@@ -36,7 +36,7 @@ def tab(ctx: Ctx) -> None:
         plot = gr.Plot(label="accuracy")
         describe(f"The examples the models answer differently, one model right first (at most "
                  f"{api.DISAGREEMENTS_SHOWN}); pick one to open it in Compare.")
-        table = gr.Dataframe(headers=["#", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
+        table = gr.Dataframe(headers=["row", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
                              column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = json_out()
         ctx.link(table, raw, disagreement_texts)

@@ -55,9 +55,9 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
     mid = (lo + hi) / 2
     hits = sorted((p for p in state["points"] if p["model"] == model and lo <= p["x"] <= hi),
                   key=lambda p: abs(p["x"] - mid))[:PICKED_SHOWN]
-    rows = [{"#": p["index"] + 1, "text": views.clip(p["text"]), "gold": p["gold"],
+    rows = [{"row": p["index"] + 1, "text": views.clip(p["text"]), "gold": p["gold"],
              **{f"{n} prediction": p.get(f"{n} prediction", "") for n in ctx.names}} for p in hits]
-    columns = ["#", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
+    columns = ["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
     return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits]}
 
 
@@ -98,7 +98,7 @@ def tab(ctx: Ctx) -> None:
             png_out = gr.Image(label="PNG", type="filepath")
         describe("Draw a range across a plot to list its points below; pick one to open it in Compare. The "
                  "overlay shows the second model's cloud aligned to the first's.")
-        picked = gr.Dataframe(headers=["#", "text", "gold", *[f"{n} prediction" for n in ctx.names]], wrap=True,
+        picked = gr.Dataframe(headers=["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]], wrap=True,
                               label="picked points")
         raw = json_out()
         state = gr.State()

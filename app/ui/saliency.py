@@ -87,7 +87,7 @@ def tab(ctx: Ctx) -> None:
             sgo = gr.Button("Explain the dataset with this method")
             ssum = gr.Markdown(label="summary")
             splot = gr.Plot(label="faithfulness and agreement")
-            stable = gr.Dataframe(headers=["#", "input", "explained class", "agreement",
+            stable = gr.Dataframe(headers=["row", "input", "explained class", "agreement",
                                            *[f"{n} top words" for n in ctx.names]], wrap=True,
                                   label="lowest agreement")
             sdraw = json_out("dataset result")
