@@ -267,6 +267,20 @@ def cmd_project(args) -> int:
     return 0
 
 
+def cmd_similarity(args) -> int:
+    api = _api()
+
+    pair = _pair(args)
+    with _bar("layer embeddings", args.json, "example") as step:
+        res = api.similarity(pair, args.dataset, args.limit, args.pooling, args.batch, progress=step, visitor=False)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2))
+    else:
+        print(views.similarity_table(res))
+    _save_figure(lambda: plots.similarity_figure(res), args.png)
+    return 0
+
+
 def cmd_facts(args) -> int:
     api = _api()
 
@@ -480,6 +494,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="folder for projection.csv, projection.png and projection.json")
     _output_args(p)
     p.set_defaults(func=cmd_project)
+
+    p = sub.add_parser("similarity", help="linear CKA between every layer of the two models (bounded memory)")
+    _pair_args(p)
+    p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
+    p.add_argument("--limit", type=int, default=500, help="first N examples")
+    p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
+    p.add_argument("--batch", type=int, default=128, help="examples per minibatch of the unbiased estimator")
+    _output_args(p, "the three CKA heatmaps")
+    p.set_defaults(func=cmd_similarity)
 
     p = sub.add_parser("facts", help="parameters, shared layers, layer transitions, latency and throughput")
     _pair_args(p)

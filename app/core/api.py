@@ -21,7 +21,7 @@ from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .benchmark import benchmark as score
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table
-from .embeddings import POOLINGS, embed_batch
+from .embeddings import POOLINGS, embed_batch, embed_layers
 from .engine import Engine, ray_or_none
 from .errors import InputError
 from .explanation import explain, explain_batch, explain_dataset
@@ -61,6 +61,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     SaliencyDatasetResult,
     SaliencyMethodsResult,
     SaliencyResult,
+    SimilarityResult,
 )
 from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir  # noqa: F401
 from .saliency import (
@@ -69,6 +70,7 @@ from .saliency import (
     check_output,
 )
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
+from .similarity import layer_similarity, spans
 from .timing import latency_batch, latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
@@ -386,6 +388,29 @@ def _projection_result(models, ds: Dataset, proj, preds) -> ProjectionResult:
         knn_overlap=proj.knn_overlap, k=proj.k, knn_chance=knn_chance(len(ds), proj.k),
         procrustes_disparity=proj.disparity, embeddings_cached=proj.embeddings_cached,
         points=projection_table(proj, models, ds.examples, preds), texts=[list(e.texts) for e in ds.examples])
+
+
+def similarity(pair: Pair, dataset: str | None = None, limit: int | None = 500, pooling: str = "cls",
+               batch_size: int | None = 128, progress: Progress = None, *, visitor: bool = True) -> SimilarityResult:
+    """Linear CKA of every layer of the first model against every layer of the second (and each against
+    itself) on a dataset's sentence embeddings, streamed in minibatches: memory is one batch's, however many
+    examples (`similarity.py`)."""
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
+    size = count("batch_size", batch_size, cap=1024, default=128)
+    ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    parts = spans(len(ds), size)
+
+    def batches():
+        for s, e in parts:
+            chunk = ds.examples[s:e]
+            yield tuple(embed_layers(clf, chunk, pooling=pooling) for clf in pair.models)
+            if progress:
+                progress(e, len(ds))
+
+    res = layer_similarity(batches())
+    return SimilarityResult.of(res, dataset=ds.name, pooling=pooling, models=[m.name for m in pair.models])
 
 
 def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,

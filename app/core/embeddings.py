@@ -74,3 +74,29 @@ def embed_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = 
 
 
 embed_batch.combine = "concat"
+
+
+@torch.inference_mode()
+def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str = "cls",
+                 batch_size: int = DEFAULT_BATCH * 2) -> np.ndarray:
+    """(layers + 1, n, hidden) float32: every layer's sentence embedding from one forward pass per batch (the
+    representational similarity of all layer pairs needs them all; `embed` once per layer would run the
+    encoder layers + 1 times)."""
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling: {pooling!r} is not one of {POOLINGS}")
+    examples = check_examples(clf.task, examples)
+    enc = tokenize(clf, examples)
+    out = np.zeros((n_layers(clf) + 1, len(examples), clf.model.config.hidden_size), dtype=np.float32)
+    done = 0
+    for idx in length_batches(enc, batch_size):
+        jobs.check(done, len(examples), "embeddings")
+        batch = pad(clf, enc, idx)
+        states = torch.stack(clf.model.base_model(**batch, output_hidden_states=True).hidden_states)
+        if pooling == "cls":
+            vec = states[:, :, 0]
+        else:
+            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
+            vec = (states * mask).sum(2) / mask.sum(1).clamp(min=1)
+        out[:, idx] = vec.float().numpy()
+        done += len(idx)
+    return out

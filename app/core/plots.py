@@ -242,3 +242,27 @@ def projection_figure(rows: list[dict], color: str = "gold", title: str = ""):
     if title:
         fig.suptitle(title)
     return fig
+
+
+def similarity_figure(res: dict):
+    """CKA heatmaps side by side (first × second, first × first, second × second), the best-matching layer of
+    the second model marked in each row of the first panel."""
+    import numpy as np
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    a, b = res["models"]
+    panels = [("cross", f"{a} (rows) × {b}"), ("a", f"{a} × {a}"), ("b", f"{b} × {b}")]
+    fig = Figure(figsize=(13, 4.2), layout="constrained")
+    axes = fig.subplots(1, 3)
+    for ax, (key, title) in zip(axes, panels):
+        m = np.array(res[key]["cka"], dtype=float)
+        im = ax.imshow(m, vmin=0, vmax=1, cmap="magma", origin="lower")
+        ax.set_title(f"linear CKA: {title}", fontsize=10)
+        ax.set_xlabel("layer")
+        ax.set_ylabel("layer")
+        if key == "cross":
+            for i, j in enumerate(res["best_b_for_a"]):
+                if j is not None:
+                    ax.plot(j, i, marker="o", markersize=6, markerfacecolor="none", markeredgecolor="#2ca02c")
+    fig.colorbar(im, ax=axes.tolist(), shrink=0.8)
+    return fig

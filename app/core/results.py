@@ -146,6 +146,22 @@ class ProjectionResult(Result):
 
 
 @dataclass(frozen=True)
+class SimilarityResult(Result):
+    """Linear CKA between every layer of the two models, and of each with itself (`similarity.layer_similarity`):
+    layer 0 is the embedding output; a None cell is a layer whose vectors don't vary across examples."""
+    dataset: str
+    n: int
+    pooling: str
+    models: list[str]
+    cross: dict  # {"cka", "low", "high"}: (layers of the first) × (layers of the second), 95% bootstrap bounds
+    a: dict  # the first model against itself
+    b: dict  # the second against itself
+    best_b_for_a: list[int | None]  # per layer of the first: the second's layer most like it
+    best_a_for_b: list[int | None]
+    batches: int  # minibatches of the unbiased estimator (the bootstrap resamples them)
+
+
+@dataclass(frozen=True)
 class BenchmarkResult(Result):
     """Both models scored on one labelled dataset (`benchmark.benchmark`)."""
     pair: str
@@ -205,4 +221,4 @@ class ChecklistResult(Result):
 
 
 RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
-           ProjectionResult, BenchmarkResult, EmbedResult, FactsResult, AttackResult, ChecklistResult)
+           ProjectionResult, SimilarityResult, BenchmarkResult, EmbedResult, FactsResult, AttackResult, ChecklistResult)

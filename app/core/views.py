@@ -457,3 +457,18 @@ def probability_table(res: dict) -> str:
         rows.append("| score | " + " | ".join(f"{m['score']:.3f}" for m in models) + " |")
     rows.append("| latency | " + " | ".join(f"{m['latency_ms']:.1f} ms" for m in models) + " |")
     return "\n".join(rows)
+
+
+def similarity_table(res: dict) -> str:
+    """The CKA of each layer of the first model with the second's layers, as the command line prints it, and
+    the best match per layer."""
+    a, b = res["models"]
+    cross = res["cross"]["cka"]
+    cell = (lambda v: "   n/a" if v is None else f"{v:6.2f}")
+    lines = [f"linear CKA on {res['dataset']} (n={res['n']:,}, {res['pooling']} pooling, {res['batches']} "
+             f"minibatches); rows: {a} layers, columns: {b} layers (0 = embeddings)",
+             "      " + "".join(f"{j:>6}" for j in range(len(cross[0]))) + "   best"]
+    for i, row in enumerate(cross):
+        best = res["best_b_for_a"][i]
+        lines.append(f"{i:>6}" + "".join(cell(v) for v in row) + f"   {'-' if best is None else best:>4}")
+    return "\n".join(lines)

@@ -1,0 +1,162 @@
+"""Representational similarity of two models, layer by layer: linear CKA (Kornblith et al., 2019, "Similarity of
+Neural Network Representations Revisited").
+
+CKA compares two sets of representations of the same examples through their example-by-example similarity
+(Gram) matrices, so two models of different widths compare directly, and it is unchanged by an orthogonal rotation
+or an isotropic scaling of either. Over many examples it is accumulated in minibatches with the unbiased HSIC
+estimator (Nguyen, Raghu and Kornblith, 2021, "Do Wide and Deep Networks Learn the Same Things?"): memory is a
+batch's Gram matrices, whatever the number of examples, and the estimate does not depend on the batch size in
+expectation. The interval of each cell is a bootstrap over the minibatches.
+"""
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterable
+
+import numpy as np
+
+from .errors import InputError
+
+# a layer whose centred vectors are this small a share of the vectors themselves is constant across examples
+# (float32 rounding of one vector repeated leaves ~1e-7)
+CONSTANT = 1e-5
+
+
+def _spread(layers: np.ndarray) -> np.ndarray:
+    """Per layer: ||X - mean(X)|| / ||X||, 0 for a vector repeated for every example."""
+    x = np.asarray(layers, dtype=np.float64)
+    centred = np.linalg.norm(x - x.mean(1, keepdims=True), axis=(1, 2))
+    return centred / np.maximum(np.linalg.norm(x, axis=(1, 2)), 1e-300)
+
+
+def linear_cka(x: np.ndarray, y: np.ndarray) -> float:
+    """Full-batch linear CKA of (n, p) and (n, q) representations (the biased, closed form): ||YᵀX||² /
+    (||XᵀX|| ||YᵀY||) on column-centred features."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    x = x - x.mean(0)
+    y = y - y.mean(0)
+    xy = np.linalg.norm(y.T @ x) ** 2
+    return float(xy / (np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)))
+
+
+def gram(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x @ x.T
+
+
+def hsic1(k: np.ndarray, lm: np.ndarray) -> float:
+    """The unbiased HSIC estimator of Song et al. (2012) for two n × n Gram matrices (n ≥ 4)."""
+    n = k.shape[0]
+    if n < 4:
+        raise InputError(f"batch: the unbiased HSIC needs at least 4 examples per batch, got {n}")
+    k = k.copy()
+    lm = lm.copy()
+    np.fill_diagonal(k, 0.0)
+    np.fill_diagonal(lm, 0.0)
+    ones_k, ones_l = k.sum(0), lm.sum(0)
+    term = (np.sum(k * lm) + ones_k.sum() * ones_l.sum() / ((n - 1) * (n - 2))
+            - 2.0 / (n - 2) * float(ones_k @ ones_l))
+    return float(term / (n * (n - 3)))
+
+
+class MinibatchCKA:
+    """CKA of every layer of A against every layer of B, accumulated batch by batch: per batch, the unbiased
+    HSIC of each pair of Gram matrices; CKA = Σ HSIC(A_i, B_j) / √(Σ HSIC(A_i, A_i) · Σ HSIC(B_j, B_j))."""
+
+    def __init__(self):
+        self.cross: list[np.ndarray] = []  # per batch: (layers A, layers B)
+        self.self_a: list[np.ndarray] = []  # per batch: (layers A,)
+        self.self_b: list[np.ndarray] = []
+        self.spread_a: np.ndarray | None = None  # per layer: how far its vectors vary across examples, at most
+        self.spread_b: np.ndarray | None = None
+        self.n = 0
+
+    def update(self, a: np.ndarray, b: np.ndarray) -> None:
+        """`a`: (layers A, batch, width A); `b`: (layers B, batch, width B), the same examples in order."""
+        if a.shape[1] != b.shape[1]:
+            raise InputError("batch: both models must see the same examples")
+        ga = [gram(layer) for layer in a]
+        gb = [gram(layer) for layer in b]
+        self.cross.append(np.array([[hsic1(k, lm) for lm in gb] for k in ga]))
+        self.self_a.append(np.array([hsic1(k, k) for k in ga]))
+        self.self_b.append(np.array([hsic1(lm, lm) for lm in gb]))
+        sa, sb = _spread(a), _spread(b)
+        self.spread_a = sa if self.spread_a is None else np.maximum(self.spread_a, sa)
+        self.spread_b = sb if self.spread_b is None else np.maximum(self.spread_b, sb)
+        self.n += a.shape[1]
+
+    def _ratio(self, cross, self_a, self_b) -> np.ndarray:
+        """NaN where a layer's vectors don't vary across examples (the [CLS] embedding before the first layer
+        is the same vector for every input): there CKA is undefined. A layer whose vectors vary little is not
+        such a layer: CKA doesn't depend on scale."""
+        defined = np.outer(self.spread_a > CONSTANT, self.spread_b > CONSTANT)
+        den = np.sqrt(np.outer(np.where(self_a > 0, self_a, np.nan), np.where(self_b > 0, self_b, np.nan)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(defined, cross / den, np.nan)
+
+    def value(self) -> np.ndarray:
+        if not self.cross:
+            raise InputError("dataset: no batch was seen")
+        return self._ratio(np.sum(self.cross, 0), np.sum(self.self_a, 0), np.sum(self.self_b, 0))
+
+    def interval(self, rounds: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile bootstrap over the minibatches (each a group of examples): the spread the sample gives."""
+        k = len(self.cross)
+        if k < 2:
+            v = self.value()
+            return v, v
+        rng = np.random.default_rng(seed)
+        cross, sa, sb = np.array(self.cross), np.array(self.self_a), np.array(self.self_b)
+        draws = []
+        for _ in range(rounds):
+            pick = rng.integers(0, k, k)
+            draws.append(self._ratio(cross[pick].sum(0), sa[pick].sum(0), sb[pick].sum(0)))
+        draws = np.array(draws)
+        tail = (1 - confidence) / 2
+        with warnings.catch_warnings():  # an undefined cell (a constant layer) is NaN in every draw: its bounds too
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.nanquantile(draws, tail, axis=0), np.nanquantile(draws, 1 - tail, axis=0)
+
+
+def spans(n: int, batch_size: int) -> list[tuple[int, int]]:
+    """Minibatches of n examples; a last one too small for the unbiased estimator (under 4) joins the one before."""
+    if n < 8:
+        raise InputError(f"limit: CKA needs at least 8 examples, got {n}")
+    starts = list(range(0, n, max(4, batch_size)))
+    if len(starts) > 1 and n - starts[-1] < 4:
+        starts.pop()
+    return [(s, starts[k + 1] if k + 1 < len(starts) else n) for k, s in enumerate(starts)]
+
+
+def layer_similarity(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """CKA matrices of two models' layer embeddings, given batch by batch ((layers, batch, width) for each model,
+    the same examples; memory is one batch's): A × B, A × A and B × B, each with its bootstrap interval, and for
+    every layer of A the layer of B most like it (and back)."""
+    pairs = {"cross": MinibatchCKA(), "a": MinibatchCKA(), "b": MinibatchCKA()}
+    for a, b in batches:
+        pairs["cross"].update(a, b)
+        pairs["a"].update(a, a)
+        pairs["b"].update(b, b)
+    out = {}
+    for key, acc in pairs.items():
+        lo, hi = acc.interval()
+        out[key] = {"cka": _plain(acc.value()), "low": _plain(lo), "high": _plain(hi)}
+    cross = np.nan_to_num(pairs["cross"].value(), nan=-np.inf)
+    out["best_b_for_a"] = [None if np.isneginf(r).all() else int(r.argmax()) for r in cross]
+    out["best_a_for_b"] = [None if np.isneginf(c).all() else int(c.argmax()) for c in cross.T]
+    out["n"], out["batches"] = pairs["cross"].n, len(pairs["cross"].cross)
+    return out
+
+
+def in_batches(a: np.ndarray, b: np.ndarray, batch_size: int = 128):
+    """Two models' layer embeddings held whole ((layers, n, width) each), as `layer_similarity`'s batches."""
+    if a.shape[1] != b.shape[1]:
+        raise InputError("dataset: both models must see the same examples")
+    for s, e in spans(a.shape[1], batch_size):
+        yield a[:, s:e], b[:, s:e]
+
+
+def _plain(m: np.ndarray) -> list[list[float | None]]:
+    """A matrix for JSON: undefined cells (NaN) as None."""
+    return [[None if np.isnan(v) else float(v) for v in row] for row in np.asarray(m, dtype=np.float64)]

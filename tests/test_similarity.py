@@ -1,0 +1,113 @@
+"""Linear CKA against independent references: invariances that define it, the minibatch estimator against the
+full-batch unbiased formula computed here in float64, and the two models' real layers."""
+import numpy as np
+import pytest
+
+from app.core.data import Example, load_dataset
+from app.core.embeddings import embed, embed_layers
+from app.core.errors import InputError
+from app.core.similarity import MinibatchCKA, hsic1, in_batches, layer_similarity, linear_cka
+
+from .conftest import shared
+
+
+def _orthogonal(d, rng):
+    q, _ = np.linalg.qr(rng.normal(size=(d, d)))
+    return q
+
+
+def test_cka_is_one_under_rotation_and_isotropic_scaling_and_low_for_unrelated_features():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 16))
+    y = 3.7 * x @ _orthogonal(16, rng)
+    assert linear_cka(x, y) == pytest.approx(1.0, abs=1e-12)
+    acc = MinibatchCKA()
+    for s in range(0, 200, 50):
+        acc.update(x[None, s:s + 50], y[None, s:s + 50])
+    assert acc.value()[0, 0] == pytest.approx(1.0, abs=1e-9)
+    assert linear_cka(x, rng.normal(size=(200, 16))) < 0.2
+    # not invariant to an arbitrary (non-orthogonal) linear map: the property is specific
+    assert linear_cka(x, x @ np.diag(np.linspace(0.1, 10, 16))) < 0.95
+
+
+def _unbiased_cka_full(x, y):
+    """The full-batch unbiased CKA written out directly (Song et al.'s HSIC₁ over all n examples, float64)."""
+    def h(k, lm):
+        n = len(k)
+        k, lm = k - np.diag(np.diag(k)), lm - np.diag(np.diag(lm))
+        return (np.trace(k @ lm) + k.sum() * lm.sum() / ((n - 1) * (n - 2)) - 2 / (n - 2) * k.sum(0) @ lm.sum(0)) \
+            / (n * (n - 3))
+
+    k, lm = x @ x.T, y @ y.T
+    return h(k, lm) / np.sqrt(h(k, k) * h(lm, lm))
+
+
+def test_hsic1_is_the_formula():
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(30, 5)), rng.normal(size=(30, 7))
+    k, lm = x @ x.T, y @ y.T
+    n = 30
+    kt, lt = k - np.diag(np.diag(k)), lm - np.diag(np.diag(lm))
+    ones = np.ones(n)
+    ref = (np.trace(kt @ lt) + (ones @ kt @ ones) * (ones @ lt @ ones) / ((n - 1) * (n - 2))
+           - 2 / (n - 2) * ones @ kt @ lt @ ones) / (n * (n - 3))
+    assert hsic1(k, lm) == pytest.approx(ref, rel=1e-10)
+    with pytest.raises(InputError, match="at least 4 examples"):
+        hsic1(k[:3, :3], lm[:3, :3])
+
+
+def test_minibatch_estimate_agrees_with_the_full_batch_formula_within_its_interval(offline_pair):
+    """On 384 SST-2 dev sentences, both offline models' top and middle layers: the minibatch CKA lies close to
+    the full-batch unbiased value, which lies inside the minibatch bootstrap interval."""
+    exs = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:384]
+    a, b = (embed_layers(clf, exs, pooling="cls") for clf in offline_pair.models)
+    res = layer_similarity(in_batches(a, b, batch_size=64))
+    assert res["batches"] == 6 and res["n"] == 384
+    for i, j in [(6, 6), (3, 4), (1, 6)]:
+        full = _unbiased_cka_full(a[i].astype(np.float64), b[j].astype(np.float64))
+        got = res["cross"]["cka"][i][j]
+        assert res["cross"]["low"][i][j] - 0.02 <= full <= res["cross"]["high"][i][j] + 0.02, (i, j, full, got)
+        assert abs(got - full) < 0.1
+    # a model against itself: exactly 1 on the diagonal, symmetric; the [CLS] vector before the first layer is
+    # the same for every input, so its row is undefined (None), not a number
+    self_a = np.array(res["a"]["cka"][1:], dtype=float)[:, 1:]
+    np.testing.assert_allclose(np.diag(self_a), 1.0, atol=1e-9)
+    np.testing.assert_allclose(self_a, self_a.T, atol=1e-9)
+    assert res["a"]["cka"][0] == [None] * 7 and res["best_b_for_a"][0] is None
+
+
+def test_every_layer_embedding_is_the_one_embed_gives(offline_pair):
+    exs = [Example(("a gorgeous , witty , seductive movie .",)), Example(("the plot made no sense",))]
+    clf = offline_pair.models[1]
+    layers = embed_layers(clf, exs, pooling="mean")
+    for layer in (0, 3, -1):
+        np.testing.assert_allclose(layers[layer], embed(clf, exs, layer=layer, pooling="mean"), atol=1e-5)
+
+
+def test_too_few_examples_are_refused():
+    with pytest.raises(InputError, match="at least 8 examples"):
+        layer_similarity(in_batches(np.zeros((2, 5, 3)), np.zeros((2, 5, 3))))
+
+
+def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, capsys):
+    """`api.similarity` embeds batch by batch (memory of one batch): the same numbers as embedding everything
+    first; the CLI's --json is the facade's answer."""
+    import json
+
+    from app import cli
+    from app.core import api
+
+    res = api.similarity(offline_pair, "sentiment_plain", 30, "mean", batch_size=10)
+    exs = api.resolve_dataset(offline_pair, "sentiment_plain", 30).examples
+    a, b = (embed_layers(clf, exs, pooling="mean") for clf in offline_pair.models)
+    whole = layer_similarity(in_batches(a, b, batch_size=10))
+    np.testing.assert_allclose(np.array(res.cross["cka"], dtype=float), np.array(whole["cross"]["cka"], dtype=float),
+                               atol=1e-6)
+    assert res.batches == 3 and res.n == 30 and res.models == [m.name for m in offline_pair.models]
+    assert cli.main(["similarity", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "30",
+                     "--pooling", "mean", "--batch", "10", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    np.testing.assert_allclose(np.array(printed["cross"]["cka"], dtype=float),
+                               np.array(res.cross["cka"], dtype=float), atol=1e-6)
+    with pytest.raises(InputError, match="batch_size"):
+        api.similarity(offline_pair, "sentiment_plain", 30, batch_size=-3)
