@@ -281,6 +281,19 @@ def cmd_similarity(args) -> int:
     return 0
 
 
+def cmd_attention(args) -> int:
+    api = _api()
+
+    pair = _pair(args)
+    res = api.attention(pair, args.text, args.text2, args.layer, args.head)
+    if args.json:
+        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(views.attention_text(res))
+    _save_figure(lambda: plots.attention_figure(res), args.png)
+    return 0
+
+
 def cmd_facts(args) -> int:
     api = _api()
 
@@ -503,6 +516,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=128, help="examples per minibatch of the unbiased estimator")
     _output_args(p, "the three CKA heatmaps")
     p.set_defaults(func=cmd_similarity)
+
+    p = sub.add_parser("attention", help="both models' attention on one input, word to word, at one layer")
+    _pair_args(p)
+    p.add_argument("--layer", type=int, default=-1, help="1 .. the model's layers, -1 = top")
+    p.add_argument("--head", type=int, help="one head (from 0); default: the mean of the layer's heads")
+    _output_args(p, "the two attention maps")
+    _text_args(p)
+    p.set_defaults(func=cmd_attention)
 
     p = sub.add_parser("facts", help="parameters, shared layers, layer transitions, latency and throughput")
     _pair_args(p)

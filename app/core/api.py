@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from . import attacks, jobs, policy, projection
+from . import attention as attn
 from . import checklist as cl
 from . import counterfactuals as cf
 
@@ -50,6 +51,7 @@ from .registry import TASKS, ModelSpec, Task  # noqa: F401
 from .results import (  # noqa: F401 - the declared answers, for front ends that name them
     RESULTS,
     AttackResult,
+    AttentionResult,
     BenchmarkResult,
     ChecklistResult,
     CounterfactualResult,
@@ -411,6 +413,23 @@ def similarity(pair: Pair, dataset: str | None = None, limit: int | None = 500, 
 
     res = layer_similarity(batches())
     return SimilarityResult.of(res, dataset=ds.name, pooling=pooling, models=[m.name for m in pair.models])
+
+
+def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str | None = -1,
+              head: int | str | None = None) -> AttentionResult:
+    """Both models' attention on one input at one layer, over words (so the two tokenizers compare): one head's
+    map or, with no head, the mean of the layer's heads; every head's map beside it."""
+    ex = example_from(pair, text, text2)
+    layer = -1 if layer in (None, "") else integer("layer", layer, low=-1000, high=1000)
+    head = None if head in (None, "", "mean") else integer("head", head, low=0, high=1000)
+    models = []
+    for clf in pair.models:
+        w = attn.word_attention(clf, ex)
+        top = w["maps"].shape[0]
+        number, m = attn.pick(w["maps"], min(layer, top) if layer > 0 else layer, head)
+        models.append({"model": clf.name, "units": w["units"], "layer": number, "map": m.tolist(),
+                       "heads": w["maps"][number - 1].tolist()})
+    return AttentionResult(fields=list(pair.task.fields), layer=layer, head=head, models=models)
 
 
 def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,

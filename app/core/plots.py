@@ -266,3 +266,23 @@ def similarity_figure(res: dict):
                     ax.plot(j, i, marker="o", markersize=6, markerfacecolor="none", markeredgecolor="#2ca02c")
     fig.colorbar(im, ax=axes.tolist(), shrink=0.8)
     return fig
+
+
+def attention_figure(res: dict):
+    """Both models' word-to-word attention at one layer, side by side (rows attend to columns)."""
+    import numpy as np
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    models = res["models"]
+    size = max(len(m["units"]) for m in models)
+    side = min(7.0, 2.5 + 0.28 * size)
+    fig = Figure(figsize=(2 * side + 1, side), layout="constrained")
+    axes = fig.subplots(1, len(models))
+    head = "mean of the heads" if res["head"] is None else f"head {res['head']}"
+    for ax, m in zip(np.atleast_1d(axes), models):
+        im = ax.imshow(np.array(m["map"]), vmin=0, vmax=1, cmap="Blues")
+        ax.set_xticks(range(len(m["units"])), m["units"], rotation=90, fontsize=8)
+        ax.set_yticks(range(len(m["units"])), m["units"], fontsize=8)
+        ax.set_title(f"{m['model']}: layer {m['layer']}, {head}", fontsize=10)
+    fig.colorbar(im, ax=list(np.atleast_1d(axes)), shrink=0.8, label="attention (row attends to column)")
+    return fig

@@ -162,6 +162,16 @@ class SimilarityResult(Result):
 
 
 @dataclass(frozen=True)
+class AttentionResult(Result):
+    """One layer's attention of both models on one input, over words (`attention.py`): per model its units
+    (special tokens and words), the chosen head's map (or the mean of the heads) and every head's."""
+    fields: list[str]
+    layer: int  # 1 .. the model's layers (a model with fewer is read at its own top)
+    head: int | None  # None: the mean of the heads
+    models: list[dict]  # per model: model, units, layer, map (units × units, rows sum to 1), heads
+
+
+@dataclass(frozen=True)
 class BenchmarkResult(Result):
     """Both models scored on one labelled dataset (`benchmark.benchmark`)."""
     pair: str
@@ -221,4 +231,5 @@ class ChecklistResult(Result):
 
 
 RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
-           ProjectionResult, SimilarityResult, BenchmarkResult, EmbedResult, FactsResult, AttackResult, ChecklistResult)
+           ProjectionResult, SimilarityResult, AttentionResult, BenchmarkResult, EmbedResult, FactsResult,
+           AttackResult, ChecklistResult)

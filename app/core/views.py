@@ -472,3 +472,16 @@ def similarity_table(res: dict) -> str:
         best = res["best_b_for_a"][i]
         lines.append(f"{i:>6}" + "".join(cell(v) for v in row) + f"   {'-' if best is None else best:>4}")
     return "\n".join(lines)
+
+
+def attention_text(res: dict) -> str:
+    """Per model and unit: where it attends most at the chosen layer (and how much), as the command line
+    prints it."""
+    head = "mean of the heads" if res["head"] is None else f"head {res['head']}"
+    lines = []
+    for m in res["models"]:
+        lines.append(f"{m['model']}, layer {m['layer']}, {head}: each unit -> the unit it attends to most")
+        for unit, row in zip(m["units"], m["map"]):
+            j = max(range(len(row)), key=row.__getitem__)
+            lines.append(f"  {unit:<16} -> {m['units'][j]:<16} {row[j]:.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,74 @@
+"""Attention of both models on one input, word by word: each head's token-to-token map restated over words, so
+a WordPiece and a SentencePiece model compare on the same rows and columns.
+
+As in Clark et al. (2019), "What Does BERT Look At?": attention *to* a word is the sum over its tokens, attention
+*from* a word the mean over its tokens, so each row still sums to one. Special tokens ([CLS], [SEP]) stay units of
+their own: how much a head looks at them is much of what it does.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import torch
+
+from .data import Example
+from .errors import InputError
+from .inference import encode_one
+from .loading import Classifier
+
+
+def units(clf: Classifier, example: Example) -> tuple[list[str], list[int], torch.Tensor]:
+    """The input's units (special tokens by name, words by their text), each token's unit, and the encoding."""
+    enc, al = encode_one(clf, example)
+    tokens = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    names, unit_of, of_word = [], [], {}
+    for tok, word in zip(tokens, al.token_word):
+        if word is None:
+            names.append(tok)
+            unit_of.append(len(names) - 1)
+        else:
+            if word not in of_word:
+                of_word[word] = len(names)
+                names.append(al.words[word].text)
+            unit_of.append(of_word[word])
+    return names, unit_of, enc
+
+
+def to_units(att: np.ndarray, unit_of: list[int], n_units: int) -> np.ndarray:
+    """(..., tokens, tokens) attention to (..., units, units): the mean over a unit's tokens attending, the sum
+    over a unit's tokens attended to."""
+    onehot = np.zeros((len(unit_of), n_units))
+    onehot[np.arange(len(unit_of)), unit_of] = 1.0
+    average = (onehot / onehot.sum(0)).T  # (units, tokens)
+    return average @ att @ onehot
+
+
+@torch.inference_mode()
+def word_attention(clf: Classifier, example: Example) -> dict:
+    """Every layer's and head's attention over the input's units: {"model", "units", "maps": (layers, heads,
+    units, units)}."""
+    names, unit_of, enc = units(clf, example)
+    quiet = logging.getLogger("transformers.models")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # "SDPA falls back to eager attention for output_attentions": expected here
+    try:
+        out = clf.model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_attentions=True)
+    finally:
+        quiet.setLevel(level)
+    if not out.attentions:
+        raise InputError(f"model: {clf.name} returns no attention weights")
+    att = torch.stack(out.attentions)[:, 0].float().numpy()  # (layers, heads, tokens, tokens)
+    return {"model": clf.name, "units": names, "maps": to_units(att, unit_of, len(names))}
+
+
+def pick(maps: np.ndarray, layer: int, head: int | None) -> tuple[int, np.ndarray]:
+    """One layer's map (layers count from 1, as the encoder's; -1 is the top): one head, or the mean of its
+    heads (`head` None). Returns the layer's number and the map."""
+    n_layers, n_heads = maps.shape[:2]
+    idx = layer - 1 if layer > 0 else n_layers + layer
+    if layer == 0 or not 0 <= idx < n_layers:
+        raise InputError(f"layer: {layer} is out of range (1..{n_layers}, or -1 for the top)")
+    if head is not None and not 0 <= head < n_heads:
+        raise InputError(f"head: {head} is out of range (0..{n_heads - 1}, or empty for the mean of the heads)")
+    return idx + 1, maps[idx].mean(0) if head is None else maps[idx, head]

@@ -1,0 +1,66 @@
+"""Word-level attention against the models' own `output_attentions`, summed to words by a loop written here."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from app.core import api
+from app.core.attention import pick, units, word_attention
+from app.core.data import Example
+from app.core.errors import InputError
+
+EX = Example(("The townships weren't beautiful, but unbelievably affordable.",))  # words split into pieces
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_word_maps_are_the_models_attention_summed_to_words(offline_pair, k):
+    clf = offline_pair.models[k]
+    names, unit_of, enc = units(clf, EX)
+    with torch.no_grad():
+        raw = clf.model(**{n: v for n, v in enc.items() if n != "offset_mapping"}, output_attentions=True)
+    att = torch.stack(raw.attentions)[:, 0].numpy()  # (layers, heads, tokens, tokens)
+    assert len(unit_of) > len(names)  # some word is several tokens: the case in question
+    ref = np.zeros(att.shape[:2] + (len(names), len(names)))
+    for u in range(len(names)):
+        rows = [t for t, x in enumerate(unit_of) if x == u]
+        for v in range(len(names)):
+            cols = [t for t, x in enumerate(unit_of) if x == v]
+            ref[:, :, u, v] = att[:, :, rows][:, :, :, cols].sum(-1).mean(-1)
+    got = word_attention(clf, EX)["maps"]
+    np.testing.assert_allclose(got, ref, atol=1e-6)
+    np.testing.assert_allclose(got.sum(-1), 1.0, atol=1e-5)  # each unit's attention still sums to one
+    assert names[0] == "[CLS]" and names[-1] == "[SEP]" and "unbelievably" in names
+
+
+def test_both_models_compare_on_the_same_words_and_the_json_holds_them(offline_pair):
+    res = api.attention(offline_pair, EX.texts[0], layer=2, head=3)
+    a, b = res.models
+    assert a["units"] == b["units"] and a["layer"] == b["layer"] == 2
+    full = word_attention(offline_pair.models[1], EX)["maps"]
+    np.testing.assert_allclose(np.array(b["map"]), full[1, 3], atol=1e-9)
+    np.testing.assert_allclose(np.array(b["heads"]), full[1], atol=1e-9)
+    mean = api.attention(offline_pair, EX.texts[0], layer=-1)
+    np.testing.assert_allclose(np.array(mean.models[0]["map"]),
+                               word_attention(offline_pair.models[0], EX)["maps"][-1].mean(0), atol=1e-9)
+    json.dumps(res.to_dict())
+
+
+def test_a_layer_or_head_out_of_range_names_the_range():
+    maps = np.zeros((6, 12, 3, 3))
+    with pytest.raises(InputError, match=r"layer: 0 is out of range \(1..6"):
+        pick(maps, 0, None)
+    with pytest.raises(InputError, match=r"head: 12 is out of range \(0..11"):
+        pick(maps, 1, 12)
+    assert pick(maps, -1, None)[0] == 6
+
+
+def test_the_cli_prints_the_facades_maps(offline_pair, capsys):
+    from app import cli
+
+    assert cli.main(["attention", "--pair", "offline", "--layer", "2", "--head", "3", "--json", EX.texts[0]]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed == json.loads(json.dumps(api.attention(offline_pair, EX.texts[0], layer=2, head=3).to_dict()))
+    assert cli.main(["attention", "--pair", "offline", EX.texts[0]]) == 0
+    text = capsys.readouterr().out
+    assert "layer 6, mean of the heads" in text and "unbelievably" in text
