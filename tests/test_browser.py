@@ -268,6 +268,18 @@ def _every_tab(drv, app_url, offline_pair, size):
     assert not _headers_fit(drv), _headers_fit(drv)
     _shot(drv, f"{size}-facts")
 
+    _tab(drv, "Inside")
+    _number(drv, "max examples", 60)
+    _button(drv, "Compare the layers").click()
+    _wait(lambda: _says(drv, "the ALBERT layer most like it") or _errors(drv))
+    _type(drv, "textarea", DISAGREE)
+    _button(drv, "Show attention").click()
+    _wait(lambda: len(_visible(drv, "[data-testid='block-label']")) and _visible(drv, ".js-plotly-plot, img, canvas")
+          and not _errors(drv))
+    time.sleep(2)
+    assert not _errors(drv), _errors(drv)
+    _shot(drv, f"{size}-inside")
+
     _tab(drv, "Behavioural")
     _number(drv, "cases per test", 3)
     _button(drv, "Run suite on both models").click()

@@ -248,7 +248,8 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
                 for name, e in info.items()}
     assert required == {"/predict": ["text"], "/saliency": ["text"], "/saliency_methods": ["text"],
                         "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [],
-                        "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": []}, required
+                        "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": [], "/similarity": [],
+                        "/attention": ["text"]}, required
     for name, e in info.items():
         assert all(len(r["label"]) <= 30 for r in e["returns"]), (name, [r["label"] for r in e["returns"]])
         defaults = [p["parameter_default"] for p in e["parameters"]]

@@ -229,3 +229,15 @@ def test_the_banner_is_one_line_naming_both_models(tiny_pair, offline_pair):
     assert "\n" not in line and line.count("<small>") == 2
     assert all(f"**{m.name}** <small>{m.spec.source}</small>" in line for m in offline_pair.models)
     assert "⚠" not in line
+
+
+def test_inside_tab_handlers_show_the_facades_cka_and_attention(ctx, tiny_pair):
+    from app.ui import inside
+
+    res, summary, fig = inside.similarity(ctx, "sentiment_plain", 30, "mean")
+    direct = api.similarity(tiny_pair, "sentiment_plain", 30, "mean")
+    assert res["cross"] == direct["cross"] and len(fig.axes) == 4  # three heatmaps and the colour bar
+    assert summary.count("→") == sum(j is not None for j in res["best_b_for_a"])
+    res, fig = inside.attention(ctx, "a fine film", None, -1, "0")
+    assert res["head"] == 0 and [m["units"] for m in res["models"]][0][0] == "[CLS]"
+    assert res["models"][0]["map"] == api.attention(tiny_pair, "a fine film", head=0).models[0]["map"]

@@ -15,7 +15,7 @@ import gradio as gr
 
 from app.core import api
 
-from . import attacks, benchmark, checklist, common, compare, counterfactuals, facts, projection, saliency
+from . import attacks, benchmark, checklist, common, compare, counterfactuals, facts, inside, projection, saliency
 from .attacks import attack_examples as _attack_examples  # noqa: F401 - tests and older imports
 from .common import (  # noqa: F401 - the shared pieces, importable from the package
     _RUNNING,
@@ -44,7 +44,7 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
        "  .table-wrap thead { table-layout: auto !important; } .table-container { overflow-x: auto; }\n"
        "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; } }")
-TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, attacks, checklist)
+TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, inside, attacks, checklist)
 
 
 def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:

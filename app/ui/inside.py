@@ -1,0 +1,67 @@
+"""Inside: where the two models' representations agree layer by layer (CKA), and what their heads look at."""
+from __future__ import annotations
+
+import html
+
+import gradio as gr
+
+from app.core import api
+from app.core.plots import attention_figure, similarity_figure
+
+from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, text_inputs
+
+CKA_HELP = ("Linear CKA (Kornblith et al., 2019) compares two layers' sentence vectors over the same examples: 1 "
+            "means the same geometry up to rotation and scale. Left: every layer of one model against every layer "
+            "of the other (circles: the best match); right: each model against itself (layer 0: the embeddings).")
+
+
+def similarity(ctx: Ctx, dataset: str | None = None, limit: float | None = 500, pooling: str = "cls",
+               progress=gr.Progress()) -> tuple:
+    res = ctx.heavy.batch(api.similarity, ctx.pair, dataset, limit, pooling,
+                          progress=progress_of(progress, "layer embeddings"))
+    return res.to_dict(), similarity_summary(res), similarity_figure(res)
+
+
+def similarity_summary(res: dict) -> str:
+    a, b = res["models"]
+    cross = res["cross"]["cka"]
+    best = [f"{i}→{j} ({cross[i][j]:.2f})" for i, j in enumerate(res["best_b_for_a"]) if j is not None]
+    return (f"**{html.escape(res['dataset'])}**, {res['n']:,} examples, {res['pooling']} pooling, "
+            f"{res['batches']} minibatch{'es' if res['batches'] != 1 else ''} · for each {html.escape(a)} layer, the "
+            f"{html.escape(b)} layer most like it (CKA): {', '.join(best)}")
+
+
+def attention(ctx: Ctx, text: str, text2: str | None = None, layer: float | None = -1, head: str | None = "mean",
+              progress=gr.Progress()) -> tuple:
+    progress(0.1, desc="attention of both models")
+    res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer, head)
+    return res.to_dict(), attention_figure(res)
+
+
+def tab(ctx: Ctx) -> None:
+    pair = ctx.pair
+    heads = max(m.model.config.num_attention_heads for m in pair.models)
+    layers = max(m.model.config.num_hidden_layers for m in pair.models)
+    with gr.Tab("Inside", id="inside"):
+        describe(CKA_HELP)
+        with gr.Row():
+            ds = dataset_field(ctx, "dataset", "shipped name or path", value=ctx.dev or api.default_dataset(pair))
+            limit = gr.Number(value=500, label="max examples")
+            pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
+        go = gr.Button("Compare the layers", variant="primary")
+        summary = gr.Markdown(label="summary")
+        plot = gr.Plot(label="CKA")
+        raw = json_out("similarity")
+        go.click(bind(similarity, ctx), [ds, limit, pooling], [raw, summary, plot], api_name="similarity", **BATCH)
+        stop_button(summary)
+
+        describe("Attention of both models on one input at one layer, word to word (rows attend to columns; a "
+                 "word split into pieces is one row and one column, so the two tokenizers compare).")
+        t1, t2 = text_inputs(ctx)
+        with gr.Row():
+            layer = gr.Slider(-1, layers, value=-1, step=1, label="layer (-1 = top)")
+            head = gr.Dropdown(["mean", *[str(h) for h in range(heads)]], value="mean", label="head")
+        show = gr.Button("Show attention")
+        aplot = gr.Plot(label="attention")
+        araw = json_out("attention")
+        show.click(bind(attention, ctx), [t1, t2, layer, head], [araw, aplot], api_name="attention", **SINGLE)
