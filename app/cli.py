@@ -285,6 +285,16 @@ def cmd_attention(args) -> int:
     api = _api()
 
     pair = _pair(args)
+    if args.dataset:
+        if args.text is not None:
+            raise InputError("text: give either an input or --dataset, not both")
+        with _bar("attention over the dataset", args.json, "example") as step:
+            res = api.attention_stats(pair, args.dataset, args.limit, progress=step, visitor=False)
+        print(json.dumps(res.to_dict(), indent=2) if args.json else views.attention_stats_text(res))
+        _save_figure(lambda: plots.attention_stats_figure(res), args.png)
+        return 0
+    if args.text is None:
+        raise InputError("text: give the input, or --dataset")
     res = api.attention(pair, args.text, args.text2, args.layer, args.head)
     if args.json:
         print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
@@ -521,8 +531,11 @@ def build_parser() -> argparse.ArgumentParser:
     _pair_args(p)
     p.add_argument("--layer", type=int, default=-1, help="1 .. the model's layers, -1 = top")
     p.add_argument("--head", type=int, help="one head (from 0); default: the mean of the layer's heads")
-    _output_args(p, "the two attention maps")
-    _text_args(p)
+    p.add_argument("--dataset", help="instead of one input: per layer and head over a dataset, entropy and the "
+                                     "share on [CLS], [SEP] and punctuation")
+    p.add_argument("--limit", type=int, default=200, help="--dataset: first N examples")
+    _output_args(p, "the two attention maps (with --dataset: the heatmaps per layer and head)")
+    _text_args(p, required=False)
     p.set_defaults(func=cmd_attention)
 
     p = sub.add_parser("facts", help="parameters, shared layers, layer transitions, latency and throughput")

@@ -64,3 +64,55 @@ def test_the_cli_prints_the_facades_maps(offline_pair, capsys):
     assert cli.main(["attention", "--pair", "offline", EX.texts[0]]) == 0
     text = capsys.readouterr().out
     assert "layer 6, mean of the heads" in text and "unbelievably" in text
+
+
+def test_dataset_statistics_are_the_attention_rows_summarised(offline_pair):
+    """Per layer and head: entropy, shares on [CLS]/[SEP]/punctuation and the change from the layer before,
+    against the rows of `output_attentions` summarised here, averaged over two sentences."""
+    from app.core.attention import attention_stats
+
+    clf = offline_pair.models[1]
+    exs = [EX, Example(("A warm, funny film.",))]
+    got = attention_stats(clf, exs)
+    want = {k: [] for k in ("entropy", "cls", "sep", "punct", "neighbour_js")}
+    for ex in exs:
+        _, _, enc = units(clf, ex)
+        toks = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+        with torch.no_grad():
+            att = torch.stack(clf.model(**{n: v for n, v in enc.items() if n != "offset_mapping"},
+                                        output_attentions=True).attentions)[:, 0].double().numpy()
+        L, H, T, _ = att.shape
+        e = np.zeros((L, H))
+        c, s, p = np.zeros((L, H)), np.zeros((L, H)), np.zeros((L, H))
+        js = np.zeros((L - 1, H))
+        for layer in range(L):
+            for h in range(H):
+                for t in range(T):
+                    row = att[layer, h, t]
+                    e[layer, h] += -sum(x * np.log(x) for x in row if x > 0) / T
+                    c[layer, h] += row[toks.index("[CLS]")] / T
+                    s[layer, h] += sum(row[i] for i, tk in enumerate(toks) if tk == "[SEP]") / T
+                    p[layer, h] += sum(row[i] for i, tk in enumerate(toks) if tk.strip("▁") in {",", ".", "'"}) / T
+                    if layer:
+                        q = att[layer - 1, h, t]
+                        m = (row + q) / 2
+                        js[layer - 1, h] += (sum(a * np.log(a / b) for a, b in zip(row, m) if a > 0)
+                                             + sum(a * np.log(a / b) for a, b in zip(q, m) if a > 0)) / 2 / T
+        for k, v in zip(want, (e, c, s, p, js)):
+            want[k].append(v)
+    for k, v in want.items():
+        np.testing.assert_allclose(np.array(got[k]), np.mean(v, 0), atol=1e-5, err_msg=k)
+    assert got["n"] == 2 and (np.array(got["cls"]) + np.array(got["sep"]) + np.array(got["punct"]) <= 1 + 1e-9).all()
+
+
+def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys):
+    from app import cli
+    from app.core.attention import attention_stats
+
+    res = api.attention_stats(offline_pair, "sentiment_plain", 6)
+    exs = api.resolve_dataset(offline_pair, "sentiment_plain", 6).examples
+    assert res.n == 6 and res.models[1] == attention_stats(offline_pair.models[1], exs)
+    assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "6", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(res.to_dict()))
+    assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "a text"]) == 2
+    assert "text: give either an input or --dataset, not both" in capsys.readouterr().err

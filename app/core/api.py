@@ -52,6 +52,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     RESULTS,
     AttackResult,
     AttentionResult,
+    AttentionStatsResult,
     BenchmarkResult,
     ChecklistResult,
     CounterfactualResult,
@@ -430,6 +431,19 @@ def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str 
         models.append({"model": clf.name, "units": w["units"], "layer": number, "map": m.tolist(),
                        "heads": w["maps"][number - 1].tolist()})
     return AttentionResult(fields=list(pair.task.fields), layer=layer, head=head, models=models)
+
+
+def attention_stats(pair: Pair, dataset: str | None = None, limit: int | None = 200, progress: Progress = None, *,
+                    visitor: bool = True) -> AttentionStatsResult:
+    """Per layer and head of both models over a dataset: attention entropy, the share on [CLS], [SEP] and
+    punctuation, and the change from the layer before (`attention.attention_stats`)."""
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=200)
+    ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    models = []
+    for k, clf in enumerate(pair.models):
+        step = (lambda d, t, k=k: progress(k * t + d, 2 * t)) if progress else None
+        models.append(attn.attention_stats(clf, ds.examples, progress=step))
+    return AttentionStatsResult(dataset=ds.name, n=len(ds), models=models)
 
 
 def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,

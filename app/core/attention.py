@@ -72,3 +72,52 @@ def pick(maps: np.ndarray, layer: int, head: int | None) -> tuple[int, np.ndarra
     if head is not None and not 0 <= head < n_heads:
         raise InputError(f"head: {head} is out of range (0..{n_heads - 1}, or empty for the mean of the heads)")
     return idx + 1, maps[idx].mean(0) if head is None else maps[idx, head]
+
+
+PUNCT = set(".,;:!?'\"()-`")
+
+
+def _js(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Jensen-Shannon divergence (nats) between attention rows, over the last axis."""
+    m = (p + q) / 2
+
+    def kl(a, b):
+        return np.sum(np.where(a > 0, a * (np.log(np.maximum(a, 1e-12)) - np.log(np.maximum(b, 1e-12))), 0.0), -1)
+
+    return (kl(p, m) + kl(q, m)) / 2
+
+
+@torch.inference_mode()
+def attention_stats(clf: Classifier, examples, progress=None) -> dict:
+    """Per layer and head over examples (Clark et al., 2019): the mean entropy of a token's attention, the
+    share of attention on [CLS], on [SEP] and on punctuation, and how far each head's attention moves from one
+    layer to the next (Jensen-Shannon divergence, per token; ALBERT applies one set of weights at every layer)."""
+    tok = clf.tokenizer
+    sums = None
+    n = 0
+    for k, ex in enumerate(examples):
+        _, _, enc = units(clf, ex)
+        tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
+        quiet = logging.getLogger("transformers.models")
+        level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        try:
+            out = clf.model(**{n_: v for n_, v in enc.items() if n_ != "offset_mapping"}, output_attentions=True)
+        finally:
+            quiet.setLevel(level)
+        att = torch.stack(out.attentions)[:, 0].double().numpy()  # (layers, heads, tokens, tokens)
+        cls = np.array([t == tok.cls_token for t in tokens], dtype=float)
+        sep = np.array([t == tok.sep_token for t in tokens], dtype=float)
+        punct = np.array([t.lstrip("▁#") in PUNCT and t.lstrip("▁#") != "" for t in tokens], dtype=float)
+        stats = {
+            "entropy": -np.sum(att * np.log(np.maximum(att, 1e-12)), -1).mean(-1),
+            "cls": (att @ cls).mean(-1), "sep": (att @ sep).mean(-1), "punct": (att @ punct).mean(-1),
+            "neighbour_js": _js(att[1:], att[:-1]).mean(-1),
+        }
+        sums = stats if sums is None else {key: sums[key] + v for key, v in stats.items()}
+        n += 1
+        if progress:
+            progress(k + 1, len(examples))
+    if not n:
+        raise InputError("dataset: no examples")
+    return {"model": clf.name, "n": n, **{key: (v / n).tolist() for key, v in sums.items()}}

@@ -286,3 +286,27 @@ def attention_figure(res: dict):
         ax.set_title(f"{m['model']}: layer {m['layer']}, {head}", fontsize=10)
     fig.colorbar(im, ax=list(np.atleast_1d(axes)), shrink=0.8, label="attention (row attends to column)")
     return fig
+
+
+def attention_stats_figure(res: dict):
+    """Per model (rows) a layer × head heatmap of each statistic (columns): what the heads look at."""
+    import numpy as np
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    keys = [("entropy", "entropy (nats)"), ("cls", "share on [CLS]"), ("sep", "share on [SEP]"),
+            ("punct", "share on punctuation"), ("neighbour_js", "change from the layer before (JS)")]
+    fig = Figure(figsize=(16, 3.2 * len(res["models"])), layout="constrained")
+    axes = np.atleast_2d(fig.subplots(len(res["models"]), len(keys)))
+    for row, m in zip(axes, res["models"]):
+        for ax, (key, title) in zip(row, keys):
+            data = np.array(m[key])
+            im = ax.imshow(data, cmap="viridis", origin="lower", aspect="auto",
+                           vmin=0, vmax=None if key in ("entropy", "neighbour_js") else 1)
+            ax.set_title(f"{m['model']}: {title}", fontsize=9)
+            ax.set_xlabel("head")
+            ax.set_xticks(range(data.shape[1]), [str(h) for h in range(data.shape[1])], fontsize=7)
+            ax.set_ylabel("layer" if key != "neighbour_js" else "layer (from the one below)")
+            ax.set_yticks(range(data.shape[0]), [str(i + (2 if key == "neighbour_js" else 1))
+                                                 for i in range(data.shape[0])])
+            fig.colorbar(im, ax=ax, shrink=0.8)
+    return fig

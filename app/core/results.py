@@ -172,6 +172,16 @@ class AttentionResult(Result):
 
 
 @dataclass(frozen=True)
+class AttentionStatsResult(Result):
+    """What each head looks at over a dataset (`attention.attention_stats`), per model: (layers × heads) means
+    of a token's attention entropy and of its share on [CLS], [SEP] and punctuation, and (layers − 1 × heads)
+    the Jensen-Shannon divergence of a head's attention from the layer before."""
+    dataset: str
+    n: int
+    models: list[dict]  # per model: model, n, entropy, cls, sep, punct, neighbour_js
+
+
+@dataclass(frozen=True)
 class BenchmarkResult(Result):
     """Both models scored on one labelled dataset (`benchmark.benchmark`)."""
     pair: str
@@ -231,5 +241,5 @@ class ChecklistResult(Result):
 
 
 RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
-           ProjectionResult, SimilarityResult, AttentionResult, BenchmarkResult, EmbedResult, FactsResult,
-           AttackResult, ChecklistResult)
+           ProjectionResult, SimilarityResult, AttentionResult, AttentionStatsResult, BenchmarkResult, EmbedResult,
+           FactsResult, AttackResult, ChecklistResult)

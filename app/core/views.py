@@ -485,3 +485,15 @@ def attention_text(res: dict) -> str:
             j = max(range(len(row)), key=row.__getitem__)
             lines.append(f"  {unit:<16} -> {m['units'][j]:<16} {row[j]:.2f}")
     return "\n".join(lines)
+
+
+def attention_stats_text(res: dict) -> str:
+    """Per model and layer, the heads' means, as the command line prints them."""
+    lines = [f"attention over {res['dataset']} (n={res['n']:,}): per layer, the mean over heads"]
+    for m in res["models"]:
+        lines.append(f"{m['model']}:  layer  entropy   [CLS]   [SEP]   punct   change from below")
+        for i, (e, c, s_, p) in enumerate(zip(m["entropy"], m["cls"], m["sep"], m["punct"])):
+            js = "" if i == 0 else f"{sum(m['neighbour_js'][i - 1]) / len(m['neighbour_js'][i - 1]):.3f}"
+            lines.append(f"{'':8}{i + 1:>5} {sum(e) / len(e):8.2f} {sum(c) / len(c):7.2f} {sum(s_) / len(s_):7.2f} "
+                         f"{sum(p) / len(p):7.2f}   {js}")
+    return "\n".join(lines)
