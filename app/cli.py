@@ -273,11 +273,13 @@ def cmd_similarity(args) -> int:
     pair = _pair(args)
     with _bar("layer embeddings", args.json, "example") as step:
         res = api.similarity(pair, args.dataset, args.limit, args.pooling, args.batch, progress=step, visitor=False)
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=2))
-    else:
-        print(views.similarity_table(res))
-    _save_figure(lambda: plots.similarity_figure(res), args.png)
+    return _answer(args, res, views.similarity_table, plots.similarity_figure)
+
+
+def _answer(args, res, text: Callable, figure: Callable) -> int:
+    """A command's result: its JSON (--json) or `text(res)`, and `figure(res)` where --png asks for it."""
+    print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else text(res))
+    _save_figure(lambda: figure(res), args.png)
     return 0
 
 
@@ -290,18 +292,11 @@ def cmd_attention(args) -> int:
             raise InputError("text: give either an input or --dataset, not both")
         with _bar("attention over the dataset", args.json, "example") as step:
             res = api.attention_stats(pair, args.dataset, args.limit, progress=step, visitor=False)
-        print(json.dumps(res.to_dict(), indent=2) if args.json else views.attention_stats_text(res))
-        _save_figure(lambda: plots.attention_stats_figure(res), args.png)
-        return 0
+        return _answer(args, res, views.attention_stats_text, plots.attention_stats_figure)
     if args.text is None:
         raise InputError("text: give the input, or --dataset")
     res = api.attention(pair, args.text, args.text2, args.layer, args.head)
-    if args.json:
-        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(views.attention_text(res))
-    _save_figure(lambda: plots.attention_figure(res), args.png)
-    return 0
+    return _answer(args, res, views.attention_text, plots.attention_figure)
 
 
 def cmd_facts(args) -> int:
