@@ -221,7 +221,7 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
     demo = build(tiny_pair)
     dropdowns = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     suite = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "CheckList suite" in (b.label or "")]
-    assert len(dropdowns) == 5 and len(suite) == 1
+    assert len(dropdowns) == 6 and len(suite) == 1  # benchmark, projection, saliency, flip rate, inside, attacks
     assert {b.allow_custom_value for b in dropdowns + suite} == {not is_hosted}
     assert any("path" in b.label for b in dropdowns + suite) is (not is_hosted)
     # released data and suites are offered by name, label and value alike: no server path reaches the page

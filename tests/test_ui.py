@@ -148,11 +148,11 @@ def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expect
     assert len(drop) == 2 and {d.value for d in drop} == {expected}  # projection, saliency over a dataset
     ds = api.resolve_dataset(pair, drop[0].value)
     assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
-    # every dataset field (benchmark, projection, saliency and flip rate over a dataset, attacks) offers the
-    # task's released dev split, and it reads as the task's examples
+    # every dataset field (benchmark, projection, saliency and flip rate over a dataset, CKA, attacks) offers
+    # the task's released dev split, and it reads as the task's examples
     (dev,) = api.released_datasets(pair)  # offered by name: "sst2 dev (released GLUE)"
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
-    assert len(fields) == 5 and all(dev in [v for _, v in f.choices] for f in fields)
+    assert len(fields) == 6 and all(dev in [v for _, v in f.choices] for f in fields)
     assert len(api.resolve_dataset(pair, dev, 5).examples[0].texts) == len(pair.task.fields)
     box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]
     assert len(box) == 1

@@ -45,7 +45,8 @@ def tab(ctx: Ctx) -> None:
     with gr.Tab("Inside", id="inside"):
         describe(CKA_HELP)
         with gr.Row():
-            ds = dataset_field(ctx, "dataset", "shipped name or path", value=ctx.dev or api.default_dataset(pair))
+            ds = dataset_field(ctx, "dataset for CKA", "shipped name or path",
+                               value=ctx.dev or api.default_dataset(pair))
             limit = gr.Number(value=500, label="max examples")
             pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
         go = gr.Button("Compare the layers", variant="primary")
