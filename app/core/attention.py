@@ -44,11 +44,8 @@ def to_units(att: np.ndarray, unit_of: list[int], n_units: int) -> np.ndarray:
     return average @ att @ onehot
 
 
-@torch.inference_mode()
-def word_attention(clf: Classifier, example: Example) -> dict:
-    """Every layer's and head's attention over the input's units: {"model", "units", "maps": (layers, heads,
-    units, units)}."""
-    names, unit_of, enc = units(clf, example)
+def _attentions(clf: Classifier, enc) -> torch.Tensor:
+    """(layers, heads, tokens, tokens) attention of one encoded input."""
     quiet = logging.getLogger("transformers.models")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "SDPA falls back to eager attention for output_attentions": expected here
@@ -58,7 +55,15 @@ def word_attention(clf: Classifier, example: Example) -> dict:
         quiet.setLevel(level)
     if not out.attentions:
         raise InputError(f"model: {clf.name} returns no attention weights")
-    att = torch.stack(out.attentions)[:, 0].float().numpy()  # (layers, heads, tokens, tokens)
+    return torch.stack(out.attentions)[:, 0]
+
+
+@torch.inference_mode()
+def word_attention(clf: Classifier, example: Example) -> dict:
+    """Every layer's and head's attention over the input's units: {"model", "units", "maps": (layers, heads,
+    units, units)}."""
+    names, unit_of, enc = units(clf, example)
+    att = _attentions(clf, enc).float().numpy()
     return {"model": clf.name, "units": names, "maps": to_units(att, unit_of, len(names))}
 
 
@@ -98,14 +103,7 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     for k, ex in enumerate(examples):
         _, _, enc = units(clf, ex)
         tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
-        quiet = logging.getLogger("transformers.models")
-        level = quiet.level
-        quiet.setLevel(logging.ERROR)
-        try:
-            out = clf.model(**{n_: v for n_, v in enc.items() if n_ != "offset_mapping"}, output_attentions=True)
-        finally:
-            quiet.setLevel(level)
-        att = torch.stack(out.attentions)[:, 0].double().numpy()  # (layers, heads, tokens, tokens)
+        att = _attentions(clf, enc).double().numpy()
         cls = np.array([t == tok.cls_token for t in tokens], dtype=float)
         sep = np.array([t == tok.sep_token for t in tokens], dtype=float)
         punct = np.array([t.lstrip("▁#") in PUNCT and t.lstrip("▁#") != "" for t in tokens], dtype=float)
