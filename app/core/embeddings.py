@@ -28,6 +28,14 @@ def _layer_index(clf: Classifier, layer: int) -> int:
     return idx
 
 
+def _pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
+    """(..., batch, tokens, hidden) to (..., batch, hidden): the [CLS] vector, or the mean over unmasked tokens."""
+    if pooling == "cls":
+        return hidden[..., 0, :]
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(-2) / m.sum(-2).clamp(min=1)
+
+
 @torch.inference_mode()
 def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
           batch_size: int = DEFAULT_BATCH * 2, progress: Progress | None = None) -> np.ndarray:
@@ -47,12 +55,7 @@ def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pool
         hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
         if hidden is None:
             hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
-        if pooling == "cls":
-            vec = hidden[:, 0]
-        else:
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            vec = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-        out[idx] = vec.float().numpy()
+        out[idx] = _pool(hidden, batch["attention_mask"], pooling).float().numpy()
         done += len(idx)
         if progress:
             progress(done, len(examples))
@@ -92,11 +95,6 @@ def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str =
         jobs.check(done, len(examples), "embeddings")
         batch = pad(clf, enc, idx)
         states = torch.stack(clf.model.base_model(**batch, output_hidden_states=True).hidden_states)
-        if pooling == "cls":
-            vec = states[:, :, 0]
-        else:
-            mask = batch["attention_mask"].unsqueeze(-1).to(states.dtype)
-            vec = (states * mask).sum(2) / mask.sum(1).clamp(min=1)
-        out[:, idx] = vec.float().numpy()
+        out[:, idx] = _pool(states, batch["attention_mask"], pooling).float().numpy()
         done += len(idx)
     return out
