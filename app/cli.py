@@ -365,9 +365,12 @@ def cmd_benchmark(args) -> int:
 
 
 def cmd_app(args) -> int:
-    from app.ui import launch  # deferred: gradio: only the app command
+    from app.core import workers
 
     policy.public_bind_allowed(args.host, args.unsafe_public)
+    if policy.limits()["worker_processes"]:
+        workers.serve_beside_workers()  # before PyTorch loads
+    from app.ui import launch  # deferred: gradio: only the app command
     pair = _pair(args)
     print(f"albert-lens: {pair.banner()}", flush=True)
     launch(pair, host=args.host, port=args.port)

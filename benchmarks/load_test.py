@@ -61,8 +61,9 @@ def main() -> None:
         raise SystemExit("app did not start: " + (proc.stderr.read() if proc.stderr else ""))
     ps = psutil.Process(proc.pid)
     labels = set(client.predict(TEXTS[0], "", api_name="/predict")[0]["models"][0]["probabilities"])
-    predict_fn = next(d["id"] for d in client.config["dependencies"] if d.get("api_name") == "predict")
-    print(json.dumps({"url": url, "predict_fn": predict_fn}), flush=True)
+    predict_dep = next(d for d in client.config["dependencies"] if d.get("api_name") == "predict")
+    predict_fn, predict_queued = predict_dep["id"], predict_dep.get("queue") is not False
+    print(json.dumps({"url": url, "predict_fn": predict_fn, "predict_queued": predict_queued}), flush=True)
 
     def rss() -> int:
         try:
@@ -123,8 +124,9 @@ def main() -> None:
                 time.sleep(0.5)
 
         def browser_probe() -> None:
-            """/predict as the browser's client sends it (join, then read the event stream as it comes):
-            gradio_client adds its own 50 ms polling of messages to every call, which no page does."""
+            """/predict as the browser's client sends it: one POST to /run/predict when the event is off the queue
+            (the app's choice), else join the queue and read the event stream as it comes. gradio_client always
+            queues, and adds its own 50 ms polling of messages to every call, which no page does."""
             import httpx
 
             rng = random.Random(rnd)
@@ -134,6 +136,14 @@ def main() -> None:
                     session = f"probe-{rnd}-{rng.random()}"
                     t0 = time.perf_counter()
                     try:
+                        if not predict_queued:  # the page's route for an event off the queue: one POST
+                            r = http.post("gradio_api/run/predict", json={"data": [text, ""], "session_hash": session})
+                            r.raise_for_status()
+                            check("predict", text, r.json()["data"])
+                            with lock:
+                                lat["predict (browser-like)"].append(time.perf_counter() - t0)
+                            time.sleep(0.25)
+                            continue
                         http.post("gradio_api/queue/join", json={
                             "data": [text, ""], "fn_index": predict_fn, "session_hash": session,
                             "event_data": None, "trigger_id": None}).raise_for_status()

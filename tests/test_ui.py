@@ -13,6 +13,23 @@ def test_predict_api(client, tiny_pair):
         assert m["probabilities"]["positive"] == pytest.approx(float(p.probs[0, 1]), abs=1e-6)
 
 
+def test_predict_answers_the_pages_direct_route_with_the_same_json(client):
+    """/predict is off the queue, so the page POSTs it to /run/predict: its JSON must arrive as an object there,
+    as through the queue (Gradio's RootModel arrived as the string "root={...}")."""
+    import httpx
+
+    dep = next(d for d in client.config["dependencies"] if d.get("api_name") == "predict")
+    assert dep["queue"] is False
+    r = httpx.post(client.src.rstrip("/") + "/gradio_api/run/predict",
+                   json={"data": ["a fine film", ""], "session_hash": "direct-test"}, timeout=60)
+    r.raise_for_status()
+    direct = r.json()["data"][0]
+    queued = client.predict("a fine film", "", api_name="/predict")[0]
+    assert isinstance(direct, dict) and direct["input"] == ["a fine film"]
+    for d, q in zip(direct["models"], queued["models"]):
+        assert d["label"] == q["label"] and d["probabilities"] == pytest.approx(q["probabilities"], abs=1e-6)
+
+
 def test_saliency_api_keeps_html_as_text(client):
     res, hl_a, hl_b, summary, bars = client.predict("<b>great</b> film", "", "gradient_x_input", "predicted",
                                                     api_name="/saliency")
@@ -274,3 +291,4 @@ def test_the_readmes_client_example_runs_as_written(client):
     first, second = out.getvalue().splitlines()
     assert ns["result"]["recipe"] == "deepwordbug" and "success_rate" in second  # the attack's defaults applied
     assert first.count("'positive'") + first.count("'negative'") == 2  # both maps, one class each
+

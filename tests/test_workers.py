@@ -165,3 +165,43 @@ def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatc
     finally:
         demo.close()
         demo.heavy.close()
+
+
+def test_a_server_beside_workers_keeps_one_openmp_thread_and_its_workers_their_share(monkeypatch):
+    """The serving process gives itself one OpenMP thread (before PyTorch loads); a worker it starts still gets
+    its share of the cores, and an operator's own setting is left alone in both."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(workers, "_SERVER_SET", set())
+    workers.serve_beside_workers()
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+    with workers._child_environment({"OMP_NUM_THREADS": "3"}):
+        assert os.environ["OMP_NUM_THREADS"] == "3"  # what the child starts with
+    assert os.environ["OMP_NUM_THREADS"] == "1"
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")  # the operator's
+    monkeypatch.setattr(workers, "_SERVER_SET", set())
+    workers.serve_beside_workers()
+    assert os.environ["OMP_NUM_THREADS"] == "4"
+    with workers._child_environment({"OMP_NUM_THREADS": "3"}):
+        assert os.environ["OMP_NUM_THREADS"] == "4"
+
+
+def test_the_app_command_serves_beside_workers_only_when_they_run(monkeypatch):
+    """`albert-lens app` with worker processes (hosted mode) calls it before loading anything; without workers
+    the heavy work runs in the server, whose threads are then its own."""
+    import sys
+    import types
+
+    from app import cli
+
+    real = policy.limits
+    for on in (True, False):
+        calls = []
+        monkeypatch.setattr(workers, "serve_beside_workers", lambda calls=calls: calls.append("threads"))
+        monkeypatch.setattr(policy, "limits", lambda on=on: {**real(), "worker_processes": on})
+        monkeypatch.setattr(cli, "_pair", lambda args, calls=calls: calls.append("pair") or types.SimpleNamespace(
+            banner=str))
+        monkeypatch.setitem(sys.modules, "app.ui", types.SimpleNamespace(
+            launch=lambda *a, calls=calls, **k: calls.append("up")))
+        assert cli.main(["app"]) == 0
+        assert calls == (["threads", "pair", "up"] if on else ["pair", "up"])

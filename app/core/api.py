@@ -125,6 +125,7 @@ def worker_pools(pair: Pair, groups: dict[str, int]) -> dict[str, Pool]:
     return {group: Pool(n, setup, threads=threads, name=f"{group} worker") for group, n in groups.items()}
 
 
+
 def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
     for root in readable_roots:
         allow_reads_under(root)
