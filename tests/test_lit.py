@@ -232,3 +232,29 @@ def test_lit_page_unchanged_if_the_cache_cannot_be_written(tmp_path, caplog):
     blocker.write_text("a file where the cache folder would go")
     assert client.client_root(blocker / "client") == client.lit_build()
     assert "could not write" in caplog.text
+
+
+@pytest.mark.parametrize("fixture", ["tiny_pair", "tiny_nli_pair"])
+def test_lits_attention_module_gets_every_layer_as_the_models_own_attention(request, fixture):
+    """LIT's attention module reads `AttentionHeads` aligned to a `Tokens` field: one per layer, each the model's
+    own `output_attentions` (computed here straight from transformers), and LIT's validator accepts them."""
+    import torch
+    from lit_nlp.api import types as lit_types
+
+    pair = request.getfixturevalue(fixture)
+    texts = {"sentence": "a good , warm film"} if len(pair.task.fields) == 1 else {
+        pair.task.fields[0]: "a man sleeps .", pair.task.fields[1]: "a person rests ."}
+    for clf, model in zip(pair.models, models_for(pair.models).values()):
+        spec = model.output_spec()
+        layers = [k for k, v in spec.items() if isinstance(v, lit_types.AttentionHeads)]
+        assert layers == [f"layer_{i + 1}/attention" for i in range(clf.model.config.num_hidden_layers)]
+        assert all(isinstance(spec[spec[k].align_in], lit_types.Tokens) for k in layers)
+        out = list(model.predict([texts]))[0]
+        cols = [texts[f] for f in pair.task.fields]
+        enc = clf.tokenizer(*cols, return_tensors="pt")
+        with torch.no_grad():
+            ref = clf.model(**enc, output_attentions=True).attentions
+        assert len(out["tokens"]) == enc["input_ids"].shape[1]
+        for k, want in zip(layers, ref):
+            np.testing.assert_allclose(out[k], want[0].numpy(), atol=1e-5)
+    _validate(pair, None, limit=3)
