@@ -224,6 +224,10 @@ def _every_tab(drv, app_url, offline_pair, size):
     drv.get(app_url)
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
     names = [m.name for m in offline_pair.models]
+    # every tab's name is on the page, a phone's included (Gradio put all but two in a "..." menu there)
+    time.sleep(0.5)
+    tabs = [t.text.strip() for t in _visible(drv, "button[role='tab']")]
+    assert len(tabs) == 9 and "Behavioural" in tabs, tabs
 
     _type(drv, "textarea", DISAGREE)
     _button(drv, "Predict").click()
@@ -310,6 +314,8 @@ def _every_tab(drv, app_url, offline_pair, size):
         return
     time.sleep(1.5)
     plot = _visible(drv, ".vega-embed canvas, .vega-embed svg")[0]
+    # a projection's axes share their units: its plot is about square, not a wide, flat strip
+    assert 0.7 < plot.size["width"] / plot.size["height"] < 1.4, plot.size
     from selenium.webdriver.common.action_chains import ActionChains
 
     width = plot.size["width"]

@@ -35,11 +35,15 @@ log = logging.getLogger("albert_lens.ui")
 # Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words;
 # table headers wrap instead of ending in "...": "albert-sst2 before" fits no column of a side-by-side table
 CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n"
+       ".square-plot { max-width: 500px; }\n"  # with its 420 px height and legend: a square drawing area
        "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }\n"
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
        # width and the table scrolls sideways instead
        "@media (max-width: 720px) { th, td { min-width: 6em; width: auto !important; }\n"
+       # and its tab names wrap onto a second line instead of all but two hiding in a "..." menu
+       "  .tab-wrapper, .tab-container { height: auto !important; } .tab-container { flex-wrap: wrap !important; }\n"
+       "  .tab-container button { padding: 4px 8px !important; }\n"
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
        "  .table-wrap thead { table-layout: auto !important; } .table-container { overflow-x: auto; }\n"
        "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; } }")

@@ -89,10 +89,12 @@ def tab(ctx: Ctx) -> None:
         summary = gr.Markdown(label="summary")
         tooltip = ["text", "gold", *[f"{n} prediction" for n in ctx.names]]
         with gr.Row():
-            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=tooltip, label=n, height=420, min_width=320)
-                       for n in ctx.names]
-        overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"],
-                                 label="overlay")
+            # square (CSS `.square-plot`): a projection's two axes are in the same units, and a wide, flat plot
+            # overplotted SST-2 dev's 872 points
+            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=tooltip, label=n, height=420, min_width=320,
+                                      elem_classes=["square-plot"]) for n in ctx.names]
+        overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"], height=420,
+                                 label="overlay", elem_classes=["square-plot"])
         with gr.Row():
             csv_out = gr.File(label="CSV")
             png_out = gr.Image(label="PNG", type="filepath")
