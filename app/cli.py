@@ -93,7 +93,19 @@ def _engine(args):
 
 
 def _pair(args):
-    return _api().Pair.resolve(args.pair, args.models, getattr(args, "task", None))
+    pair = _api().Pair.resolve(args.pair, args.models, getattr(args, "task", None))
+    precision = getattr(args, "precision", None)
+    if precision and precision != "fp32":
+        pair = pair.with_precision(precision)
+        print(f"precision: {pair.precision} (dynamically quantised linear layers; gradient work stays in fp32)",
+              file=sys.stderr)
+    return pair
+
+
+def _precision_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
+                   help="int8: dynamically quantised linear layers for this forward-only batch work (faster, "
+                        "answers within 1%% of fp32; see benchmarks/README.md)")
 
 
 UNSAFE_PUBLIC = ("bind a non-loopback --host without hosted mode (ALBERT_LENS_HOSTED=1): whoever connects can "
@@ -271,8 +283,9 @@ def cmd_similarity(args) -> int:
     api = _api()
 
     pair = _pair(args)
-    with _bar("layer embeddings", args.json, "example") as step:
-        res = api.similarity(pair, args.dataset, args.limit, args.pooling, args.batch, progress=step, visitor=False)
+    with _engine(args) as engine, _bar(f"layer embeddings ({engine.kind})", args.json, "example") as step:
+        res = api.similarity(pair, args.dataset, args.limit, args.pooling, args.batch, progress=step, engine=engine,
+                             visitor=False)
     return _answer(args, res, views.similarity_table, plots.similarity_figure)
 
 
@@ -505,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("project", help="UMAP or PCA of both models' embeddings, aligned; CSV, PNG and overlap score")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
     p.add_argument("--method", choices=["umap", "pca"], default="umap")
     p.add_argument("--layer", type=int, default=-1, help="-1 = top, 0 = embeddings")
@@ -518,10 +532,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("similarity", help="linear CKA between every layer of the two models (bounded memory)")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
     p.add_argument("--limit", type=int, default=500, help="first N examples")
-    p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
-    p.add_argument("--batch", type=int, default=128, help="examples per minibatch of the unbiased estimator")
+    p.add_argument("--pooling", choices=["cls", "mean", "words"], default="cls",
+                   help="a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' mean)")
+    p.add_argument("--batch", type=int, default=128, help="rows per minibatch of the unbiased estimator")
+    _engine_args(p)
     _output_args(p, "the three CKA heatmaps")
     p.set_defaults(func=cmd_similarity)
 
@@ -561,6 +578,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("benchmark", help="accuracy, parameters, latency and throughput of both models, and "
                                          "whether the accuracy gap is beyond chance")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--dataset", required=True,
                    help="a shipped name, a released set by name (\"sst2 dev (released GLUE)\"), a file (GLUE tsv, "
                    "csv, jsonl) or datasets id")
@@ -587,6 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("attack", help="attack both models with one TextAttack recipe; transfer between them")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--recipe", help="deepwordbug, pruthi, input-reduction, pwws, leap, textfooler-offline, ...")
     p.add_argument("--dataset", help="a labelled dataset: shipped or released name, file or datasets id")
     p.add_argument("--n", type=int, default=20, help="first N labelled examples")
@@ -600,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("checklist", help="run a released CheckList suite on both models")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--suite", required=True, help="CheckList suite export (*_suite.json.gz)")
     p.add_argument("--sample", type=int, default=None, help="cases per test (the release's run_idxs first)")
     p.add_argument("--json", action="store_true")
@@ -609,6 +629,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="benchmark, CheckList, attacks, UMAP, saliency, parameters and speed: "
                                              "markdown + PNG + HTML")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--out", required=True, help="output folder (its cache/ makes re-runs resume)")
     p.add_argument("--datasets", nargs="*", help="labelled dataset files or ids")
     p.add_argument("--suites", nargs="*", help="CheckList suite exports (default: the task's released suite)")
@@ -623,6 +644,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("embed", help="sentence embeddings of both models for a dataset (.npz), locally or on Ray")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--dataset", required=True)
     p.add_argument("--out", required=True, help="output .npz (one array per model)")
     p.add_argument("--layer", type=int, default=-1)

@@ -1,8 +1,9 @@
 """`albert-lens report`: the study's tables and figures regenerated for any pair, in one go.
 
-Sections: benchmark per dataset, CheckList tables, an attack summary, the UMAP figure, saliency over examples,
-parameter and speed tables. Each section's result is cached as JSON under `<out>/cache/` keyed by what it
-depends on (models, files, settings), so a re-run after a crash, or with one more dataset, only computes what is new.
+Sections: benchmark per dataset, CheckList tables, an attack summary, the UMAP figure, the layer similarity (CKA)
+and attention statistics, saliency over examples, parameter and speed tables. Each section's result is cached as
+JSON under `<out>/cache/` keyed by what it depends on (models, files, settings), so a re-run after a crash, or
+with one more dataset, only computes what is new.
 """
 from __future__ import annotations
 
@@ -83,6 +84,17 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                     "disparity": res["procrustes_disparity"], "points": res["points"]}
 
         secs.append(Section(_fingerprint(pair, "umap", params), "UMAP of sentence embeddings", run_umap))
+        params = {"dataset": first, "n": umap_n}
+
+        def run_inside(first=first):
+            # at least 5 minibatches, so the bootstrap over them has something to resample
+            cka = api.similarity(pair, first, umap_n, "cls", max(8, min(128, umap_n // 5)), engine=remote,
+                                 visitor=False)
+            heads = api.attention_stats(pair, first, min(umap_n, 200), engine=remote, visitor=False)
+            return {"similarity": cka.to_dict(), "attention": heads.to_dict()}
+
+        secs.append(Section(_fingerprint(pair, "inside", params), "Inside: layer similarity and attention",
+                            run_inside))
         params = {"dataset": first, "n": saliency_n, "method": SALIENCY_METHOD}
 
         def run_saliency(first=first):
@@ -213,6 +225,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
                 f"![UMAP]({fig.name})",
                 "",
             ]
+        elif kind == "inside":
+            md += _inside(res, out, figs)
         elif kind == "saliency":
             fig = out / "saliency.png"
             saliency_dataset_figure(res).savefig(fig, dpi=110)
@@ -274,6 +288,36 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
 
 
 SALIENCY_METHOD = "integrated_gradients"
+
+
+def _inside(res: dict, out: Path, figs: list) -> list[str]:
+    """The CKA heatmaps with each layer's best match, and what the heads attend to per layer."""
+    import numpy as np
+
+    cka, heads = res["similarity"], res["attention"]
+    a, b = cka["models"]
+    fig = out / "similarity.png"
+    plots.similarity_figure(cka).savefig(fig, dpi=100)
+    figs.append(fig)
+    cross = cka["cross"]
+    best = ", ".join(f"{i}→{j} ({cross['cka'][i][j]:.2f} [{_num(cross['low'][i][j], 2)}, "
+                     f"{_num(cross['high'][i][j], 2)}])" for i, j in enumerate(cka["best_b_for_a"]) if j is not None)
+    md = [f"Linear CKA between every layer of {a} and of {b} ([CLS] vectors of {cka['n']} examples of "
+          f"{cka['dataset']}, {cka['batches']} minibatch{'es' if cka['batches'] != 1 else ''} of the unbiased "
+          "estimator; 0 = the embedding output). "
+          f"For each {a} layer, the {b} layer most like it, with its 95% bootstrap interval: {best}.", "",
+          f"![layer similarity]({fig.name})", ""]
+    fig = out / "attention_stats.png"
+    plots.attention_stats_figure(heads).savefig(fig, dpi=100)
+    figs.append(fig)
+    md += [f"What the heads attend to over {heads['n']} examples (per layer, the mean over heads):", "",
+           "| model | layer | entropy (nats) | on [CLS] | on [SEP] | on punctuation |", "|---|---|---|---|---|---|"]
+    for m in heads["models"]:
+        for layer, row in enumerate(np.asarray(m["entropy"], dtype=float), start=1):
+            md.append(f"| {m['model']} | {layer} | {row.mean():.2f} | {np.mean(m['cls'][layer - 1]):.0%} | "
+                      f"{np.mean(m['sep'][layer - 1]):.0%} | {np.mean(m['punct'][layer - 1]):.0%} |")
+    md += ["", f"![attention statistics]({fig.name})", ""]
+    return md
 
 
 def _num(x, d: int = 1) -> str:

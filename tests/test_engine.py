@@ -119,6 +119,28 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local, monkey
         [e["index"] for e in local_b["disagreements"]["examples"]]
 
 
+def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(tiny_pair, ray_local, monkeypatch):
+    from app.core import api, loading
+
+    from .conftest import shared
+
+    sst2 = str(shared("glue", "sst2", "dev.tsv"))
+    local = {p: api.similarity(tiny_pair, sst2, 40, p, batch_size=8) for p in ("cls", "words")}
+    driver = Pair(tiny_pair.spec)
+    loading.clear_cache()
+    monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
+    with engine.Engine("ray", workers=2) as eng:
+        remote = {p: api.similarity(driver, sst2, 40, p, batch_size=8, engine=eng) for p in ("cls", "words")}
+    monkeypatch.undo()
+    for p in local:
+        assert remote[p].n == local[p].n and remote[p].batches == local[p].batches
+        for key in ("cross", "a", "b"):
+            for part in ("cka", "low", "high"):
+                np.testing.assert_allclose(np.array(getattr(remote[p], key)[part], dtype=float),
+                                           np.array(getattr(local[p], key)[part], dtype=float), atol=1e-6)
+    assert local["cls"].n == 40 and local["words"].n > 300  # SST-2 sentences: ~20 words each
+
+
 def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch):
     import json
 
@@ -147,7 +169,7 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
         sections[name] = {p.stem: json.loads(p.read_text()) for p in (tmp_path / name / "cache").glob("*.json")}
         assert (tmp_path / name / "report.md").is_file() and (tmp_path / name / "umap.png").is_file()
     loc, rem = sections["local"], sections["ray"]
-    assert sorted(loc) == sorted(rem) and len(loc) == 7  # same cache keys: either engine's cache serves the other
+    assert sorted(loc) == sorted(rem) and len(loc) == 8  # same cache keys: either engine's cache serves the other
     for key, a in loc.items():
         b, kind = rem[key], key.split("-")[0]
         if kind == "benchmark":
@@ -164,6 +186,11 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
             for k in ("comprehensiveness", "sufficiency", "random_comprehensiveness"):
                 assert [m["mean"] for m in a[k]] == pytest.approx([m["mean"] for m in b[k]], abs=1e-4)
             assert [e["top_words"] for e in a["examples"]] == [e["top_words"] for e in b["examples"]]
+        elif kind == "inside":  # CKA from the workers' minibatch statistics; attention statistics from a worker
+            np.testing.assert_allclose(np.array(a["similarity"]["cross"]["cka"], dtype=float),
+                                       np.array(b["similarity"]["cross"]["cka"], dtype=float), atol=1e-5)
+            for ma, mb in zip(a["attention"]["models"], b["attention"]["models"]):
+                np.testing.assert_allclose(ma["entropy"], mb["entropy"], atol=1e-5)
         elif kind == "attack":
             pick = lambda s: {m: (v["successes"], v["attacked"], v["avg_queries"]) for m, v in s["summary"].items()}
             assert "summary" in a and "summary" in b, (a, b)  # deepwordbug runs offline: nothing to skip

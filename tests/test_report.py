@@ -12,11 +12,18 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
                    umap_n=40, saliency_n=4, progress_bar=False)
     md = (tmp_path / "report.md").read_text()
     for heading in ("Benchmark: dev.tsv", "CheckList: sentiment_suite.json.gz", "Attack: deepwordbug",
-                    "Attack: textfooler-offline", "UMAP", "Saliency: integrated gradients", "Parameters and speed"):
+                    "Attack: textfooler-offline", "UMAP", "Inside: layer similarity and attention",
+                    "Saliency: integrated gradients", "Parameters and speed"):
         assert f"## {heading}" in md
+    inside = md.split("## Inside: layer similarity and attention")[1].split("## ")[0]
+    # seven layers each (embeddings + 6): every layer of the first model gets its best match but the constant
+    # [CLS] input embedding, and every layer of both models its attention row
+    assert inside.count("→") == 6 and "[CLS] vectors of 40 examples" in inside
+    assert sum(line.startswith("| ") for line in inside.splitlines()) == 1 + 12  # its header and 6 + 6 layers
     sal = md.split("## Saliency: integrated gradients")[1].split("## ")[0]
     assert "| BERT | " in sal and "(paired permutation)" in sal and "Rank agreement" in sal
-    for fig in ("umap.png", "checklist_sentiment.png", "layer_transitions.png", "benchmark.png", "saliency.png"):
+    for fig in ("umap.png", "checklist_sentiment.png", "layer_transitions.png", "benchmark.png", "saliency.png",
+                "similarity.png", "attention_stats.png"):
         assert (tmp_path / fig).stat().st_size > 5000
         assert f"]({fig})" in md
     # the benchmark says whether the gap between the models is more than chance (60 sentences: the paired test)

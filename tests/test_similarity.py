@@ -111,3 +111,48 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
                                np.array(res.cross["cka"], dtype=float), atol=1e-6)
     with pytest.raises(InputError, match="batch_size"):
         api.similarity(offline_pair, "sentiment_plain", 30, batch_size=-3)
+
+
+def test_word_rows_are_each_words_token_mean_and_both_models_read_the_same_words(offline_pair):
+    """Independent reference: each example's own hidden states (one forward of its own) averaged over the tokens
+    the core's alignment gives each word; WordPiece and SentencePiece then give the same rows."""
+    from app.core.alignment import split_words
+    from app.core.embeddings import hidden_states, word_layers
+    from app.core.inference import encode_one
+    from app.core.similarity import minibatch_stats, similarity_batch
+
+    exs = [Example(("A gripping, well-acted thriller.",)), Example(("Unwatchable nonsense; avoid it",)),
+           Example(("The cinematography is stunning but the plot drags",)), Example(("Not bad at all!",))]
+    per_model = []
+    for clf in offline_pair.models:
+        rows, seen = word_layers(clf, exs, batch_size=3)  # two length batches: rows go back in input order
+        ref = []
+        for ex in exs:
+            states, _ = hidden_states(clf, ex)
+            _, al = encode_one(clf, ex)
+            ref.extend(states[:, toks].mean(1) for toks in al.word_tokens)
+        ref = np.stack(ref, axis=1)
+        assert seen.all() and rows.shape == ref.shape
+        np.testing.assert_allclose(rows, ref, atol=2e-4)
+        per_model.append(rows)
+    words = sum(len(split_words(ex.texts[0])) for ex in exs)  # punctuation marks are words of their own
+    assert per_model[0].shape[1] == per_model[1].shape[1] == words == 26
+    (got,) = similarity_batch(offline_pair, exs, pooling="words", minibatch=100)
+    want = minibatch_stats(*per_model)
+    assert got["n"] == words
+    np.testing.assert_allclose(got["ab"], want["ab"], rtol=1e-3, atol=1e-6)
+
+
+def test_word_pooling_through_the_facade_counts_words_and_is_refused_by_name_when_unknown(offline_pair):
+    from app.core import api
+    from app.core.alignment import split_words
+
+    res = api.similarity(offline_pair, "sentiment_plain", 24, "words", batch_size=32)
+    exs = api.resolve_dataset(offline_pair, "sentiment_plain", 24).examples
+    assert res.n == sum(len(split_words(t)) for ex in exs for t in ex.texts)  # short texts: every word read
+    cross = np.array(res.cross["cka"], dtype=float)
+    assert cross.shape == (7, 7) and np.nanmax(cross) <= 1 + 1e-9
+    # word vectors at the input are each model's word embedding: the same words, so related, not constant
+    assert cross[0, 0] > 0.3
+    with pytest.raises(InputError, match=r"pooling: 'tokens' is not one of \['cls', 'mean', 'words'\]"):
+        api.similarity(offline_pair, "sentiment_plain", 24, "tokens")

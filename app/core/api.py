@@ -22,7 +22,7 @@ from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .benchmark import benchmark as score
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table
-from .embeddings import POOLINGS, embed_batch, embed_layers
+from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
 from .engine import Engine, ray_or_none
 from .errors import InputError
 from .explanation import explain, explain_batch, explain_dataset
@@ -73,7 +73,7 @@ from .saliency import (
     check_output,
 )
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
-from .similarity import layer_similarity, spans
+from .similarity import similarity_batch, spans, summarise
 from .timing import latency_batch, latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
@@ -152,6 +152,7 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
              output: str | None = None) -> SaliencyResult:
     """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
     `output` is what they explain, the class's probability (default) or its logit."""
+    pair = pair.fp32  # gradients and the maps' forward passes on fp32 weights, whatever the pair's batch precision
     options = _method_options(_method(method), tolerance, output)
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
@@ -165,6 +166,7 @@ def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: st
                      tolerance: float | str | None = None, output: str | None = None) -> SaliencyMethodsResult:
     """Every method on one input, both models explaining one class (the first model's prediction, or `target`),
     with each map's faithfulness: where the methods agree on a model's reasons, and which to trust."""
+    pair = pair.fp32
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
     rows, agreement, words, label, explained = [], {}, [], None, "prob"
@@ -209,6 +211,7 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
     """Saliency over the first `limit` examples of a dataset (`explanation.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement; on a Ray
     `engine`, on one of its workers."""
+    pair = pair.fp32
     options = _method_options(_method(method), tolerance, output)
     n = count("limit", limit, cap=_cap(visitor, "max_saliency_examples"), default=50)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
@@ -223,6 +226,7 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",
                    replacements: str = "", dataset: str | None = None, limit: int | None = None,
                    progress: Progress = None) -> CounterfactualResult:
+    pair = pair.fp32  # its gradient-guided edits need gradients
     cap = limits()["max_chars"]
     if generator not in GENERATORS:
         raise InputError(f"generator: {str(generator)[:60]!r} is not one of {GENERATORS}")
@@ -395,26 +399,34 @@ def _projection_result(models, ds: Dataset, proj, preds) -> ProjectionResult:
 
 
 def similarity(pair: Pair, dataset: str | None = None, limit: int | None = 500, pooling: str = "cls",
-               batch_size: int | None = 128, progress: Progress = None, *, visitor: bool = True) -> SimilarityResult:
+               batch_size: int | None = 128, progress: Progress = None, *, engine: Engine | None = None,
+               visitor: bool = True) -> SimilarityResult:
     """Linear CKA of every layer of the first model against every layer of the second (and each against
-    itself) on a dataset's sentence embeddings, streamed in minibatches: memory is one batch's, however many
-    examples (`similarity.py`)."""
-    if pooling not in POOLINGS:
-        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
+    itself) on a dataset, streamed in minibatches of `batch_size` rows: memory is one batch's, however many
+    examples (`similarity.py`). Rows are sentence vectors ("cls", "mean") or words ("words": each word's tokens'
+    mean, the words both models read). On a Ray `engine` the batches run on its workers and only their
+    statistics come back."""
+    if pooling not in LAYER_POOLINGS:
+        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(LAYER_POOLINGS)}")
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
     size = count("batch_size", batch_size, cap=1024, default=128)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    parts = spans(len(ds), size)
-
-    def batches():
-        for s, e in parts:
-            chunk = ds.examples[s:e]
-            yield tuple(embed_layers(clf, chunk, pooling=pooling) for clf in pair.models)
-            if progress:
-                progress(e, len(ds))
-
-    res = layer_similarity(batches())
-    return SimilarityResult.of(res, dataset=ds.name, pooling=pooling, models=[m.name for m in pair.models])
+    spans(len(ds), size)  # at least 8 examples, before any work
+    params = {"pooling": pooling, "minibatch": size}
+    if engine is not None and not engine.is_local:
+        # whole minibatches per worker batch, so the minibatches are the local run's
+        rows = engine.run(pair.spec, similarity_batch, ds.examples, params=params,
+                          batch_size=size * max(1, engine.chunk(len(ds)) // size), progress=progress)
+    else:
+        def stream():
+            # words: a batch of sentences is already several minibatches of words
+            for s, e in spans(len(ds), size if pooling != "words" else max(8, size // 8)):
+                yield from similarity_batch(pair, ds.examples[s:e], **params)
+                if progress:
+                    progress(e, len(ds))
+        rows = stream()
+    res = summarise(rows)
+    return SimilarityResult.of(res, dataset=ds.name, pooling=pooling, models=[m.name for m in pair.heads])
 
 
 def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str | None = -1,
@@ -435,11 +447,16 @@ def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str 
 
 
 def attention_stats(pair: Pair, dataset: str | None = None, limit: int | None = 200, progress: Progress = None, *,
-                    visitor: bool = True) -> AttentionStatsResult:
+                    engine: Engine | None = None, visitor: bool = True) -> AttentionStatsResult:
     """Per layer and head of both models over a dataset: attention entropy, the share on [CLS], [SEP] and
-    punctuation, and the change from the layer before (`attention.attention_stats`)."""
+    punctuation, and the change from the layer before (`attention.attention_stats`); on a Ray `engine`, on one
+    of its workers."""
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=200)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    remote = ray_or_none(engine)
+    if remote is not None:
+        return AttentionStatsResult(dataset=ds.name, n=len(ds),
+                                    models=remote.run(pair.spec, attn.attention_stats_batch, ds.examples))
     models = []
     for k, clf in enumerate(pair.models):
         step = (lambda d, t, k=k: progress(k * t + d, 2 * t)) if progress else None

@@ -119,3 +119,11 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     if not n:
         raise InputError("dataset: no examples")
     return {"model": clf.name, "n": n, **{key: (v / n).tolist() for key, v in sums.items()}}
+
+
+def attention_stats_batch(pair, batch: list) -> list[dict]:
+    """Engine job (the whole sample on one worker): both models' `attention_stats`."""
+    return [attention_stats(clf, batch) for clf in pair.models]
+
+
+attention_stats_batch.combine = "whole"

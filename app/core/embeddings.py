@@ -7,12 +7,15 @@ import numpy as np
 import torch
 
 from . import cls_path, jobs
+from .alignment import align
 from .data import Example
 from .errors import InputError
 from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, length_batches, pad, tokenize
 from .loading import Classifier
 
 POOLINGS = ("cls", "mean")
+# a sentence vector per example, or a vector per word (its tokens' mean): the unit two tokenizers share
+LAYER_POOLINGS = (*POOLINGS, "words")
 
 
 def n_layers(clf: Classifier) -> int:
@@ -98,3 +101,35 @@ def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str =
         out[:, idx] = _pool(states, batch["attention_mask"], pooling).float().numpy()
         done += len(idx)
     return out
+
+
+@torch.inference_mode()
+def word_layers(clf: Classifier, examples: Sequence[Example], *,
+                batch_size: int = DEFAULT_BATCH * 2) -> tuple[np.ndarray, np.ndarray]:
+    """(layers + 1, words, hidden) float32: every layer's vector of every word of every example (in order), the
+    mean over the word's tokens, so a WordPiece and a SentencePiece model give the same rows; and per word
+    whether the model read it (a word past the max length has no tokens, and a zero vector)."""
+    examples = check_examples(clf.task, examples)
+    enc = tokenize(clf, examples, offsets=True)
+    alignments = [align(ex.texts, enc["offset_mapping"][i], enc.sequence_ids(i),
+                        at_limit=len(enc["input_ids"][i]) >= clf.max_length) for i, ex in enumerate(examples)]
+    first = np.cumsum([0] + [len(al.words) for al in alignments])
+    out = np.zeros((n_layers(clf) + 1, first[-1], clf.model.config.hidden_size), dtype=np.float32)
+    seen = np.zeros(first[-1], dtype=bool)
+    done = 0
+    for idx in length_batches(enc, batch_size):
+        jobs.check(done, len(examples), "embeddings")
+        batch = pad(clf, enc, idx)
+        states = torch.stack(clf.model.base_model(**batch, output_hidden_states=True).hidden_states).float()
+        for row, i in enumerate(idx):
+            toks = alignments[i].word_tokens
+            words = [w for w, t in enumerate(toks) if t]
+            if not words:
+                continue
+            average = torch.zeros(len(words), states.shape[2])  # (words, tokens): each word's tokens' mean
+            for k, w in enumerate(words):
+                average[k, toks[w]] = 1.0 / len(toks[w])
+            out[:, first[i] + np.asarray(words)] = (average @ states[:, row]).numpy()
+            seen[first[i] + np.asarray(words)] = True
+        done += len(idx)
+    return out, seen

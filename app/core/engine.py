@@ -94,7 +94,7 @@ class Engine:
         how = combine_of(job)
         if not examples:
             raise InputError("dataset: no examples to process")
-        size = len(examples) if how == "whole" else (batch_size or self._chunk(len(examples)))
+        size = len(examples) if how == "whole" else (batch_size or self.chunk(len(examples)))
         batches = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
         offsets = [i * size for i in range(len(batches))]
         if self.is_local:
@@ -107,7 +107,7 @@ class Engine:
             return _combine(how, parts, offsets)
         return _combine(how, self._run_ray(spec, job, batches, params, progress), offsets)
 
-    def _chunk(self, n: int) -> int:
+    def chunk(self, n: int) -> int:
         """Batch size: at most `batch_size`, small enough that every Ray worker gets about two batches."""
         if self.is_local:
             return self.batch_size

@@ -57,9 +57,19 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
     return {"l2": np.mean(l2, 0).tolist(), "cosine": np.mean(cos, 0).tolist()}
 
 
+def torch_engine() -> str:
+    import torch
+
+    return torch.backends.quantized.engine
+
+
 def linear_layers(model) -> str:
     """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
     (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
+    int8 = [m for m in model.modules() if type(m).__name__ == "Linear" and type(m).__module__.startswith(
+        "torch.ao.nn.quantized.dynamic")]
+    if int8:
+        return f"int8, dynamically quantised ({len(int8)} layers, torch's {torch_engine()} kernels)"
     if switched(model):
         speedup = describe().get("onednn_speedup")
         gain = f", {speedup}x PyTorch's default product on this CPU" if speedup else ""
@@ -76,7 +86,7 @@ def model_facts(clf, examples) -> dict:
         "layers": cfg.num_hidden_layers, "hidden_size": cfg.hidden_size,
         "embedding_size": getattr(cfg, "embedding_size", cfg.hidden_size), "shares_layers": shares_layers(clf.model),
         "vocab_size": cfg.vocab_size, "tokenizer": type(clf.tokenizer).__name__,
-        "linear_layers": linear_layers(clf.model),
+        "linear_layers": linear_layers(clf.model), "precision": clf.precision,
         "transitions": layer_transitions(clf, examples), **speed(clf, examples),
     }
 

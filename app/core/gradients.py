@@ -32,11 +32,21 @@ def class_score(clf: Classifier, logits: torch.Tensor, target: int, score: str) 
     raise InputError(f"score: {score!r} is not one of {SCORES}")
 
 
+def fp32_only(clf: Classifier) -> Classifier:
+    """Gradients are taken on fp32 weights only: an int8 layer has none (its rounding would be differentiated
+    as if it were the model). The facade gives gradient work the pair's fp32 twin (`Pair.fp32`)."""
+    if getattr(clf, "precision", "fp32") != "fp32":
+        raise InputError(f"precision: {clf.name} is loaded in {clf.precision}; gradients run on its fp32 weights "
+                         "only (Pair.fp32)")
+    return clf
+
+
 def score_gradient(clf: Classifier, logits: torch.Tensor, target: int, wrt: torch.Tensor, score: str = "prob"
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """The one gradient path: the first row's class score and its gradient with respect to `wrt` (the word
     embeddings fed to the model). Saliency (`input_gradients`) and LIT's gradients (`inspection`) both take it,
     so the two can't differ in what they differentiate."""
+    fp32_only(clf)
     value = class_score(clf, logits, target, score)[0]
     (grad,) = torch.autograd.grad(value, wrt)
     return value, grad
@@ -50,6 +60,7 @@ def repeat_rows(t: torch.Tensor | None, n: int) -> torch.Tensor | None:
 def forward_embeds(clf: Classifier, embeds: torch.Tensor, attention_mask: torch.Tensor,
                    token_type_ids: torch.Tensor | None) -> torch.Tensor:
     """Logits from word embeddings (batch, tokens, E); masks broadcast over the batch."""
+    fp32_only(clf)
     n = embeds.shape[0]
     kw = {"attention_mask": repeat_rows(attention_mask, n)}
     if token_type_ids is not None:
@@ -128,6 +139,7 @@ def forward_from_layer(clf: Classifier, states: torch.Tensor, input_ids: torch.T
     """Logits with the embedding layer's output replaced by `states` (batch, tokens, E); the ids, mask and
     segments of one example broadcast over the batch. `cls_only`: the last layer for [CLS] alone where
     `cls_path` knows the model (same logits, a fifth less time), else the model's own forward."""
+    fp32_only(clf)
     if cls_only:
         fast = cls_path.logits(clf, states, attention_mask)
         if fast is not None:
@@ -161,6 +173,7 @@ class TokenGradients:
 def input_gradients(clf: Classifier, example: Example, target: int | str | None = None,
                     score: str = "prob", encoded=None) -> TokenGradients:
     """`encoded`: the (encoding, alignment) of `example` when the caller already has it."""
+    fp32_only(clf)
     enc, alignment = encoded or encode_one(clf, example)
     clf.model.eval()
     with torch.no_grad():

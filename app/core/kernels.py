@@ -168,3 +168,4 @@ def stock(model: torch.nn.Module):
     finally:
         for m in layers:
             m.__class__ = OneDNNLinear
+

@@ -21,6 +21,7 @@ import torch
 
 from . import kernels, offline
 from .errors import LensError
+from .precision import quantize_int8
 from .registry import TASKS, ModelSpec, Task, with_task
 from .runtime import hub_reachable
 
@@ -82,7 +83,12 @@ class ModelHead:
         return self.spec.task.max_length
 
     def describe(self) -> str:
-        return f"{self.name}: {self.spec.source} ({self.family}, from {self.origin})"
+        int8 = ", int8 linear layers" if self.precision == "int8" else ""
+        return f"{self.name}: {self.spec.source} ({self.family}, from {self.origin}{int8})"
+
+    @property
+    def precision(self) -> str:
+        return self.spec.precision
 
 
 @dataclass
@@ -391,7 +397,10 @@ def load(spec: ModelSpec) -> Classifier:
     model, tok, untrained = _load_from_dir(spec, path, config)
     model.eval()
     model.requires_grad_(False)  # an inference model: gradients are taken with respect to inputs only
-    kernels.accelerate(model)
+    if spec.precision == "int8":
+        quantize_int8(model)
+    else:
+        kernels.accelerate(model)
     spec = _answering(spec, model.config, id_position_pad(model))
     try:
         _warm_up(model, tok)
@@ -419,7 +428,7 @@ def max_cached_models() -> int:
 
 def _cache_key(spec: ModelSpec) -> tuple:
     """What makes two specs the same loaded model (the family is a guess until the config is read, so not it)."""
-    return spec.source, spec.task, spec.labels, spec.name, spec.untrained_head_ok
+    return spec.source, spec.task, spec.labels, spec.name, spec.untrained_head_ok, spec.precision
 
 
 def get_classifier(spec: ModelSpec) -> Classifier:

@@ -34,7 +34,9 @@ CACHE_MB = 1024.0  # embeddings kept on disk (ALBERT_LENS_EMBEDDING_CACHE_MB): t
 def _key(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length,
-                         clf.weights_stamp]).encode())  # a model retrained in place is embedded again
+                         clf.weights_stamp]  # a model retrained in place is embedded again
+                        # int8 embeddings are others (fp32 keys as before: their caches stay valid)
+                        + ([clf.spec.precision] if clf.spec.precision != "fp32" else [])).encode())
     for ex in examples:
         h.update("\x1f".join(ex.texts).encode("utf-8", "surrogatepass") + b"\x1e")
     return h.hexdigest()[:24]

@@ -43,6 +43,7 @@ class ModelSpec:
     labels: tuple[str, ...] | None = None  # the model's own output order when it differs from the task's
     note: str = ""
     untrained_head_ok: bool = False  # load a checkpoint without a classification head (for its embeddings)
+    precision: str = "fp32"  # "int8": dynamically quantised linear layers, for forward-only batch work
 
     @property
     def output_labels(self) -> tuple[str, ...] | None:

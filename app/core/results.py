@@ -150,8 +150,8 @@ class SimilarityResult(Result):
     """Linear CKA between every layer of the two models, and of each with itself (`similarity.layer_similarity`):
     layer 0 is the embedding output; a None cell is a layer whose vectors don't vary across examples."""
     dataset: str
-    n: int
-    pooling: str
+    n: int  # rows compared: examples, or for "words" pooling the words both models read
+    pooling: str  # "cls", "mean" (a sentence per row) or "words"
     models: list[str]
     cross: dict  # {"cka", "low", "high"}: (layers of the first) × (layers of the second), 95% bootstrap bounds
     a: dict  # the first model against itself

@@ -78,13 +78,18 @@ class MinibatchCKA:
             raise InputError("batch: both models must see the same examples")
         ga = [gram(layer) for layer in a]
         gb = [gram(layer) for layer in b]
-        self.cross.append(np.array([[hsic1(k, lm) for lm in gb] for k in ga]))
-        self.self_a.append(np.array([hsic1(k, k) for k in ga]))
-        self.self_b.append(np.array([hsic1(lm, lm) for lm in gb]))
-        sa, sb = _spread(a), _spread(b)
+        self.add(np.array([[hsic1(k, lm) for lm in gb] for k in ga]), np.array([hsic1(k, k) for k in ga]),
+                 np.array([hsic1(lm, lm) for lm in gb]), _spread(a), _spread(b), a.shape[1])
+
+    def add(self, cross, self_a, self_b, spread_a, spread_b, n: int) -> None:
+        """One minibatch's statistics, computed here or elsewhere (a Ray worker's `minibatch_stats`)."""
+        self.cross.append(np.asarray(cross, dtype=np.float64))
+        self.self_a.append(np.asarray(self_a, dtype=np.float64))
+        self.self_b.append(np.asarray(self_b, dtype=np.float64))
+        sa, sb = np.asarray(spread_a), np.asarray(spread_b)
         self.spread_a = sa if self.spread_a is None else np.maximum(self.spread_a, sa)
         self.spread_b = sb if self.spread_b is None else np.maximum(self.spread_b, sb)
-        self.n += a.shape[1]
+        self.n += int(n)
 
     def _ratio(self, cross, self_a, self_b) -> np.ndarray:
         """NaN where a layer's vectors don't vary across examples (the [CLS] embedding before the first layer
@@ -129,15 +134,39 @@ def spans(n: int, batch_size: int) -> list[tuple[int, int]]:
     return [(s, starts[k + 1] if k + 1 < len(starts) else n) for k, s in enumerate(starts)]
 
 
-def layer_similarity(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """CKA matrices of two models' layer embeddings, given batch by batch ((layers, batch, width) for each model,
-    the same examples; memory is one batch's): A × B, A × A and B × B, each with its bootstrap interval, and for
-    every layer of A the layer of B most like it (and back)."""
+def minibatches(n: int, size: int) -> list[tuple[int, int]]:
+    """`spans` for a part of a dataset (a Ray worker's share, a batch's words): under 4 rows none (the unbiased
+    estimator needs 4), under 8 one."""
+    if n < 4:
+        return []
+    return [(0, n)] if n < 8 else spans(n, size)
+
+
+def minibatch_stats(a: np.ndarray, b: np.ndarray) -> dict:
+    """One minibatch's unbiased HSIC of every pair of layers, A × B, A × A and B × B (each Gram matrix computed
+    once), and how much each layer varies: all `summarise` needs, a few kB whatever the batch."""
+    if a.shape[1] != b.shape[1]:
+        raise InputError("batch: both models must see the same examples")
+    ga = [gram(layer) for layer in a]
+    gb = [gram(layer) for layer in b]
+
+    def table(gx, gy):
+        return [[hsic1(k, lm) for lm in gy] for k in gx]
+
+    return {"n": int(a.shape[1]), "ab": table(ga, gb), "aa": table(ga, ga), "bb": table(gb, gb),
+            "spread_a": _spread(a).tolist(), "spread_b": _spread(b).tolist()}
+
+
+def summarise(stats: Iterable[dict]) -> dict:
+    """CKA matrices from minibatches' `minibatch_stats`, in any order of arrival: A × B, A × A and B × B, each
+    with its bootstrap interval, and for every layer of A the layer of B most like it (and back)."""
     pairs = {"cross": MinibatchCKA(), "a": MinibatchCKA(), "b": MinibatchCKA()}
-    for a, b in batches:
-        pairs["cross"].update(a, b)
-        pairs["a"].update(a, a)
-        pairs["b"].update(b, b)
+    for st in stats:
+        aa, bb = np.asarray(st["aa"]), np.asarray(st["bb"])
+        sa, sb = np.asarray(st["spread_a"]), np.asarray(st["spread_b"])
+        pairs["cross"].add(st["ab"], np.diag(aa), np.diag(bb), sa, sb, st["n"])
+        pairs["a"].add(aa, np.diag(aa), np.diag(aa), sa, sa, st["n"])
+        pairs["b"].add(bb, np.diag(bb), np.diag(bb), sb, sb, st["n"])
     out = {}
     for key, acc in pairs.items():
         lo, hi = acc.interval()
@@ -147,6 +176,30 @@ def layer_similarity(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
     out["best_a_for_b"] = [None if np.isneginf(c).all() else int(c.argmax()) for c in cross.T]
     out["n"], out["batches"] = pairs["cross"].n, len(pairs["cross"].cross)
     return out
+
+
+def layer_similarity(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """`summarise` of two models' layer embeddings given batch by batch ((layers, batch, width) for each model,
+    the same examples; memory is one batch's)."""
+    return summarise(minibatch_stats(a, b) for a, b in batches)
+
+
+def similarity_batch(pair, batch: list, pooling: str = "cls", minibatch: int = 128) -> list[dict]:
+    """Engine job: the minibatch statistics of one batch of examples, for both models. Rows are sentences
+    (pooled) or the words both models read (`embeddings.word_layers`); only the statistics leave a worker, so
+    the driver's memory doesn't grow with the dataset."""
+    from .embeddings import embed_layers, word_layers  # the technique's own inputs; this module stays numpy
+
+    if pooling == "words":
+        (a, seen_a), (b, seen_b) = (word_layers(clf, batch) for clf in pair.models)
+        keep = seen_a & seen_b
+        a, b = a[:, keep], b[:, keep]
+    else:
+        a, b = (embed_layers(clf, batch, pooling=pooling) for clf in pair.models)
+    return [minibatch_stats(a[:, s:e], b[:, s:e]) | {"index": s} for s, e in minibatches(a.shape[1], minibatch)]
+
+
+similarity_batch.combine = "rows"
 
 
 def in_batches(a: np.ndarray, b: np.ndarray, batch_size: int = 128):

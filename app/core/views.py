@@ -465,7 +465,8 @@ def similarity_table(res: dict) -> str:
     a, b = res["models"]
     cross = res["cross"]["cka"]
     cell = (lambda v: "   n/a" if v is None else f"{v:6.2f}")
-    lines = [f"linear CKA on {res['dataset']} (n={res['n']:,}, {res['pooling']} pooling, {res['batches']} "
+    unit = "words" if res["pooling"] == "words" else "examples"
+    lines = [f"linear CKA on {res['dataset']} ({res['n']:,} {unit}, {res['pooling']} pooling, {res['batches']} "
              f"minibatch{'es' if res['batches'] != 1 else ''}); rows: {a} layers, columns: {b} layers (0 = embeddings)",
              "      " + "".join(f"{j:>6}" for j in range(len(cross[0]))) + "   best"]
     for i, row in enumerate(cross):

@@ -26,7 +26,8 @@ def similarity_summary(res: dict) -> str:
     a, b = res["models"]
     cross = res["cross"]["cka"]
     best = [f"{i}→{j} ({cross[i][j]:.2f})" for i, j in enumerate(res["best_b_for_a"]) if j is not None]
-    return (f"**{html.escape(res['dataset'])}**, {res['n']:,} examples, {res['pooling']} pooling, "
+    unit = "words" if res["pooling"] == "words" else "examples"
+    return (f"**{html.escape(res['dataset'])}**, {res['n']:,} {unit}, {res['pooling']} pooling, "
             f"{res['batches']} minibatch{'es' if res['batches'] != 1 else ''} · for each {html.escape(a)} layer, the "
             f"{html.escape(b)} layer most like it (CKA): {', '.join(best)}")
 
@@ -48,7 +49,8 @@ def tab(ctx: Ctx) -> None:
             ds = dataset_field(ctx, "dataset for CKA", "shipped name or path",
                                value=ctx.dev or api.default_dataset(pair))
             limit = gr.Number(value=500, label="max examples")
-            pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
+            pooling = gr.Radio([("[CLS]", "cls"), ("mean", "mean"), ("words", "words")], value="cls", label="pooling",
+                               info="a vector per sentence, or per word (the two tokenizers compare word for word)")
         go = gr.Button("Compare the layers", variant="primary")
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(label="CKA")

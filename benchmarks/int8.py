@@ -1,0 +1,99 @@
+"""int8 against fp32 for forward-only batch work (issue 30), per model of a pair, in one run:
+
+- throughput of `embed` ([CLS], top layer) on the first 3,000 AG News test texts, int8 against the fp32 path as
+  the app runs it (oneDNN linear layers where the core chose them) and against stock PyTorch layers (the share a
+  plain install would see), start-up excluded, best of `--reps` alternating runs;
+- the cosine of every int8 vector to its fp32 one over all 7,600 AG News test texts (minimum, 0.1% quantile,
+  mean);
+- SST-2 dev: agreement of the predictions, and the accuracy change with its paired interval and McNemar p
+  (`significance.compare_accuracy`, fp32 first);
+- the UMAP k-NN overlap between the fp32 and int8 projections of SST-2 dev (how much of each point's
+  neighbourhood survives) beside the chance level.
+
+    python benchmarks/int8.py [--pair offline] [--json out.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from app.core import kernels  # noqa: E402
+from app.core.data import load_dataset  # noqa: E402
+from app.core.embeddings import embed  # noqa: E402
+from app.core.inference import predict  # noqa: E402
+from app.core.pair import Pair  # noqa: E402
+from app.core.projection import knn_chance, knn_overlap, project  # noqa: E402
+from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.significance import compare_accuracy  # noqa: E402
+
+
+def _timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--pair", default="offline")
+    ap.add_argument("--models", nargs=2)
+    ap.add_argument("--timed", type=int, default=3000, help="AG News texts embedded for the throughput")
+    ap.add_argument("--reps", type=int, default=2)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    fp = Pair.resolve(None if args.models else args.pair, args.models)
+    q = fp.with_precision("int8")
+    news = load_dataset(SHARED / "ag_news" / "test.csv").examples
+    sst2 = load_dataset(SHARED / "glue" / "sst2" / "dev.tsv").examples
+    gold = [e.label for e in sst2]
+    timed = news[: args.timed]
+    rows = []
+    for f, i in zip(fp.models, q.models):
+        for c in (f, i):  # start-up (first calls, allocator pools) excluded
+            embed(c, news[:64])
+        fp32_s, stock_s, int8_s = [], [], []
+        for _ in range(args.reps):  # alternating: the machine's drift falls on both
+            fp32_s.append(_timed(lambda: embed(f, timed)))
+            with kernels.stock(f.model):
+                stock_s.append(_timed(lambda: embed(f, timed)))
+            int8_s.append(_timed(lambda: embed(i, timed)))
+        cos = _cosines(embed(f, news), embed(i, news))
+        pf, pi = predict(f, sst2), predict(i, sst2)
+        cmp = compare_accuracy(gold, pf.predicted, pi.predicted)
+        ef, ei = embed(f, sst2), embed(i, sst2)
+        uf, ui = project(ef, "umap"), project(ei, "umap")
+        row = {
+            "model": f.name, "timed_texts": len(timed),
+            "fp32_s": min(fp32_s), "fp32_stock_s": min(stock_s), "int8_s": min(int8_s),
+            "speedup_vs_fp32": min(fp32_s) / min(int8_s), "speedup_vs_stock_fp32": min(stock_s) / min(int8_s),
+            "cosine_min": float(cos.min()), "cosine_q001": float(np.quantile(cos, 0.001)),
+            "cosine_mean": float(cos.mean()), "cosine_below_099": int((cos < 0.99).sum()), "cosine_n": len(cos),
+            "sst2_agreement": cmp["agreement"], "sst2_accuracy_fp32": cmp["values"][0],
+            "sst2_accuracy_int8": cmp["values"][1], "sst2_accuracy_change": cmp["difference"],
+            "sst2_change_interval": cmp["difference_interval"], "sst2_mcnemar_p": cmp["p_value"],
+            "umap_knn_overlap": knn_overlap(uf, ui), "umap_knn_chance": knn_chance(len(sst2)),
+            "embedding_knn_overlap": knn_overlap(ef, ei),
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    res = {"pair": fp.name, "linear_layers_fp32": kernels.describe(), "quantized_engine":
+           torch.backends.quantized.engine, "models": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(res, indent=2))
+
+
+if __name__ == "__main__":
+    main()
