@@ -97,8 +97,9 @@ def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str =
     for idx in length_batches(enc, batch_size):
         jobs.check(done, len(examples), "embeddings")
         batch = pad(clf, enc, idx)
-        states = torch.stack(clf.model.base_model(**batch, output_hidden_states=True).hidden_states)
-        out[:, idx] = _pool(states, batch["attention_mask"], pooling).float().numpy()
+        states = clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+        for k, h in enumerate(states):  # layer by layer: stacking them first copied every layer's states (~350 MB)
+            out[k, idx] = _pool(h, batch["attention_mask"], pooling).float().numpy()
         done += len(idx)
     return out
 
@@ -120,16 +121,18 @@ def word_layers(clf: Classifier, examples: Sequence[Example], *,
     for idx in length_batches(enc, batch_size):
         jobs.check(done, len(examples), "embeddings")
         batch = pad(clf, enc, idx)
-        states = torch.stack(clf.model.base_model(**batch, output_hidden_states=True).hidden_states).float()
+        states = clf.model.base_model(**batch, output_hidden_states=True).hidden_states
         for row, i in enumerate(idx):
             toks = alignments[i].word_tokens
             words = [w for w, t in enumerate(toks) if t]
             if not words:
                 continue
-            average = torch.zeros(len(words), states.shape[2])  # (words, tokens): each word's tokens' mean
+            average = torch.zeros(len(words), states[0].shape[1])  # (words, tokens): each word's tokens' mean
             for k, w in enumerate(words):
                 average[k, toks[w]] = 1.0 / len(toks[w])
-            out[:, first[i] + np.asarray(words)] = (average @ states[:, row]).numpy()
-            seen[first[i] + np.asarray(words)] = True
+            rows = first[i] + np.asarray(words)
+            for k, h in enumerate(states):  # layer by layer, not a stacked copy of every layer's states
+                out[k, rows] = (average @ h[row].float()).numpy()
+            seen[rows] = True
         done += len(idx)
     return out, seen
