@@ -104,8 +104,8 @@ def _pair(args):
 
 def _precision_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="int8: dynamically quantised linear layers for this forward-only batch work (faster, "
-                        "answers within 1%% of fp32; see benchmarks/README.md)")
+                   help="int8: dynamically quantised encoder layers for this forward-only batch work (about 2x "
+                        "faster; how close its answers stay to fp32: benchmarks/README.md, int8)")
 
 
 UNSAFE_PUBLIC = ("bind a non-loopback --host without hosted mode (ALBERT_LENS_HOSTED=1): whoever connects can "
