@@ -186,7 +186,24 @@ def _shot(drv, name):
     else:
         drv.set_window_size(w, h)
     assert path.stat().st_size > 10_000
+    if not phone and not name.endswith("failed"):
+        _doc_image(path, name.split("-", 1)[1])
     return path
+
+
+DOC_IMAGES = ROOT / "docs" / "images"
+
+
+def _doc_image(shot: Path, tab: str, width: int = 760, height: int = 1700) -> None:
+    """The README's picture of a tab, written by this test so it follows the UI: the page's top `height`
+    pixels, scaled to `width` and cut to 64 colours (~60-120 kB each; docs/images stays under 2 MB)."""
+    from PIL import Image
+
+    DOC_IMAGES.mkdir(parents=True, exist_ok=True)
+    with Image.open(shot) as im:
+        im = im.convert("RGB").crop((0, 0, im.width, min(im.height, height)))
+        im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
+        im.quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(DOC_IMAGES / f"{tab}.png", optimize=True)
 
 
 def _headers_fit(drv):

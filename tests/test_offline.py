@@ -181,3 +181,33 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     missing = subprocess.run([sys.executable, "-m", "app", "predict", "--pair", "offline-mrpc", "a", "b"], cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
     assert missing.returncode != 0 and "train-offline --task mrpc" in missing.stderr
+
+
+def test_processes_materialising_at_once_each_get_a_whole_copy(tmp_path):
+    """Two Ray workers on a fresh cache both built the offline model into one folder, and one deleted it under
+    the other. Now each builds its own and the first puts it in place; every caller gets a loadable folder."""
+    import threading
+
+    from safetensors.torch import load_file
+
+    from app.core.offline import materialise_dir
+    from app.core.runtime import ASSETS_DIR
+
+    src, dest = ASSETS_DIR / "offline" / "bert-sst2", tmp_path / "cache" / "bert-sst2"
+    start, out, errors = threading.Barrier(4), [], []
+
+    def build():
+        start.wait()
+        try:
+            out.append(materialise_dir(src, dest))
+        except Exception as exc:  # noqa: BLE001 - the test reports any
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and out == [dest] * 4
+    assert load_file(str(dest / "model.safetensors")) and (dest / ".stamp").is_file()
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["bert-sst2"]  # no build folder left behind

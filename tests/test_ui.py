@@ -275,20 +275,3 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
     res, *_ = client.predict(text="a fine film", api_name="/predict")
     assert res["input"] == ["a fine film"]
 
-
-def test_the_readmes_client_example_runs_as_written(client):
-    """The README's gradio_client block, run against this server (its address swapped in)."""
-    import contextlib
-    import io
-    import re
-    from pathlib import Path
-
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    (block,) = [b for b in re.findall(r"```python\n(.*?)```", readme, re.S) if "gradio_client" in b]
-    out, ns = io.StringIO(), {}
-    with contextlib.redirect_stdout(out):
-        exec(block.replace('Client("http://127.0.0.1:7860/")', f'Client("{client.src}", verbose=False)'), ns)
-    first, second = out.getvalue().splitlines()
-    assert ns["result"]["recipe"] == "deepwordbug" and "success_rate" in second  # the attack's defaults applied
-    assert first.count("'positive'") + first.count("'negative'") == 2  # both maps, one class each
-

@@ -551,6 +551,8 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
             raise InputError(f"label: {str(label)[:40]!r} is not one of {list(pair.task.labels or ())}")
         examples = [Example(ex.texts, label)]
     out = Path(resume) if resume else None
+    if out is not None:  # `--out runs/tf.jsonl` in a fresh checkout: its folder is made, as --out folders are
+        out.parent.mkdir(parents=True, exist_ok=True)
     done = _finished_rows(out) if out is not None else {}
     total = len(examples)
     rows: list[dict] = list(done.values())

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import torch
@@ -225,11 +227,49 @@ def materialise_export(src: Path) -> Path:
     return materialise_dir(src, cache_dir() / "offline" / "exports" / f"{src.name}-{tag}")
 
 
+def _fresh(dest: Path, stamp: str) -> bool:
+    return (dest / ".stamp").is_file() and (dest / ".stamp").read_text() == stamp
+
+
 def materialise_dir(src: Path, dest: Path) -> Path:
-    """Rebuilt only when the export or the installed MiniLM changed (the stamp is their sizes and times)."""
+    """Rebuilt only when the export or the installed MiniLM changed (the stamp is their sizes and times). Each
+    process builds in a folder of its own and the first to finish puts it in place: two Ray workers starting on a
+    fresh cache shared one build folder, and one deleted it under the other ("No such file or directory")."""
     stamp = _fingerprint(src)
-    if (dest / ".stamp").is_file() and (dest / ".stamp").read_text() == stamp:
+    if _fresh(dest, stamp):
         return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f"{dest.name}.", suffix=".tmp", dir=dest.parent))
+    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
+    frozen = config.pop("albert_lens_frozen_from_minilm", {}) or {}
+    state = {k: v.float() for k, v in load_file(str(src / "model.safetensors")).items()}
+    for key, minilm_key in frozen.items():
+        state[key] = minilm_tensor(minilm_key).float()
+    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+    (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    for fname in MINILM_TOKENIZER_FILES:
+        if (minilm_dir() / fname).is_file():
+            shutil.copy(minilm_dir() / fname, tmp / fname)
+    if (src / "README.md").is_file():
+        shutil.copy(src / "README.md", tmp / "README.md")
+    (tmp / ".stamp").write_text(stamp)
+    if _fresh(dest, stamp):  # another process finished first: its copy is the same
+        shutil.rmtree(tmp, ignore_errors=True)
+        return dest
+    stale = dest.with_name(f"{dest.name}.stale-{os.getpid()}-{tmp.name[-12:]}")
+    if dest.exists():
+        try:
+            dest.rename(stale)  # an outdated build moves aside whole, never half deleted under a reader
+        except OSError:
+            pass
+    try:
+        tmp.rename(dest)
+    except OSError:  # another process put its build in place between our check and our rename
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not _fresh(dest, stamp):
+            raise
+    shutil.rmtree(stale, ignore_errors=True)
+    return dest
     tmp = dest.with_name(dest.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
