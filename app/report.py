@@ -31,8 +31,10 @@ class Section:
 
 
 def _fingerprint(pair: Pair, name: str, params: dict) -> str:
+    # int8 sections are others (fp32 keys as before: earlier reports' caches stay valid)
     h = hashlib.sha256(json.dumps({"section": name, "params": params,
-                                   "models": [[m.source, m.name] for m in pair.spec.models]},
+                                   "models": [[m.source, m.name] + ([m.precision] if m.precision != "fp32" else [])
+                                              for m in pair.spec.models]},
                                   sort_keys=True, default=str).encode())
     for v in params.values():
         p = Path(str(v))
@@ -158,6 +160,9 @@ NO_SUITE = ("No released CheckList suite fits these models ({task}, answering {l
 def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_suite: bool = False) -> list[str]:
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
+    if pair.precision != "fp32":
+        md += [f"Precision: **{pair.precision}** (dynamically quantised encoder layers) for the forward-only "
+               "sections; saliency ran in fp32 (gradients have no int8 path).", ""]
     if no_suite:
         md += ["## CheckList", "", NO_SUITE.format(task=pair.task.name, labels=", ".join(pair.task.labels or
                                                                                           ("a score",))), ""]

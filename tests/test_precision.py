@@ -26,7 +26,9 @@ def test_the_encoder_is_int8_and_the_head_fp32_and_the_pair_names_its_precision(
     # an ALBERT's one shared layer is quantised once, and still shared by every depth
     albert = int8_pair.models[1].model.albert.encoder.albert_layer_groups
     assert len(albert) == 1
-    assert offline_pair.with_precision("fp32") is offline_pair and int8_pair.fp32.models == offline_pair.models
+    assert offline_pair.with_precision("fp32") is offline_pair
+    assert [m.spec for m in int8_pair.fp32.models] == [m.spec for m in offline_pair.models]
+    assert all(m.precision == "fp32" for m in int8_pair.fp32.models)
     with pytest.raises(InputError, match=r"precision: 'int4' is not one of \['fp32', 'int8'\]"):
         offline_pair.with_precision("int4")
 
@@ -90,3 +92,14 @@ def test_int8_projections_are_cached_apart_from_fp32(offline_pair, int8_pair, tm
     assert fp.embeddings_cached == [False, False] and q.embeddings_cached == [False, False]
     assert again.embeddings_cached == [True, True]
     assert [p["x"] for p in q.points] != [p["x"] for p in fp.points]
+
+
+def test_the_report_and_the_banner_say_which_precision_answered(int8_pair, offline_pair, tmp_path):
+    from app.report import _fingerprint, write
+    from app.ui import banner
+
+    assert ", int8" in banner(int8_pair) and "int8" not in banner(offline_pair)
+    # an int8 report's sections are cached apart from the fp32 ones
+    assert _fingerprint(int8_pair, "benchmark", {"limit": 5}) != _fingerprint(offline_pair, "benchmark", {"limit": 5})
+    write(int8_pair, tmp_path, [], {})
+    assert "Precision: **int8**" in (tmp_path / "report.md").read_text()

@@ -75,7 +75,8 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
 def banner(pair: api.Pair) -> str:
     """One line: the pair and its two models' sources (the full story, families and origins, is in Model facts
     and the server log); a model that would mislead says so."""
-    models = " vs ".join(f"**{html.escape(m.name)}** <small>{html.escape(m.spec.source)}</small>" for m in pair.models)
+    models = " vs ".join(f"**{html.escape(m.name)}** <small>{html.escape(m.spec.source)}"
+                         f"{', int8' if m.spec.precision != 'fp32' else ''}</small>" for m in pair.models)
     warn = "".join(f" · ⚠ {html.escape(m.name)}: classification head untrained (random), its predictions mean "
                    "nothing" for m in pair.models if getattr(m, "untrained_head", False))
     return f"**albert-lens** · pair *{html.escape(pair.name)}*: {models}{warn}"
