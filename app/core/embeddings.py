@@ -93,15 +93,21 @@ def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str =
     examples = check_examples(clf.task, examples)
     enc = tokenize(clf, examples)
     out = np.zeros((n_layers(clf) + 1, len(examples), clf.model.config.hidden_size), dtype=np.float32)
-    done = 0
-    for idx in length_batches(enc, batch_size):
-        jobs.check(done, len(examples), "embeddings")
-        batch = pad(clf, enc, idx)
-        states = clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+    for idx, batch, states in _every_layer(clf, enc, batch_size):
         for k, h in enumerate(states):  # layer by layer: stacking them first copied every layer's states (~350 MB)
             out[k, idx] = _pool(h, batch["attention_mask"], pooling).float().numpy()
-        done += len(idx)
     return out
+
+
+def _every_layer(clf: Classifier, enc, batch_size: int):
+    """Per length-sorted batch of `enc`: its rows, its padded inputs and every layer's hidden states (the
+    embedding output first), stopping between batches when the request is cancelled."""
+    total, done = len(enc["input_ids"]), 0
+    for idx in length_batches(enc, batch_size):
+        jobs.check(done, total, "embeddings")
+        batch = pad(clf, enc, idx)
+        yield idx, batch, clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+        done += len(idx)
 
 
 @torch.inference_mode()
@@ -117,11 +123,7 @@ def word_layers(clf: Classifier, examples: Sequence[Example], *,
     first = np.cumsum([0] + [len(al.words) for al in alignments])
     out = np.zeros((n_layers(clf) + 1, first[-1], clf.model.config.hidden_size), dtype=np.float32)
     seen = np.zeros(first[-1], dtype=bool)
-    done = 0
-    for idx in length_batches(enc, batch_size):
-        jobs.check(done, len(examples), "embeddings")
-        batch = pad(clf, enc, idx)
-        states = clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+    for idx, _, states in _every_layer(clf, enc, batch_size):
         for row, i in enumerate(idx):
             toks = alignments[i].word_tokens
             words = [w for w, t in enumerate(toks) if t]
@@ -134,5 +136,4 @@ def word_layers(clf: Classifier, examples: Sequence[Example], *,
             for k, h in enumerate(states):  # layer by layer, not a stacked copy of every layer's states
                 out[k, rows] = (average @ h[row].float()).numpy()
             seen[rows] = True
-        done += len(idx)
     return out, seen

@@ -5,6 +5,7 @@ import numpy as np
 
 from .embeddings import hidden_states
 from .kernels import OneDNNLinear, describe, switched
+from .precision import int8_layers
 from .timing import speed
 
 
@@ -57,19 +58,14 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
     return {"l2": np.mean(l2, 0).tolist(), "cosine": np.mean(cos, 0).tolist()}
 
 
-def torch_engine() -> str:
-    import torch
-
-    return torch.backends.quantized.engine
-
-
 def linear_layers(model) -> str:
     """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
     (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
-    int8 = [m for m in model.modules() if type(m).__name__ == "Linear" and type(m).__module__.startswith(
-        "torch.ao.nn.quantized.dynamic")]
+    int8 = int8_layers(model)
     if int8:
-        return f"int8, dynamically quantised ({len(int8)} layers, torch's {torch_engine()} kernels)"
+        import torch
+
+        return f"int8, dynamically quantised ({len(int8)} layers, torch's {torch.backends.quantized.engine} kernels)"
     if switched(model):
         speedup = describe().get("onednn_speedup")
         gain = f", {speedup}x PyTorch's default product on this CPU" if speedup else ""

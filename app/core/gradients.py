@@ -173,7 +173,6 @@ class TokenGradients:
 def input_gradients(clf: Classifier, example: Example, target: int | str | None = None,
                     score: str = "prob", encoded=None) -> TokenGradients:
     """`encoded`: the (encoding, alignment) of `example` when the caller already has it."""
-    fp32_only(clf)
     enc, alignment = encoded or encode_one(clf, example)
     clf.model.eval()
     with torch.no_grad():

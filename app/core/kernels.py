@@ -168,4 +168,3 @@ def stock(model: torch.nn.Module):
     finally:
         for m in layers:
             m.__class__ = OneDNNLinear
-

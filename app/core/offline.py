@@ -270,22 +270,3 @@ def materialise_dir(src: Path, dest: Path) -> Path:
             raise
     shutil.rmtree(stale, ignore_errors=True)
     return dest
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    config = json.loads((src / "config.json").read_text(encoding="utf-8"))
-    frozen = config.pop("albert_lens_frozen_from_minilm", {}) or {}
-    state = {k: v.float() for k, v in load_file(str(src / "model.safetensors")).items()}
-    for key, minilm_key in frozen.items():
-        state[key] = minilm_tensor(minilm_key).float()
-    save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
-    (tmp / "config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
-    for fname in MINILM_TOKENIZER_FILES:
-        if (minilm_dir() / fname).is_file():
-            shutil.copy(minilm_dir() / fname, tmp / fname)
-    if (src / "README.md").is_file():
-        shutil.copy(src / "README.md", tmp / "README.md")
-    (tmp / ".stamp").write_text(stamp)
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
-    return dest

@@ -74,12 +74,13 @@ class MinibatchCKA:
 
     def update(self, a: np.ndarray, b: np.ndarray) -> None:
         """`a`: (layers A, batch, width A); `b`: (layers B, batch, width B), the same examples in order."""
-        if a.shape[1] != b.shape[1]:
-            raise InputError("batch: both models must see the same examples")
-        ga = [gram(layer) for layer in a]
-        gb = [gram(layer) for layer in b]
-        self.add(np.array([[hsic1(k, lm) for lm in gb] for k in ga]), np.array([hsic1(k, k) for k in ga]),
-                 np.array([hsic1(lm, lm) for lm in gb]), _spread(a), _spread(b), a.shape[1])
+        self.add_stats(minibatch_stats(a, b))
+
+    def add_stats(self, st: dict, cells: str = "ab", left: str = "a", right: str = "b") -> None:
+        """One minibatch's `minibatch_stats` (computed here or on a Ray worker): its A × B cells, or with
+        ("aa", "a", "a") / ("bb", "b", "b") a model against itself."""
+        own = {"a": np.diag(np.asarray(st["aa"])), "b": np.diag(np.asarray(st["bb"]))}
+        self.add(st[cells], own[left], own[right], st[f"spread_{left}"], st[f"spread_{right}"], st["n"])
 
     def add(self, cross, self_a, self_b, spread_a, spread_b, n: int) -> None:
         """One minibatch's statistics, computed here or elsewhere (a Ray worker's `minibatch_stats`)."""
@@ -162,11 +163,9 @@ def summarise(stats: Iterable[dict]) -> dict:
     with its bootstrap interval, and for every layer of A the layer of B most like it (and back)."""
     pairs = {"cross": MinibatchCKA(), "a": MinibatchCKA(), "b": MinibatchCKA()}
     for st in stats:
-        aa, bb = np.asarray(st["aa"]), np.asarray(st["bb"])
-        sa, sb = np.asarray(st["spread_a"]), np.asarray(st["spread_b"])
-        pairs["cross"].add(st["ab"], np.diag(aa), np.diag(bb), sa, sb, st["n"])
-        pairs["a"].add(aa, np.diag(aa), np.diag(aa), sa, sa, st["n"])
-        pairs["b"].add(bb, np.diag(bb), np.diag(bb), sb, sb, st["n"])
+        pairs["cross"].add_stats(st)
+        pairs["a"].add_stats(st, "aa", "a", "a")
+        pairs["b"].add_stats(st, "bb", "b", "b")
     out = {}
     for key, acc in pairs.items():
         lo, hi = acc.interval()
