@@ -8,9 +8,13 @@
 - SST-2 dev: agreement of the predictions, and the accuracy change with its paired interval and McNemar p
   (`significance.compare_accuracy`, fp32 first);
 - the UMAP k-NN overlap between the fp32 and int8 projections of SST-2 dev (how much of each point's
-  neighbourhood survives) beside the chance level.
+  neighbourhood survives) beside the chance level;
+- the study's 120,000 AG News sentences extrapolated from the 7,600 of the cosine pass (same batches), on one
+  machine in fp32 and int8, and on 4 Ray workers of one such machine each.
 
-    python benchmarks/int8.py [--pair offline] [--json out.json]
+    python benchmarks/int8.py [--pair offline | --models A B --task sst2] [--json out.json]
+
+At base size, `--models` takes the tests' fixtures (tests/base_fixtures.py builds them).
 """
 from __future__ import annotations
 
@@ -34,6 +38,8 @@ from app.core.projection import knn_chance, knn_overlap, project  # noqa: E402
 from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
 from app.core.significance import compare_accuracy  # noqa: E402
 
+RAY_OVERHEAD = 72.3 / 68.5
+
 
 def _timed(fn) -> float:
     t = time.perf_counter()
@@ -49,13 +55,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--pair", default="offline")
     ap.add_argument("--models", nargs=2)
+    ap.add_argument("--task", help="the task of --models (their configs name no labels)")
     ap.add_argument("--timed", type=int, default=3000, help="AG News texts embedded for the throughput")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.set_num_threads(2)
-    fp = Pair.resolve(None if args.models else args.pair, args.models)
+    fp = Pair.resolve(None if args.models else args.pair, args.models, args.task)
     q = fp.with_precision("int8")
+    load_s = [_timed(lambda c=c: c.models) for c in (fp, q)]
     news = load_dataset(SHARED / "ag_news" / "test.csv").examples
     sst2 = load_dataset(SHARED / "glue" / "sst2" / "dev.tsv").examples
     gold = [e.label for e in sst2]
@@ -70,7 +78,11 @@ def main() -> None:
             with kernels.stock(f.model):
                 stock_s.append(_timed(lambda: embed(f, timed)))
             int8_s.append(_timed(lambda: embed(i, timed)))
-        cos = _cosines(embed(f, news), embed(i, news))
+        all_s = {}
+        vecs = {}
+        for tag, c in (("fp32", f), ("int8", i)):
+            all_s[tag] = _timed(lambda c=c, tag=tag: vecs.__setitem__(tag, embed(c, news)))
+        cos = _cosines(vecs["fp32"], vecs["int8"])
         pf, pi = predict(f, sst2), predict(i, sst2)
         cmp = compare_accuracy(gold, pf.predicted, pi.predicted)
         ef, ei = embed(f, sst2), embed(i, sst2)
@@ -86,10 +98,18 @@ def main() -> None:
             "sst2_change_interval": cmp["difference_interval"], "sst2_mcnemar_p": cmp["p_value"],
             "umap_knn_overlap": knn_overlap(uf, ui), "umap_knn_chance": knn_chance(len(sst2)),
             "embedding_knn_overlap": knn_overlap(ef, ei),
+            "ag_news_7600_s": all_s,
+            "ag_news_120k_one_machine_min": {k: v * 120_000 / len(news) / 60 for k, v in all_s.items()},
+            # 4 workers, each with a machine like this one: a quarter of the work each, Ray's overhead as measured
+            # in-process against 2 Ray workers (benchmarks/README.md, Batch engine: 68.5 against 72.3 s), plus a
+            # worker's loading of the pair
+            "ag_news_120k_4_ray_workers_min": {
+                k: (v * 120_000 / len(news) / 4 * RAY_OVERHEAD + load_s[k == "int8"]) / 60 for k, v in all_s.items()},
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    res = {"pair": fp.name, "linear_layers_fp32": kernels.describe(), "quantized_engine":
+    res = {"pair": fp.name, "load_s": {"fp32": load_s[0], "int8": load_s[1]},
+           "linear_layers_fp32": kernels.describe(), "quantized_engine":
            torch.backends.quantized.engine, "models": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))

@@ -129,3 +129,32 @@ def test_the_lit_wrappers_validate_at_base_size(base_pair):
         for model in models_for(base_pair.models).values():
             validation.validate_model(model, ds)
             assert len([k for k in model.output_spec() if k.endswith("/attention")]) == 12
+
+
+def test_the_core_layers_give_the_stock_models_gradients(base_pair):
+    """An IG round on the core's path (oneDNN products where chosen, fused `gelu_new`, [CLS]-only last layer)
+    against the model's own forward on transformers' stock layers: the same probabilities and gradients."""
+    from app.core import cls_path, kernels
+
+    albert = base_pair.models[1]
+    assert albert.model.config.hidden_act == "gelu_new" and len(kernels.fused(albert.model)) == 1
+    for clf in base_pair.models:
+        enc = clf.tokenizer([SENTENCE], return_tensors="pt")
+        states = cls_path._embedding_output(clf, enc).detach()
+        rows = states * torch.linspace(0.2, 1, 6)[:, None, None]  # six points along a path to the input
+
+        def grads(fn):
+            x = rows.clone().requires_grad_(True)
+            probs = torch.softmax(fn(x), -1)[:, 1]
+            (g,) = torch.autograd.grad(probs.sum(), x)
+            return probs.detach(), g
+
+        ours = grads(lambda x: cls_path.logits(clf, x, enc["attention_mask"]))
+        with kernels.stock(clf.model):
+            base = clf.model.base_model
+            pool = ((lambda h: base.pooler_activation(base.pooler(h[:, 0]))) if clf.family == "albert"
+                    else base.pooler)
+            ref = grads(lambda x: clf.model.classifier(pool(base.encoder(x)[0])))
+        torch.testing.assert_close(ours[0], ref[0], atol=1e-5, rtol=1e-4)
+        scale = ref[1].abs().max()
+        assert (ours[1] - ref[1]).abs().max() <= 1e-3 * scale

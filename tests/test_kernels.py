@@ -158,3 +158,48 @@ def test_onednn_primitive_cache_is_capped_unless_the_operator_set_it():
     assert capacity() == "64"
     env[kernels.PRIMITIVE_CACHE] = "300"
     assert capacity() == "300"
+
+
+def _albert(hidden_act: str):
+    from transformers import AlbertConfig, AlbertForSequenceClassification
+
+    torch.manual_seed(0)
+    cfg = AlbertConfig(vocab_size=100, embedding_size=32, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                       intermediate_size=128, hidden_act=hidden_act, num_labels=2)
+    return AlbertForSequenceClassification(cfg).eval().requires_grad_(False)
+
+
+def test_gelu_new_is_fused_with_the_same_values_and_gradients():
+    """albert-base-v2's `gelu_new` (seven Python-level operations) becomes one fused operator: logits and the
+    input embeddings' gradients equal transformers' own to float32 rounding, and `stock` gives its class back."""
+    from transformers.activations import NewGELUActivation
+
+    model = _albert("gelu_new")
+    embeds = torch.randn(5, 9, 32) * 3  # a wide range of pre-activations, tanh's saturation included
+
+    def run():
+        x = embeds.clone().requires_grad_(True)
+        logits = model(inputs_embeds=x).logits
+        torch.softmax(logits, -1)[:, 1].sum().backward()
+        return logits.detach(), x.grad
+
+    ref_logits, ref_grad = run()
+    assert kernels.fuse_activations(model) == 1  # one shared layer's activation
+    (act,) = kernels.fused(model)
+    calls = []
+    real = torch.nn.functional.gelu
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(torch.nn.functional, "gelu", lambda x, approximate="none": calls.append(approximate)
+                   or real(x, approximate=approximate))
+        logits, grad = run()
+    assert calls == ["tanh"] * 3  # the fused operator ran, once per application of the shared layer
+    torch.testing.assert_close(logits, ref_logits, atol=1e-6, rtol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, atol=1e-7, rtol=1e-4)
+    with kernels.stock(model):
+        assert type(act) is NewGELUActivation and not kernels.fused(model)
+    assert kernels.fused(model) == [act]
+
+
+def test_other_activations_are_left_alone():
+    model = _albert("gelu")
+    assert kernels.fuse_activations(model) == 0 and not kernels.fused(model)

@@ -15,12 +15,12 @@ def int8_pair(offline_pair):
 
 def test_the_encoder_is_int8_and_the_head_fp32_and_the_pair_names_its_precision(offline_pair, int8_pair):
     import torch
+    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
 
     for clf, fp in zip(int8_pair.models, offline_pair.models):
-        kinds = {n: type(m).__module__ for n, m in clf.model.named_modules()}
-        int8 = [n for n, k in kinds.items() if k.startswith("torch.ao.nn.quantized.dynamic")]
+        int8 = [n for n, m in clf.model.named_modules() if isinstance(m, DynamicLinear)]
         assert int8 and all("pooler" not in n and "classifier" not in n for n in int8)
-        assert type(clf.model.classifier) is not torch.nn.Linear or "quantized" not in kinds["classifier"]
+        assert type(clf.model.classifier) is torch.nn.Linear
         assert clf.precision == "int8" and fp.precision == "fp32" and clf.model is not fp.model
         assert "int8 linear layers" in clf.describe() and "int8" not in fp.describe()
     # an ALBERT's one shared layer is quantised once, and still shared by every depth
@@ -34,22 +34,56 @@ def test_the_encoder_is_int8_and_the_head_fp32_and_the_pair_names_its_precision(
 
 
 def test_int8_answers_stay_close_to_fp32_on_real_data(offline_pair, int8_pair):
-    """SST-2 dev predictions and AG News [CLS] embeddings, int8 against fp32 (independent: the fp32 models).
-    The floors are below what benchmarks/README.md measured on all of SST-2 dev and 3,000 AG News texts
-    (agreement 96.6% / 99.5%, mean cosine 0.975 / 0.998): int8 MiniLM-BERT misses the issue's 99% and 0.99."""
+    """SST-2 dev predictions and AG News [CLS] embeddings, int8 against fp32 (independent: the fp32 models),
+    held to the issue's bounds: agreement >= 99%, every vector at cosine >= 0.99."""
     from app.core.data import load_dataset
     from app.core.embeddings import embed
     from app.core.inference import predict
 
     sst2 = load_dataset(shared("glue", "sst2", "dev.tsv")).examples  # all 872: agreement is a rate near 1
     news = load_dataset(shared("ag_news", "test.csv")).head(300).examples
-    for fp, q, agree, mean_cos in zip(offline_pair.models, int8_pair.models, (0.95, 0.99), (0.96, 0.99)):
+    for fp, q in zip(offline_pair.models, int8_pair.models):
         a, b = (predict(c, sst2).probs.argmax(1) for c in (fp, q))
-        assert (a == b).mean() >= agree
+        assert (a == b).mean() >= 0.99
         e, f = (embed(c, news) for c in (fp, q))
         cos = (e * f).sum(1) / np.linalg.norm(e, axis=1) / np.linalg.norm(f, axis=1)
-        assert cos.mean() >= mean_cos and cos.min() > 0.5
+        assert cos.min() >= 0.99
         assert not np.allclose(e, f, atol=1e-4)  # it is another computation, not the fp32 one under a new name
+
+
+def test_each_token_gets_its_own_activation_scale():
+    """The core's int8 layer against an independent float reference of what it should compute (each row divided
+    by its largest magnitude, the batch quantised to uint8 by its min and max, the product with the dequantised
+    int8 weights, scaled back, bias added). One outlier row (50x the others) would coarsen every row in PyTorch's
+    stock layer; here the other rows keep their precision."""
+    import torch
+
+    from app.core import precision
+
+    torch.manual_seed(0)
+    stock = torch.nn.Sequential(torch.nn.Linear(64, 32)).requires_grad_(False)
+    layer = torch.nn.Sequential(torch.nn.Linear(64, 32)).requires_grad_(False)
+    layer.load_state_dict(stock.state_dict())
+    x = torch.randn(6, 64)
+    x[0] *= 50
+    exact = stock(x)
+    assert precision.quantize_int8(layer) == 1
+    (q,) = precision.int8_layers(layer)
+    scale = x.abs().amax(-1, keepdim=True)
+    xn = x / scale
+    lo, hi = min(xn.min().item(), 0.0), max(xn.max().item(), 0.0)
+    levels = 255 if q.full_range else 127
+    step = (hi - lo) / levels
+    zero = round(-lo / step)
+    xq = (torch.clamp(torch.round(xn / step) + zero, 0, levels) - zero) * step
+    reference = (xq @ q.weight().dequantize().T) * scale + q.bias()
+    got = layer(x)
+    torch.testing.assert_close(got, reference, atol=1e-4 * float(exact.abs().max()), rtol=0)
+    with torch.no_grad():
+        plain = torch.ao.quantization.quantize_dynamic(stock, {torch.nn.Linear}, dtype=torch.qint8)(x)
+    rest = slice(1, None)
+    ours_err, stock_err = ((y[rest] - exact[rest]).abs().max() for y in (got, plain))
+    assert ours_err * 5 < stock_err
 
 
 def test_gradients_never_take_the_int8_path(offline_pair, int8_pair):

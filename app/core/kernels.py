@@ -7,6 +7,12 @@ integrated-gradients node (forward and backward) takes 1.7x less time (benchmark
 the same float32 (oneDNN's strict mode: no bfloat16 or TF32), summed in another order, so results differ from
 the stock layer at float32 rounding only (tests/test_kernels.py).
 
+The tanh-approximated GELU that `albert-base-v2` names (`gelu_new`) is written in transformers as seven
+element-wise operations in Python, each a pass over the (rows x tokens x 3,072) feed-forward tensor and each with
+its own backward; it made ALBERT's integrated-gradients round 1.3x BERT's at base size (BERT's `gelu` is one
+fused operator). `fuse_activations` gives such a model PyTorch's fused `gelu(approximate="tanh")`, the same
+formula (equal to float32 rounding), whatever the matrix product.
+
 Which product a process uses is decided once: `ALBERT_LENS_MATMUL=onednn` or `blas`, or by default (`auto`) a
 few milliseconds of timing both on a BERT-sized product; oneDNN is chosen only when clearly faster, so a CPU
 whose MKL is already AVX-512 keeps the stock layers. Only inference models are switched (`accelerate`, called
@@ -138,6 +144,52 @@ class OneDNNLinear(torch.nn.Linear):
         return _LinearFn.apply(x, w, self.bias)
 
 
+def _new_gelu_class():
+    try:  # deferred: transformers is loaded with the first model
+        from transformers.activations import NewGELUActivation
+    except ImportError:  # pragma: no cover - every supported transformers has it
+        return None
+    return NewGELUActivation
+
+
+_FUSED: dict[str, type] = {}
+
+
+class _Fused:
+    """Marks an activation module whose class `fuse_activations` swapped (`stock` swaps it back)."""
+
+
+def _fused_gelu_class():
+    base = _new_gelu_class()
+    if base is None:
+        return None
+    if "cls" not in _FUSED:
+        class FusedTanhGELU(base, _Fused):
+            """transformers' `gelu_new` as one fused PyTorch operator (forward and backward)."""
+
+            def forward(self, input: torch.Tensor) -> torch.Tensor:  # noqa: A002 - the parent's name
+                return F.gelu(input, approximate="tanh")
+
+        _FUSED["cls"] = FusedTanhGELU
+    return _FUSED["cls"]
+
+
+def fuse_activations(model: torch.nn.Module) -> int:
+    """Swaps the model's `gelu_new` modules for the fused operator; returns how many were swapped."""
+    base, fused = _new_gelu_class(), _fused_gelu_class()
+    n = 0
+    for module in model.modules():
+        if base is not None and type(module) is base:
+            module.__class__ = fused
+            n += 1
+    return n
+
+
+def fused(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The model's activations that `fuse_activations` swapped."""
+    return [m for m in model.modules() if isinstance(m, _Fused)]
+
+
 def accelerate(model: torch.nn.Module) -> int:
     """Switches the model's plain `nn.Linear` layers to `OneDNNLinear` when oneDNN is this process's product;
     returns how many were switched. The model's weights must not need gradients (the core freezes them)."""
@@ -158,13 +210,17 @@ def switched(model: torch.nn.Module) -> list[OneDNNLinear]:
 
 @contextlib.contextmanager
 def stock(model: torch.nn.Module):
-    """The model with PyTorch's own linear layers for the duration (the benchmark's baseline runs Captum's
-    tutorial as a stock install would)."""
-    layers = switched(model)
+    """The model with PyTorch's own linear layers and transformers' own activations for the duration (the
+    benchmarks' baselines run Captum's tutorial as a stock install would)."""
+    layers, acts = switched(model), fused(model)
     for m in layers:
         m.__class__ = torch.nn.Linear
+    for m in acts:
+        m.__class__ = _new_gelu_class()
     try:
         yield model
     finally:
         for m in layers:
             m.__class__ = OneDNNLinear
+        for m in acts:
+            m.__class__ = _fused_gelu_class()

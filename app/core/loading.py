@@ -397,6 +397,7 @@ def load(spec: ModelSpec) -> Classifier:
     model, tok, untrained = _load_from_dir(spec, path, config)
     model.eval()
     model.requires_grad_(False)  # an inference model: gradients are taken with respect to inputs only
+    kernels.fuse_activations(model)
     if spec.precision == "int8":
         quantize_int8(model)
     else:
