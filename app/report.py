@@ -31,10 +31,8 @@ class Section:
 
 
 def _fingerprint(pair: Pair, name: str, params: dict) -> str:
-    # int8 sections are others (fp32 keys as before: earlier reports' caches stay valid)
     h = hashlib.sha256(json.dumps({"section": name, "params": params,
-                                   "models": [[m.source, m.name] + ([m.precision] if m.precision != "fp32" else [])
-                                              for m in pair.spec.models]},
+                                   "models": [[m.source, m.name, *m.precision_key] for m in pair.spec.models]},
                                   sort_keys=True, default=str).encode())
     for v in params.values():
         p = Path(str(v))

@@ -38,7 +38,7 @@ import torch  # noqa: E402
 
 from app.core import api, cls_path, kernels  # noqa: E402
 from app.core.data import Example, load_dataset  # noqa: E402
-from app.core.embeddings import embed  # noqa: E402
+from app.core.embeddings import embed, embed_and_predict  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
 from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
 from tests import base_fixtures  # noqa: E402
@@ -47,6 +47,15 @@ SST2_DEV = SHARED / "glue" / "sst2" / "dev.tsv"
 SUITE = SHARED / "checklist" / "sentiment_suite.json.gz"
 TARGETS = {"compare_p50_ms": 60, "integrated_gradients_s": 2.0, "lime_s": 4.0, "deepwordbug_per_example_s": 10.0,
            "projection_cold_s": 40.0, "app_memory_gb": 2.5}
+
+
+def cpu() -> dict:
+    """Which CPU ran this (the speed figures depend on it: Zen 4 runs AVX-512 at half Zen 5's width)."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+    fields = dict(ln.split(":", 1) for ln in info.split("\n\n")[0].splitlines() if ":" in ln)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    return {"vendor": fields.get("vendor_id"), "family": fields.get("cpu family"), "model": fields.get("model"),
+            "avx512f": "avx512f" in fields.get("flags", "").split()}
 
 
 def rss_gb(pid: int | None = None) -> float:
@@ -182,15 +191,40 @@ def app_memory(dirs: dict) -> dict:
             proc.kill()
 
 
+def ig_rounds(pair) -> dict:
+    """The IG round per model on the core's layers, on them with transformers' own GELU, and on stock layers;
+    each setting's ALBERT/BERT ratio (the issue: within 10%)."""
+    rounds = {}
+    for clf in pair.models:
+        rounds[clf.name] = {"core": ig_round(clf)}
+        with stock_activations(clf.model):
+            rounds[clf.name]["core_without_fused_gelu"] = ig_round(clf)
+        with kernels.stock(clf.model):
+            rounds[clf.name]["stock"] = ig_round(clf)
+    bert, albert = (m.name for m in pair.models)
+    return {"ig_round_40x30_s": rounds,
+            "ig_round_ratio_albert_to_bert": {k: rounds[albert][k] / rounds[bert][k] for k in rounds[bert]}}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sentences", type=int, default=5)
     ap.add_argument("--compare", type=int, default=30, help="Compare calls timed")
     ap.add_argument("--json")
     ap.add_argument("--no-app", action="store_true", help="skip starting the app for its memory")
+    ap.add_argument("--ig-round-only", action="store_true",
+                    help="only the IG round per model (run once with ALBERT_LENS_MATMUL=onednn, once with blas)")
     args = ap.parse_args()
     torch.set_num_threads(2)
-    res: dict = {"kernels": kernels.describe(), "targets": TARGETS, "rss_gb": {"start": rss_gb()}}
+    if args.ig_round_only:
+        dirs = base_fixtures.build(SHARED)
+        pair = Pair.resolve(models=[str(dirs["bert"]), str(dirs["albert"])], task="sst2")
+        res = {"kernels": kernels.describe(), "cpu": cpu(), **ig_rounds(pair)}
+        print(json.dumps(res, indent=2))
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=2))
+        return
+    res: dict = {"kernels": kernels.describe(), "cpu": cpu(), "targets": TARGETS, "rss_gb": {"start": rss_gb()}}
     dirs = base_fixtures.build(SHARED)
     pair = Pair.resolve(models=[str(dirs["bert"]), str(dirs["albert"])], task="sst2")
     _, load_s = timed(lambda: pair.models)
@@ -212,11 +246,25 @@ def main() -> None:
     res["rss_gb"]["compare"] = rss_gb()
     print("compare", json.dumps(res["compare_ms"]), flush=True)
 
+    # where Compare's time goes: each model's own forward on the same input, without the core around it
+    raw = []
+    for clf in pair.models:
+        enc = clf.tokenizer(texts[0], return_tensors="pt")
+        with torch.inference_mode():
+            clf.model(**enc)
+            raw.append(statistics.median(timed(lambda: clf.model(**enc))[1] * 1000 for _ in range(10)))
+    res["compare_ms"]["model_forward_alone_p50"] = raw
+
     res["saliency_s"] = {}
     for method in ("gradient_norm", "gradient_x_input", "integrated_gradients", "occlusion", "lime"):
         api.saliency(pair, texts[0], method=method)  # first call: one-off set-up
-        times = [timed(api.saliency, pair, t, method=method)[1] for t in texts]
-        res["saliency_s"][method] = {"median": statistics.median(times), "max": max(times)}
+        outs = [timed(api.saliency, pair, t, method=method) for t in texts]
+        times = [t for _, t in outs]
+        res["saliency_s"][method] = {"median": statistics.median(times), "max": max(times),
+                                     "per_model_median": [statistics.median(o.maps[k]["seconds"] for o, _ in outs)
+                                                          for k in range(2)]}
+        if method == "integrated_gradients":
+            res["saliency_s"][method]["steps"] = [[o.maps[k]["n_steps"] for o, _ in outs] for k in range(2)]
         res["rss_gb"][f"saliency {method}"] = rss_gb()
         print("saliency", method, json.dumps(res["saliency_s"][method]), flush=True)
 
@@ -233,7 +281,10 @@ def main() -> None:
 
     proj, cold = timed(api.project, pair, str(SST2_DEV), "umap", -1, "cls", 872, visitor=False)
     _, warm = timed(api.project, pair, str(SST2_DEV), "umap", -1, "cls", 872, visitor=False)
-    res["projection"] = {"n": proj.n, "cold_s": cold, "cached_s": warm, "knn_overlap": proj.knn_overlap}
+    dev = load_dataset(SST2_DEV).examples
+    passes = [timed(embed_and_predict, clf, dev)[1] for clf in pair.models]  # the cold run's encoder share
+    res["projection"] = {"n": proj.n, "cold_s": cold, "cached_s": warm, "knn_overlap": proj.knn_overlap,
+                         "encoder_pass_per_model_s": passes}
     res["rss_gb"]["projection"] = rss_gb()
     print("projection", json.dumps(res["projection"]), flush=True)
 
@@ -250,14 +301,19 @@ def main() -> None:
     print("facts", json.dumps(res["facts"]), flush=True)
 
     res["attacks"] = {}
+    # the random-weight models answer SST-2's gold labels by chance: each sentence is labelled with BERT's own
+    # answer, so BERT is always attacked (ALBERT too where it agrees), as a researcher attacks a right answer
+    labels = [api.predict(pair, t).models[0]["label"] for t in texts]
     for recipe in ("deepwordbug", "textfooler-offline"):
-        att, att_s = timed(api.attack, pair, recipe, dataset=str(SST2_DEV), n=len(texts), query_budget=200,
-                           time_limit=60, visitor=False)
-        per_example = [sum(r["seconds"] for r in ex["results"] if "seconds" in r) for ex in att.examples]
-        res["attacks"][recipe] = {"examples": len(att.examples), "seconds": att_s,
-                                  "per_example_both_models_s": {"median": statistics.median(per_example),
-                                                                "max": max(per_example)},
-                                  "outcomes": [[r["outcome"] for r in ex["results"]] for ex in att.examples]}
+        rows, took = [], []
+        for t, label in zip(texts, labels):
+            att, att_s = timed(api.attack, pair, recipe, t, None, label, None, 1, 200, 60, visitor=False)
+            rows += att.examples
+            took.append(att_s)
+        res["attacks"][recipe] = {"examples": len(rows), "query_budget": 200,
+                                  "per_example_both_models_s": {"median": statistics.median(took), "max": max(took)},
+                                  "outcomes": [[r["outcome"] for r in ex["results"]] for ex in rows],
+                                  "queries": [[r.get("queries") for r in ex["results"]] for ex in rows]}
         res["rss_gb"][f"attack {recipe}"] = rss_gb()
         print("attack", recipe, json.dumps(res["attacks"][recipe]), flush=True)
 
@@ -281,17 +337,9 @@ def main() -> None:
             "ours_embed_256_mean_pooled_s": ours}
         print("baselines", clf.name, json.dumps(res["baselines"][clf.name]), flush=True)
 
-    rounds = {}
-    for clf in pair.models:
-        rounds[clf.name] = {"core": ig_round(clf)}
-        with stock_activations(clf.model):
-            rounds[clf.name]["core_without_fused_gelu"] = ig_round(clf)
-        with kernels.stock(clf.model):
-            rounds[clf.name]["stock"] = ig_round(clf)
-    names = [m.name for m in pair.models]
-    res["ig_round_40x30_s"] = rounds
-    res["ig_round_ratio_albert_to_bert"] = {k: rounds[names[1]][k] / rounds[names[0]][k] for k in rounds[names[0]]}
-    print("ig round", json.dumps(rounds), json.dumps(res["ig_round_ratio_albert_to_bert"]), flush=True)
+    res.update(ig_rounds(pair))
+    print("ig round", json.dumps(res["ig_round_40x30_s"]), json.dumps(res["ig_round_ratio_albert_to_bert"]),
+          flush=True)
     res["rss_gb"]["end"] = rss_gb()
     if not args.no_app:
         del pair

@@ -40,6 +40,7 @@ def browser(tmp_path_factory):
         opts.add_argument(arg)
     drv = webdriver.Chrome(service=Service(driver), options=opts)
     drv.set_page_load_timeout(60)
+    drv.set_script_timeout(120)  # a busy machine's page can take a while to settle its fonts
     try:
         yield drv
     finally:

@@ -34,6 +34,23 @@ def test_cls_and_layers_agree_with_hidden_states(tiny_pair):
             np.testing.assert_allclose(mean[0], states[layer].mean(0), atol=1e-5)
 
 
+@pytest.mark.parametrize("pair_name", ["tiny_pair", "offline_pair"])
+def test_one_pass_gives_the_embeddings_and_the_predictions_of_two(pair_name, request):
+    """`embed_and_predict` (a projection's one pass) against `embed` and `predict` run apart, at every depth."""
+    from app.core.embeddings import embed_and_predict
+    from app.core.inference import predict
+
+    exs = [Example((s,)) for s in SENTENCES]
+    for clf in request.getfixturevalue(pair_name).models:
+        logits = predict(clf, exs).logits
+        for layer in (0, 1, -1):
+            for pooling in ("cls", "mean"):
+                vectors, got = embed_and_predict(clf, exs, layer=layer, pooling=pooling)
+                np.testing.assert_allclose(vectors, embed(clf, exs, layer=layer, pooling=pooling), atol=2e-5)
+                np.testing.assert_allclose(got, logits, atol=2e-5)
+        assert not np.allclose(embed_and_predict(clf, exs, layer=0)[0], embed_and_predict(clf, exs, layer=-1)[0])
+
+
 def test_albert_layers_differ_though_weights_are_shared(tiny_pair):
     states, _ = hidden_states(tiny_pair.models[1], Example((SENTENCES[2],)))
     assert not np.allclose(states[1], states[2])

@@ -64,15 +64,36 @@ def test_label_count_mismatch(tiny_dirs):
         load(spec(tiny_dirs["bert"], "snli"))
 
 
-def test_bin_checkpoint_loads_with_weights_only_and_same_outputs(tiny_dirs, tmp_path):
+def _mapped_ranges(path) -> list[tuple[int, int]]:
+    """Address ranges at which this process maps `path` (Linux's /proc/self/maps)."""
+    out = []
+    for line in open("/proc/self/maps"):
+        if line.rstrip().endswith(str(path)):
+            lo, hi = line.split()[0].split("-")
+            out.append((int(lo, 16), int(hi, 16)))
+    return out
+
+
+@pytest.mark.parametrize("fmt", ["zip", "legacy", "half"])
+def test_bin_checkpoint_loads_with_weights_only_and_same_outputs(tiny_dirs, tmp_path, fmt):
+    """A zip-format .bin is mapped, not read: the model's weights are the file's pages (which the app's worker
+    processes then share); a legacy-format one is read whole; a half-precision one is computed in float32."""
     d = tmp_path / "bin"
     shutil.copytree(tiny_dirs["bert"], d)
     ref = load(spec(tiny_dirs["bert"]))
-    torch.save(ref.model.state_dict(), d / "pytorch_model.bin")
+    state = ref.model.state_dict()
+    if fmt == "half":
+        state = {k: v.half() if v.is_floating_point() else v for k, v in state.items()}
+    torch.save(state, d / "pytorch_model.bin", _use_new_zipfile_serialization=fmt != "legacy")
     (d / "model.safetensors").unlink()
     clf = load(spec(d))
     ex = [Example(("a fine film",))]
-    assert abs(predict(clf, ex).probs - predict(ref, ex).probs).max() < 1e-6
+    assert abs(predict(clf, ex).probs - predict(ref, ex).probs).max() < (1e-2 if fmt == "half" else 1e-6)
+    assert all(p.dtype == torch.float32 for p in clf.model.parameters())
+    ranges = _mapped_ranges((d / "pytorch_model.bin").resolve())
+    layer = clf.model.bert.encoder.layer[0].intermediate.dense.weight
+    inside = any(lo <= layer.data_ptr() < hi for lo, hi in ranges)
+    assert inside == (fmt == "zip"), (fmt, ranges)
 
 
 class Evil:

@@ -382,11 +382,13 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
                                                            params={"layer": int(layer), "pooling": pooling}))
         return _projection_result(pair.heads, ds, proj, preds)
     preds = []
-    for k, clf in enumerate(pair.models):  # the first third of the progress: predictions, then embeddings
-        step = (lambda d, n, k=k: progress(k * n + d, 6 * n)) if progress else None
-        preds.append(cached_predictions(clf, ds.examples, progress=step)[0])
-    step = (lambda d, n: progress(n + 2 * d, 3 * n)) if progress else None
+    for k, clf in enumerate(pair.models):  # two thirds: predictions, and the embeddings with them on a cold cache
+        step = (lambda d, n, k=k: progress(2 * (k * n + d), 6 * n)) if progress else None
+        preds.append(cached_predictions(clf, ds.examples, progress=step, embedding=(int(layer), pooling))[0])
+    step = (lambda d, n: progress(2 * n + d, 3 * n)) if progress else None  # the embeddings, if not made above
     proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling, progress=step)
+    if progress:
+        progress(1, 1)
     return _projection_result(pair.models, ds, proj, preds)
 
 

@@ -95,14 +95,18 @@ def _embedding_output(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch
     return clf.model.base_model.embeddings(input_ids=inputs["input_ids"], token_type_ids=inputs.get("token_type_ids"))
 
 
+def _head(clf: Classifier, family: str, cls: torch.Tensor) -> torch.Tensor:
+    """Logits from the top layer's [CLS] vectors (rows, hidden): the pooler, then the classifier."""
+    base = clf.model.base_model
+    pooled = base.pooler_activation(base.pooler(cls)) if family == "albert" else base.pooler(cls[:, None])
+    return clf.model.classifier(pooled)
+
+
 def _logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
     family, layers, mapping_in = found
     mask = _additive_mask(attention_mask, states.shape[0], states.dtype)
     h = states if mapping_in is None else mapping_in(states)
-    cls = _encode(family, layers, h, mask, cls_last=True)[:, 0]
-    base = clf.model.base_model
-    pooled = base.pooler_activation(base.pooler(cls)) if family == "albert" else base.pooler(cls[:, None])
-    return clf.model.classifier(pooled)
+    return _head(clf, family, _encode(family, layers, h, mask, cls_last=True)[:, 0])
 
 
 def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
@@ -135,3 +139,25 @@ def hidden_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, c
         return h[:, :1] if cls_only else h
     mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype)
     return _encode(family, layers[: layer * inner], h, mask, cls_last=cls_only)
+
+
+def inputs_logits_and_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, cls_only: bool = False
+                            ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(logits, `hidden_states[layer]`) from one forward pass: a projection colours its points by the
+    predictions of the same pass that embeds them, where predicting and embedding apart ran the encoder twice.
+    `cls_only` at the top layer: its [CLS] row alone, (rows, 1, hidden)."""
+    found = _supported(clf)
+    if found is None:
+        return None
+    family, layers, mapping_in = found
+    depth = layer * (len(layers) // clf.model.config.num_hidden_layers)  # ALBERT: a group's inner layers
+    states = _embedding_output(clf, inputs)
+    h = states if mapping_in is None else mapping_in(states)
+    mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype)
+    if depth >= len(layers):
+        state = _encode(family, layers, h, mask, cls_last=cls_only)
+        return _head(clf, family, state[:, 0]), state
+    for block in layers[:depth]:
+        out = block(h, attention_mask=mask)
+        h = out[0] if isinstance(out, tuple) else out
+    return _head(clf, family, _encode(family, layers[depth:], h, mask, cls_last=True)[:, 0]), h

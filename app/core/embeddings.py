@@ -39,30 +39,59 @@ def _pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tenso
     return (hidden * m).sum(-2) / m.sum(-2).clamp(min=1)
 
 
+def _prepared(clf: Classifier, examples: Sequence[Example], layer: int, pooling: str):
+    """(examples checked, the layer's index, their encodings): what `embed` and `embed_and_predict` check first."""
+    if pooling not in POOLINGS:
+        raise InputError(f"pooling: {pooling!r} is not one of {POOLINGS}")
+    examples = check_examples(clf.task, examples)
+    return examples, _layer_index(clf, layer), tokenize(clf, examples)
+
+
+def _batches(clf: Classifier, enc, batch_size: int, progress: Progress | None):
+    """Length-sorted padded batches (row indices, batch), stopping where the job's budget ends; progress after each."""
+    n, done = len(enc["input_ids"]), 0
+    for idx in length_batches(enc, batch_size):
+        jobs.check(done, n, "embeddings")
+        yield idx, pad(clf, enc, idx)
+        done += len(idx)
+        if progress:
+            progress(done, n)
+
+
 @torch.inference_mode()
 def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
           batch_size: int = DEFAULT_BATCH * 2, progress: Progress | None = None) -> np.ndarray:
     """(n, hidden) float32. Mean pooling averages every unmasked token, [CLS]/[SEP] included, as
     sentence-transformers does, so the two agree on the same model."""
-    if pooling not in POOLINGS:
-        raise InputError(f"pooling: {pooling!r} is not one of {POOLINGS}")
-    examples = check_examples(clf.task, examples)
-    idx_layer = _layer_index(clf, layer)
-    enc = tokenize(clf, examples)
+    examples, idx_layer, enc = _prepared(clf, examples, layer, pooling)
     out = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
     base = clf.model.base_model
-    done = 0
-    for idx in length_batches(enc, batch_size):
-        jobs.check(done, len(examples), "embeddings")
-        batch = pad(clf, enc, idx)
+    for idx, batch in _batches(clf, enc, batch_size, progress):
         hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
         if hidden is None:
             hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
         out[idx] = _pool(hidden, batch["attention_mask"], pooling).float().numpy()
-        done += len(idx)
-        if progress:
-            progress(done, len(examples))
     return out
+
+
+@torch.inference_mode()
+def embed_and_predict(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
+                      batch_size: int = DEFAULT_BATCH * 2, progress: Progress | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """(embeddings as `embed` gives them, logits as `predict` gives them) from one pass over the encoder: a
+    projection needs both, and two passes cost it twice the encoder's time (at base size most of a projection's
+    minute). Models whose layout `cls_path` does not know take the two passes."""
+    examples, idx_layer, enc = _prepared(clf, examples, layer, pooling)
+    vectors = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
+    logits = np.zeros((len(examples), 1 if clf.is_regression else len(clf.labels)), dtype=np.float32)
+    for idx, batch in _batches(clf, enc, batch_size, progress):
+        both = cls_path.inputs_logits_and_state(clf, batch, idx_layer, cls_only=pooling == "cls")
+        if both is None:
+            out = clf.model(**batch, output_hidden_states=True)
+            both = out.logits, out.hidden_states[idx_layer]
+        logits[idx] = both[0].float().numpy()
+        vectors[idx] = _pool(both[1], batch["attention_mask"], pooling).float().numpy()
+    return vectors, logits
 
 
 @torch.inference_mode()

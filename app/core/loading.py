@@ -205,6 +205,19 @@ def _read_config(spec: ModelSpec, path: Path):
         raise ModelLoadError(f"model {spec.source!r}: its config.json can't be read ({_short(exc)})") from exc
 
 
+def _read_bin(weights: Path) -> dict:
+    """A `.bin` checkpoint's tensors, tensors only (`weights_only`), mapped from the file rather than read into
+    the process: the model keeps the mapped tensors (`assign=True`), so the app's worker processes, which load
+    the same pair, share one copy of the weights in the page cache instead of holding one each (the base-size
+    BERT's are 438 MB). A checkpoint in PyTorch's legacy (pre-zip) format can't be mapped and is read whole."""
+    try:
+        return torch.load(weights, map_location="cpu", weights_only=True, mmap=True)
+    except RuntimeError as exc:
+        if "zip" not in str(exc).lower() and "mmap" not in str(exc).lower():
+            raise
+        return torch.load(weights, map_location="cpu", weights_only=True)
+
+
 def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module, object, bool]:
     """(model, tokenizer, whether its classification head is untrained, which only `untrained_head_ok` allows)."""
     # deferred: transformers: loaded with the first model, not by every import of the core
@@ -213,9 +226,9 @@ def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module
     weights = _find_weights(path) if path.is_dir() else None
     try:
         if weights is not None and weights.suffix == ".bin":
-            state = torch.load(weights, map_location="cpu", weights_only=True)
             model = AutoModelForSequenceClassification.from_config(config)
-            missing, _ = model.load_state_dict(state, strict=False)
+            missing, _ = model.load_state_dict(_read_bin(weights), strict=False, assign=True)
+            model.float()  # a half-precision checkpoint's tensors, assigned as they are, computed in float32
         else:
             model, info = AutoModelForSequenceClassification.from_pretrained(
                 path, config=config, trust_remote_code=False, use_safetensors=weights is not None or None,

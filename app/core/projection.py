@@ -11,6 +11,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .data import Example
-from .embeddings import embed
+from .embeddings import embed, embed_and_predict
 from .errors import InputError
 from .inference import Prediction, from_logits, predict
 from .loading import Classifier, ModelHead
@@ -34,9 +35,8 @@ CACHE_MB = 1024.0  # embeddings kept on disk (ALBERT_LENS_EMBEDDING_CACHE_MB): t
 def _key(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> str:
     h = hashlib.sha256()
     h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length,
-                         clf.weights_stamp]  # a model retrained in place is embedded again
-                        # int8 embeddings are others (fp32 keys as before: their caches stay valid)
-                        + ([clf.spec.precision] if clf.spec.precision != "fp32" else [])).encode())
+                         clf.weights_stamp,  # a model retrained in place is embedded again
+                         *clf.spec.precision_key]).encode())
     for ex in examples:
         h.update("\x1f".join(ex.texts).encode("utf-8", "surrogatepass") + b"\x1e")
     return h.hexdigest()[:24]
@@ -109,13 +109,23 @@ def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: in
     return arr, False
 
 
-def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=None) -> tuple[Prediction, bool]:
+def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=None, *,
+                       embedding: tuple[int, str] | None = None) -> tuple[Prediction, bool]:
     """(prediction, came_from_cache): the logits kept beside the embeddings, since a projection re-run with
-    another method, layer or colour would otherwise predict the whole dataset again (6 s for SST-2 dev)."""
+    another method, layer or colour would otherwise predict the whole dataset again (6 s for SST-2 dev).
+    `embedding` (layer, pooling): the embeddings a projection is about to ask for, computed in the same pass
+    when neither is cached (one pass over the encoder, not two) and cached for it."""
     path = _cache_path(clf, examples, "logits", "")
     arr = _load_cached(path, len(examples))
     if arr is not None:
         return from_logits(clf, arr), True
+    vectors = None if embedding is None else _cache_path(clf, examples, *embedding)
+    if vectors is not None and not vectors.is_file():
+        t0 = time.perf_counter()
+        emb, logits = embed_and_predict(clf, examples, layer=embedding[0], pooling=embedding[1], progress=progress)
+        _store(vectors, emb)
+        _store(path, logits)
+        return from_logits(clf, logits, time.perf_counter() - t0), False
     pred = predict(clf, examples, progress=progress)
     _store(path, pred.logits)
     return pred, False

@@ -49,6 +49,12 @@ class ModelSpec:
     def output_labels(self) -> tuple[str, ...] | None:
         return self.labels if self.labels is not None else self.task.labels
 
+    @property
+    def precision_key(self) -> list[str]:
+        """What a cache key adds for the precision: nothing for fp32 (caches written before int8 existed stay
+        valid), the precision's name otherwise (int8 answers are others)."""
+        return [self.precision] if self.precision != "fp32" else []
+
 
 @dataclass(frozen=True)
 class PairSpec:
