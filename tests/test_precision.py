@@ -51,11 +51,11 @@ def test_int8_answers_stay_close_to_fp32_on_real_data(offline_pair, int8_pair):
         assert not np.allclose(e, f, atol=1e-4)  # it is another computation, not the fp32 one under a new name
 
 
-def test_each_token_gets_its_own_activation_scale():
-    """The core's int8 layer against an independent float reference of what it should compute (each row divided
-    by its largest magnitude, the batch quantised to uint8 by its min and max, the product with the dequantised
-    int8 weights, scaled back, bias added). One outlier row (50x the others) would coarsen every row in PyTorch's
-    stock layer; here the other rows keep their precision."""
+def test_each_token_gets_its_own_activation_range():
+    """The core's int8 layer against an independent float reference of what it should compute (each row mapped
+    onto [0, 1] by its own minimum and span, quantised to the int8 levels, the product with the dequantised int8
+    weights, mapped back, bias added). One outlier row (50x the others) would coarsen every row in PyTorch's stock
+    layer; here the other rows keep their precision, and a row's answer is the same alone as in any batch."""
     import torch
 
     from app.core import precision
@@ -69,14 +69,10 @@ def test_each_token_gets_its_own_activation_scale():
     exact = stock(x)
     assert precision.quantize_int8(layer) == 1
     (q,) = precision.int8_layers(layer)
-    scale = x.abs().amax(-1, keepdim=True)
-    xn = x / scale
-    lo, hi = min(xn.min().item(), 0.0), max(xn.max().item(), 0.0)
+    lo, hi = x.amin(-1, keepdim=True), x.amax(-1, keepdim=True)
     levels = 255 if q.full_range else 127
-    step = (hi - lo) / levels
-    zero = round(-lo / step)
-    xq = (torch.clamp(torch.round(xn / step) + zero, 0, levels) - zero) * step
-    reference = (xq @ q.weight().dequantize().T) * scale + q.bias()
+    xq = torch.round((x - lo) / (hi - lo) * levels) / levels * (hi - lo) + lo
+    reference = xq @ q.weight().dequantize().T + q.bias()
     got = layer(x)
     torch.testing.assert_close(got, reference, atol=1e-4 * float(exact.abs().max()), rtol=0)
     with torch.no_grad():
@@ -84,6 +80,7 @@ def test_each_token_gets_its_own_activation_scale():
     rest = slice(1, None)
     ours_err, stock_err = ((y[rest] - exact[rest]).abs().max() for y in (got, plain))
     assert ours_err * 5 < stock_err
+    torch.testing.assert_close(layer(x[3:4]), got[3:4], atol=1e-6, rtol=0)  # alone as in the batch
 
 
 def test_gradients_never_take_the_int8_path(offline_pair, int8_pair):
