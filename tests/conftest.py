@@ -27,8 +27,7 @@ import torch  # noqa: E402
 from app.core import runtime  # noqa: E402
 
 runtime.prepare()
-# `./run test` runs two pytest workers (pytest-xdist): one core each, or four threads would fight over two cores
-torch.set_num_threads(1 if os.environ.get("PYTEST_XDIST_WORKER") else 2)
+torch.set_num_threads(2)
 
 SENTENCES = [
     "it 's a charming and often affecting journey .",
