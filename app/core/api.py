@@ -46,7 +46,7 @@ from .policy import (  # noqa: F401
     tolerance,
 )
 from .projection import METHODS as PROJECTIONS
-from .projection import cached_predictions, knn_chance, project_pair, projection_table
+from .projection import cached_predictions, in_cache, knn_chance, project_pair, projection_table
 from .registry import TASKS, ModelSpec, Task  # noqa: F401
 from .results import (  # noqa: F401 - the declared answers, for front ends that name them
     RESULTS,
@@ -381,12 +381,14 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
                             compute=lambda exs: remote.run(pair.spec, embed_batch, exs,
                                                            params={"layer": int(layer), "pooling": pooling}))
         return _projection_result(pair.heads, ds, proj, preds)
+    had = [in_cache(clf, ds.examples, int(layer), pooling) for clf in pair.models]
     preds = []
     for k, clf in enumerate(pair.models):  # two thirds: predictions, and the embeddings with them on a cold cache
         step = (lambda d, n, k=k: progress(2 * (k * n + d), 6 * n)) if progress else None
         preds.append(cached_predictions(clf, ds.examples, progress=step, embedding=(int(layer), pooling))[0])
     step = (lambda d, n: progress(2 * n + d, 3 * n)) if progress else None  # the embeddings, if not made above
     proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling, progress=step)
+    proj.embeddings_cached = [c and h for c, h in zip(proj.embeddings_cached, had)]  # not if made with the predictions
     if progress:
         progress(1, 1)
     return _projection_result(pair.models, ds, proj, preds)

@@ -97,6 +97,11 @@ def _prune(folder: Path, keep: Path) -> None:
             total -= size
 
 
+def in_cache(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> bool:
+    """Whether these embeddings are on disk already (a projection says which of its vectors it computed)."""
+    return _cache_path(clf, examples, layer, pooling).is_file()
+
+
 def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
                       progress=None) -> tuple[np.ndarray, bool]:
     """(embeddings, came_from_cache)."""
