@@ -35,6 +35,7 @@ os.environ["ALBERT_LENS_CACHE"] = tempfile.mkdtemp(prefix="albert-lens-base-size
 import numpy as np  # noqa: E402
 import psutil  # noqa: E402
 import torch  # noqa: E402
+from saliency_speed import captum_tutorial_ig  # noqa: E402  (this folder: the tutorial recipe, one copy)
 
 from app.core import api, cls_path, kernels  # noqa: E402
 from app.core.data import Example, load_dataset  # noqa: E402
@@ -107,25 +108,6 @@ def stock_activations(model):
     finally:
         for m, cls in zip(acts, fused):
             m.__class__ = cls
-
-
-def captum_tutorial_ig(clf, text: str, target: int) -> float:
-    """Captum's BERT tutorial recipe (LayerIntegratedGradients over the embeddings, 50 steps), seconds."""
-    from captum.attr import LayerIntegratedGradients
-
-    tok = clf.tokenizer
-    enc = tok(text, return_tensors="pt", truncation=True, max_length=128)
-    ids = enc["input_ids"]
-    ref = torch.full_like(ids, tok.pad_token_id)
-    ref[0, 0], ref[0, -1] = tok.cls_token_id, tok.sep_token_id
-
-    def forward(input_ids, attention_mask):
-        return torch.softmax(clf.model(input_ids=input_ids, attention_mask=attention_mask).logits, -1)[:, target]
-
-    lig = LayerIntegratedGradients(forward, clf.model.base_model.embeddings)
-    t0 = time.perf_counter()
-    lig.attribute(ids, baselines=ref, additional_forward_args=(enc["attention_mask"],), n_steps=50)
-    return time.perf_counter() - t0
 
 
 def sentence_transformers_encode(clf, texts: list[str], core_layers: bool) -> float:
@@ -324,8 +306,8 @@ def main() -> None:
     embed_texts = [e.text for e in load_dataset(SST2_DEV).examples[:256]]
     for clf, target in zip(pair.models, targets):
         with kernels.stock(clf.model):
-            stock_ig = statistics.median(captum_tutorial_ig(clf, t, target) for t in texts)
-        core_ig = statistics.median(captum_tutorial_ig(clf, t, target) for t in texts)
+            stock_ig = statistics.median(timed(captum_tutorial_ig, clf, Example(t), target)[1] for t in texts)
+        core_ig = statistics.median(timed(captum_tutorial_ig, clf, Example(t), target)[1] for t in texts)
         st_stock = sentence_transformers_encode(clf, embed_texts, core_layers=False)
         st_core = sentence_transformers_encode(clf, embed_texts, core_layers=True)
         exs = [Example(t) for t in embed_texts]
