@@ -39,6 +39,8 @@ def _pair_args(p: argparse.ArgumentParser) -> None:
                    "--task <task> exported it); default: TextAttack SST-2 if reachable or cached, else offline")
     g.add_argument("--models", nargs=2, metavar=("A", "B"), help="any two hub ids or local model directories")
     p.add_argument("--task", help="task of --models (a preset name such as rte) when their configs don't say")
+    p.add_argument("--device", help="auto (CUDA, then MPS, then the CPU), cpu, cuda, cuda:N or mps; default: "
+                   "$ALBERT_LENS_DEVICE, else auto")
 
 
 def _text_args(p: argparse.ArgumentParser, required: bool = True) -> None:
@@ -92,20 +94,33 @@ def _engine(args):
     return _api().Engine(getattr(args, "engine", "local"), getattr(args, "address", None), getattr(args, "workers", 2))
 
 
+_HARDWARE: dict = {}  # the device and dtype that answer this command, added to its --json
+
+
+def _dumps(obj, **kw) -> str:
+    """A command's JSON, saying which device and precision computed it."""
+    if isinstance(obj, dict) and _HARDWARE:
+        obj = {**obj, "hardware": _HARDWARE}
+    return json.dumps(obj, **kw)
+
+
 def _pair(args):
-    pair = _api().Pair.resolve(args.pair, args.models, getattr(args, "task", None))
+    pair = _api().Pair.resolve(args.pair, args.models, getattr(args, "task", None), getattr(args, "device", None))
     precision = getattr(args, "precision", None)
     if precision and precision != "fp32":
         pair = pair.with_precision(precision)
-        print(f"precision: {pair.precision} (dynamically quantised linear layers; gradient work stays in fp32)",
-              file=sys.stderr)
+        how = "dynamically quantised linear layers" if precision == "int8" else "half-precision forward passes"
+        print(f"precision: {pair.precision} ({how}; gradient work stays in fp32)", file=sys.stderr)
+    _HARDWARE.clear()
+    _HARDWARE.update(pair.hardware())
     return pair
 
 
 def _precision_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--precision", choices=["fp32", "int8"], default="fp32",
-                   help="int8: dynamically quantised encoder layers for this forward-only batch work (about 2x "
-                        "faster; how close its answers stay to fp32: benchmarks/README.md, int8)")
+    p.add_argument("--precision", choices=["fp32", "int8", "bf16", "fp16"], default="fp32",
+                   help="for this forward-only batch work: int8, dynamically quantised encoder layers on the CPU "
+                        "(how close its answers stay to fp32, and its speed by CPU: benchmarks/README.md); bf16 or "
+                        "fp16, half precision on a GPU (bf16 also as autocast on a CPU)")
 
 
 UNSAFE_PUBLIC = ("bind a non-loopback --host without hosted mode (ALBERT_LENS_HOSTED=1): whoever connects can "
@@ -130,7 +145,7 @@ def cmd_predict(args) -> int:
     pair = _pair(args)
     res = api.predict(pair, args.text, args.text2)
     if args.json:
-        print(json.dumps({"pair": pair.name, **res}, indent=2, ensure_ascii=False))
+        print(_dumps({"pair": pair.name, **res}, indent=2, ensure_ascii=False))
         return 0
     print(f"pair: {pair.name} ({pair.reason})")
     width = max(8, *(len(clf.name) for clf in pair.models))
@@ -164,7 +179,7 @@ def cmd_saliency(args) -> int:
         raise InputError("text: give the input to explain, or --dataset")
     res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance, args.output)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         maps = res["maps"]
         of = "logit of " if res["output"] == "logit" else ""
@@ -204,7 +219,7 @@ def _saliency_dataset(pair, args) -> int:
         res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step,
                                    output=args.output)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(views.saliency_dataset_summary(res, markdown=False, show=args.show))
     _save_figure(lambda: plots.saliency_dataset_figure(res), args.png)
@@ -223,7 +238,7 @@ def cmd_counterfactual(args) -> int:
                                  args.limit, progress=step)
     names = [m.name for m in pair.models]
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     elif over_dataset:
         print(f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in {res['dataset']}")
         for n, r, only in zip(names, res["flip_rate"], res["only"]):
@@ -266,9 +281,9 @@ def cmd_project(args) -> int:
         out.mkdir(parents=True, exist_ok=True)
         pd.DataFrame(res["points"]).to_csv(out / "projection.csv", index=False)
         plots.plot_png(res["points"], out / "projection.png", args.colour, title=f"{res['dataset']} ({args.method})")
-        (out / "projection.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        (out / "projection.json").write_text(_dumps(summary, indent=2), encoding="utf-8")
     if args.json:
-        print(json.dumps(summary, indent=2))
+        print(_dumps(summary, indent=2))
     else:
         print(f"{res['dataset']}: {res['n']} examples, {args.method} of {args.pooling} pooling at layer {res['layer']}")
         print(f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f} "
@@ -291,7 +306,7 @@ def cmd_similarity(args) -> int:
 
 def _answer(args, res, text: Callable, figure: Callable) -> int:
     """A command's result: its JSON (--json) or `text(res)`, and `figure(res)` where --png asks for it."""
-    print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else text(res))
+    print(_dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else text(res))
     _save_figure(lambda: figure(res), args.png)
     return 0
 
@@ -321,7 +336,7 @@ def cmd_facts(args) -> int:
         texts += [ln for ln in Path(args.file).read_text(encoding="utf-8").splitlines() if ln.strip()]
     res = api.facts(pair, texts or None)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         keys = [k for k in res["models"][0] if k not in ("transitions", "model")]
         print(f"{'':<26}" + "".join(f"{m['model']:>24}" for m in res["models"]))
@@ -373,7 +388,7 @@ def cmd_benchmark(args) -> int:
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"benchmark ({engine.kind})", args.json, "example") as step:
         res = api.benchmark(pair, args.dataset, args.limit, step, engine=engine, visitor=False)
-    print(json.dumps(res.to_dict(), indent=2) if args.json else views.benchmark_table(res))
+    print(_dumps(res.to_dict(), indent=2) if args.json else views.benchmark_table(res))
     return 0
 
 
@@ -423,7 +438,7 @@ def cmd_attack(args) -> int:
     out = Path(args.out) if args.out else None
     rows, summary, cmp = res["examples"], res["summary"], res["comparison"]
     if args.json:
-        print(json.dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "comparison": cmp,
+        print(_dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "comparison": cmp,
                           "examples": rows}, indent=2, ensure_ascii=False))
         return 0
     for name, s in summary.items():
@@ -442,7 +457,7 @@ def cmd_checklist(args) -> int:
     with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
         res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine)
     if args.json:
-        print(json.dumps(res.to_dict(), indent=2, ensure_ascii=False))
+        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
         print(f"{res['suite']} ({res['kind']}), up to {args.sample or 'all'} cases per test\n")
         print(res["markdown"])

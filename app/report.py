@@ -158,9 +158,12 @@ NO_SUITE = ("No released CheckList suite fits these models ({task}, answering {l
 def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_suite: bool = False) -> list[str]:
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
+    hw = pair.hardware()
+    md += [f"Computed on **{hw['device']}** ({hw['device_name']}), {hw['precision']}.", ""]
     if pair.precision != "fp32":
-        md += [f"Precision: **{pair.precision}** (dynamically quantised encoder layers) for the forward-only "
-               "sections; saliency ran in fp32 (gradients have no int8 path).", ""]
+        how = "dynamically quantised encoder layers" if pair.precision == "int8" else "half-precision forward passes"
+        md += [f"Precision: **{pair.precision}** ({how}) for the forward-only sections; saliency ran in fp32 "
+               "(gradients are taken on fp32 weights only).", ""]
     if no_suite:
         md += ["## CheckList", "", NO_SUITE.format(task=pair.task.name, labels=", ".join(pair.task.labels or
                                                                                           ("a score",))), ""]

@@ -131,7 +131,7 @@ class LensModel(lit_model.BatchedModel):
         vocab = self.clf.tokenizer.convert_ids_to_tokens(
             list(range(self.clf.model.get_input_embeddings().num_embeddings))
         )
-        table = self.clf.model.get_input_embeddings().weight.detach().numpy()
+        table = self.clf.model.get_input_embeddings().weight.detach().float().cpu().numpy()
         return [str(v) for v in vocab], table
 
 

@@ -19,6 +19,9 @@ os.environ.pop("ALBERT_LENS_ASSUME_ONLINE", None)
 for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_flag] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="albert-lens-test-hf-")
+# The CPU unless a run asks for another device: the suite's references are CPU figures, and tests of the device
+# plumbing name their device (tests/test_device.py).
+os.environ.setdefault("ALBERT_LENS_DEVICE", "cpu")
 if (SHARED / "nltk_data").is_dir():
     os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
 

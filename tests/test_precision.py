@@ -29,7 +29,7 @@ def test_the_encoder_is_int8_and_the_head_fp32_and_the_pair_names_its_precision(
     assert offline_pair.with_precision("fp32") is offline_pair
     assert [m.spec for m in int8_pair.fp32.models] == [m.spec for m in offline_pair.models]
     assert all(m.precision == "fp32" for m in int8_pair.fp32.models)
-    with pytest.raises(InputError, match=r"precision: 'int4' is not one of \['fp32', 'int8'\]"):
+    with pytest.raises(InputError, match=r"precision: 'int4' is not one of \['fp32', 'int8', 'bf16', 'fp16'\]"):
         offline_pair.with_precision("int4")
 
 

@@ -27,6 +27,7 @@ from .engine import Engine, ray_or_none
 from .errors import InputError
 from .explanation import explain, explain_batch, explain_dataset
 from .facts import facts_batch, model_facts
+from .fidelity import against_fp32
 from .inference import check_examples, from_logits, logits_batch
 from .inference import predict as predict_examples  # noqa: F401
 from .inspection import inspect  # noqa: F401
@@ -479,7 +480,8 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
     # empty: 1000 rows for a visitor; every row for the operator (the CLI's benchmark without --limit)
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000 if visitor else None)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    return BenchmarkResult.of(score(pair, ds, progress=progress, engine=engine))
+    return BenchmarkResult.of(score(pair, ds, progress=progress, engine=engine),
+                              fidelity=against_fp32(pair, ds.examples))
 
 
 def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, layer: int = -1, pooling: str = "cls",
@@ -494,7 +496,8 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
     arrays = (engine or Engine()).run(pair.spec, embed_batch, ds.examples,
                                       params={"layer": layer, "pooling": pooling}, progress=progress)
     return EmbedResult(dataset=ds.name, n=len(ds), layer=layer, pooling=pooling,
-                       embeddings={m.name: a for m, a in zip(pair.spec.models, arrays)})
+                       embeddings={m.name: a for m, a in zip(pair.spec.models, arrays)},
+                       fidelity=against_fp32(pair, ds.examples, pooling=pooling))
 
 
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *,

@@ -63,7 +63,7 @@ def word_attention(clf: Classifier, example: Example) -> dict:
     """Every layer's and head's attention over the input's units: {"model", "units", "maps": (layers, heads,
     units, units)}."""
     names, unit_of, enc = units(clf, example)
-    att = _attentions(clf, enc).float().numpy()
+    att = _attentions(clf, enc).float().cpu().numpy()
     return {"model": clf.name, "units": names, "maps": to_units(att, unit_of, len(names))}
 
 
@@ -102,8 +102,8 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     n = 0
     for k, ex in enumerate(examples):
         _, _, enc = units(clf, ex)
-        tokens = tok.convert_ids_to_tokens(enc["input_ids"][0])
-        att = _attentions(clf, enc).double().numpy()
+        tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
+        att = _attentions(clf, enc).double().cpu().numpy()
         cls = np.array([t == tok.cls_token for t in tokens], dtype=float)
         sep = np.array([t == tok.sep_token for t in tokens], dtype=float)
         punct = np.array([t.lstrip("▁#") in PUNCT and t.lstrip("▁#") != "" for t in tokens], dtype=float)

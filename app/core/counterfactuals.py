@@ -308,19 +308,23 @@ def hotflip(clf: Classifier, example: Example, top_k: int = 20) -> dict:
     g = input_gradients(clf, example, score="logprob")
     al = g.alignment
     ids, vocab_words = _whole_word_vocab(clf)
+    weight = clf.model.get_input_embeddings().weight
     with torch.no_grad():
-        table = clf.model.get_input_embeddings().weight[ids]  # (V, E)
-    grads = torch.as_tensor(g.gradients)
-    emb = torch.as_tensor(g.embeddings)
+        table = weight[ids.to(weight.device)].float()  # (V, E)
+    swappable = [(w, toks[0]) for w, toks in enumerate(al.word_tokens)
+                 if len(toks) == 1 and al.words[w].text.isalpha()]
     cands = []
-    for w, toks in enumerate(al.word_tokens):
-        if len(toks) != 1 or not al.words[w].text.isalpha():
-            continue
-        t = toks[0]
-        est = (table - emb[t]) @ grads[t]  # first-order change of log p(target)
-        vals, order = torch.topk(-est, k=min(3, len(est)))
-        for v, o in zip(vals, order):
-            cands.append((float(v), w, vocab_words[int(o)]))
+    if swappable:
+        at = [t for _, t in swappable]
+        grads = torch.as_tensor(g.gradients[at], device=table.device)  # (W, E)
+        emb = torch.as_tensor(g.embeddings[at], device=table.device)
+        with torch.no_grad():  # first-order change of log p(target), every word's every swap in one product
+            est = table @ grads.T - (emb * grads).sum(-1)  # (V, W)
+            vals, order = torch.topk(-est, k=min(3, len(table)), dim=0)  # (3, W)
+        vals, order = vals.cpu().numpy(), order.cpu().numpy()  # one copy back, not one per candidate
+        for j, (w, _) in enumerate(swappable):
+            for v, o in zip(vals[:, j], order[:, j]):
+                cands.append((float(v), w, vocab_words[int(o)]))
     if not cands:
         return {"model": clf.name, "edited": None, "note": "no single-token word to swap"}
     cands.sort(reverse=True)

@@ -10,8 +10,9 @@ from . import cls_path, jobs
 from .alignment import align
 from .data import Example
 from .errors import InputError
-from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, length_batches, pad, tokenize
+from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, host, length_batches, pad, tokenize
 from .loading import Classifier
+from .precision import autocast
 
 POOLINGS = ("cls", "mean")
 # a sentence vector per example, or a vector per word (its tokens' mean): the unit two tokenizers share
@@ -67,10 +68,11 @@ def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pool
     out = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
     base = clf.model.base_model
     for idx, batch in _batches(clf, enc, batch_size, progress):
-        hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
-        if hidden is None:
-            hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
-        out[idx] = _pool(hidden, batch["attention_mask"], pooling).float().numpy()
+        with autocast(clf):
+            hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
+            if hidden is None:
+                hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
+        out[idx] = host(_pool(hidden.float(), batch["attention_mask"], pooling))
     return out
 
 
@@ -85,12 +87,13 @@ def embed_and_predict(clf: Classifier, examples: Sequence[Example], *, layer: in
     vectors = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
     logits = np.zeros((len(examples), 1 if clf.is_regression else len(clf.labels)), dtype=np.float32)
     for idx, batch in _batches(clf, enc, batch_size, progress):
-        both = cls_path.inputs_logits_and_state(clf, batch, idx_layer, cls_only=pooling == "cls")
-        if both is None:
-            out = clf.model(**batch, output_hidden_states=True)
-            both = out.logits, out.hidden_states[idx_layer]
-        logits[idx] = both[0].float().numpy()
-        vectors[idx] = _pool(both[1], batch["attention_mask"], pooling).float().numpy()
+        with autocast(clf):
+            both = cls_path.inputs_logits_and_state(clf, batch, idx_layer, cls_only=pooling == "cls")
+            if both is None:
+                out = clf.model(**batch, output_hidden_states=True)
+                both = out.logits, out.hidden_states[idx_layer]
+        logits[idx] = host(both[0])
+        vectors[idx] = host(_pool(both[1].float(), batch["attention_mask"], pooling))
     return vectors, logits
 
 
@@ -99,8 +102,8 @@ def hidden_states(clf: Classifier, example: Example) -> tuple[np.ndarray, list[s
     """(layers + 1, tokens, hidden) for one example, and its tokens."""
     enc, _ = encode_one(clf, example)
     out = clf.model.base_model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_hidden_states=True)
-    states = torch.stack(out.hidden_states)[:, 0].float().numpy()
-    return states, clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    states = host(torch.stack(out.hidden_states)[:, 0])
+    return states, clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
 
 
 def embed_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = "cls") -> list[np.ndarray]:
@@ -124,7 +127,7 @@ def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str =
     out = np.zeros((n_layers(clf) + 1, len(examples), clf.model.config.hidden_size), dtype=np.float32)
     for idx, batch, states in _every_layer(clf, enc, batch_size):
         for k, h in enumerate(states):  # layer by layer: stacking them first copied every layer's states (~350 MB)
-            out[k, idx] = _pool(h, batch["attention_mask"], pooling).float().numpy()
+            out[k, idx] = host(_pool(h.float(), batch["attention_mask"], pooling))
     return out
 
 
@@ -135,7 +138,9 @@ def _every_layer(clf: Classifier, enc, batch_size: int):
     for idx in length_batches(enc, batch_size):
         jobs.check(done, total, "embeddings")
         batch = pad(clf, enc, idx)
-        yield idx, batch, clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+        with autocast(clf):
+            states = clf.model.base_model(**batch, output_hidden_states=True).hidden_states
+        yield idx, batch, states
         done += len(idx)
 
 
@@ -161,8 +166,9 @@ def word_layers(clf: Classifier, examples: Sequence[Example], *,
             average = torch.zeros(len(words), states[0].shape[1])  # (words, tokens): each word's tokens' mean
             for k, w in enumerate(words):
                 average[k, toks[w]] = 1.0 / len(toks[w])
+            average = average.to(states[0].device)
             rows = first[i] + np.asarray(words)
             for k, h in enumerate(states):  # layer by layer, not a stacked copy of every layer's states
-                out[k, rows] = (average @ h[row].float()).numpy()
+                out[k, rows] = host(average @ h[row].float())
             seen[rows] = True
     return out, seen

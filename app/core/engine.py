@@ -12,6 +12,7 @@ worker.
 """
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Sequence
 
@@ -127,7 +128,8 @@ class Engine:
                 ray.init(num_cpus=self.workers, include_dashboard=False, ignore_reinit_error=True,
                          log_to_driver=False)
         tag = uuid.uuid4().hex[:8]
-        actors = [_worker_class().options(name=f"{WORKER_PREFIX}{tag}-{i}").remote(spec)
+        spec, gpus = worker_device(spec, float(ray.cluster_resources().get("GPU", 0)), self.workers)
+        actors = [_worker_class().options(name=f"{WORKER_PREFIX}{tag}-{i}", num_gpus=gpus).remote(spec)
                   for i in range(self.workers)]
         self._actors[key] = actors
         return actors
@@ -179,6 +181,25 @@ class Engine:
 
 
 _WORKER = None
+
+
+def worker_device(spec: PairSpec, cluster_gpus: float, workers: int) -> tuple[PairSpec, float]:
+    """(the spec a Ray worker loads, the GPUs it asks for). A pair on a GPU asks each worker for its share of
+    the cluster's GPUs (whole ones when there are enough) and loads on the one Ray gives it, which the worker
+    sees as cuda:0; a cluster without GPUs runs the pair's work on its workers' CPUs, at fp32 where the
+    precision is a GPU one."""
+    device = spec.models[0].device
+    if torch.device(device).type != "cuda":
+        return spec, 0.0
+    if cluster_gpus > 0:
+        share = min(1.0, cluster_gpus / max(1, workers))
+        share = float(int(share)) if share >= 1 else share
+        where, precision = "cuda:0", spec.models[0].precision
+    else:
+        share, where = 0.0, "cpu"
+        precision = "fp32" if spec.models[0].precision == "fp16" else spec.models[0].precision
+    models = tuple(dataclasses.replace(m, device=where, precision=precision) for m in spec.models)
+    return dataclasses.replace(spec, models=models), share
 
 
 def _worker_class():

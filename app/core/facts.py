@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import device as devices
 from .embeddings import hidden_states
 from .kernels import OneDNNLinear, describe, switched
 from .precision import int8_layers
@@ -61,6 +62,9 @@ def layer_transitions(clf, examples) -> dict[str, list[float]]:
 def linear_layers(model) -> str:
     """Which matrix product the model's linear layers use here: the latency and throughput figures depend on it
     (oneDNN's is 1.7-2.3x PyTorch's default on this project's AMD machine, `app/core/kernels.py`)."""
+    where = next(model.parameters()).device
+    if where.type != "cpu":
+        return f"PyTorch's {where.type.upper()} kernels ({next(model.parameters()).dtype})".replace("torch.", "")
     int8 = int8_layers(model)
     if int8:
         import torch
@@ -83,7 +87,8 @@ def model_facts(clf, examples) -> dict:
         "embedding_size": getattr(cfg, "embedding_size", cfg.hidden_size), "shares_layers": shares_layers(clf.model),
         "vocab_size": cfg.vocab_size, "tokenizer": type(clf.tokenizer).__name__,
         "linear_layers": linear_layers(clf.model), "precision": clf.precision,
-        "transitions": layer_transitions(clf, examples), **speed(clf, examples),
+        **devices.describe(clf.device), "transitions": layer_transitions(clf, examples), **speed(clf, examples),
+        **devices.memory(clf.device),
     }
 
 

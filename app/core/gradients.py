@@ -15,7 +15,7 @@ from . import cls_path
 from .alignment import Alignment
 from .data import Example
 from .errors import InputError
-from .inference import class_index, encode_one
+from .inference import class_index, encode_one, host
 from .loading import Classifier, id_position_pad
 
 SCORES = ("prob", "logit", "logprob")
@@ -180,14 +180,15 @@ def input_gradients(clf: Classifier, example: Example, target: int | str | None 
     embeds = embeds.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         logits = forward_embeds(clf, embeds, enc["attention_mask"], enc.get("token_type_ids"))
-        probs = None if clf.is_regression else torch.softmax(logits.detach(), -1)[0].numpy()
+        probs = None if clf.is_regression else host(torch.softmax(logits.detach(), -1)[0])
         tgt = class_index(clf, target, probs)
         value, grad = score_gradient(clf, logits, tgt, embeds, score)
+    ids = enc["input_ids"][0].cpu()
     return TokenGradients(
-        tokens=clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0]),
-        input_ids=enc["input_ids"][0].numpy(),
-        embeddings=embeds[0].detach().numpy(),
-        gradients=grad[0].numpy(),
+        tokens=clf.tokenizer.convert_ids_to_tokens(ids.tolist()),
+        input_ids=ids.numpy(),
+        embeddings=host(embeds[0]),
+        gradients=host(grad[0]),
         target=tgt,
         target_label=None if clf.is_regression else clf.labels[tgt],
         score=float(value.detach()),

@@ -18,6 +18,7 @@ from .alignment import align
 from .data import Example, blank_reason
 from .errors import InputError
 from .loading import Classifier, ModelHead
+from .precision import autocast
 from .registry import Task
 
 Progress = Callable[[int, int], None]
@@ -70,8 +71,24 @@ def length_batches(enc, batch_size: int) -> list[np.ndarray]:
 
 
 def pad(clf: Classifier, enc, idx) -> dict[str, torch.Tensor]:
+    """One length-sorted batch, padded on the CPU and moved to the model's device once."""
     rows = {k: [enc[k][i] for i in idx] for k in ("input_ids", "attention_mask", "token_type_ids") if k in enc}
-    return model_inputs(clf.tokenizer.pad(rows, return_tensors="pt"))
+    return to_device(clf, model_inputs(clf.tokenizer.pad(rows, return_tensors="pt")))
+
+
+def to_device(clf: Classifier, tensors: dict) -> dict:
+    """Tensors on `clf`'s device (the same dict on the CPU; pinned and copied without waiting elsewhere)."""
+    where = torch.device(clf.device)
+    if where.type == "cpu":
+        return tensors
+    pin = where.type == "cuda"
+    return {k: (v.pin_memory().to(where, non_blocking=True) if pin else v.to(where))
+            if isinstance(v, torch.Tensor) else v for k, v in tensors.items()}
+
+
+def host(t: torch.Tensor) -> np.ndarray:
+    """A result back on the host as float32 numpy (one copy from a GPU; none on the CPU)."""
+    return t.detach().float().cpu().numpy()
 
 
 @dataclass
@@ -116,10 +133,11 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     for idx in length_batches(enc, batch_size):
         jobs.check(done, len(examples), "predictions")  # a request past its budget, or left, stops here
         batch = pad(clf, enc, idx)
-        out = cls_path.inputs_logits(clf, batch)  # the last layer for [CLS] only: same logits, less time
-        if out is None:
-            out = clf.model(**batch).logits
-        logits[idx] = out.float().numpy()
+        with autocast(clf):
+            out = cls_path.inputs_logits(clf, batch)  # the last layer for [CLS] only: same logits, less time
+            if out is None:
+                out = clf.model(**batch).logits
+        logits[idx] = host(out)
         done += len(idx)
         if progress:
             progress(done, len(examples))
@@ -176,6 +194,8 @@ def encode_one(clf: Classifier, example: Example):
     ids = enc["input_ids"][0]
     alignment = align(example.texts, enc["offset_mapping"][0].tolist(), enc.sequence_ids(0),
                       at_limit=len(ids) >= clf.max_length)
+    if not torch.device(clf.device).type == "cpu":
+        enc = enc.to(clf.device)  # a BatchEncoding keeps sequence_ids() after the move
     return enc, alignment
 
 

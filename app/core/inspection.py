@@ -15,7 +15,7 @@ import torch
 from .data import Example
 from .errors import InputError
 from .gradients import score_gradient
-from .inference import class_index
+from .inference import class_index, host
 from .loading import Classifier
 
 
@@ -56,11 +56,12 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
     fields = _field_ids(clf, example, tokens)
     ids = tok.build_inputs_with_special_tokens(*fields)
     slices = _field_slices(tok, fields)
-    input_ids = torch.tensor([ids])
+    where = torch.device(clf.device)
+    input_ids = torch.tensor([ids], device=where)
     mask = torch.ones_like(input_ids)
     kw = {}
     if "token_type_ids" in tok.model_input_names:  # DistilBERT's forward has no such argument
-        kw["token_type_ids"] = torch.tensor([tok.create_token_type_ids_from_sequences(*fields)])
+        kw["token_type_ids"] = torch.tensor([tok.create_token_type_ids_from_sequences(*fields)], device=where)
     with torch.no_grad():
         embeds = clf.model.get_input_embeddings()(input_ids)
     if embeddings:
@@ -68,7 +69,7 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
             given = embeddings[f] if f < len(embeddings) else None
             if given is None:
                 continue
-            given = torch.as_tensor(np.asarray(given), dtype=embeds.dtype)
+            given = torch.as_tensor(np.asarray(given), dtype=embeds.dtype, device=where)
             if given.shape != embeds[0, sl].shape:
                 raise InputError(f"input_embs for field {f}: shape {tuple(given.shape)} does not match the "
                                  f"{tuple(embeds[0, sl].shape)} of its tokens")
@@ -78,24 +79,24 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
         out = clf.model(inputs_embeds=embeds, attention_mask=mask, output_hidden_states=True,
                         output_attentions=attention, **kw)
         logits = out.logits
-        probs = None if clf.is_regression else torch.softmax(logits.detach(), -1)[0].numpy()
+        probs = None if clf.is_regression else host(torch.softmax(logits.detach(), -1)[0])
         tgt = class_index(clf, target, probs)
         if clf.is_regression:
             result = {"score": float(logits[0, 0])}
         else:
             result = {"probas": probs.astype(np.float32), "target": tgt}
         # the explained class's probability (a regression's score), through the saliency's own gradient path
-        grads = score_gradient(clf, logits, tgt, embeds, "prob")[1][0].numpy() if gradients else None
+        grads = host(score_gradient(clf, logits, tgt, embeds, "prob")[1][0]) if gradients else None
     hidden = out.hidden_states
     all_tokens = tok.convert_ids_to_tokens(ids)
     result.update(
         tokens=all_tokens,
         field_tokens=[all_tokens[sl] for sl in slices],
-        cls_emb=hidden[-1][0, 0].detach().numpy(),
-        mean_emb=hidden[-1][0].detach().mean(0).numpy(),
-        input_embs=[embeds[0, sl].detach().numpy() for sl in slices],
+        cls_emb=host(hidden[-1][0, 0]),
+        mean_emb=host(hidden[-1][0].mean(0)),
+        input_embs=[host(embeds[0, sl]) for sl in slices],
         grads=[grads[sl] for sl in slices] if gradients else None,
-        attentions=[a[0].detach().numpy() for a in out.attentions] if attention and out.attentions else None,
+        attentions=[host(a[0]) for a in out.attentions] if attention and out.attentions else None,
     )
     return result
 

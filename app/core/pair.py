@@ -5,12 +5,13 @@ import dataclasses
 import logging
 from collections.abc import Sequence
 
+from . import device as devices
 from .data import Example
 from .errors import InputError
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
 from .loading import Classifier, ModelHead, get_classifier, get_head
 from .policy import limits
-from .precision import PRECISIONS
+from .precision import PRECISIONS, check_on
 from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
@@ -42,9 +43,16 @@ class Pair:
         self._models: tuple[Classifier, Classifier] | None = None
 
     @classmethod
-    def resolve(cls, pair: str | None = None, models: Sequence[str] | None = None, task: str | None = None) -> "Pair":
-        """`--models A B` wins, then `--pair NAME`, then the default pair. Hosted mode allows only the presets
-        in ALBERT_LENS_ALLOWED_PAIRS (default: offline and sst2) and no arbitrary model ids."""
+    def resolve(cls, pair: str | None = None, models: Sequence[str] | None = None, task: str | None = None,
+                device: str | None = None) -> "Pair":
+        """`--models A B` wins, then `--pair NAME`, then the default pair, on `device` (`device.resolve`: None
+        reads ALBERT_LENS_DEVICE, then `auto`). Hosted mode allows only the presets in ALBERT_LENS_ALLOWED_PAIRS
+        (default: offline and sst2) and no arbitrary model ids."""
+        where = devices.resolve(device)
+        return cls._resolve(pair, models, task).with_device(where)
+
+    @classmethod
+    def _resolve(cls, pair: str | None, models: Sequence[str] | None, task: str | None) -> "Pair":
         cap = limits()
         if cap["hosted"]:
             if models:
@@ -66,14 +74,33 @@ class Pair:
         precision = "fp32" if precision in (None, "") else str(precision)
         if precision not in PRECISIONS:
             raise InputError(f"precision: {precision[:20]!r} is not one of {list(PRECISIONS)}")
+        check_on(precision, self.device)
         if all(m.precision == precision for m in self.spec.models):
             return self
         models = tuple(dataclasses.replace(m, precision=precision) for m in self.spec.models)
         return Pair(dataclasses.replace(self.spec, models=models), self.reason)
 
+    def with_device(self, device: str | None) -> "Pair":
+        """The same models on `device` (resolved: "cuda" is "cuda:0"; a device that isn't here is refused with
+        the list of those that are)."""
+        where = devices.resolve(device)
+        if all(m.device == where for m in self.spec.models):
+            return self
+        check_on(self.precision, where)
+        models = tuple(dataclasses.replace(m, device=where) for m in self.spec.models)
+        return Pair(dataclasses.replace(self.spec, models=models), self.reason)
+
     @property
     def precision(self) -> str:
         return self.spec.models[0].precision
+
+    @property
+    def device(self) -> str:
+        return self.spec.models[0].device
+
+    def hardware(self) -> dict:
+        """The device and dtype that answer, for every `--json`, the banner, Model facts and the report."""
+        return {**devices.describe(self.device), "precision": self.precision}
 
     @property
     def fp32(self) -> "Pair":

@@ -1,6 +1,6 @@
-"""Numeric precision of a loaded model: fp32 (the default: every technique, and the only one gradients use) or
-int8 (dynamically quantised linear layers, for forward-only batch work: embed, benchmark, CheckList, attacks,
-projection).
+"""Numeric precision of a loaded model: fp32 (the default: every technique, and the only one gradients use),
+int8 (dynamically quantised linear layers, a CPU path), or bf16 / fp16 (half-precision weights on a GPU, bf16
+autocast on a CPU), each for forward-only batch work: embed, benchmark, CheckList, attacks, projection.
 
 int8 here is PyTorch's dynamic quantisation (`torch.ao.quantization.quantize_dynamic`): weights stored as int8
 per output channel, activations quantised at run time, products on the CPU's int8 instructions (VNNI where it
@@ -16,9 +16,41 @@ project pins still ships it, kernels included.
 """
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
-PRECISIONS = ("fp32", "int8")
+from .errors import InputError
+
+PRECISIONS = ("fp32", "int8", "bf16", "fp16")
+HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check_on(precision: str, device: str) -> None:
+    """Refuse a precision the device can't run, saying what to use instead: int8 is PyTorch's CPU quantised
+    engine; fp16 on a CPU has no fast kernels (bf16 does, on CPUs with AVX-512 BF16 or AMX)."""
+    kind = torch.device(device).type
+    if precision == "int8" and kind != "cpu":
+        raise InputError(f"precision: int8 is a CPU path (PyTorch's dynamic quantisation); on {device} use bf16 or "
+                         "fp16, or --device cpu for int8")
+    if precision == "fp16" and kind == "cpu":
+        raise InputError("precision: fp16 runs on a GPU; on the CPU use bf16 (autocast) or fp32")
+
+
+def to_half(model: torch.nn.Module, precision: str, device: str) -> None:
+    """On a GPU, a half precision's weights are cast once at load (as sentence-transformers' `half()`); on the
+    CPU the fp32 weights stay and `autocast` runs the products in bf16."""
+    if precision in HALF and torch.device(device).type != "cpu":
+        model.to(HALF[precision])
+
+
+def autocast(clf) -> contextlib.AbstractContextManager:
+    """The forward pass's context for `clf`'s precision: autocast to bf16 / fp16 (LayerNorm and softmax stay
+    fp32 under it), nothing for fp32 and int8."""
+    precision = getattr(clf, "precision", "fp32")
+    if precision not in HALF:
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(clf.device).type, dtype=HALF[precision])
 
 
 def _head(name: str) -> bool:

@@ -43,7 +43,8 @@ class ModelSpec:
     labels: tuple[str, ...] | None = None  # the model's own output order when it differs from the task's
     note: str = ""
     untrained_head_ok: bool = False  # load a checkpoint without a classification head (for its embeddings)
-    precision: str = "fp32"  # "int8": dynamically quantised linear layers, for forward-only batch work
+    precision: str = "fp32"  # "int8", "bf16", "fp16": for forward-only batch work (see precision.py)
+    device: str = "cpu"  # where the weights live and the work runs: "cpu", "cuda:N", "mps" (see device.py)
 
     @property
     def output_labels(self) -> tuple[str, ...] | None:

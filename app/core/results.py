@@ -192,6 +192,7 @@ class BenchmarkResult(Result):
     comparison: dict  # the paired test of the gap between the two
     disagreements: dict  # {"total", "examples"}: inputs the two answer differently
     ratios: dict  # second model over first: parameters, throughput, latency
+    fidelity: dict | None = None  # a reduced precision against fp32 on a sample (`fidelity.against_fp32`)
 
 
 @dataclass(frozen=True)
@@ -202,6 +203,7 @@ class EmbedResult(Result):
     layer: int
     pooling: str
     embeddings: dict = field(repr=False)  # model name -> (n, hidden) numpy array (not JSON: `--out` writes .npz)
+    fidelity: dict | None = None  # a reduced precision against fp32 on a sample (`fidelity.against_fp32`)
 
 
 @dataclass(frozen=True)

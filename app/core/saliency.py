@@ -18,7 +18,7 @@ from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
 from .gradients import class_score, forward_from_layer, id_positions, input_gradients, layer_outputs, repeat_rows
-from .inference import class_index, encode_one, predict, windowed
+from .inference import class_index, encode_one, host, predict, windowed
 from .loading import Classifier
 
 
@@ -181,7 +181,7 @@ class IntegratedGradients(Method):
     def baseline_ids(self, enc) -> torch.Tensor:
         """The tutorial's baseline: every token of the text becomes [PAD], the ones the tokenizer added ([CLS],
         [SEP]) stay. Text tokens that are special ids ([UNK] for an emoji, a typed "[MASK]") become [PAD] too."""
-        added = torch.tensor([s is None for s in enc.sequence_ids(0)], dtype=torch.bool)
+        added = torch.tensor([s is None for s in enc.sequence_ids(0)], dtype=torch.bool, device=enc["input_ids"].device)
         base = enc["input_ids"].clone()
         base[0, ~added] = self.clf.tokenizer.pad_token_id or 0
         return base
@@ -193,10 +193,10 @@ class IntegratedGradients(Method):
         """Attributions (tokens, E, float64) and the integrand d/dalpha F at each node, for one quadrature rule."""
         ids, mask, tt = enc["input_ids"], enc["attention_mask"], enc.get("token_type_ids")
         rows = max(1, self.ROW_TOKENS // ids.shape[1])
-        total = torch.zeros(x.shape[1:], dtype=torch.float64)
+        total = torch.zeros(x.shape[1:], dtype=torch.float64, device=x.device)
         slope = []
-        a_all = torch.tensor(alphas, dtype=torch.float32)
-        w_all = torch.tensor(weights, dtype=torch.float64)
+        a_all = torch.tensor(alphas, dtype=torch.float32, device=x.device)  # the nodes, moved once per round
+        w_all = torch.tensor(weights, dtype=torch.float64, device=x.device)
         for i in range(0, len(alphas), rows):
             a, w = a_all[i : i + rows], w_all[i : i + rows]
             states = (b + a[:, None, None] * (x - b)).requires_grad_(True)
@@ -205,7 +205,7 @@ class IntegratedGradients(Method):
                 (grad,) = torch.autograd.grad(score.sum(), states)
             total += (w[:, None, None] * grad.double()).sum(0)
             slope.append((grad * (x - b)).sum((1, 2)))
-        return (total * (x - b)[0].double()).detach(), torch.cat(slope).detach().numpy()
+        return (total * (x - b)[0].double()).detach().cpu(), host(torch.cat(slope))
 
     def _prepare(self, example, enc):
         """One forward pass over the input and the baseline gives the endpoints F(x), F(baseline) and the
@@ -214,7 +214,7 @@ class IntegratedGradients(Method):
         pos = id_positions(self.clf, ids)
         states, logits = layer_outputs(self.clf, torch.cat([ids, self.baseline_ids(enc)]), repeat_rows(mask, 2),
                                        repeat_rows(tt, 2), repeat_rows(pos, 2))
-        probs = None if self.clf.is_regression else torch.softmax(logits[0].double(), -1).numpy()
+        probs = None if self.clf.is_regression else torch.softmax(logits[0].double(), -1).cpu().numpy()
         return probs, (states, logits)
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
@@ -242,7 +242,7 @@ class IntegratedGradients(Method):
         tok = attr.sum(-1).numpy()
         note = "" if delta <= self.tolerance else (
             f"convergence delta {delta:.3g} exceeds {self.tolerance} even after {spent} steps: scores are approximate")
-        return self._result(al, tgt, al.pool(tok), tokens=clf.tokenizer.convert_ids_to_tokens(ids[0]),
+        return self._result(al, tgt, al.pool(tok), tokens=clf.tokenizer.convert_ids_to_tokens(ids[0].tolist()),
                             token_scores=tok.tolist(), delta=delta, n_steps=spent, note=note)
 
 

@@ -76,10 +76,13 @@ def banner(pair: api.Pair) -> str:
     """One line: the pair and its two models' sources (the full story, families and origins, is in Model facts
     and the server log); a model that would mislead says so."""
     models = " vs ".join(f"**{html.escape(m.name)}** <small>{html.escape(m.spec.source)}"
-                         f"{', int8' if m.spec.precision != 'fp32' else ''}</small>" for m in pair.models)
+                         f"{', ' + m.spec.precision if m.spec.precision != 'fp32' else ''}</small>"
+                         for m in pair.models)
     warn = "".join(f" · ⚠ {html.escape(m.name)}: classification head untrained (random), its predictions mean "
                    "nothing" for m in pair.models if getattr(m, "untrained_head", False))
-    return f"**albert-lens** · pair *{html.escape(pair.name)}*: {models}{warn}"
+    hw = pair.hardware()
+    where = f" · on {html.escape(hw['device'])} <small>{html.escape(str(hw['device_name']))}</small>"
+    return f"**albert-lens** · pair *{html.escape(pair.name)}*: {models}{where}{warn}"
 
 
 def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:

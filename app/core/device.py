@@ -1,0 +1,102 @@
+"""Which device answers: `auto` (CUDA, then Apple's MPS, then the CPU), `cpu`, `cuda`, `cuda:N` or `mps`.
+
+Every front end takes the same word (`--device`, or `ALBERT_LENS_DEVICE` when none is given) and hands it to
+`Pair.resolve`; a loaded model lives on one device, and the core moves each tokenised batch there once and each
+result back once. The CPU-only pieces (oneDNN layers, int8) stay on the CPU: `loading` skips them elsewhere.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+from .errors import InputError
+
+ENV = "ALBERT_LENS_DEVICE"
+CHOICES = "auto, cpu, cuda, cuda:N or mps"
+_NAME = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d{1,2}))?$")
+
+
+class DeviceError(InputError):
+    """A device that is not on this machine, or a word that names none."""
+
+
+def _mps() -> bool:
+    backend = getattr(torch.backends, "mps", None)
+    return bool(backend is not None and backend.is_available())
+
+
+def available() -> list[str]:
+    """The devices this process can use, CUDA's numbered, in the order `auto` prefers them."""
+    found = [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    if _mps():
+        found.append("mps")
+    return found + ["cpu"]
+
+
+def resolve(name: str | None = None) -> str:
+    """The canonical device for `name` ("cuda" is "cuda:0"); None reads ALBERT_LENS_DEVICE, then takes `auto`.
+
+    Raises DeviceError naming the devices that are here when the one asked for is not."""
+    given = name if name not in (None, "") else os.environ.get(ENV, "") or "auto"
+    word = str(given).strip().lower()
+    found = _NAME.match(word)
+    if found is None or (found.group(2) is not None and found.group(1) != "cuda"):
+        raise DeviceError(f"device: {str(given)[:40]!r} is not one of {CHOICES}")
+    here = available()
+    kind, index = found.group(1), found.group(2)
+    if kind == "auto":
+        return here[0]
+    if kind == "cuda":
+        kind = f"cuda:{int(index or 0)}"
+    if kind not in here:
+        raise DeviceError(f"device: {kind} is not available on this machine; available: {', '.join(here)}")
+    return kind
+
+
+def is_cpu(device: str | torch.device) -> bool:
+    return torch.device(device).type == "cpu"
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for the device's queued work: a timer read before it would time the queueing, not the work."""
+    kind = torch.device(device).type
+    if kind == "cuda":
+        torch.cuda.synchronize(device)
+    elif kind == "mps":
+        torch.mps.synchronize()
+
+
+def describe(device: str | torch.device) -> dict:
+    """What a result says of the device that computed it: its name, and for a GPU its memory."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        return {"device": str(dev), "device_name": props.name, "device_memory_gb": round(props.total_memory / 2**30, 1)}
+    if dev.type == "mps":
+        return {"device": "mps", "device_name": "Apple GPU (MPS)"}
+    return {"device": "cpu", "device_name": cpu_name()}
+
+
+def memory(device: str | torch.device) -> dict:
+    """A GPU's memory held by this process now and at its peak, in MB (empty on the CPU)."""
+    dev = torch.device(device)
+    if dev.type != "cuda":
+        return {}
+    return {"gpu_memory_mb": round(torch.cuda.memory_allocated(dev) / 2**20, 1),
+            "gpu_peak_memory_mb": round(torch.cuda.max_memory_allocated(dev) / 2**20, 1)}
+
+
+def cpu_name() -> str:
+    """The processor's model name (every speed figure names it)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()

@@ -1,0 +1,153 @@
+"""The device plumbing, exercised on the CPU as CI has it: an explicit CPU device, bf16 autocast held to the
+bounds int8 is held to, a device that isn't here refused with the list of those that are, and what a Ray worker
+on a GPU cluster (or one without GPUs) is asked to load."""
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from app.core import device as devices
+from app.core.errors import InputError
+
+from .conftest import SENTENCES, shared
+
+
+def test_device_words_resolve_and_a_missing_device_lists_those_here(monkeypatch):
+    here = devices.available()
+    assert here[-1] == "cpu"
+    assert devices.resolve("CPU") == "cpu" and devices.resolve(" cpu ") == "cpu"
+    assert devices.resolve("auto") == here[0]
+    monkeypatch.setenv(devices.ENV, "cpu")
+    assert devices.resolve(None) == "cpu" and devices.resolve("") == "cpu"
+    monkeypatch.delenv(devices.ENV)
+    assert devices.resolve(None) == here[0]  # no word anywhere: auto
+    with pytest.raises(devices.DeviceError, match=r"device: cuda:99 is not available on this machine; "
+                                                  rf"available: {', '.join(here)}$"):
+        devices.resolve("cuda:99")
+    if "mps" not in here:
+        with pytest.raises(devices.DeviceError, match="device: mps is not available.*available: .*cpu"):
+            devices.resolve("mps")
+    for bad in ("tpu", "cpu:1", "cuda:-1", "cuda:x", "../../etc"):
+        with pytest.raises(devices.DeviceError, match=r"is not one of auto, cpu, cuda, cuda:N or mps"):
+            devices.resolve(bad)
+    assert issubclass(devices.DeviceError, InputError)  # front ends show it as a message, not a traceback
+
+
+def test_precisions_a_device_cannot_run_are_refused_with_what_to_use():
+    from app.core.precision import check_on
+
+    with pytest.raises(InputError, match="int8 is a CPU path.*on cuda:0 use bf16 or fp16"):
+        check_on("int8", "cuda:0")
+    with pytest.raises(InputError, match="fp16 runs on a GPU; on the CPU use bf16"):
+        check_on("fp16", "cpu")
+    for ok in (("fp32", "cpu"), ("int8", "cpu"), ("bf16", "cpu"), ("fp16", "cuda:0"), ("bf16", "cuda:0")):
+        check_on(*ok)
+
+
+def test_an_explicit_cpu_device_answers_as_the_model_itself(tiny_dirs):
+    """The core's device path (batches moved to the model's device, results brought back) on an explicit CPU,
+    against the transformers model run by hand on the same tokens."""
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from app.core.inference import predict
+    from app.core.pair import Pair
+
+    pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])], task="sst2", device="cpu")
+    assert pair.device == "cpu" and all(m.device == "cpu" for m in pair.spec.models)
+    assert pair.with_device("cpu") is pair
+    for clf, key in zip(pair.models, ("bert", "albert")):
+        assert next(clf.model.parameters()).device.type == "cpu"
+        tok = AutoTokenizer.from_pretrained(tiny_dirs[key])
+        ref = AutoModelForSequenceClassification.from_pretrained(tiny_dirs[key]).eval()
+        with torch.no_grad():
+            want = torch.cat([ref(**tok(s, return_tensors="pt")).logits for s in SENTENCES]).numpy()
+        got = predict(clf, SENTENCES).logits
+        np.testing.assert_allclose(got, want, atol=2e-5)
+
+
+def test_bf16_autocast_on_the_cpu_stays_close_to_fp32_and_says_how_close(offline_pair):
+    """bf16 on the CPU (fp32 weights, products under autocast) held to int8's bounds on real data, with the
+    embed and benchmark results carrying the same check: agreement of predictions, minimum cosine of embeddings."""
+    from app.core import api
+    from app.core.data import load_dataset
+    from app.core.embeddings import embed
+    from app.core.inference import predict
+
+    bf16 = offline_pair.with_precision("bf16")
+    assert bf16.precision == "bf16" and bf16.fp32.precision == "fp32"
+    sst2 = load_dataset(shared("glue", "sst2", "dev.tsv")).head(200).examples
+    news = load_dataset(shared("ag_news", "test.csv")).head(64).examples
+    for fp, half in zip(offline_pair.models, bf16.models):
+        assert half.model is not fp.model and next(half.model.parameters()).dtype == torch.float32
+        assert ", bf16" in half.describe()
+        a, b = (predict(c, sst2).probs.argmax(1) for c in (fp, half))
+        assert (a == b).mean() >= 0.99
+        e, f = (embed(c, news) for c in (fp, half))
+        cos = (e * f).sum(1) / np.linalg.norm(e, axis=1) / np.linalg.norm(f, axis=1)
+        assert cos.min() >= 0.99
+        assert not np.allclose(e, f, atol=1e-4)  # bf16 products, not the fp32 ones under a new name
+    res = api.embed(bf16, str(shared("ag_news", "test.csv")), 64, visitor=False)
+    fid = res.fidelity
+    assert fid["against"] == "fp32" and fid["precision"] == "bf16" and fid["n"] == 64
+    sample = load_dataset(shared("ag_news", "test.csv")).head(64).examples
+    for fp, half in zip(offline_pair.models, bf16.models):
+        e, f = embed(fp, sample), res.embeddings[half.name][:64]
+        cos = (e * f).sum(1) / np.linalg.norm(e, axis=1) / np.linalg.norm(f, axis=1)
+        assert fid["min_cosine"][half.name] == pytest.approx(cos.min(), abs=1e-5)
+        assert 0.99 <= fid["min_cosine"][half.name] < 1.0
+    bench = api.benchmark(bf16, str(shared("glue", "sst2", "dev.tsv")), 64, visitor=False)
+    assert set(bench.fidelity["agreement"]) == {"BERT", "ALBERT"}
+    assert all(v >= 0.95 for v in bench.fidelity["agreement"].values())
+    assert "fidelity" not in api.benchmark(offline_pair, str(shared("glue", "sst2", "dev.tsv")), 20,
+                                           visitor=False).to_dict()
+
+
+def test_gradients_run_on_fp32_weights_whatever_the_batch_precision(offline_pair):
+    from app.core import api
+
+    bf16 = offline_pair.with_precision("bf16")
+    text = "a gorgeous , witty , seductive movie ."
+    a = api.saliency(bf16, text, method="integrated_gradients").to_dict()
+    b = api.saliency(offline_pair, text, method="integrated_gradients").to_dict()
+    assert [m["scores"] for m in a["maps"]] == [m["scores"] for m in b["maps"]]
+
+
+def test_the_command_line_names_the_device_in_its_json_and_refuses_a_missing_one(capsys):
+    from app.cli import main
+
+    assert main(["predict", "--pair", "offline", "--device", "cpu", "--json", "a charming journey"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["hardware"] == {"device": "cpu", "device_name": devices.cpu_name(), "precision": "fp32"}
+    assert main(["predict", "--pair", "offline", "--device", "cuda:99", "a charming journey"]) == 2
+    err = capsys.readouterr().err
+    assert "device: cuda:99 is not available on this machine; available:" in err and "cpu" in err
+    assert "Traceback" not in err
+
+
+def test_facts_and_the_banner_say_which_device_answered(offline_pair):
+    from app.core import api
+    from app.ui import banner
+
+    res = api.facts(offline_pair, ["a charming journey", "bleak and desperate"])
+    for m in res["models"]:
+        assert m["device"] == "cpu" and m["device_name"] == devices.cpu_name()
+    assert "on cpu" in banner(offline_pair)
+
+
+def test_ray_workers_ask_for_gpus_only_where_the_cluster_has_them():
+    import dataclasses
+
+    from app.core.engine import worker_device
+    from app.core.registry import PRESETS
+
+    spec = PRESETS["offline"]
+    on_gpu = dataclasses.replace(spec, models=tuple(dataclasses.replace(m, device="cuda:1", precision="fp16")
+                                                    for m in spec.models))
+    assert worker_device(spec, 4.0, 2) == (spec, 0.0)  # a CPU pair asks for none, whatever the cluster has
+    got, share = worker_device(on_gpu, 1.0, 2)
+    assert share == 0.5 and {m.device for m in got.models} == {"cuda:0"}  # Ray's GPU is the worker's cuda:0
+    assert {m.precision for m in got.models} == {"fp16"}
+    assert worker_device(on_gpu, 4.0, 2)[1] == 1.0  # one whole GPU each: a worker runs on one device
+    got, share = worker_device(on_gpu, 0.0, 2)
+    assert share == 0.0 and {(m.device, m.precision) for m in got.models} == {("cpu", "fp32")}
