@@ -50,14 +50,23 @@ def _corpus(shared: Path) -> list[str]:
 
 
 def build(shared: Path) -> dict[str, Path]:
-    """The two model folders, built once per machine (a DONE marker says the build finished)."""
+    """The two model folders, built once per machine (a DONE marker says the build finished). Tokenizer files
+    already in place are kept (ALBERT's SentencePiece training is most of a build): a machine given the folders
+    without their weights, as the GPU benchmark's is, only writes the seeded weights."""
     out = root() / f"base-{VERSION}"
     dirs = {"bert": out / BERT, "albert": out / ALBERT}
     if all((d / "DONE").is_file() for d in dirs.values()):
         return dirs
+    if not all((d / name).is_file() for d, name in ((dirs["bert"], "vocab.txt"), (dirs["albert"], "spiece.model"))):
+        _tokenizers(shared, dirs)
+    _weights(dirs)
+    for d in dirs.values():
+        (d / "DONE").write_text(VERSION)
+    return dirs
+
+
+def _tokenizers(shared: Path, dirs: dict[str, Path]) -> None:
     import sentencepiece as spm
-    import torch
-    from transformers import AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification
 
     from app.core.offline import minilm_dir
 
@@ -65,11 +74,6 @@ def build(shared: Path) -> dict[str, Path]:
         shutil.rmtree(d, ignore_errors=True)
         d.mkdir(parents=True)
     bert = dirs["bert"]
-    torch.manual_seed(0)
-    model = BertForSequenceClassification(BertConfig(**BERT_BASE, num_labels=2)).eval()
-    _zoo_config(model, bert)
-    torch.save(model.state_dict(), bert / "pytorch_model.bin")
-    del model
     shutil.copy(minilm_dir() / "vocab.txt", bert / "vocab.txt")  # MiniLM's is bert-base-uncased's vocabulary
     (bert / "tokenizer_config.json").write_text(json.dumps({"do_lower_case": True, "model_max_length": 512}))
     (bert / "special_tokens_map.json").write_text(json.dumps(
@@ -91,13 +95,21 @@ def build(shared: Path) -> dict[str, Path]:
     (albert / "special_tokens_map.json").write_text(json.dumps(
         {"bos_token": "[CLS]", "eos_token": "[SEP]", "unk_token": "<unk>", "sep_token": "[SEP]",
          "pad_token": "<pad>", "cls_token": "[CLS]", "mask_token": "[MASK]"}))
+
+
+def _weights(dirs: dict[str, Path]) -> None:
+    import torch
+    from transformers import AlbertConfig, AlbertForSequenceClassification, BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(0)
+    model = BertForSequenceClassification(BertConfig(**BERT_BASE, num_labels=2)).eval()
+    _zoo_config(model, dirs["bert"])
+    torch.save(model.state_dict(), dirs["bert"] / "pytorch_model.bin")
+    del model
     torch.manual_seed(1)
     model = AlbertForSequenceClassification(AlbertConfig(**ALBERT_BASE, num_labels=2)).eval()
-    _zoo_config(model, albert)
-    torch.save(model.state_dict(), albert / "pytorch_model.bin")
-    for d in dirs.values():
-        (d / "DONE").write_text(VERSION)
-    return dirs
+    _zoo_config(model, dirs["albert"])
+    torch.save(model.state_dict(), dirs["albert"] / "pytorch_model.bin")
 
 
 def published_parameters(family: str, labels: int = 2) -> int:

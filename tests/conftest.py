@@ -43,6 +43,16 @@ SENTENCES = [
 ]
 
 
+def free_port() -> int:
+    """A loopback port nobody holds now, for a server a test starts: Gradio's own default (`server_port=None`)
+    takes 7860 first, the port `./run app` wants beside a test run."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def shared(*parts: str) -> Path:
     path = SHARED.joinpath(*parts)
     if not path.exists():
@@ -205,7 +215,7 @@ def client(tiny_pair):
     from app.ui import build
 
     demo = build(tiny_pair)
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield Client(url, verbose=False)
     finally:

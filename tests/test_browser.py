@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import free_port
+
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("ALBERT_LENS_SCREENSHOTS", ROOT / "tests" / "screenshots"))
 
@@ -16,7 +18,7 @@ def app_url(offline_pair):
     from app.ui import build
 
     demo = build(offline_pair)
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         yield url
     finally:
@@ -187,12 +189,15 @@ def _shot(drv, name):
     else:
         drv.set_window_size(w, h)
     assert path.stat().st_size > 10_000
-    if not phone and not name.endswith("failed"):
+    if DOC_IMAGES_WANTED and not phone and not name.endswith("failed"):
         _doc_image(path, name.split("-", 1)[1])
     return path
 
 
 DOC_IMAGES = ROOT / "docs" / "images"
+# The README's pictures are rewritten only when asked (`./run docs-images`): a test run leaves the checkout as it
+# found it, and a busy machine's figures don't land in the docs by accident.
+DOC_IMAGES_WANTED = os.environ.get("ALBERT_LENS_DOC_IMAGES", "").lower() in {"1", "true", "yes"}
 
 
 def _doc_image(shot: Path, tab: str, width: int = 760, height: int = 1700) -> None:

@@ -12,6 +12,8 @@ import pytest
 
 from app.core import jobs, policy
 
+from .conftest import free_port
+
 pytestmark = pytest.mark.slow
 
 INTERNAL = ("Traceback", "internal error", "something went wrong", 'File "', "/work/", "site-packages")
@@ -28,7 +30,7 @@ def _serve(pair, hosted: bool):
             mp.setenv("ALBERT_LENS_HOSTED", "1")
         mp.setattr(policy, "_READABLE", [])
         demo = build(pair)
-        _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+        _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
         try:
             yield demo, url, Client(url, verbose=False)
         finally:

@@ -63,3 +63,56 @@ def test_input_checks_name_the_field():
 def test_huge_input_is_truncated_not_rejected(tiny_pair):
     pred = predict(tiny_pair.models[1], [Example(("word " * 20000,))])
     assert pred.n_tokens == 128
+
+
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_padding_gives_the_tokenizers_own_tensors(tiny_pair, tiny_nli_pair, family_dirs, side):
+    """The core's numpy padding against the tokenizer's own `pad`, on batches of mixed lengths: one text, two
+    texts with segment ids, a family without segment ids, and either padding side."""
+    import copy
+
+    import torch
+
+    from app.core.inference import length_batches, pad, tokenize
+    from app.core.loading import ModelSpec, get_classifier
+
+    distil = get_classifier(ModelSpec("d", str(family_dirs["distilbert"]), "distilbert", TASKS["sst2"]))
+    pairs = [Example((s, SENTENCES[-1 - i])) for i, s in enumerate(SENTENCES)]
+    for clf, exs in [(m, [Example((s,)) for s in SENTENCES]) for m in tiny_pair.models] + \
+                    [(m, pairs) for m in tiny_nli_pair.models] + [(distil, [Example((s,)) for s in SENTENCES])]:
+        clf = copy.copy(clf)
+        clf._local = type(clf._local)()
+        tok = copy.deepcopy(clf.base_tokenizer)
+        tok.padding_side = side
+        clf.base_tokenizer = tok
+        enc = tokenize(clf, exs)
+        for idx in length_batches(enc, 3):
+            idx = np.concatenate([idx, idx[:1]]) if len(idx) > 1 else idx
+            rows = {k: [enc[k][i] for i in idx] for k in tok.model_input_names if k in enc}
+            want = tok.pad(rows, return_tensors="pt")
+            got = pad(clf, enc, idx)
+            assert sorted(got) == sorted(k for k in want if k in ("input_ids", "attention_mask", "token_type_ids"))
+            for k in got:
+                assert torch.equal(got[k], want[k]), (clf.name, side, k)
+
+
+def test_results_gathered_on_a_device_come_back_in_order_once():
+    """The deferred path a GPU takes (results kept on the device, one copy back), run on the CPU by naming a
+    device that is not the CPU."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from app.core.inference import Gathered
+
+    out = np.zeros((5, 2), dtype=np.float32)
+    rows = Gathered(SimpleNamespace(device="meta"), out)
+    assert rows.defer
+    rows.put(np.array([3, 0]), torch.tensor([[3.0, 3.5], [0.0, 0.5]]))
+    rows.put(np.array([4, 1, 2]), torch.tensor([[4.0, 4.5], [1.0, 1.5], [2.0, 2.5]], dtype=torch.float16))
+    assert not out.any()  # nothing copied back before the end
+    assert rows.finish() is out
+    np.testing.assert_array_equal(out, np.array([[i, i + 0.5] for i in range(5)], dtype=np.float32))
+    cpu = Gathered(SimpleNamespace(device="cpu"), np.zeros((2, 1), dtype=np.float32))
+    cpu.put(np.array([1]), torch.tensor([[7.0]]))
+    assert not cpu.defer and cpu.out[1, 0] == 7.0  # the CPU writes each batch as it comes

@@ -10,6 +10,8 @@ import pytest
 from app.core import api, jobs, policy, workers
 from app.core.errors import InputError
 
+from .conftest import free_port
+
 pytestmark = pytest.mark.slow
 
 
@@ -148,7 +150,7 @@ def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatc
                         or real_call(self, fn, *a, **k))
     demo = build(tiny_pair, workers=True)
     assert set(demo.heavy.pools) == {"single", "batch"}
-    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=None, prevent_thread_lock=True, quiet=True)
+    _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         client = Client(url, verbose=False)
         res = client.predict("a fine film", "", "gradient_x_input", "predicted", api_name="/saliency")[0]

@@ -15,13 +15,13 @@ import torch
 from .data import Example
 from .errors import InputError
 from .inference import encode_one
-from .loading import Classifier
+from .loading import Classifier, eager_attention
 
 
 def units(clf: Classifier, example: Example) -> tuple[list[str], list[int], torch.Tensor]:
     """The input's units (special tokens by name, words by their text), each token's unit, and the encoding."""
     enc, al = encode_one(clf, example)
-    tokens = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+    tokens = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0].tolist())
     names, unit_of, of_word = [], [], {}
     for tok, word in zip(tokens, al.token_word):
         if word is None:
@@ -50,7 +50,8 @@ def _attentions(clf: Classifier, enc) -> torch.Tensor:
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # "SDPA falls back to eager attention for output_attentions": expected here
     try:
-        out = clf.model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_attentions=True)
+        with eager_attention(clf.model):
+            out = clf.model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_attentions=True)
     finally:
         quiet.setLevel(level)
     if not out.attentions:

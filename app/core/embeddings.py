@@ -10,7 +10,18 @@ from . import cls_path, jobs
 from .alignment import align
 from .data import Example
 from .errors import InputError
-from .inference import DEFAULT_BATCH, Progress, check_examples, encode_one, host, length_batches, pad, tokenize
+from .inference import (
+    DEFAULT_BATCH,
+    Gathered,
+    Progress,
+    batch_for,
+    check_examples,
+    encode_one,
+    host,
+    length_batches,
+    pad,
+    tokenize,
+)
 from .loading import Classifier
 from .precision import autocast
 
@@ -51,7 +62,7 @@ def _prepared(clf: Classifier, examples: Sequence[Example], layer: int, pooling:
 def _batches(clf: Classifier, enc, batch_size: int, progress: Progress | None):
     """Length-sorted padded batches (row indices, batch), stopping where the job's budget ends; progress after each."""
     n, done = len(enc["input_ids"]), 0
-    for idx in length_batches(enc, batch_size):
+    for idx in length_batches(enc, batch_for(clf, batch_size)):
         jobs.check(done, n, "embeddings")
         yield idx, pad(clf, enc, idx)
         done += len(idx)
@@ -66,14 +77,15 @@ def embed(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pool
     sentence-transformers does, so the two agree on the same model."""
     examples, idx_layer, enc = _prepared(clf, examples, layer, pooling)
     out = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
+    rows = Gathered(clf, out)
     base = clf.model.base_model
     for idx, batch in _batches(clf, enc, batch_size, progress):
         with autocast(clf):
             hidden = cls_path.hidden_state(clf, batch, idx_layer, cls_only=pooling == "cls")  # stops at the layer
             if hidden is None:
                 hidden = base(**batch, output_hidden_states=True).hidden_states[idx_layer]
-        out[idx] = host(_pool(hidden.float(), batch["attention_mask"], pooling))
-    return out
+        rows.put(idx, _pool(hidden.float(), batch["attention_mask"], pooling))
+    return rows.finish()
 
 
 @torch.inference_mode()
@@ -86,15 +98,16 @@ def embed_and_predict(clf: Classifier, examples: Sequence[Example], *, layer: in
     examples, idx_layer, enc = _prepared(clf, examples, layer, pooling)
     vectors = np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)
     logits = np.zeros((len(examples), 1 if clf.is_regression else len(clf.labels)), dtype=np.float32)
+    rows, answers = Gathered(clf, vectors), Gathered(clf, logits)
     for idx, batch in _batches(clf, enc, batch_size, progress):
         with autocast(clf):
             both = cls_path.inputs_logits_and_state(clf, batch, idx_layer, cls_only=pooling == "cls")
             if both is None:
                 out = clf.model(**batch, output_hidden_states=True)
                 both = out.logits, out.hidden_states[idx_layer]
-        logits[idx] = host(both[0])
-        vectors[idx] = host(_pool(both[1].float(), batch["attention_mask"], pooling))
-    return vectors, logits
+        answers.put(idx, both[0])
+        rows.put(idx, _pool(both[1].float(), batch["attention_mask"], pooling))
+    return rows.finish(), answers.finish()
 
 
 @torch.inference_mode()
@@ -135,7 +148,7 @@ def _every_layer(clf: Classifier, enc, batch_size: int):
     """Per length-sorted batch of `enc`: its rows, its padded inputs and every layer's hidden states (the
     embedding output first), stopping between batches when the request is cancelled."""
     total, done = len(enc["input_ids"]), 0
-    for idx in length_batches(enc, batch_size):
+    for idx in length_batches(enc, batch_for(clf, batch_size)):
         jobs.check(done, total, "embeddings")
         batch = pad(clf, enc, idx)
         with autocast(clf):

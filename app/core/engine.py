@@ -95,7 +95,7 @@ class Engine:
         how = combine_of(job)
         if not examples:
             raise InputError("dataset: no examples to process")
-        size = len(examples) if how == "whole" else (batch_size or self.chunk(len(examples)))
+        size = len(examples) if how == "whole" else (batch_size or self.chunk(len(examples), spec))
         batches = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
         offsets = [i * size for i in range(len(batches))]
         if self.is_local:
@@ -108,10 +108,14 @@ class Engine:
             return _combine(how, parts, offsets)
         return _combine(how, self._run_ray(spec, job, batches, params, progress), offsets)
 
-    def chunk(self, n: int) -> int:
-        """Batch size: at most `batch_size`, small enough that every Ray worker gets about two batches."""
+    GPU_CHUNK = 16384  # examples per local job on a GPU pair: each chunk is tokenised and length-sorted alone
+
+    def chunk(self, n: int, spec: PairSpec | None = None) -> int:
+        """Batch size: at most `batch_size`, small enough that every Ray worker gets about two batches; in
+        process on a GPU pair, GPU_CHUNK (its batches fill the device only when many texts sort together)."""
         if self.is_local:
-            return self.batch_size
+            on_gpu = spec is not None and torch.device(spec.models[0].device).type != "cpu"
+            return max(self.batch_size, self.GPU_CHUNK) if on_gpu else self.batch_size
         return max(1, min(self.batch_size, -(-n // (2 * self.workers))))
 
     # ------------------------------------------------------------------ Ray

@@ -7,6 +7,7 @@ them). The sequence is built exactly as the tokenizer builds it, so probabilitie
 """
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,7 +17,7 @@ from .data import Example
 from .errors import InputError
 from .gradients import score_gradient
 from .inference import class_index, host
-from .loading import Classifier
+from .loading import Classifier, eager_attention
 
 
 def _field_ids(clf: Classifier, example: Example, tokens: Sequence[Sequence[str] | None] | None) -> list[list[int]]:
@@ -75,7 +76,7 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
                                  f"{tuple(embeds[0, sl].shape)} of its tokens")
             embeds[0, sl] = given
     embeds = embeds.detach().requires_grad_(gradients)
-    with torch.set_grad_enabled(gradients):
+    with torch.set_grad_enabled(gradients), eager_attention(clf.model) if attention else contextlib.nullcontext():
         out = clf.model(inputs_embeds=embeds, attention_mask=mask, output_hidden_states=True,
                         output_attentions=attention, **kw)
         logits = out.logits

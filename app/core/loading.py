@@ -5,6 +5,7 @@ Security: `trust_remote_code` is always False; safetensors are preferred; a `.bi
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import os
@@ -421,6 +422,9 @@ def load(spec: ModelSpec) -> Classifier:
     if not devices.is_cpu(spec.device):
         model.to(spec.device)  # PyTorch's own kernels there (SDPA attention); oneDNN and int8 are CPU paths
         to_half(model, spec.precision, spec.device)
+        # the fast tokenizer on every core for large batches: on a GPU the tokenizer, not the model, is what a
+        # batch waits for (the app's workers are spawned, not forked, so its threads are safe)
+        os.environ["TOKENIZERS_PARALLELISM"] = "true"
     elif spec.precision == "int8":
         quantize_int8(model)
     elif spec.precision == "fp32":
@@ -487,3 +491,48 @@ def clear_cache() -> None:
     with _LOCK:
         _CACHE.clear()
         _HEADS.clear()
+
+
+_EAGER_LOCK = threading.Lock()
+_EAGER_USERS: dict[int, list] = {}  # id(model) -> [calls inside, the implementation to restore]
+
+
+@contextlib.contextmanager
+def eager_attention(model: torch.nn.Module):
+    """The model's attention computed by the eager implementation for the calls inside: transformers 5's SDPA
+    returns no weights for `output_attentions` (4.x fell back to eager by itself). Counted per model, so the
+    implementation is restored when the last caller leaves; a concurrent ordinary forward meanwhile runs eager,
+    which gives the same outputs."""
+    config = model.config
+    current = getattr(config, "_attn_implementation", None)
+    if current in (None, "eager"):
+        yield
+        return
+    with _EAGER_LOCK:
+        users = _EAGER_USERS.setdefault(id(model), [0, current])
+        if users[0] == 0:
+            users[1] = current
+            _set_attention(model, "eager")
+        users[0] += 1
+    try:
+        yield
+    finally:
+        with _EAGER_LOCK:
+            users[0] -= 1
+            if users[0] == 0:
+                _set_attention(model, users[1])
+                _EAGER_USERS.pop(id(model), None)
+
+
+def _set_attention(model: torch.nn.Module, implementation: str) -> None:
+    setter = getattr(model, "set_attn_implementation", None)
+    if setter is not None:
+        try:
+            setter(implementation)
+            return
+        except Exception:  # noqa: BLE001 - an older transformers' setter refuses some models: set the config
+            pass
+    for module in model.modules():
+        config = getattr(module, "config", None)
+        if config is not None and hasattr(config, "_attn_implementation"):
+            config._attn_implementation = implementation

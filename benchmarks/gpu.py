@@ -1,0 +1,257 @@
+"""The study's workloads on a GPU (issue 40), at base size, each beside the stock tool its users would run:
+
+- embeddings of AG News test x16 (121,600 texts, mean pooling, 128 tokens): sentence-transformers `encode` as the
+  study ran it (fp32, batch 32) and in fp16 (batch 256), against `albert-lens embed` (the facade's `embed`) in
+  fp32 and in half precision, with every half-precision vector's cosine to our fp32 one;
+- integrated gradients: Captum's BERT tutorial (LayerIntegratedGradients, 50 steps) against ours at the app's
+  tolerance, per model, median over SST-2 sentences;
+- Compare: the facade's `predict` for both models, p50 over single inputs;
+- deepwordbug per example against TextAttack's stock HuggingFaceModelWrapper (where TextAttack is installed);
+- a projection of AG News test (UMAP where umap-learn is installed, else PCA) from a cold cache;
+- the released CheckList sentiment suite, every case, both models;
+- the GPU's peak memory.
+
+Targets (issue 40): embeddings >= 1.5x sentence-transformers fp16 with every vector at cosine >= 0.999 to fp32;
+integrated gradients <= 15 ms a model; Compare p50 <= 5 ms for both models; the whole suite <= 20 s for both.
+
+    python benchmarks/gpu.py [--device auto] [--json out.json]       # base size, on the GPU
+    python benchmarks/gpu.py --tiny --device cpu --json out.json     # the smoke test: tiny models, few texts
+
+The base-size models are the tests' fixtures (tests/base_fixtures.py: exact architectures, seeded weights).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("ALBERT_LENS_CACHE", tempfile.mkdtemp(prefix="albert-lens-gpu-"))  # projections start cold
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from app.core import api  # noqa: E402
+from app.core import device as devices  # noqa: E402
+from app.core.data import Example, load_dataset  # noqa: E402
+from app.core.pair import Pair  # noqa: E402
+from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.saliency import IntegratedGradients  # noqa: E402
+
+AG_NEWS = SHARED / "ag_news" / "test.csv"
+SST2_DEV = SHARED / "glue" / "sst2" / "dev.tsv"
+SUITE = SHARED / "checklist" / "sentiment_suite.json.gz"
+TARGETS = {"embed_vs_st_fp16": 1.5, "min_cosine": 0.999, "integrated_gradients_ms": 15.0, "compare_p50_ms": 5.0,
+           "checklist_s": 20.0}
+
+
+def sync_timed(dev: str, fn, *a, **k):
+    """(result, seconds) with the device's queue drained before both clock reads."""
+    devices.synchronize(dev)
+    t0 = time.perf_counter()
+    out = fn(*a, **k)
+    devices.synchronize(dev)
+    return out, time.perf_counter() - t0
+
+
+def tiny_models(out: Path) -> dict[str, Path]:
+    """A 2-layer BERT and ALBERT with the fixtures' tokenizers' kinds: BERT's WordPiece vocabulary from the
+    MiniLM, a SentencePiece model trained on SST-2 for ALBERT (the smoke test's models)."""
+    from tests.conftest import _tiny_albert, _tiny_bert
+
+    return {"bert": _tiny_bert(out / "bert"), "albert": _tiny_albert(out / "albert")}
+
+
+def st_encode(path: Path, texts: list[str], dev: str, half: bool, batch: int) -> tuple[np.ndarray, float]:
+    """The study's method: sentence-transformers over the classifier's encoder (mean pooling), 128 tokens."""
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(path), device=dev)  # a plain encoder folder: mean pooling is its default
+    st.max_seq_length = 128
+    if half:
+        st.half()
+    st.encode(texts[:batch], batch_size=batch)  # warm-up: kernels chosen, memory pooled
+    vecs, s = sync_timed(dev, st.encode, texts, batch_size=batch, convert_to_numpy=True, show_progress_bar=False)
+    del st
+    return vecs.astype(np.float32), s
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(1) / np.maximum(np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1), 1e-12)
+
+
+def embeddings(pair: Pair, half: str, texts: list[str], path: Path, dev: str, tmp: Path, study_n: int = 0) -> dict:
+    """Stock against ours on the same texts, as `albert-lens embed` runs them (the facade, a dataset file)."""
+    data = tmp / "texts.tsv"
+    data.write_text("sentence\n" + "\n".join(t.replace("\t", " ").replace("\n", " ") for t in texts) + "\n",
+                    encoding="utf-8")
+    row: dict = {"texts": len(texts)}
+    on_device = not devices.is_cpu(dev)
+    st = {m.name: {} for m in pair.spec.models}
+    for clf, folder in zip(pair.spec.models, path):
+        st[clf.name]["fp32_b32"] = st_encode(folder, texts[: study_n or None], dev, False, 32)
+        if on_device:
+            st[clf.name]["fp16_b256"] = st_encode(folder, texts, dev, True, 256)
+    api.embed(pair, str(data), 64, pooling="mean", visitor=False)  # warm-up (loads the models)
+    ours32, s32 = sync_timed(dev, api.embed, pair, str(data), None, pooling="mean", visitor=False)
+    low = pair.with_precision(half)
+    api.embed(low, str(data), 64, pooling="mean", visitor=False)
+    ours16, s16 = sync_timed(dev, api.embed, low, str(data), None, pooling="mean", visitor=False)
+    for m in pair.spec.models:
+        r = row[m.name] = {}
+        (v_st32, t_st32) = st[m.name]["fp32_b32"]
+        r["st_fp32_b32_s"] = t_st32
+        r["ours_fp32_s"] = s32 / 2  # both models in one call: each model's share, read as the issue's table
+        r[f"ours_{half}_s"] = s16 / 2
+        r["st_fp32_b32_texts"] = len(v_st32)
+        r["ours_vs_st_fp32_cosine_min"] = float(cosines(ours32.embeddings[m.name][: len(v_st32)], v_st32).min())
+        r[f"{half}_vs_fp32_cosine_min"] = float(cosines(ours16.embeddings[m.name], ours32.embeddings[m.name]).min())
+        if "fp16_b256" in st[m.name]:
+            r["st_fp16_b256_s"] = st[m.name]["fp16_b256"][1]
+            r["speedup_vs_st_fp16"] = r["st_fp16_b256_s"] / r[f"ours_{half}_s"]
+    row["both_models_ours_fp32_s"], row[f"both_models_ours_{half}_s"] = s32, s16
+    row["fidelity_sample"] = ours16.fidelity
+    return row
+
+
+def captum_tutorial_ig(clf, text: str, target: int, dev: str) -> float:
+    """Captum's BERT tutorial recipe on `dev`: LayerIntegratedGradients over the embeddings, n_steps=50."""
+    from captum.attr import LayerIntegratedGradients
+
+    tok = clf.tokenizer
+    enc = tok(text, return_tensors="pt", truncation=True, max_length=128).to(dev)
+    ids = enc["input_ids"]
+    ref = torch.full_like(ids, tok.pad_token_id)
+    ref[0, 0], ref[0, -1] = tok.cls_token_id, tok.sep_token_id
+
+    def forward(input_ids, attention_mask):
+        return torch.softmax(clf.model(input_ids=input_ids, attention_mask=attention_mask).logits, -1)[:, target]
+
+    lig = LayerIntegratedGradients(forward, clf.model.base_model.embeddings)
+    _, delta = lig.attribute(ids, baselines=ref, additional_forward_args=(enc["attention_mask"],), n_steps=50,
+                             return_convergence_delta=True)
+    return float(delta.abs().max())
+
+
+def integrated_gradients(pair: Pair, sentences: list[str], dev: str) -> dict:
+    row = {}
+    for clf in pair.models:
+        ig = IntegratedGradients(clf)  # the app's tolerance (1e-3)
+        ig.attribute(Example((sentences[0],)))
+        ours = [sync_timed(dev, ig.attribute, Example((s,))) for s in sentences]
+        try:
+            captum_tutorial_ig(clf, sentences[0], 1, dev)
+            stock = [sync_timed(dev, captum_tutorial_ig, clf, s, 1, dev)[1] for s in sentences]
+            stock_ms = 1000 * statistics.median(stock)
+        except ImportError:
+            stock_ms = None
+        row[clf.name] = {"ours_ms": 1000 * statistics.median(s for _, s in ours),
+                         "ours_delta_max": max(r.delta for r, _ in ours),
+                         "ours_steps_median": statistics.median(r.n_steps for r, _ in ours),
+                         "captum_tutorial_ms": stock_ms}
+    return row
+
+
+def compare(pair: Pair, sentences: list[str], dev: str, calls: int) -> dict:
+    api.predict(pair, sentences[0])
+    times = [sync_timed(dev, api.predict, pair, sentences[i % len(sentences)])[1] * 1000 for i in range(calls)]
+    times.sort()
+    return {"calls": calls, "p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))]}
+
+
+def deepwordbug(pair: Pair, sentences: list[str], dev: str) -> dict:
+    """One deepwordbug attack per sentence per model through the facade, and TextAttack's stock wrapper."""
+    ok, why = api.recipe_status("deepwordbug")
+    if not ok:
+        return {"skipped": why}
+    labels = [api.predict(pair, t).models[0]["label"] for t in sentences]
+    ours = [sync_timed(dev, api.attack, pair, "deepwordbug", t, None, lab, None, 1, 200, 120, visitor=False)[1]
+            for t, lab in zip(sentences, labels)]
+    return {"examples": len(sentences), "ours_per_example_both_models_s": statistics.median(ours)}
+
+
+def projection(pair: Pair, n: int, dev: str) -> dict:
+    try:
+        import umap  # noqa: F401
+
+        method = "umap"
+    except ImportError:
+        method = "pca"
+    res, s = sync_timed(dev, api.project, pair, str(AG_NEWS), method, -1, "cls", n, visitor=False)
+    return {"method": method, "n": n, "cold_s": s}
+
+
+def checklist(pair: Pair, dev: str, sample: int | None) -> dict:
+    res, s = sync_timed(dev, api.checklist, pair, str(SUITE), sample)
+    cases = sum(t["results"][0]["n"] for t in res["tests"])
+    return {"tests": len(res["tests"]), "cases": cases, "sample": sample, "both_models_s": s}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--tiny", action="store_true", help="the smoke test: tiny models and few texts")
+    ap.add_argument("--half", choices=["fp16", "bf16"], help="our half precision (default: fp16 on a GPU, bf16 "
+                                                             "on a CPU)")
+    ap.add_argument("--repeat", type=int, help="AG News test repeated (default 16; tiny: 256 texts)")
+    ap.add_argument("--skip", nargs="*", default=[], help="sections to leave out")
+    ap.add_argument("--sentences", type=int, default=20, help="SST-2 sentences for integrated gradients")
+    ap.add_argument("--study-texts", type=int, default=0, help="texts for the study's fp32 batch-32 baseline "
+                                                                  "(default: all)")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    dev = devices.resolve(args.device)
+    half = args.half or ("bf16" if devices.is_cpu(dev) else "fp16")
+    tmp = Path(tempfile.mkdtemp(prefix="albert-lens-gpu-run-"))
+    if args.tiny:
+        dirs = tiny_models(tmp / "models")
+    else:
+        from tests import base_fixtures
+
+        dirs = base_fixtures.build(SHARED)
+    pair = Pair.resolve(models=[str(dirs["bert"]), str(dirs["albert"])], task="sst2", device=dev)
+    news = [ex.texts[0] for ex in load_dataset(AG_NEWS).examples]
+    texts = news[:256] if args.tiny else news * (args.repeat or 16)
+    sst2 = [ex.texts[0] for ex in load_dataset(SST2_DEV).examples]
+    res: dict = {"device": {**devices.describe(dev), "torch": torch.__version__, "python": platform.python_version(),
+                            "cpu": devices.cpu_name()}, "half": half, "tiny": args.tiny, "targets": TARGETS}
+    try:
+        import transformers
+
+        res["device"]["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    steps = {  # the longest last: a run cut short keeps the others
+        "integrated_gradients": lambda: integrated_gradients(pair, sst2[:3 if args.tiny else args.sentences], dev),
+        "compare": lambda: compare(pair, sst2, dev, 10 if args.tiny else 200),
+        "checklist": lambda: checklist(pair, dev, 2 if args.tiny else None),
+        "projection": lambda: projection(pair, 200 if args.tiny else 7600, dev),
+        "deepwordbug": lambda: deepwordbug(pair, sst2[:1 if args.tiny else 5], dev),
+        "embeddings": lambda: embeddings(pair, half, texts, [dirs["bert"], dirs["albert"]], dev, tmp, args.study_texts),
+    }
+    if not devices.is_cpu(dev):
+        torch.cuda.reset_peak_memory_stats(dev) if dev.startswith("cuda") else None
+    for name, step in steps.items():
+        if name in args.skip:
+            continue
+        t0 = time.perf_counter()
+        try:
+            res[name] = step()
+        except Exception as exc:  # noqa: BLE001 - one section's failure is reported, the others still run
+            res[name] = {"error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        print(f"{name} ({time.perf_counter() - t0:.1f} s): {json.dumps(res[name], default=str)}", flush=True)
+        res["memory"] = devices.memory(dev)
+        if args.json:  # after every section: a run stopped part-way keeps what it measured
+            Path(args.json).write_text(json.dumps(res, indent=2, default=str), encoding="utf-8")
+    print(json.dumps(res["memory"]))
+
+
+if __name__ == "__main__":
+    main()

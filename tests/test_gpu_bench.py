@@ -1,0 +1,29 @@
+"""benchmarks/gpu.py on the CPU with tiny models: every section answers, and the numbers that are checks rather
+than timings hold (our mean-pooled vectors are sentence-transformers' own, the half precision stays close)."""
+import json
+import subprocess
+import sys
+
+from .conftest import ROOT
+
+
+def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
+    out = tmp_path / "gpu.json"
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--tiny", "--device", "cpu",
+                          "--json", str(out), "--skip", "deepwordbug"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    res = json.loads(out.read_text())
+    assert res["device"]["device"] == "cpu" and res["half"] == "bf16" and res["tiny"]
+    for section in ("integrated_gradients", "compare", "checklist", "projection", "embeddings"):
+        assert "error" not in res[section], res[section]
+    emb = res["embeddings"]
+    assert emb["texts"] == 256 and emb["fidelity_sample"]["precision"] == "bf16"
+    for name in ("bert", "albert"):
+        assert emb[name]["ours_vs_st_fp32_cosine_min"] > 0.9999  # the same pooling as the study's tool
+        assert emb[name]["bf16_vs_fp32_cosine_min"] > 0.99
+        ig = res["integrated_gradients"][name]
+        assert ig["ours_delta_max"] <= 1e-3 and ig["ours_ms"] > 0 and ig["captum_tutorial_ms"] > 0
+    assert res["checklist"]["tests"] == 38 and res["checklist"]["cases"] == 38 * 2
+    assert res["compare"]["calls"] == 10 and res["compare"]["p50_ms"] > 0
+    assert res["projection"]["n"] == 200
