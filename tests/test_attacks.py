@@ -237,3 +237,41 @@ def test_the_wrapper_finds_what_textattacks_own_wrapper_finds(offline_pair, reci
         assert a.perturbed_result.num_queries == b.perturbed_result.num_queries
         outcomes.append(type(a).__name__)
     assert "SuccessfulAttackResult" in outcomes  # the comparison covers adversarial texts, not only failures
+
+
+LOGGING_PROBE = """
+import logging, sys, tempfile
+sys.path.insert(0, {root!r})
+from app.core import runtime
+runtime.prepare()
+path = tempfile.mktemp()
+log_file = logging.FileHandler(path)  # an operator's log file (it closes its stream when closed, as absl's does)
+logging.getLogger().addHandler(log_file)
+if {through_core}:
+    from app.core import attacks
+    attacks._textattack()
+else:
+    import textattack
+closed = log_file.stream is None or log_file.stream.closed
+print(closed, log_file in logging.getLogger().handlers,
+      logging.getLogger("textattack.shared.utils.install").level == logging.INFO,
+      bool(logging.getLogger("flair").handlers))
+"""
+
+def test_importing_textattack_leaves_the_processs_logging_alone():
+    """TextAttack's and flair's imports configure logging with dictConfig, which closes every handler the process
+    had (under pytest-xdist: the worker's capture file, failing every later test). Through the core their loggers
+    are set and the process's handlers are left as they were; the bare import, the control, closes them."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    def probe(through_core: bool) -> str:
+        code = LOGGING_PROBE.format(root=str(ROOT), through_core=through_core)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return out.stdout.strip().splitlines()[-1]
+
+    assert probe(True) == "False True True True"  # the operator's file is still open
+    assert probe(False) == "True True True True"

@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import importlib.util
 import os
+import sys
 import threading
 import time
 from collections import OrderedDict
@@ -46,9 +47,42 @@ class AttackCancelled(LensError):
 
 
 def _textattack():
-    import textattack  # noqa: PLC0415 - heavy; imported on first attack
+    with logging_kept():
+        import textattack  # noqa: PLC0415 - heavy; imported on first attack
 
     return textattack
+
+
+@contextlib.contextmanager
+def logging_kept():
+    """TextAttack and flair configure logging when imported, each with `logging.config.dictConfig`, which shuts
+    down and removes every handler the process had (an operator's log file, absl's handler, pytest's capture:
+    under pytest-xdist that closed the worker's capture file, and every later test failed at set-up), and
+    TextAttack's disables every logger that existed (this project's own). Inside, their configurations only set
+    their loggers' levels and add their handlers to their own loggers."""
+    import logging
+    import logging.config
+
+    real = logging.config.dictConfig
+
+    def own_loggers_only(config: dict) -> None:
+        for name, conf in (config.get("loggers") or {}).items():
+            logger = logging.getLogger(name)
+            if "level" in conf:
+                logger.setLevel(conf["level"])
+            for handler in conf.get("handlers", []):
+                spec = (config.get("handlers") or {}).get(handler, {})
+                if spec.get("class") == "logging.StreamHandler":
+                    stream = sys.stdout if spec.get("stream") == "ext://sys.stdout" else sys.stderr
+                    logger.addHandler(logging.StreamHandler(stream))
+            if "propagate" in conf:
+                logger.propagate = conf["propagate"]
+
+    logging.config.dictConfig = own_loggers_only
+    try:
+        yield
+    finally:
+        logging.config.dictConfig = real
 
 
 class LensModelWrapper:
