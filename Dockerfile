@@ -10,7 +10,13 @@ ENV HOME=/home/user \
     PYTHONUNBUFFERED=1
 WORKDIR /home/user/app
 COPY --chown=user . .
-RUN bash scripts/space_build.sh /home/user/app/.venv && chown -R user:user /home/user
+# A Space on GPU hardware: build with a CUDA build of PyTorch, e.g.
+#   --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128
+# (the default, empty, takes the pinned CPU wheel); the app then answers on the GPU (`--device auto`).
+ARG TORCH_SPEC=torch==2.13.0
+ARG TORCH_INDEX_URL=
+RUN TORCH_SPEC="$TORCH_SPEC" TORCH_INDEX_URL="$TORCH_INDEX_URL" bash scripts/space_build.sh /home/user/app/.venv \
+    && chown -R user:user /home/user
 USER user
 EXPOSE 7860
 # ALBERT_LENS_MODE=lit serves LIT on the same port instead of the Gradio app.

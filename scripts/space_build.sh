@@ -17,7 +17,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ ! -f /usr/share
 fi
 "$PY" -m venv "$VENV"
 pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${pip[@]}" install "${TORCH_SPEC:-torch==2.13.0}"
+# TORCH_INDEX_URL: PyTorch's own index for a CUDA build (a Space on GPU hardware); empty: the pinned CPU wheel
+"${pip[@]}" install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH_SPEC:-torch==2.13.0}"
 "${pip[@]}" install -r requirements.lock
 "${pip[@]}" install --no-deps --no-build-isolation -e .
 "${pip[@]}" check

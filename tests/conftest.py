@@ -224,9 +224,66 @@ def client(tiny_pair):
 
 @pytest.fixture(scope="module")
 def textattack_loaded():
-    """TextAttack imported before a test captures its output: its first import under pytest's `capsys`, once
-    LIT (absl) is imported, closed the captured stderr and pytest with it ("lost sys.stderr"; seen when
-    tests/test_lit.py was collected). Outside pytest, stderr is a real stream and the CLI is unaffected."""
+    """TextAttack imported once before these files' tests. Its import used to close the captured stderr under
+    `capsys` once LIT (absl) was imported ("lost sys.stderr"): TextAttack's and flair's `dictConfig` shut down
+    every logging handler, absl's with its stream; the core now imports it with their configuration kept to
+    their own loggers (`attacks.logging_kept`, tests/test_attacks.py)."""
     from app.core import attacks
 
     attacks._textattack()
+
+
+# ------------------------------------------------------------------ which test is running
+# Dots sat silent for minutes while one slow test ran. The process that reports (the only one, or pytest-xdist's
+# controller, which hears each worker's test start and finish) says which tests have run past a minute, and again
+# each further minute, on the terminal pytest writes to.
+SLOW_NOTICE_S = float(os.environ.get("ALBERT_LENS_SLOW_NOTICE_S", "60"))
+_RUNNING: dict[str, float] = {}
+
+
+def pytest_runtest_logstart(nodeid, location):
+    import time
+
+    _RUNNING[nodeid] = time.monotonic()
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _RUNNING.pop(nodeid, None)
+
+
+def pytest_sessionstart(session):
+    import threading
+    import time
+
+    config = session.config
+    if hasattr(config, "workerinput"):  # an xdist worker: its controller reports
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None:
+        return
+
+    def say(line: str) -> None:
+        # in a single process the tests' output is captured at the file descriptor: write to the saved terminal
+        saved = getattr(getattr(getattr(capman, "_global_capturing", None), "out", None), "targetfd_save", None)
+        if saved is not None and not hasattr(config, "workerinput") and not _xdist_controller(config):
+            os.write(saved, (line + "\n").encode())
+        else:
+            reporter.write_line(line)
+
+    def watch() -> None:
+        told: dict[str, int] = {}
+        while True:
+            time.sleep(5)
+            now = time.monotonic()
+            for nodeid, started in list(_RUNNING.items()):
+                minutes = int((now - started) // SLOW_NOTICE_S)
+                if minutes >= 1 and told.get(nodeid, 0) < minutes:
+                    told[nodeid] = minutes
+                    say(f"\n[still running after {minutes * int(SLOW_NOTICE_S)} s] {nodeid}")
+
+    threading.Thread(target=watch, name="slow-test-notice", daemon=True).start()
+
+
+def _xdist_controller(config) -> bool:
+    return getattr(config.option, "numprocesses", None) not in (None, 0) and not hasattr(config, "workerinput")

@@ -60,6 +60,7 @@ def test_the_cli_prints_the_facades_maps(offline_pair, capsys):
 
     assert cli.main(["attention", "--pair", "offline", "--layer", "2", "--head", "3", "--json", EX.texts[0]]) == 0
     printed = json.loads(capsys.readouterr().out)
+    assert printed.pop("hardware") == offline_pair.hardware()  # every --json says which device answered
     assert printed == json.loads(json.dumps(api.attention(offline_pair, EX.texts[0], layer=2, head=3).to_dict()))
     assert cli.main(["attention", "--pair", "offline", EX.texts[0]]) == 0
     text = capsys.readouterr().out
@@ -113,6 +114,8 @@ def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 6).examples
     assert res.n == 6 and res.models[1] == attention_stats(offline_pair.models[1], exs)
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "6", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(res.to_dict()))
+    printed = json.loads(capsys.readouterr().out)
+    assert printed.pop("hardware")["device"] == "cpu"
+    assert printed == json.loads(json.dumps(res.to_dict()))
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "a text"]) == 2
     assert "text: give either an input or --dataset, not both" in capsys.readouterr().err

@@ -226,8 +226,9 @@ def test_the_banner_is_one_line_naming_both_models(tiny_pair, offline_pair):
     from app.ui import banner
 
     line = banner(offline_pair)
-    assert "\n" not in line and line.count("<small>") == 2
+    assert "\n" not in line and line.count("<small>") == 3  # each model's source, and the device's name
     assert all(f"**{m.name}** <small>{m.spec.source}</small>" in line for m in offline_pair.models)
+    assert line.endswith(f" · on cpu <small>{offline_pair.hardware()['device_name']}</small>")
     assert "⚠" not in line
 
 
