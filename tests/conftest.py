@@ -56,6 +56,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_lit(server) -> None:
+    """Stop a LIT notebook server now: its thread waits up to 30 s in each `handle_request` (LIT sets the timeout),
+    so `stop()` alone took that long; a request to it ends the wait."""
+    import threading
+    import urllib.request
+
+    port = server.port
+    stopping = threading.Thread(target=server.stop)
+    stopping.start()
+    while stopping.is_alive():  # a request that came before the stop flag was read leaves it waiting again
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5).read()
+        except Exception:  # noqa: BLE001 - any answer, or none, ends that wait
+            pass
+        stopping.join(0.2)
+
+
 def shared(*parts: str) -> Path:
     path = SHARED.joinpath(*parts)
     if not path.exists():

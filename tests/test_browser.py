@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import free_port
+from .conftest import free_port, stop_lit
 
 ROOT = Path(__file__).resolve().parents[1]
 SHOTS = Path(os.environ.get("ALBERT_LENS_SCREENSHOTS", ROOT / "tests" / "screenshots"))
@@ -407,4 +407,4 @@ def test_lit_page_renders_both_models_in_a_real_browser(browser, offline_pair):
             assert any(h.startswith(column) for h in heads), heads
         drv.save_screenshot(str(SHOTS / "lit.png"))
     finally:
-        srv.stop()
+        stop_lit(srv)

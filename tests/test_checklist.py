@@ -156,7 +156,7 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair):
     """Where both models were tested on the same cases, the difference of their failure counts is the
     difference of the cases only one of them fails; the summary names exactly the tests Holm keeps."""
     suite = cl.load_suite(shared("checklist", "sentiment_suite.json.gz"))
-    res = cl.run_suite(suite, offline_pair.models, sample=60)
+    res = cl.run_suite(suite, offline_pair.models, sample=30)  # 30 cases a test: 32 s here, 60 took 54
     same_cases = [r for r in res if r.results[0]["n"] == r.results[1]["n"] == r.paired["n"]]
     assert len(same_cases) > 30
     for r in same_cases:
@@ -165,7 +165,7 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair):
     assert all(r.paired["p_holm"] >= r.paired["p_value"] for r in res)
     names = [m.name for m in offline_pair.models]
     differ = cl.differing_tests(res)
-    assert differ, "60 cases per test: the offline pair differs on some (e.g. 'protected: race')"
+    assert differ, "30 cases per test: the offline pair differs on some ('used to, but now', 'Q & A: no')"
     text = cl.summary(res, names)
     assert text.startswith(f"{len(differ)} of {len(res)} tests differ beyond chance")
     assert all(t.name in text for t in differ)

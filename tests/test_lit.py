@@ -11,7 +11,7 @@ from app.core.saliency import GradientXInput
 from lit_models.models import LensModel, models_for
 from lit_models.server import GENERATORS, SALIENCE, datasets_for, make_server
 
-from .conftest import shared
+from .conftest import shared, stop_lit
 
 
 def _validate(pair, dataset_spec, limit=8):
@@ -66,7 +66,7 @@ def lit_server(offline_pair):
     try:
         yield f"http://localhost:{srv.port}", offline_pair
     finally:
-        srv.stop()
+        stop_lit(srv)
 
 
 def test_server_info_lists_models_datasets_and_components(lit_server):
