@@ -9,6 +9,7 @@ from app.core import api
 from app.core.attention import pick, units, word_attention
 from app.core.data import Example
 from app.core.errors import InputError
+from app.core.loading import eager_attention
 
 EX = Example(("The townships weren't beautiful, but unbelievably affordable.",))  # words split into pieces
 
@@ -18,7 +19,8 @@ def test_word_maps_are_the_models_attention_summed_to_words(offline_pair, k):
     clf = offline_pair.models[k]
     names, unit_of, enc = units(clf, EX)
     with torch.no_grad():
-        raw = clf.model(**{n: v for n, v in enc.items() if n != "offset_mapping"}, output_attentions=True)
+        with eager_attention(clf.model):  # transformers 5's SDPA returns no weights; 4.x switched by itself
+            raw = clf.model(**{n: v for n, v in enc.items() if n != "offset_mapping"}, output_attentions=True)
     att = torch.stack(raw.attentions)[:, 0].numpy()  # (layers, heads, tokens, tokens)
     assert len(unit_of) > len(names)  # some word is several tokens: the case in question
     ref = np.zeros(att.shape[:2] + (len(names), len(names)))
@@ -79,7 +81,7 @@ def test_dataset_statistics_are_the_attention_rows_summarised(offline_pair):
     for ex in exs:
         _, _, enc = units(clf, ex)
         toks = clf.tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
-        with torch.no_grad():
+        with torch.no_grad(), eager_attention(clf.model):
             att = torch.stack(clf.model(**{n: v for n, v in enc.items() if n != "offset_mapping"},
                                         output_attentions=True).attentions)[:, 0].double().numpy()
         L, H, T, _ = att.shape

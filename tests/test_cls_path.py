@@ -127,6 +127,8 @@ def test_grouped_albert_hidden_states_count_group_calls():
     inputs = {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
     with torch.no_grad():
         ref = model.albert(**inputs, output_hidden_states=True).hidden_states
+        if len(ref) == 1 + cfg.num_hidden_layers * cfg.inner_group_num:  # transformers 5: one per inner layer
+            ref = ref[:: cfg.inner_group_num]  # the state after each group call, as 4.x lists them
         for layer in range(5):
             torch.testing.assert_close(cls_path.hidden_state(SimpleNamespace(model=model), inputs, layer),
                                        ref[layer], atol=2e-5, rtol=0)

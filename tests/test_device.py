@@ -125,14 +125,14 @@ def test_the_command_line_names_the_device_in_its_json_and_refuses_a_missing_one
     assert "Traceback" not in err
 
 
-def test_facts_and_the_banner_say_which_device_answered(offline_pair):
+def test_facts_say_which_device_answered(offline_pair):
+    """(The banner's device: tests/test_ui_handlers.py.)"""
     from app.core import api
-    from app.ui import banner
 
     res = api.facts(offline_pair, ["a charming journey", "bleak and desperate"])
     for m in res["models"]:
         assert m["device"] == "cpu" and m["device_name"] == devices.cpu_name()
-    assert "on cpu" in banner(offline_pair)
+        assert m["linear_layers"] != "" and "gpu_memory_mb" not in m  # a CPU holds no GPU memory to report
 
 
 def test_ray_workers_ask_for_gpus_only_where_the_cluster_has_them():
