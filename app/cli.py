@@ -109,8 +109,11 @@ def _pair(args):
     precision = getattr(args, "precision", None)
     if precision and precision != "fp32":
         pair = pair.with_precision(precision)
-        how = "dynamically quantised linear layers" if precision == "int8" else "half-precision forward passes"
-        print(f"precision: {pair.precision} ({how}; gradient work stays in fp32)", file=sys.stderr)
+        if pair.precision_note:
+            print(f"precision: {pair.precision_note}", file=sys.stderr)
+        else:
+            how = "dynamically quantised linear layers" if precision == "int8" else "half-precision forward passes"
+            print(f"precision: {pair.precision} ({how}; gradient work stays in fp32)", file=sys.stderr)
     _HARDWARE.clear()
     _HARDWARE.update(pair.hardware())
     return pair

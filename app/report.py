@@ -159,7 +159,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
     hw = pair.hardware()
-    md += [f"Computed on **{hw['device']}** ({hw['device_name']}), {hw['precision']}.", ""]
+    md += [f"Computed on **{hw['device']}** ({hw['device_name']}), {hw['precision']}."
+           + (f" {pair.precision_note}." if pair.precision_note else ""), ""]
     if pair.precision != "fp32":
         how = "dynamically quantised encoder layers" if pair.precision == "int8" else "half-precision forward passes"
         md += [f"Precision: **{pair.precision}** ({how}) for the forward-only sections; saliency ran in fp32 "

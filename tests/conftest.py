@@ -22,6 +22,9 @@ os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="albert-lens-test-hf-")
 # The CPU unless a run asks for another device: the suite's references are CPU figures, and tests of the device
 # plumbing name their device (tests/test_device.py).
 os.environ.setdefault("ALBERT_LENS_DEVICE", "cpu")
+# int8 where asked, on any CPU: the int8 tests check int8's answers; the choice of fp32 on a CPU whose int8 products
+# are slower is tested on its own (tests/test_precision.py)
+os.environ.setdefault("ALBERT_LENS_INT8", "always")
 if (SHARED / "nltk_data").is_dir():
     os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Sequence
 
 from . import device as devices
@@ -11,7 +12,7 @@ from .errors import InputError
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
 from .loading import Classifier, ModelHead, get_classifier, get_head
 from .policy import limits
-from .precision import PRECISIONS, check_on
+from .precision import PRECISIONS, check_on, int8_speed
 from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
@@ -69,12 +70,22 @@ class Pair:
         return cls(spec, reason)
 
     def with_precision(self, precision: str | None) -> "Pair":
-        """The same models at `precision`: "fp32" (the default, and the only one gradients use) or "int8"
-        (dynamically quantised linear layers: forward-only batch work, ~2x the throughput at base size)."""
+        """The same models at `precision`: "fp32" (the default, and the only one gradients use), "int8"
+        (dynamically quantised linear layers: forward-only batch work on a CPU whose int8 products are faster,
+        else fp32 with `precision_note` saying why; ALBERT_LENS_INT8=always takes int8 regardless), or "bf16" /
+        "fp16" (half precision)."""
         precision = "fp32" if precision in (None, "") else str(precision)
         if precision not in PRECISIONS:
             raise InputError(f"precision: {precision[:20]!r} is not one of {list(PRECISIONS)}")
         check_on(precision, self.device)
+        if precision == "int8" and os.environ.get("ALBERT_LENS_INT8", "").strip().lower() != "always":
+            speed = int8_speed()
+            if not speed["wins"]:  # never slower than fp32 without a word: fp32 answers, and says why
+                fp32 = self.with_precision("fp32")
+                twin = Pair(fp32.spec, fp32.reason)
+                twin.precision_note = (f"int8 asked for, but on this CPU its products run at {speed['speedup']}x "
+                                       "fp32's (int8 pays from 1.1x): fp32 answered")
+                return twin
         if all(m.precision == precision for m in self.spec.models):
             return self
         models = tuple(dataclasses.replace(m, precision=precision) for m in self.spec.models)
@@ -98,9 +109,12 @@ class Pair:
     def device(self) -> str:
         return self.spec.models[0].device
 
+    precision_note = ""  # why the precision answering is not the one asked for (`with_precision`)
+
     def hardware(self) -> dict:
         """The device and dtype that answer, for every `--json`, the banner, Model facts and the report."""
-        return {**devices.describe(self.device), "precision": self.precision}
+        note = {"precision_note": self.precision_note} if self.precision_note else {}
+        return {**devices.describe(self.device), "precision": self.precision, **note}
 
     @property
     def fp32(self) -> "Pair":

@@ -148,3 +148,59 @@ def quantize_int8(model: torch.nn.Module) -> int:
 def int8_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The layers `quantize_int8` swapped in (an ALBERT's shared ones once)."""
     return [m for m in model.modules() if isinstance(m, _dynamic_linear())]
+
+
+INT8_MARGIN = 1.1  # int8 is taken only when its product is at least this much faster than fp32's here
+
+
+def int8_speed() -> dict:
+    """int8 against fp32 on a BERT-sized layer on this CPU (256 tokens x 768 -> 3,072, best of five each, after
+    the core's own fp32 product choice), timed once per CPU model, PyTorch version and thread count and kept
+    beside the matmul choice: {"fp32_s", "int8_s", "speedup", "wins"}. On an Intel Xeon with AVX-512 VNNI and
+    AMX the offline pair's int8 batch work took 2.4-3.3x as long as fp32 (issue 40); there it answers in fp32."""
+    if "int8" in _ONCE:
+        return _ONCE["int8"]  # type: ignore[return-value]
+    import json
+    import os
+    import time
+
+    from . import kernels
+
+    path = kernels.runtime_cache() / "int8-speed.json"
+    key = kernels._choice_key()
+    try:
+        known = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    hit = known.get(key)
+    if not (isinstance(hit, dict) and {"fp32_s", "int8_s", "wins"} <= set(hit)):
+        gen = torch.Generator().manual_seed(0)
+        layer = torch.nn.Sequential(torch.nn.Linear(768, 3072)).eval().requires_grad_(False)
+        x = torch.randn(256, 768, generator=gen)
+        fp32 = torch.nn.Sequential(torch.nn.Linear(768, 3072)).eval().requires_grad_(False)
+        fp32.load_state_dict(layer.state_dict())
+        kernels.accelerate(fp32)
+        quantize_int8(layer)
+
+        def best(fn) -> float:
+            fn()
+            times = []
+            for _ in range(5):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            return min(times)
+
+        with torch.inference_mode():
+            f, q = best(lambda: fp32(x)), best(lambda: layer(x))
+        hit = {"fp32_s": f, "int8_s": q, "speedup": round(f / q, 2), "wins": f >= INT8_MARGIN * q}
+        known[key] = hit
+        try:
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
+            tmp.replace(path)
+        except OSError:
+            pass
+    _ONCE["int8"] = hit
+    return hit
