@@ -37,6 +37,7 @@ os.environ.setdefault("ALBERT_LENS_CACHE", tempfile.mkdtemp(prefix="albert-lens-
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from saliency_speed import captum_tutorial_ig as tutorial_ig  # noqa: E402  (this folder: the recipe, one copy)
 
 from app.core import api  # noqa: E402
 from app.core import device as devices  # noqa: E402
@@ -122,22 +123,9 @@ def embeddings(pair: Pair, half: str, texts: list[str], path: Path, dev: str, tm
 
 
 def captum_tutorial_ig(clf, text: str, target: int, dev: str) -> float:
-    """Captum's BERT tutorial recipe on `dev`: LayerIntegratedGradients over the embeddings, n_steps=50."""
-    from captum.attr import LayerIntegratedGradients
-
-    tok = clf.tokenizer
-    enc = tok(text, return_tensors="pt", truncation=True, max_length=128).to(dev)
-    ids = enc["input_ids"]
-    ref = torch.full_like(ids, tok.pad_token_id)
-    ref[0, 0], ref[0, -1] = tok.cls_token_id, tok.sep_token_id
-
-    def forward(input_ids, attention_mask):
-        return torch.softmax(clf.model(input_ids=input_ids, attention_mask=attention_mask).logits, -1)[:, target]
-
-    lig = LayerIntegratedGradients(forward, clf.model.base_model.embeddings)
-    _, delta = lig.attribute(ids, baselines=ref, additional_forward_args=(enc["attention_mask"],), n_steps=50,
-                             return_convergence_delta=True)
-    return float(delta.abs().max())
+    """Captum's BERT tutorial recipe (LayerIntegratedGradients, 50 steps; benchmarks/saliency_speed.py) on the
+    model's device."""
+    return tutorial_ig(clf, Example((text,)), target)[1]
 
 
 def integrated_gradients(pair: Pair, sentences: list[str], dev: str) -> dict:

@@ -48,7 +48,7 @@ def captum_tutorial_ig(clf, ex: Example, target: int):
     from captum.attr import LayerIntegratedGradients
 
     tok = clf.tokenizer
-    enc = tok(ex.text, return_tensors="pt", truncation=True, max_length=128)
+    enc = tok(ex.text, return_tensors="pt", truncation=True, max_length=128).to(next(clf.model.parameters()).device)
     ids = enc["input_ids"]
     ref = torch.full_like(ids, tok.pad_token_id)
     ref[0, 0], ref[0, -1] = tok.cls_token_id, tok.sep_token_id
