@@ -112,33 +112,45 @@ def _choice_key() -> str:
     return f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
 
 
-def _auto_choice() -> tuple[str, dict, str]:
-    """(product, its timing, how it was chosen). Timed once per CPU model and kept in the cache folder: on an
-    Intel Xeon oneDNN measured 1.08-1.31x the default product across fresh processes, against the 1.11x bar, so
-    two processes of one app chose differently; now the first process's choice is every later one's."""
+def per_cpu(name: str, measure, valid) -> tuple[dict, bool]:
+    """(a measurement, whether it came from the cache): `measure()` once per CPU model, PyTorch version and thread
+    count, kept in the cache folder as `name`.json and taken by every later process; `valid(entry)` says whether a
+    kept entry can be used (a damaged file is measured over)."""
     import json
 
-    path = runtime_cache() / "matmul-choice.json"
+    path = runtime_cache() / f"{name}.json"
     key = _choice_key()
     try:
         known = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         known = {}
-    hit = known.get(key) if isinstance(known, dict) else None
-    if isinstance(hit, dict) and hit.get("backend") in ("onednn", "blas") and isinstance(hit.get("timing"), dict):
-        return hit["backend"], hit["timing"], "auto (cached for this CPU)"
-    timing = calibrate() if _usable() else {"blas_s": None, "onednn_s": None, "agrees": False}
-    fast = timing["onednn_s"] is not None and timing["onednn_s"] < 0.9 * timing["blas_s"]
-    chosen = "onednn" if fast and timing["agrees"] else "blas"
     known = known if isinstance(known, dict) else {}
-    known[key] = {"backend": chosen, "timing": timing}
+    hit = known.get(key)
+    if isinstance(hit, dict) and valid(hit):
+        return hit, True
+    known[key] = hit = measure()
     try:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
         tmp.replace(path)  # whole, or not at all: a process reading it meanwhile sees the old file or the new
     except OSError:
         pass  # a read-only cache: this process still uses its own measurement
-    return chosen, timing, "auto"
+    return hit, False
+
+
+def _auto_choice() -> tuple[str, dict, str]:
+    """(product, its timing, how it was chosen). Timed once per CPU model (`per_cpu`): on an Intel Xeon oneDNN
+    measured 1.08-1.31x the default product across fresh processes, against the 1.11x bar, so two processes of one
+    app chose differently; now the first process's choice is every later one's."""
+
+    def measure() -> dict:
+        timing = calibrate() if _usable() else {"blas_s": None, "onednn_s": None, "agrees": False}
+        fast = timing["onednn_s"] is not None and timing["onednn_s"] < 0.9 * timing["blas_s"]
+        return {"backend": "onednn" if fast and timing["agrees"] else "blas", "timing": timing}
+
+    hit, cached = per_cpu("matmul-choice", measure, lambda h: h.get("backend") in ("onednn", "blas")
+                          and isinstance(h.get("timing"), dict))
+    return hit["backend"], hit["timing"], "auto (cached for this CPU)" if cached else "auto"
 
 
 def describe() -> dict:

@@ -160,21 +160,11 @@ def int8_speed() -> dict:
     AMX the offline pair's int8 batch work took 2.4-3.3x as long as fp32 (issue 40); there it answers in fp32."""
     if "int8" in _ONCE:
         return _ONCE["int8"]  # type: ignore[return-value]
-    import json
-    import os
     import time
 
     from . import kernels
 
-    path = kernels.runtime_cache() / "int8-speed.json"
-    key = kernels._choice_key()
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    known = known if isinstance(known, dict) else {}
-    hit = known.get(key)
-    if not (isinstance(hit, dict) and {"fp32_s", "int8_s", "wins"} <= set(hit)):
+    def measure() -> dict:
         gen = torch.Generator().manual_seed(0)
         layer = torch.nn.Sequential(torch.nn.Linear(768, 3072)).eval().requires_grad_(False)
         x = torch.randn(256, 768, generator=gen)
@@ -194,13 +184,8 @@ def int8_speed() -> dict:
 
         with torch.inference_mode():
             f, q = best(lambda: fp32(x)), best(lambda: layer(x))
-        hit = {"fp32_s": f, "int8_s": q, "speedup": round(f / q, 2), "wins": f >= INT8_MARGIN * q}
-        known[key] = hit
-        try:
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
-            tmp.replace(path)
-        except OSError:
-            pass
+        return {"fp32_s": f, "int8_s": q, "speedup": round(f / q, 2), "wins": f >= INT8_MARGIN * q}
+
+    hit, _ = kernels.per_cpu("int8-speed", measure, lambda h: {"fp32_s", "int8_s", "wins"} <= set(h))
     _ONCE["int8"] = hit
     return hit
