@@ -16,12 +16,9 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && [ ! -f /usr/share
     || echo "space_build: WordNet not installed; WordNet features will say so" >&2
 fi
 "$PY" -m venv "$VENV"
-pip=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-# TORCH_INDEX_URL: PyTorch's own index for a CUDA build (a Space on GPU hardware); empty: the pinned CPU wheel
-"${pip[@]}" install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "${TORCH_SPEC:-torch==2.13.0}"
-"${pip[@]}" install -r requirements.lock
-"${pip[@]}" install --no-deps --no-build-isolation -e .
-"${pip[@]}" check
+# torch (TORCH_SPEC; TORCH_INDEX_URL: PyTorch's own index for a CUDA build on a Space with GPU hardware), the lock,
+# the project, a dependency check: the same script as the dev venv's (scripts/setup)
+bash scripts/install_pinned.sh "$VENV" requirements.lock
 # caches: NLTK stop words + WordNet, TextAttack's post-install marker
 "$VENV/bin/python" -c "import app.core, os; print('space_build: caches in', os.environ['NLTK_DATA'])"
 PAIR="${ALBERT_LENS_PAIR:-sst2}"

@@ -55,8 +55,7 @@ def test_space_build_script_in_a_fresh_venv(tmp_path):
            if not k.startswith("VIRTUAL_ENV") and k not in ("TA_CACHE_DIR", "NLTK_DATA")}
     env["ALBERT_LENS_CACHE"] = str(tmp_path / "cache")
     env["ALBERT_LENS_PAIR"] = "offline"
-    # pip leaves the byte-compiling to the first import (83 -> 53 s for the lock here): what this proves, that the
-    # image's requirements install, pass `pip check` and answer a prediction, is the same
+    # where uv can't install and pip does, pip leaves the byte-compiling to the first import, as uv does
     env["PIP_NO_COMPILE"] = "1"
     out = subprocess.run(["bash", "scripts/space_build.sh", str(tmp_path / "venv")], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=1200)
@@ -64,6 +63,25 @@ def test_space_build_script_in_a_fresh_venv(tmp_path):
     assert "space_build: ok" in out.stdout
     assert (tmp_path / "venv" / "bin" / "albert-lens").is_file()
     assert (tmp_path / "cache" / "textattack" / "post_install_check_3").is_file()
+    assert (tmp_path / "venv" / "bin" / "uv").is_file()  # installed by uv (from pip's index settings), not pip
+
+
+def test_uv_is_handed_pips_index_settings(tmp_path):
+    """uv reads no pip configuration: the index settings pip would use (a machine's own wheel folder, its mirrors,
+    constraints) are passed to it, from pip's config files and its environment alike."""
+    (tmp_path / "pip.conf").write_text("[global]\nfind-links = /w1\nextra-index-url = file:///a file:///b\n"
+                                       "constraint = /c.txt\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_CONFIG_FILE=str(tmp_path / "pip.conf"), PIP_INDEX_URL="http://mirror/simple",
+               PIP_FIND_LINKS="/w2")
+    out = subprocess.run(["bash", "scripts/install_pinned.sh", "--uv-options", str(ROOT / ".venv")], cwd=ROOT,
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    opts = out.stdout.split("\n")
+    pairs = sorted(zip(opts[0::2], opts[1::2]))
+    assert ("--index-url", "http://mirror/simple") in pairs and ("--constraint", "/c.txt") in pairs
+    assert {v for k, v in pairs if k == "--find-links"} >= {"/w1", "/w2"}
+    assert [v for k, v in pairs if k == "--extra-index-url"] == ["file:///a", "file:///b"]
 
 
 def test_shipped_pairs_on_a_three_way_nli_pair_keep_texts_and_drop_foreign_labels(tmp_path):

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Install a pinned set into an existing venv: torch first (exactly; TORCH_SPEC, TORCH_INDEX_URL for a CUDA build),
+# then LOCK, then the project (editable, no deps), then a dependency check. Used by scripts/setup and
+# scripts/space_build.sh, so the dev venv and the Space image are built the same way.
+# Usage: scripts/install_pinned.sh VENV LOCK
+#        scripts/install_pinned.sh --uv-options VENV   prints the options pip's settings give uv (tested)
+#
+# uv installs it (a fresh venv from uv's cache in ~10 s, from the registries in ~20 s, where pip took ~2.5 min:
+# benchmarks/README.md). uv doesn't read pip's configuration, so the index settings pip would use here (find-links,
+# index and extra-index URLs, constraint files: this machine's CPU torch wheel is found through them) are handed to
+# it. Where uv can't be had or fails, pip does the same steps.
+set -euo pipefail
+UV_OPTIONS_ONLY=
+if [ "$1" = --uv-options ]; then UV_OPTIONS_ONLY=1; shift; fi
+VENV="$1"
+LOCK="${2:-}"
+UV_PIN="uv==0.13.9"
+TORCH="${TORCH_SPEC:-torch==2.13.0}"
+py="$VENV/bin/python"
+pip=("$py" -m pip --disable-pip-version-check -q)
+
+with_pip() {
+  "${pip[@]}" install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH"
+  "${pip[@]}" install -r "$LOCK"
+  "${pip[@]}" install --no-deps --no-build-isolation -e .
+  "${pip[@]}" check
+}
+
+# pip's own settings (environment and config files), as uv options, one per line
+uv_options() {
+  "$py" - <<'PY'
+import shlex, subprocess, sys
+
+out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+seen = {}
+for line in out.splitlines():  # e.g.  global.find-links='/opt/wheels'   :env:.extra-index-url='a b'
+    key, _, value = line.partition("=")
+    name = key.rsplit(".", 1)[-1]
+    for v in " ".join(shlex.split(value)).split():
+        seen.setdefault(name, [])
+        if v not in seen[name]:
+            seen[name].append(v)
+for name in ("find-links", "extra-index-url", "constraint"):
+    for v in seen.get(name, []):
+        print(f"--{name}\n{v}")
+if seen.get("index-url"):  # the environment's comes first in pip's list, and wins there too
+    print(f"--index-url\n{seen['index-url'][0]}")
+PY
+}
+
+if [ -n "$UV_OPTIONS_ONLY" ]; then uv_options; exit 0; fi
+
+with_uv() {
+  "${pip[@]}" install "$UV_PIN" || return 1
+  local uv="$VENV/bin/uv"
+  local opts=()
+  mapfile -t opts < <(uv_options)
+  # unsafe-best-match: like pip, take the pinned version from whichever index has it (uv's default stops at the
+  # first index that knows the name)
+  local install=("$uv" pip install -q --python "$py" --index-strategy unsafe-best-match "${opts[@]}")
+  if [ -n "${TORCH_INDEX_URL:-}" ]; then
+    "${install[@]}" --index-url "$TORCH_INDEX_URL" "$TORCH" || return 1
+  else
+    "${install[@]}" "$TORCH" || return 1
+  fi
+  "${install[@]}" -r "$LOCK" || return 1
+  "${install[@]}" --no-deps --no-build-isolation -e . || return 1
+  "$uv" pip check -q --python "$py" || return 1
+}
+
+if [ "${ALBERT_LENS_INSTALLER:-uv}" = uv ] && with_uv; then
+  exit 0
+fi
+[ "${ALBERT_LENS_INSTALLER:-uv}" = uv ] && echo "install: uv could not install $LOCK; pip does it instead" >&2
+with_pip
