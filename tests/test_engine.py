@@ -18,26 +18,43 @@ pytestmark = pytest.mark.usefixtures("textattack_loaded")  # see the fixture: an
 def ray_local():
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    # four logical CPUs (each worker asks for one): the shared engine's two workers and a test's own two at once
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield
     ray.shutdown()
 
 
-def test_embed_and_predict_on_ray_equal_local(tiny_pair, ray_local):
+@pytest.fixture(scope="module")
+def ray_engine(ray_local):
+    """One Ray engine whose two workers serve every test that compares Ray with in-process answers: a worker
+    process imports torch, transformers and (for attacks) TextAttack, ~4-11 s of CPU each, and a fresh engine per
+    test started ~23 of them. The engine's own life (fresh workers, kept workers, a killed worker, the CLI's
+    `--engine ray`) is tested with engines of their own."""
+    with engine.Engine("ray", workers=2) as eng:
+        yield eng
+
+
+def _workers_now(besides: set[str]) -> list[str]:
+    import ray
+
+    return sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX) and n not in besides)
+
+
+def test_embed_and_predict_on_ray_equal_local(tiny_pair, ray_engine):
     exs = [Example((f"{s} {i}",)) for i in range(7) for s in SENTENCES]
     for job in (embed_batch, logits_batch):
         local = engine.run(tiny_pair.spec, job, exs, batch_size=10)
-        remote = engine.run(tiny_pair.spec, job, exs, engine="ray", workers=2, batch_size=10)
+        remote = ray_engine.run(tiny_pair.spec, job, exs, batch_size=10)
         for a, b in zip(local, remote):
             assert a.shape == b.shape == (len(exs), a.shape[1])
             np.testing.assert_allclose(a, b, atol=1e-5)
 
 
-def test_attack_rows_on_ray_equal_local(tiny_pair, ray_local):
+def test_attack_rows_on_ray_equal_local(tiny_pair, ray_engine):
     exs = [Example((s,), "positive") for s in SENTENCES[:4]]
     params = {"recipe": "deepwordbug", "query_budget": 50}
     local = engine.run(tiny_pair.spec, attack_batch, exs, params=params, batch_size=2)
-    remote = engine.run(tiny_pair.spec, attack_batch, exs, params=params, engine="ray", workers=2, batch_size=2)
+    remote = ray_engine.run(tiny_pair.spec, attack_batch, exs, params=params, batch_size=2)
     assert [r["index"] for r in remote] == [0, 1, 2, 3]
     strip = lambda rows: [[(x["outcome"], x["adversarial"], x["queries"]) for x in r["results"]] for r in rows]
     assert strip(local) == strip(remote)
@@ -60,12 +77,12 @@ def test_a_killed_worker_is_reported(tiny_pair, ray_local):
     import ray
 
     exs = [Example((f"{s} {i}",)) for i in range(6) for s in SENTENCES]
+    others = set(_workers_now(set()))  # the shared engine's, when it has started
 
     def kill_all(done, total):
         if done == 1:
-            for name in ray.util.list_named_actors():
-                if name.startswith(engine.WORKER_PREFIX):
-                    ray.kill(ray.get_actor(name))
+            for name in _workers_now(others):
+                ray.kill(ray.get_actor(name))
 
     with pytest.raises(engine.WorkerFailed, match=r"a Ray worker died while processing batch \d+ of \d+"):
         engine.run(tiny_pair.spec, logits_batch, exs, engine="ray", workers=2, batch_size=4, progress=kill_all)
@@ -75,19 +92,18 @@ def test_a_killed_worker_is_reported(tiny_pair, ray_local):
 
 
 def test_engine_keeps_its_workers_between_jobs(tiny_pair, ray_local):
-    import ray
-
     exs = [Example((s,)) for s in SENTENCES]
+    others = set(_workers_now(set()))  # the shared engine's, when it has started
     with engine.Engine("ray", workers=2, batch_size=2) as eng:
         eng.run(tiny_pair.spec, logits_batch, exs)
-        first = sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX))
+        first = _workers_now(others)
         eng.run(tiny_pair.spec, embed_batch, exs)
-        assert sorted(n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)) == first
+        assert _workers_now(others) == first
         assert len(first) == 2
-    assert not [n for n in ray.util.list_named_actors() if n.startswith(engine.WORKER_PREFIX)]
+    assert not _workers_now(others)
 
 
-def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local, monkeypatch):
+def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_engine, monkeypatch):
     from app.core import api, loading
     from app.core.benchmark import benchmark
     from app.core.data import load_dataset
@@ -101,9 +117,8 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local, monkey
     driver = Pair(tiny_pair.spec)  # the driver reads labels from the configs; the workers hold the weights
     loading.clear_cache()
     monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-    with engine.Engine("ray", workers=2, batch_size=16) as eng:
-        remote_cl = api.checklist(driver, suite, 3, engine=eng)
-        remote_b = benchmark(driver, ds, engine=eng)
+    remote_cl = api.checklist(driver, suite, 3, engine=ray_engine)  # batches of 13 here: two per worker
+    remote_b = benchmark(driver, ds, engine=ray_engine)
     monkeypatch.undo()
     strip = lambda res: [[(r["n"], r["failed"]) for r in t["results"]] for t in res["tests"]]
     assert strip(remote_cl) == strip(local_cl) and remote_cl["capabilities"] == local_cl["capabilities"]
@@ -119,7 +134,7 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_local, monkey
         [e["index"] for e in local_b["disagreements"]["examples"]]
 
 
-def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(tiny_pair, ray_local, monkeypatch):
+def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(tiny_pair, ray_engine, monkeypatch):
     from app.core import api, loading
 
     from .conftest import shared
@@ -129,8 +144,7 @@ def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(ti
     driver = Pair(tiny_pair.spec)
     loading.clear_cache()
     monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-    with engine.Engine("ray", workers=2) as eng:
-        remote = {p: api.similarity(driver, sst2, 40, p, batch_size=8, engine=eng) for p in ("cls", "words")}
+    remote = {p: api.similarity(driver, sst2, 40, p, batch_size=8, engine=ray_engine) for p in ("cls", "words")}
     monkeypatch.undo()
     for p in local:  # the same minibatches; their embeddings padded alike or not (float32 rounding, ~1e-3 here)
         assert remote[p].n == local[p].n and remote[p].batches == local[p].batches
@@ -141,7 +155,7 @@ def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(ti
     assert local["cls"].n == 40 and local["words"].n > 300  # SST-2 sentences: ~20 words each
 
 
-def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch):
+def test_report_on_ray_equals_local(tiny_pair, ray_engine, tmp_path, monkeypatch):
     import json
 
     from app.core import projection
@@ -163,8 +177,11 @@ def test_report_on_ray_equals_local(tiny_pair, ray_local, tmp_path, monkeypatch)
             pair = Pair(tiny_pair.spec)
             loading.clear_cache()
             monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-        with engine.Engine(name, workers=2) as eng:
-            res = generate(pair, tmp_path / name, engine=eng, **kw)
+        if name == "local":
+            with engine.Engine(name, workers=2) as eng:
+                res = generate(pair, tmp_path / name, engine=eng, **kw)
+        else:
+            res = generate(pair, tmp_path / name, engine=ray_engine, **kw)
         assert res["reused"] == []
         sections[name] = {p.stem: json.loads(p.read_text()) for p in (tmp_path / name / "cache").glob("*.json")}
         assert (tmp_path / name / "report.md").is_file() and (tmp_path / name / "umap.png").is_file()
