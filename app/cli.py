@@ -373,7 +373,7 @@ def cmd_train_offline(args) -> int:
     to_file.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
     train_log.addHandler(to_file)
     settings = api.TrainSettings(seed=args.seed, bert_epochs=args.bert_epochs, albert_epochs=args.albert_epochs,
-                             train_limit=args.limit)
+                             train_limit=args.limit, max_len=args.max_len)
     export = Path(args.export) if args.export else None
     try:
         res = api.train_offline(args.train, args.out, dev_path=args.dev, settings=settings, export_to=export,
@@ -591,6 +591,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "training set (RTE: 4)")
     p.add_argument("--albert-epochs", type=float, help="default 2, or enough whole epochs for 450 steps (RTE: 6)")
     p.add_argument("--limit", type=int, help="use only the first N training sentences")
+    p.add_argument("--max-len", type=int, help="tokens kept per example (default 64 for one sentence, 128 for a "
+                   "pair of texts); shorter trains faster on long texts")
     p.set_defaults(func=cmd_train_offline)
 
     p = sub.add_parser("benchmark", help="accuracy, parameters, latency and throughput of both models, and "

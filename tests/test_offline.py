@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from app.core.data import Example, load_dataset
 from app.core.facts import count_parameters
@@ -155,6 +156,7 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     final = json.loads(done.stdout[done.stdout.index("{"):])
     log = (run / "log.txt").read_text()
     assert "bert: {'step': 2, 'epoch': 1.0" in log and "'dev_accuracy'" in log and "rte, labels" in log
+    assert json.loads((run / "settings.json").read_text())["max_len"] == 128  # a pair's default
     card = (export / "bert-rte" / "README.md").read_text()
     assert "RTE, a pair of texts: `premise` and `hypothesis`" in card and "RTE train, 64 examples" in card
     assert f"| RTE dev (`{dev_path}`) | 96 | {final['bert_dev_accuracy']:.4f} |" in card
@@ -186,6 +188,17 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     missing = subprocess.run([sys.executable, "-m", "app", "predict", "--pair", "offline-mrpc", "a", "b"], cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
     assert missing.returncode != 0 and "train-offline --task mrpc" in missing.stderr
+
+
+@pytest.mark.parametrize("max_len", [4, 513, 64.5, True])
+def test_train_offline_refuses_a_max_len_outside_the_models_positions(tmp_path, max_len):
+    from app.core.errors import InputError
+    from app.core.training import TrainSettings, train_offline
+
+    with pytest.raises(InputError, match=r"max_len: .* is out of range; give a whole number of tokens from 8 to 512"):
+        train_offline(shared("glue", "rte", "train.tsv"), tmp_path / "run", task="rte",
+                      settings=TrainSettings(max_len=max_len))
+    assert not (tmp_path / "run").exists()  # refused before anything was written
 
 
 def test_processes_materialising_at_once_each_get_a_whole_copy(tmp_path):

@@ -237,6 +237,10 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
     the_task = training_task(task)
     if settings.max_len is None:
         settings.max_len = 128 if the_task.is_pair else 64
+    if isinstance(settings.max_len, bool) or not isinstance(settings.max_len, int) \
+            or not 8 <= settings.max_len <= 512:
+        raise InputError(f"max_len: {settings.max_len!r} is out of range; give a whole number of tokens from 8 to "
+                         "512 (the MiniLM's positions)")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     done = out / "settings.json"
