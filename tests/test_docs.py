@@ -55,7 +55,13 @@ def checkout(tmp_path, monkeypatch):
     work.mkdir()
     monkeypatch.chdir(work)
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
-    return work
+    yield work
+    # a command with `--engine ray` started a local Ray instance, which a user's process ends on exit: here it
+    # would stay for the rest of this worker's tests, its daemons taking CPU, and answer test_engine's ray.init
+    import sys
+
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
 
 
 @pytest.mark.parametrize("args", [c for c in ALL if c[0] not in SERVERS], ids=lambda c: " ".join(c)[:80])

@@ -18,6 +18,8 @@ pytestmark = pytest.mark.usefixtures("textattack_loaded")  # see the fixture: an
 def ray_local():
     import ray
 
+    if ray.is_initialized():  # another file's test left one (its own CPU count): this file's needs four
+        ray.shutdown()
     # four logical CPUs (each worker asks for one): the shared engine's two workers and a test's own two at once
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
     yield
