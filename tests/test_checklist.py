@@ -122,9 +122,15 @@ def test_label_mapping_agrees_with_the_models_own_predictions(offline_pair):
         assert sp.preds.tolist() == [2, 2, 0, 0]
 
 
-def test_offline_pair_on_the_real_sentiment_suite(offline_pair):
-    suite = cl.load_suite(shared("checklist", "sentiment_suite.json.gz"))
-    res = cl.run_suite(suite, offline_pair.models, sample=15)
+@pytest.fixture(scope="module")
+def offline_suite_run(offline_pair):
+    """The offline pair on the real sentiment suite, 30 cases a test (32 s here): run once for the two tests that
+    read it (the first ran it again with 15)."""
+    return cl.run_suite(cl.load_suite(shared("checklist", "sentiment_suite.json.gz")), offline_pair.models, sample=30)
+
+
+def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_run):
+    res = offline_suite_run
     by_name = {r.name: r for r in res}
     # the study's artefact is gone: single positive words are mostly recognised
     for r in by_name["single positive words"].results:
@@ -152,11 +158,10 @@ def test_holm_adjusts_step_down_and_keeps_order():
     assert holm([0.9, 0.2]) == pytest.approx([0.9, 0.4]) and holm([0.9, 0.8]) == [1.0, 1.0] and holm([]) == []
 
 
-def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair):
+def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair, offline_suite_run):
     """Where both models were tested on the same cases, the difference of their failure counts is the
     difference of the cases only one of them fails; the summary names exactly the tests Holm keeps."""
-    suite = cl.load_suite(shared("checklist", "sentiment_suite.json.gz"))
-    res = cl.run_suite(suite, offline_pair.models, sample=30)  # 30 cases a test: 32 s here, 60 took 54
+    res = offline_suite_run
     same_cases = [r for r in res if r.results[0]["n"] == r.results[1]["n"] == r.paired["n"]]
     assert len(same_cases) > 30
     for r in same_cases:
