@@ -150,3 +150,38 @@ def test_servers_bind_loopback_unless_told_otherwise():
     for cmd, port in (("app", 7860), ("lit", 5432)):
         args = parser.parse_args([cmd])
         assert args.host == "127.0.0.1" and args.port == port
+
+
+LONE = "good \ud800 film"  # what JSON's "good \ud800 film" decodes to: no Unicode text, and no tokenizer takes it
+
+
+@pytest.mark.parametrize("call", ["predict", "saliency", "attention", "counterfactual", "replacements", "facts",
+                                  "attack"])
+def test_a_lone_surrogate_is_refused_with_its_place_on_every_text_endpoint(tiny_pair, call):
+    """It reached the tokenizer, whose TypeError came back as "something went wrong"; now the core's one check of
+    a text refuses it, naming the field, the code point and where it is."""
+    from app.core import api
+    from app.core.errors import InputError
+
+    run = {
+        "predict": lambda: api.predict(tiny_pair, LONE),
+        "saliency": lambda: api.saliency(tiny_pair, LONE, None, "gradient_x_input"),
+        "attention": lambda: api.attention(tiny_pair, LONE),
+        "counterfactual": lambda: api.counterfactual(tiny_pair, LONE, replacements="good -> fine"),
+        "replacements": lambda: api.counterfactual(tiny_pair, "a good film", replacements="good -> \udfff"),
+        "facts": lambda: api.facts(tiny_pair, [LONE]),
+        "attack": lambda: api.attack(tiny_pair, "deepwordbug", LONE, label="positive"),
+    }[call]
+    where = r"U\+DFFF\) at character 9" if call == "replacements" else r"U\+D800\) at character 6"
+    field = "replacements" if call == "replacements" else "'sentence'"
+    with pytest.raises(InputError, match=rf"{field}.*unpaired surrogate \({where}, which is not Unicode text"):
+        run()
+
+
+def test_a_lone_surrogate_in_a_jsonl_file_names_its_line(tmp_path):
+    from app.core.data import DataError
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"text": "a fine film", "label": 1}\n{"text": "good \\ud800 film", "label": 0}\n')
+    with pytest.raises(DataError, match=r"line 2: column 'text' has an unpaired surrogate \(U\+D800\)"):
+        load_dataset(path)

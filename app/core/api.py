@@ -21,7 +21,7 @@ from .attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe
 from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .benchmark import benchmark as score
 from .checklist import default_suites  # noqa: F401 - the report's default suites
-from .data import DataError, Dataset, Example, load_dataset, read_table
+from .data import DataError, Dataset, Example, load_dataset, read_table, surrogate_reason
 from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
 from .engine import Engine, ray_or_none
 from .errors import InputError
@@ -236,6 +236,8 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
         raise InputError(f"replacements: expected text such as 'film -> movie', got {type(replacements).__name__}")
     if len(replacements) > cap:
         raise InputError(f"replacements: {len(replacements):,} characters; the limit here is {cap:,}")
+    if (why := surrogate_reason(replacements)) is not None:
+        raise InputError(f"replacements: {why}")
     if generator in DATASET_GENERATORS:
         ds = resolve_dataset(pair, dataset, limit)
         edits = DATASET_GENERATORS[generator]

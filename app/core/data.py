@@ -10,6 +10,7 @@ import io
 import itertools
 import json
 import os
+import re
 import stat
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -62,11 +63,23 @@ class Dataset:
 
 
 # ------------------------------------------------------------------ helpers
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_reason(text: str) -> str | None:
+    """Why `text` is not Unicode text a tokenizer can take (a lone surrogate), or None."""
+    if (bad := _LONE_SURROGATE.search(text)) is None:
+        return None
+    return (f"has an unpaired surrogate (U+{ord(bad.group()):04X}) at character {bad.start() + 1}, which is not "
+            "Unicode text; send the text as valid UTF-8")
 
 
 def blank_reason(text: str) -> str | None:
-    """Why a text gives a model nothing to read, or None. Zero-width, control and format characters count as
-    blank: tokenizers drop them, so the model would be asked about an empty input and answer anyway."""
+    """Why a text gives a model nothing it can read, or None. Zero-width, control and format characters count as
+    blank: tokenizers drop them, so the model would be asked about an empty input and answer anyway. A lone
+    surrogate (JSON's "\\ud800" decodes to one) is no Unicode text at all: the tokenizer cannot take the string."""
+    if (why := surrogate_reason(text)) is not None:
+        return why
     if not text.strip():
         return "is empty"
     if any(unicodedata.category(c)[0] not in "CZ" for c in text):
