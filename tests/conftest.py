@@ -34,9 +34,14 @@ from app.core import runtime  # noqa: E402
 
 runtime.prepare()
 # Under pytest-xdist the workers share the machine's cores: each takes its share, so two workers on two cores don't
-# run four threads (oversubscribed, every product slower than on one thread).
+# run four threads (oversubscribed, every product slower than on one thread). The processes a test starts (training,
+# the Space build's smoke test, a fresh process's warm-up) get the same share through OMP_NUM_THREADS: at PyTorch's
+# default of one thread per core, a training run beside the other worker ran 3 threads on 2 cores, 1.5-2x slower.
 _WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
-torch.set_num_threads(max(1, min(2, len(os.sched_getaffinity(0)) // _WORKERS)))
+_THREADS = max(1, min(2, len(os.sched_getaffinity(0)) // _WORKERS))
+torch.set_num_threads(_THREADS)
+if _WORKERS > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
 
 SENTENCES = [
     "it 's a charming and often affecting journey .",

@@ -16,7 +16,8 @@ from .conftest import free_port
 
 pytestmark = pytest.mark.slow
 
-INTERNAL = ("Traceback", "internal error", "something went wrong", 'File "', "/work/", "site-packages")
+INTERNAL = ("Traceback", "internal error", "something went wrong", 'File "', "/work/", "site-packages",
+            "not supported between instances", "object has no attribute", "unhashable type")
 COUNTS = [-1, 0, -10**9, 2.5, "nan", "inf", "-inf", "1e999", "abc", "", 10**9, 1e300, True]
 
 
@@ -93,6 +94,7 @@ def _calls(files: dict[str, str]):
         yield "/benchmark", ("sentiment_plain", None, bad), "max_examples"
         yield "/project", ("sentiment_plain", None, "pca", "cls", -1, "gold", bad), "max_examples"
         yield "/project", ("sentiment_plain", None, "pca", "cls", bad, "gold", 10), None
+        yield "/attention", (sent, "", bad, "mean"), None  # a slider: Gradio compared a string with its bounds
         yield (
             "/saliency_dataset",
             ("sentiment_plain", "gradient_x_input", "1e-03", bad, "prob"),
@@ -149,6 +151,9 @@ def test_a_hostile_visitor_gets_messages_and_capped_answers(served, tmp_path_fac
     bad = [(api, str(args)[:120], msg[:300]) for api, args, _, kind, msg in outcomes
            if kind == "error" and (any(w in msg for w in INTERNAL) or not msg.strip())]
     assert not bad, bad
+    layer_at = {"/attention": 2, "/project": 4}  # the layer slider's place in each endpoint's arguments
+    typed = [msg for api, args, _, kind, msg in outcomes if api in layer_at and args[layer_at[api]] == "abc"]
+    assert len(typed) == 2 and all("layer: 'abc' is not a whole number" in m for m in typed), typed  # the core's
     over = [(api, str(args)[:80], res[0]["n"]) for api, args, key, kind, res in outcomes
             if kind == "ok" and key and isinstance(res[0], dict) and res[0].get("n", 0) > cap[key]]
     assert not over, over

@@ -291,3 +291,14 @@ def shipped(pair: api.Pair) -> tuple:
 
 def examples(pair: api.Pair) -> list[list[str]]:
     return [list(e.texts) for e in shipped(pair)]
+
+
+class Slider(gr.Slider):
+    """gr.Slider whose value, when a client sends something that is not a number, reaches the core unchanged: the
+    core's check names the field and its range (Gradio's own bounds check compared the string with a number and
+    answered with an internal TypeError)."""
+
+    def preprocess(self, payload):
+        if isinstance(payload, bool) or not isinstance(payload, int | float):
+            return payload
+        return super().preprocess(payload)

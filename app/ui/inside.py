@@ -8,7 +8,19 @@ import gradio as gr
 from app.core import api
 from app.core.plots import attention_figure, similarity_figure
 
-from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, text_inputs
+from .common import (
+    BATCH,
+    SINGLE,
+    Ctx,
+    Slider,
+    bind,
+    dataset_field,
+    describe,
+    json_out,
+    progress_of,
+    stop_button,
+    text_inputs,
+)
 
 CKA_HELP = ("Linear CKA (Kornblith et al., 2019) compares two layers' sentence vectors over the same examples: 1 "
             "means the same geometry up to rotation and scale. Left: every layer of one model against every layer "
@@ -62,7 +74,7 @@ def tab(ctx: Ctx) -> None:
                  "word split into pieces is one row and one column, so the two tokenizers compare).")
         t1, t2 = text_inputs(ctx)
         with gr.Row():
-            layer = gr.Slider(-1, layers, value=-1, step=1, label="layer (-1 = top)")
+            layer = Slider(-1, layers, value=-1, step=1, label="layer (-1 = top)")
             head = gr.Dropdown(["mean", *[str(h) for h in range(heads)]], value="mean", label="head")
         show = gr.Button("Show attention")
         aplot = gr.Plot(label="attention")
