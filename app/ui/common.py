@@ -293,12 +293,19 @@ def examples(pair: api.Pair) -> list[list[str]]:
     return [list(e.texts) for e in shipped(pair)]
 
 
-class Slider(gr.Slider):
+
+def slider(*args, **kwargs) -> gr.Slider:
     """gr.Slider whose value, when a client sends something that is not a number, reaches the core unchanged: the
     core's check names the field and its range (Gradio's own bounds check compared the string with a number and
-    answered with an internal TypeError)."""
+    answered with no reason). An instance's `preprocess`, not a subclass: Gradio writes a .pyi beside the module
+    of every component class it sees defined."""
+    component = gr.Slider(*args, **kwargs)
+    strict = component.preprocess
 
-    def preprocess(self, payload):
+    def preprocess(payload):
         if isinstance(payload, bool) or not isinstance(payload, int | float):
             return payload
-        return super().preprocess(payload)
+        return strict(payload)
+
+    component.preprocess = preprocess
+    return component

@@ -12,12 +12,12 @@ from .common import (
     BATCH,
     SINGLE,
     Ctx,
-    Slider,
     bind,
     dataset_field,
     describe,
     json_out,
     progress_of,
+    slider,
     stop_button,
     text_inputs,
 )
@@ -74,7 +74,7 @@ def tab(ctx: Ctx) -> None:
                  "word split into pieces is one row and one column, so the two tokenizers compare).")
         t1, t2 = text_inputs(ctx)
         with gr.Row():
-            layer = Slider(-1, layers, value=-1, step=1, label="layer (-1 = top)")
+            layer = slider(-1, layers, value=-1, step=1, label="layer (-1 = top)")
             head = gr.Dropdown(["mean", *[str(h) for h in range(heads)]], value="mean", label="head")
         show = gr.Button("Show attention")
         aplot = gr.Plot(label="attention")

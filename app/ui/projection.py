@@ -13,13 +13,13 @@ from app.core.plots import plot_png
 from .common import (
     BATCH,
     Ctx,
-    Slider,
     bind,
     dataset_field,
     describe,
     json_out,
     on_select_range,
     progress_of,
+    slider,
     stop_button,
     upload_path,
 )
@@ -81,7 +81,7 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             method = gr.Radio(["umap", "pca"], value="umap", label="projection")
             pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
-            layer = Slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
+            layer = slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
                               label="layer (-1 = top, 0 = embeddings)")
             colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
                                ("models agree?", "models")], value="gold", label="colour by")
