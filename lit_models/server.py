@@ -12,7 +12,7 @@ from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
-from app.core.api import Pair, limits, resolve_dataset
+from app.core.api import Pair, limits, public_message, resolve_dataset
 from app.core.errors import LensError
 
 from .client import client_root
@@ -55,7 +55,7 @@ class LensLitApp(lit_app.LitApp):
             try:
                 return handler(app, request, environ)
             except LensError as exc:  # ours: written for the reader, naming the field
-                message = str(exc)
+                message = public_message(str(exc))
             except Exception as exc:  # noqa: BLE001 - LIT's own errors can carry paths and internals
                 log.exception("LIT endpoint %s failed", getattr(fn, "__name__", fn))
                 message = (f"{getattr(fn, '__name__', 'request').lstrip('_')} failed ({type(exc).__name__}); "

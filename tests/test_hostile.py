@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import tempfile
 import time
 
 import pytest
@@ -152,6 +153,11 @@ def test_a_hostile_visitor_gets_messages_and_capped_answers(served, tmp_path_fac
     bad = [(api, str(args)[:120], msg[:300]) for api, args, _, kind, msg in outcomes
            if kind == "error" and (any(w in msg for w in INTERNAL) or not msg.strip())]
     assert not bad, bad
+    if hosted:  # an upload is named by the visitor's own file name, never by where the server keeps it
+        uploaded = [msg for api, args, _, kind, msg in outcomes
+                    if kind == "error" and any(isinstance(a, dict) for a in args)]
+        assert any(m.startswith("AppError: empty.csv") for m in uploaded), uploaded
+        assert not [m for m in uploaded if tempfile.gettempdir() in m or "gradio" in m], uploaded
     layer_at = {"/attention": 2, "/project": 4}  # the layer slider's place in each endpoint's arguments
     typed = [msg for api, args, _, kind, msg in outcomes if api in layer_at and args[layer_at[api]] == "abc"]
     assert len(typed) == 2 and all("layer: 'abc' is not a whole number" in m for m in typed), typed  # the core's

@@ -164,3 +164,24 @@ def test_a_name_the_file_system_refuses_is_a_message(tiny_pair):
         api.resolve_dataset(tiny_pair, "a" * 3000 + ".csv")
     with pytest.raises(InputError, match="dataset: not a name or path"):
         api.resolve_dataset(tiny_pair, "a" * 5000)
+
+
+def test_a_hosted_error_names_an_upload_by_its_file_name_not_its_server_path(monkeypatch, tmp_path):
+    """Every upload error named the server's upload folder (`/tmp/.../<sha256>/empty.csv: empty file`): hosted,
+    a path under the server's folders is cut to the file's name; the operator's own run keeps the whole path."""
+    uploads = tmp_path / "gradio"
+    (uploads / "9f2c").mkdir(parents=True)
+    empty = uploads / "9f2c" / "empty.csv"
+    empty.write_text("")
+    monkeypatch.setattr(policy, "_READABLE", [])
+    policy.allow_reads_under(uploads)
+    with pytest.raises(DataError) as err:
+        load_dataset(empty)
+    message = str(err.value)
+    assert str(empty) in message and policy.public_message(message) == message  # not hosted: as it was
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    shown = policy.public_message(message)
+    assert shown.startswith("empty.csv") and str(uploads) not in shown and "9f2c" not in shown, shown
+    shared = policy.SHARED_DATA.resolve() / "glue" / "sst2" / "dev.tsv"
+    assert policy.public_message(f"{shared}, line 3: bad 'x'") == "dev.tsv, line 3: bad 'x'"
+    assert policy.public_message("limit: 0 is too small") == "limit: 0 is too small"  # no path: untouched

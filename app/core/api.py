@@ -43,6 +43,7 @@ from .policy import (  # noqa: F401
     limits,
     number,
     public_bind_allowed,
+    public_message,
     readable,
     tolerance,
 )

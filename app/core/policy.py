@@ -11,10 +11,11 @@ from __future__ import annotations
 import math
 import numbers
 import os
+import re
 from pathlib import Path
 
 from .errors import InputError
-from .runtime import ASSETS_DIR, SHARED_DATA
+from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir
 
 
 def _flag(name: str) -> bool:
@@ -140,6 +141,20 @@ def allow_reads_under(folder: str | Path) -> None:
     path = Path(folder).resolve()
     if path not in _READABLE:
         _READABLE.append(path)
+
+
+def public_message(message: str) -> str:
+    """An error's words as a hosted server's visitor may read them: a path under this server's folders (uploads,
+    shipped assets, released data, caches) becomes its file name alone, as the visitor named it when uploading.
+    Unchanged outside hosted mode, where reading any path is the user's own business."""
+    if not limits()["hosted"]:
+        return message
+    roots = {str(r) for r in (*_READABLE, ASSETS_DIR.resolve(), SHARED_DATA.resolve(), cache_dir().resolve())}
+    roots |= {str(Path(r).resolve()) for r in list(roots)}
+    for root in sorted(roots, key=len, reverse=True):  # the deepest first: an upload folder inside a cache
+        message = re.sub(re.escape(root.rstrip("/")) + r"(?:/[^\s'\",:;]*)?",
+                         lambda m: Path(m.group()).name or "(server folder)", message)
+    return message
 
 
 def readable(spec: str, field: str) -> str:

@@ -65,7 +65,7 @@ def guarded(fn):
         except gr.Error:
             raise
         except LensError as exc:
-            raise gr.Error(html.escape(str(exc), quote=False), print_exception=False) from None
+            raise gr.Error(html.escape(api.public_message(str(exc)), quote=False), print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - the app must keep serving
             log.exception("handler %s failed", fn.__name__)
             raise gr.Error(f"something went wrong in {fn.__name__.removeprefix('do_')} ({type(exc).__name__}); "
