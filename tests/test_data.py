@@ -75,3 +75,21 @@ def test_bom_in_generic_file(tmp_path):
     p = tmp_path / "bom.csv"
     p.write_bytes("\ufefftext,label\nhi,pos\n".encode("utf-8"))
     assert load_dataset(p).examples[0].text == "hi"
+
+
+def test_an_error_never_echoes_a_files_content(tmp_path):
+    """A .csv link to /etc/passwd answered "the header has ['root:x:0:0:root:...']": the header is the file's
+    first line, and its names are no longer repeated, whichever reader refuses it."""
+    from app.core.data import read_glue
+
+    secret = "root:x:0:0:root:/root:/bin/bash"
+    link = tmp_path / "passwd.csv"
+    link.write_text(secret + "\nbin:x:1:1\n")
+    with pytest.raises(DataError, match=r"no text column among the header's 1 columns") as err:
+        load_dataset(link)
+    assert "root" not in str(err.value).replace(str(tmp_path), "")
+    tsv = tmp_path / "dev.tsv"
+    tsv.write_text(secret + "\tlabel\nx\t1\n")
+    with pytest.raises(DataError, match=r"missing column 'sentence' among the header's 2 columns") as err:
+        read_glue(tsv, "sst2")
+    assert "root" not in str(err.value).replace(str(tmp_path), "")

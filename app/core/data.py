@@ -188,7 +188,7 @@ def _header_index(header: list[str], wanted: Sequence[str], path: Path) -> list[
     out = []
     for name in wanted:
         if name.lower() not in lower:
-            raise DataError(f"{path}, line 1: missing column {name!r}; the header has {header}")
+            raise DataError(f"{path}, line 1: missing column {name!r} among the header's {len(header)} columns")
         out.append(lower.index(name.lower()))
     return out
 
@@ -321,9 +321,11 @@ def _pick_columns(header: Sequence[str], n_fields: int | None, path: Path) -> tu
     for cols in TEXT_COLUMNS:
         if cols[0] in lower and n_fields == 2 and len(cols) == 1:
             break
+    # the header's names are not repeated: a path that is no dataset (a link to /etc/passwd) would have its first
+    # line echoed to whoever named it
     raise DataError(
-        f"{path}, line 1: no text column found; name it 'text' or 'sentence' "
-        f"(pairs: 'sentence1'+'sentence2' or 'premise'+'hypothesis'); the header has {list(header)}"
+        f"{path}, line 1: no text column among the header's {len(header)} columns; name it 'text' or 'sentence' "
+        f"(pairs: 'sentence1'+'sentence2' or 'premise'+'hypothesis')"
     )
 
 
