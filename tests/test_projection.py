@@ -215,3 +215,36 @@ def test_warm_up_compiles_umap_kernels_in_a_fresh_process():
     assert out.returncode == 0, out.stderr[-2000:]
     before, after = map(int, out.stdout.split()[-2:])
     assert before == 0 and after >= 1
+
+
+@pytest.mark.parametrize("broken", ["a file", "a link to itself"])
+def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tiny_pair, tmp_path, monkeypatch,
+                                                                              caplog, broken):
+    """/project failed when its cache folder was replaced by a file or a link to nowhere; now the same answer is
+    computed without the cache, and the operator is warned once."""
+    import json
+    import logging
+
+    from app.core import api, projection
+
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"text": f"{s} ({broken})"}) + "\n" for s in SENTENCES), encoding="utf-8")
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "good"))
+    reference = api.project(tiny_pair, str(data), "pca", limit=7)
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "broken"))
+    folder = tmp_path / "broken" / "embeddings"
+    folder.parent.mkdir()
+    if broken == "a file":
+        folder.write_text("not a folder")
+    else:
+        folder.symlink_to(folder)
+    monkeypatch.setattr(projection, "_WARNED", set(), raising=False)
+    with caplog.at_level(logging.WARNING, logger="albert_lens.projection"):
+        first = api.project(tiny_pair, str(data), "pca", limit=7)
+        again = api.project(tiny_pair, str(data), "pca", limit=7)
+    for res in (first, again):
+        assert res["embeddings_cached"] == [False, False]
+        np.testing.assert_allclose([p["x"] for p in res["points"]], [p["x"] for p in reference["points"]],
+                                   atol=1e-5)
+    warned = [r.getMessage() for r in caplog.records if "unusable" in r.getMessage()]
+    assert len(warned) == 1 and str(folder) in warned[0] and "computing without it" in warned[0], warned

@@ -43,28 +43,54 @@ def _key(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling:
 
 
 def _cache_path(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> Path:
-    folder = cache_dir() / "embeddings"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder / f"{_key(clf, examples, layer, pooling)}.npy"
+    return cache_dir() / "embeddings" / f"{_key(clf, examples, layer, pooling)}.npy"
+
+
+def _broken_cache(path: Path, exc: OSError) -> None:
+    """A cache folder that can't be used (replaced by a file, a link to nowhere, a full or read-only disk): the work
+    is done without it, and the operator is told once per folder."""
+    folder = str(path.parent)
+    if folder not in _WARNED:
+        _WARNED.add(folder)
+        log.warning("embedding cache %s is unusable (%s: %s); computing without it", folder, type(exc).__name__,
+                    exc.strerror or exc)
+
+
+_WARNED: set[str] = set()
+
+
+def _is_cached(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError as exc:
+        _broken_cache(path, exc)
+        return False
 
 
 def _load_cached(path: Path, n: int) -> np.ndarray | None:
-    if path.is_file():
+    if _is_cached(path):
         try:
             arr = np.load(path, allow_pickle=False)
             if arr.shape[0] == n:
                 os.utime(path)  # used: the last to be pruned
                 return arr
         except (OSError, ValueError):
-            path.unlink(missing_ok=True)  # a torn write: recompute
+            try:
+                path.unlink(missing_ok=True)  # a torn write: recompute
+            except OSError as exc:
+                _broken_cache(path, exc)
     return None
 
 
 def _store(path: Path, arr: np.ndarray) -> None:
-    tmp = path.with_suffix(".tmp.npy")
-    np.save(tmp, arr)
-    tmp.replace(path)
-    _prune(path.parent, keep=path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npy")
+        np.save(tmp, arr)
+        tmp.replace(path)
+        _prune(path.parent, keep=path)
+    except OSError as exc:
+        _broken_cache(path, exc)
 
 
 def _cache_cap_bytes() -> float:
@@ -99,7 +125,7 @@ def _prune(folder: Path, keep: Path) -> None:
 
 def in_cache(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> bool:
     """Whether these embeddings are on disk already (a projection says which of its vectors it computed)."""
-    return _cache_path(clf, examples, layer, pooling).is_file()
+    return _is_cached(_cache_path(clf, examples, layer, pooling))
 
 
 def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: int = -1, pooling: str = "cls",
@@ -125,7 +151,7 @@ def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=No
     if arr is not None:
         return from_logits(clf, arr), True
     vectors = None if embedding is None else _cache_path(clf, examples, *embedding)
-    if vectors is not None and not vectors.is_file():
+    if vectors is not None and not _is_cached(vectors):
         t0 = time.perf_counter()
         emb, logits = embed_and_predict(clf, examples, layer=embedding[0], pooling=embedding[1], progress=progress)
         _store(vectors, emb)
