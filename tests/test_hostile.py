@@ -26,14 +26,14 @@ COUNTS = [-1, 0, -10**9, 2.5, "nan", "inf", "-inf", "1e999", "abc", "", 10**9, 1
 def _serve(pair, hosted: bool):
     from gradio_client import Client
 
-    from app.ui import build
+    from app.ui import build, serve
 
     with pytest.MonkeyPatch.context() as mp:
         if hosted:
             mp.setenv("ALBERT_LENS_HOSTED", "1")
         mp.setattr(policy, "_READABLE", [])
         demo = build(pair)
-        _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
+        _, url, _ = serve(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
         try:
             yield demo, url, Client(url, verbose=False)
         finally:
@@ -171,6 +171,26 @@ def test_a_hostile_visitor_gets_messages_and_capped_answers(served, tmp_path_fac
     assert errors >= len(calls) // 2  # most of these must be refused, not quietly served
     res = client.predict("a fine film", "", api_name="/predict")[0]  # still serving
     assert len(res["models"]) == 2
+
+
+def test_unknown_endpoints_and_function_indices_answer_404_without_a_traceback(served):
+    """Gradio's app runs in debug mode: these answered HTTP 500 with a Python traceback naming the server's paths.
+    A route that exists still answers, through the same handlers."""
+    import urllib.error
+    import urllib.request
+
+    _, url, client = served
+    for path, body in (("gradio_api/run/does_not_exist", {"data": ["x"]}),
+                       ("gradio_api/run/predict", {"data": ["x"], "fn_index": 9999}),
+                       ("gradio_api/call/does_not_exist", {"data": ["x"]}),
+                       ("gradio_api/queue/join", {"data": ["x"], "fn_index": 9999, "session_hash": "abc"})):
+        req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=30)
+        text = err.value.read().decode()
+        assert err.value.code == 404 and not any(w in text for w in INTERNAL), (path, err.value.code, text[:300])
+    assert len(client.predict("a fine film", "", api_name="/predict")[0]["models"]) == 2
 
 
 def test_hosted_caps_hold_for_negative_zero_and_huge_limits(tiny_pair, tmp_path):

@@ -92,8 +92,35 @@ def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> N
         clf.reserve_tokenizer()
     if not workers:  # else each worker process warms itself up
         _warm_up()
-    demo.launch(server_name=host, server_port=port, show_error=True,
-                max_file_size=f"{MAX_UPLOAD_MB}mb", state_session_capacity=session_capacity(), **kw)
+    serve(demo, server_name=host, server_port=port, show_error=True, max_file_size=f"{MAX_UPLOAD_MB}mb",
+          state_session_capacity=session_capacity(), **kw)
+
+
+def serve(demo: gr.Blocks, **launch_kw) -> tuple:
+    """`demo.launch(**launch_kw)` with the server's errors answered in one line: Gradio builds its FastAPI app in
+    debug mode, so a request for an unknown endpoint or function index (`/gradio_api/run/nosuch`, `fn_index`
+    9999) answered HTTP 500 with a Python traceback naming the server's paths. Unknown names and indices now
+    answer 404, any other failure 500 "internal error", both without a traceback (logged). Blocks like `launch`
+    unless `prevent_thread_lock` is given."""
+    from gradio.route_utils import FnIndexInferError
+    from starlette.responses import PlainTextResponse
+
+    def unknown(request, exc):
+        return PlainTextResponse("no such endpoint or function on this server", status_code=404)
+
+    def failed(request, exc):
+        log.error("request %s failed: %s", request.url.path, type(exc).__name__, exc_info=exc)
+        return PlainTextResponse("internal error; the server logged it", status_code=500)
+
+    handlers = {FnIndexInferError: unknown, KeyError: unknown, IndexError: unknown, Exception: failed}
+    app_kwargs = {**launch_kw.pop("app_kwargs", {}), "exception_handlers": handlers}
+    block = not launch_kw.pop("prevent_thread_lock", False)
+    out = demo.launch(prevent_thread_lock=True, app_kwargs=app_kwargs, **launch_kw)
+    demo.app.debug = False  # Gradio passes debug=True; without it Starlette answers with `failed` above
+    demo.app.middleware_stack = None  # rebuilt at the next request, with debug off
+    if block:
+        demo.block_thread()
+    return out
 
 
 def session_capacity() -> int:
