@@ -12,7 +12,7 @@ from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
-from app.core.api import Pair, limits, public_message, resolve_dataset
+from app.core.api import Pair, bounded_log_lines, limits, public_message, resolve_dataset
 from app.core.errors import LensError
 
 from .client import client_root
@@ -82,6 +82,7 @@ class LensServer(dev_server.Server):
 
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
                 limit: int | None = None, **kw) -> dev_server.Server:
+    bounded_log_lines()  # a visitor's request is logged by LIT at most LOG_LINE_CHARS long
     models = models_for(pair.models)
     for clf in pair.models:  # LIT answers from its server thread, not the main one
         clf.reserve_tokenizer()

@@ -103,3 +103,30 @@ def test_every_command_finds_the_nltk_data_beside_the_checkout(tmp_path):
     tags, dirs = out.stdout.strip().splitlines()[-2:]
     assert tags == "[('the', 'DET'), ('film', 'NOUN'), ('was', 'VERB'), ('good', 'ADJ')]"
     assert dirs.split(os.pathsep)[0] == str(beside)
+
+
+def test_log_lines_are_bounded_whoever_logs_them(monkeypatch):
+    """LIT logged each rejected input whole (a 10 MB request wrote 10 MB): once a server bounds its log lines,
+    every record is cut when it is made, LIT's and absl's included, with its full length said."""
+    import io
+    import logging
+
+    from app.core import runtime
+
+    monkeypatch.setattr(runtime, "_BOUNDED", False)
+    monkeypatch.setattr(logging, "_logRecordFactory", logging.getLogRecordFactory())  # restored afterwards
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    for name in ("absl", "lit_nlp.app", "albert_lens.lit"):
+        logging.getLogger(name).addHandler(handler)
+    try:
+        runtime.bounded_log_lines(limit=100)
+        runtime.bounded_log_lines(limit=100)  # a second call wraps nothing twice
+        logging.getLogger("absl").warning("rejected %s", "x" * 10_000_000)
+        logging.getLogger("lit_nlp.app").warning("short")
+    finally:
+        for name in ("absl", "lit_nlp.app", "albert_lens.lit"):
+            logging.getLogger(name).removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "rejected " + "x" * 91 + "… (10,000,009 characters, cut)"
+    assert lines[1] == "short"

@@ -68,7 +68,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     SaliencyResult,
     SimilarityResult,
 )
-from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir  # noqa: F401
+from .runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
 from .saliency import (
     METHODS,  # noqa: F401
     check_method,

@@ -177,3 +177,33 @@ def prepare() -> None:
     prepare_nltk()
     prepare_textattack()
     _prepared = True
+
+
+LOG_LINE_CHARS = 2000
+_BOUNDED = False
+
+
+def bounded_log_lines(limit: int = LOG_LINE_CHARS) -> None:
+    """Every log record of this process cut to `limit` characters when it is made, whichever library logs it and
+    whichever handler writes it: LIT logged each rejected input whole (one 10 MB request, 10 MB of log), and a
+    server's log is a visitor's to fill otherwise. Idempotent."""
+    import logging
+
+    global _BOUNDED
+    if _BOUNDED:
+        return
+    _BOUNDED = True
+    make = logging.getLogRecordFactory()
+
+    def bounded(*args, **kwargs):
+        record = make(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is logging's to report, as before
+            return record
+        if len(message) > limit:
+            record.msg = f"{message[:limit]}… ({len(message):,} characters, cut)"
+            record.args = None
+        return record
+
+    logging.setLogRecordFactory(bounded)

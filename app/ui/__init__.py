@@ -86,6 +86,7 @@ def banner(pair: api.Pair) -> str:
 
 
 def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:
+    api.bounded_log_lines()  # what a visitor sends reaches the log at most LOG_LINE_CHARS long
     workers = api.limits()["worker_processes"]
     demo = build(pair, workers=workers)
     for clf in pair.models:  # the app answers from worker threads
