@@ -111,6 +111,10 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     kw.setdefault("demo_mode", hosted)
     if "client_root" not in kw:  # setdefault would build the folder even for a caller's own root
         kw["client_root"] = str(client_root())  # LIT's page, its icon fonts served from here
+    # LIT caches predictions by the `_id` a request carries: a visitor who sent another text under a dataset
+    # example's id had every later visitor's request for that example answered from it. Each id is checked against
+    # its example's content (LIT's input_hash, which its datasets and new datapoints are given) before the cache.
+    kw.setdefault("strict_cache_id_validation", True)
     # LIT's own flags default this to "default"; without it the page reads layouts[undefined] and shows no module
     kw.setdefault("default_layout", "default")
     # LIT's metrics table, plus the paired test of each model against the pair's other one on the selection

@@ -117,6 +117,26 @@ def test_server_preds_and_salience_equal_the_core(lit_server):
         np.testing.assert_allclose(lit_scores, tok / np.abs(tok).sum(), atol=1e-4)
 
 
+def test_a_visitor_cannot_put_another_text_in_the_cache_under_an_examples_id(lit_server):
+    """LIT caches predictions by the `_id` a request carries: another text sent under dataset example 0's id had
+    every later request for example 0 answered with that text's prediction. The id must now be its content's."""
+    import urllib.error
+
+    url, pair = lit_server
+    clf = pair.models[0]
+    first = _post(url, "/get_dataset?dataset_name=sst2/dev", {})[0]
+    fake = {"sentence": "terrible , awful , a waste of time .", "_id": first["id"]}
+    preds = f"/get_preds?model={clf.name}&dataset_name=sst2/dev&requested_types=MulticlassPreds"
+    with pytest.raises(urllib.error.HTTPError) as err:
+        _post(url, preds, {"inputs": [{"id": first["id"], "data": fake, "meta": {}}]})
+    assert err.value.code == 500 and "Traceback" not in err.value.read().decode()
+    answered = _post(url, preds, {"inputs": [first["id"]]})[0]["probas"]  # example 0, by reference
+    truth = predict(clf, [Example((first["data"]["sentence"],))]).probs[0]
+    np.testing.assert_allclose(answered, truth, atol=1e-5)
+    real = predict(clf, [Example((fake["sentence"],))]).probs[0]
+    assert np.abs(np.asarray(answered) - real).max() > 1e-3  # the fake text answers otherwise: a poisoned cache shows
+
+
 def test_metrics_table_has_the_paired_test_of_the_selection(lit_server):
     """LIT's metrics, on any selection, say whether the two models' accuracies differ beyond chance: the same
     gap, interval and McNemar p as the core's `compare_accuracy`, from each model's side (the sign flips, the
