@@ -93,3 +93,13 @@ def test_an_error_never_echoes_a_files_content(tmp_path):
     with pytest.raises(DataError, match=r"missing column 'sentence' among the header's 2 columns") as err:
         read_glue(tsv, "sst2")
     assert "root" not in str(err.value).replace(str(tmp_path), "")
+
+
+@pytest.mark.parametrize("depth, why", [(100_000, "nested too deeply"), (50, "column 'text' is missing or not text")])
+def test_a_deeply_nested_jsonl_row_is_refused_with_its_line(tmp_path, depth, why):
+    """A `.jsonl` upload with deeply nested values answered "something went wrong (RecursionError)" on every
+    dataset endpoint; a nested value within the parser's depth is refused as "not text", as before."""
+    path = tmp_path / "deep.jsonl"
+    path.write_text('{"text": "a fine film", "label": 1}\n{"text": ' + "[" * depth + "]" * depth + ', "label": 0}\n')
+    with pytest.raises(DataError, match=rf"deep\.jsonl, line 2: {why}"):
+        load_dataset(path)

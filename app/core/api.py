@@ -603,7 +603,7 @@ def _finished_rows(path: Path) -> dict[int, dict]:
             try:
                 row = json.loads(line)
                 done[int(row["index"])] = row
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 raise InputError(f"resume: {path}, line {k} is not a row this command wrote; move the file away "
                                  "to start afresh") from None
     return done

@@ -349,6 +349,9 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
                 obj = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}, line {i}: not valid JSON ({exc.msg})") from None
+            except RecursionError:  # [[[[...]]]] past the parser's depth: no row of a dataset is nested so
+                raise DataError(f"{path}, line {i}: nested too deeply; each line is one flat JSON object such as "
+                                '{"text": "...", "label": 1}') from None
             if not isinstance(obj, dict):
                 raise DataError(f"{path}, line {i}: expected a JSON object per line")
             records.append((i, {str(k).lower(): v for k, v in obj.items()}))
