@@ -110,6 +110,46 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path, monkeypatch):
         cl.load_suite(small)
 
 
+BOMB_PROBE = """
+import gzip, resource, sys
+sys.path.insert(0, {root!r})
+from app.core import checklist as cl
+from app.core.data import DataError
+path = sys.argv[1]
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    cl.load_suite(path)
+    print("loaded")
+except DataError as exc:
+    print(str(exc).split(": ", 1)[1])
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_a_suite_that_inflates_to_240_mb_of_empty_objects_is_refused_within_500_mb(tmp_path):
+    """A 239 KB .gz of `{},` (240 MB inflated, under the size cap) took the batch worker to 7.1 GB parsing it;
+    its objects are counted before any parsing now. The peak memory it adds is measured in a fresh process."""
+    import gzip
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    bomb = tmp_path / "bomb_suite.json.gz"
+    with gzip.open(bomb, "wb", compresslevel=9) as fh:
+        fh.write(b'{"tests": [')
+        for _ in range(240):
+            fh.write(b"{}," * (2**20 // 3))
+        fh.write(b"{}]}")
+    assert bomb.stat().st_size < 2**20
+    out = subprocess.run([sys.executable, "-c", BOMB_PROBE.format(root=str(ROOT)), str(bomb)], capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    said, added_mb = out.stdout.splitlines()[-2:]
+    assert said.startswith("83,886,") and "JSON objects and lists; a suite here has at most 2,000,000" in said, said
+    assert int(added_mb) < 500, f"{added_mb} MB added"
+
+
 def test_label_mapping_agrees_with_the_models_own_predictions(offline_pair):
     """Unambiguous sentences: the suite's 2 (positive) must be what the model itself calls positive."""
     pos = ["This is a wonderful, brilliant film.", "I love it, it is great."]

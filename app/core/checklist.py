@@ -53,6 +53,9 @@ class Suite:
 
 
 MAX_SUITE_BYTES = 256 * 2**20  # ten times the largest released suite (QQP, 26 MB of JSON)
+# JSON objects and lists in a suite, counted by their opening brackets before parsing (brackets inside texts count
+# too, so it errs towards refusing): QQP's has 236,000. Parsed, 240 MB of `{},` took a worker to 7 GB.
+MAX_SUITE_CONTAINERS = 2_000_000
 
 
 def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
@@ -70,6 +73,10 @@ def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
         if len(raw) > MAX_SUITE_BYTES:
             raise DataError(f"{path}: the suite is larger than {MAX_SUITE_BYTES // 2**20} MB once decompressed; "
                             "the released ones are at most 26 MB")
+        containers = raw.count(b"{") + raw.count(b"[")
+        if containers > MAX_SUITE_CONTAINERS:
+            raise DataError(f"{path}: {containers:,} JSON objects and lists; a suite here has at most "
+                            f"{MAX_SUITE_CONTAINERS:,} (the released QQP suite, the largest, has 236,000)")
         obj = json.loads(raw.decode("utf-8"))
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{path}: not a CheckList JSON export ({type(exc).__name__}: {str(exc)[:120]})") from None
