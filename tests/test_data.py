@@ -103,3 +103,30 @@ def test_a_deeply_nested_jsonl_row_is_refused_with_its_line(tmp_path, depth, why
     path.write_text('{"text": "a fine film", "label": 1}\n{"text": ' + "[" * depth + "]" * depth + ', "label": 0}\n')
     with pytest.raises(DataError, match=rf"deep\.jsonl, line 2: {why}"):
         load_dataset(path)
+
+
+@pytest.mark.parametrize("label, why", [
+    ("1.5", r"label '1\.5' is not a whole class number 0\.\.1"),
+    ("inf", r"label 'inf' is not a whole class number"),
+    ("1e999", r"label '1e999' is not a whole class number"),
+    ("nan", r"label 'nan' is not a whole class number"),
+    ("-1", r"label '-1' is not a whole class number"),
+    ("2", r"label '2' is not a whole class number 0\.\.1 nor one of \['negative', 'positive'\]"),
+    ("maybe", r"unknown label 'maybe'"),
+])
+def test_a_files_labels_are_checked_as_typed_numbers_are(tmp_path, label, why):
+    """A label 1.5 was read as class 1, and "inf" or "1e999" failed inside int() (an internal OverflowError)."""
+    path = tmp_path / "rows.csv"
+    path.write_text(f"sentence,label\na fine film,1\nan awful film,{label}\n")
+    with pytest.raises(DataError, match=rf"rows\.csv, line 3: {why}"):
+        load_dataset(path, task="sst2")
+    path.write_text("sentence,label\na fine film,1.0\nan awful film,negative\n")  # a whole 1.0 is class 1
+    assert [e.label for e in load_dataset(path, task="sst2").examples] == ["positive", "negative"]
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-inf", "1e999"])
+def test_a_regression_score_must_be_finite(tmp_path, score):
+    path = tmp_path / "pairs.tsv"
+    path.write_text(f"sentence1\tsentence2\tscore\na\tb\t3.5\nc\td\t{score}\n")
+    with pytest.raises(DataError, match=rf"line 3: score '{score}' is not a finite number"):
+        load_dataset(path, task="stsb")

@@ -9,6 +9,7 @@ import csv
 import io
 import itertools
 import json
+import math
 import os
 import re
 import stat
@@ -153,25 +154,32 @@ def _read_text(path: Path, max_bytes: int | None = None) -> str:
 
 
 def _label_name(value: str, labels: Sequence[str] | None, path: Path, line: int) -> str | float | None:
+    """A file's label or score checked as a typed number is: a score finite, a label one of the task's names or
+    a whole class number in range (1.5 was read as class 1, and "inf" failed inside int())."""
     value = value.strip()
     if value == "":
         return None
     if labels is None:
         try:
-            return float(value)
+            score = float(value)
         except ValueError:
-            raise DataError(f"{path}, line {line}: score {value!r} is not a number") from None
+            raise DataError(f"{path}, line {line}: score {value[:40]!r} is not a number") from None
+        if not math.isfinite(score):
+            raise DataError(f"{path}, line {line}: score {value[:40]!r} is not a finite number")
+        return score
     if value in labels:
         return value
     try:
-        idx = int(float(value))
+        number = float(value)
     except ValueError:
         raise DataError(
-            f"{path}, line {line}: unknown label {value!r}; expected one of {list(labels)} or 0..{len(labels) - 1}"
+            f"{path}, line {line}: unknown label {value[:40]!r}; expected one of {list(labels)} or "
+            f"0..{len(labels) - 1}"
         ) from None
-    if not 0 <= idx < len(labels):
-        raise DataError(f"{path}, line {line}: label {value!r} out of range 0..{len(labels) - 1}")
-    return labels[idx]
+    if not number.is_integer() or not 0 <= number < len(labels):
+        raise DataError(f"{path}, line {line}: label {value[:40]!r} is not a whole class number 0..{len(labels) - 1}"
+                        f" nor one of {list(labels)}")
+    return labels[int(number)]
 
 
 def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL):
