@@ -193,6 +193,28 @@ def test_unknown_endpoints_and_function_indices_answer_404_without_a_traceback(s
     assert len(client.predict("a fine film", "", api_name="/predict")[0]["models"]) == 2
 
 
+def test_hosted_has_no_rest_route_around_the_queue(served):
+    """Bursts of direct POSTs to /gradio_api/run/saliency_dataset skipped the queue and its limits in hosted
+    mode; now the route refuses queued functions there, while gradio_client (which queues) answers. Normal mode,
+    documented as the operator's own, keeps the route."""
+    import urllib.error
+    import urllib.request
+
+    _, url, client = served
+    hosted = policy.limits()["hosted"]
+    args = ["a fine film", "", "gradient_x_input", "predicted", "1e-03", "prob"]
+    req = urllib.request.Request(url + "gradio_api/run/saliency", headers={"Content-Type": "application/json"},
+                                 data=json.dumps({"data": args}).encode())
+    if hosted:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(req, timeout=60)
+        assert err.value.code == 404 and "join the queue" in err.value.read().decode()
+    else:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert len(json.loads(r.read())["data"][0]["maps"]) == 2
+    assert len(client.predict(*args, api_name="/saliency")[0]["maps"]) == 2
+
+
 def test_hosted_caps_hold_for_negative_zero_and_huge_limits(tiny_pair, tmp_path):
     """-1 ran all rows but one; 0 ran everything: each is now refused with the range, and 10^9 is capped,
     on a 2,000-row upload (Benchmark, Projection) and the released SST-2 dev (the other dataset endpoints)."""

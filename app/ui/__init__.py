@@ -63,7 +63,11 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
             for tab in TABS:
                 tab.tab(ctx)
         common.wire_links(ctx, tabs)
-    demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64)
+    # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its
+    # limits and size, and starved every page for minutes); gradio_client and the page queue, and still work.
+    # A Space (SPACE_ID set) gets this from Gradio itself; a self-hosted --hosted server did not.
+    demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64,
+               api_open=not api.limits()["hosted"])
     # Gradio's queue looks for a new event every 50 ms when it is idle: a queued call (every gradio_client call,
     # and the page's explanations) waited up to that long before starting. 5 ms costs nothing measurable.
     if hasattr(demo._queue, "sleep_when_free"):
