@@ -1,3 +1,6 @@
+import json
+import math
+
 import pytest
 
 from app.core.data import DataError, load_dataset, read_glue, read_table
@@ -130,3 +133,49 @@ def test_a_regression_score_must_be_finite(tmp_path, score):
     path.write_text(f"sentence1\tsentence2\tscore\na\tb\t3.5\nc\td\t{score}\n")
     with pytest.raises(DataError, match=rf"line 3: score '{score}' is not a finite number"):
         load_dataset(path, task="stsb")
+
+
+# ------------------------------------------------------------------ fuzzing the file readers (issue 41)
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from(["text", "label", "x"]), inner,
+                                                                 max_size=3),
+    max_leaves=8,
+)
+SUFFIXES = [".csv", ".tsv", ".jsonl"]
+
+
+LABELS = st.sampled_from(["0", "1", "2", "1.5", "nan", "inf", "positive", ""])
+CSV_ROWS = st.lists(st.tuples(st.text(max_size=12), LABELS), max_size=4).map(
+    lambda rows: ("sentence,label\n" + "".join(f"{json.dumps(t)},{lab}\n" for t, lab in rows))
+    .encode("utf-8", "surrogatepass"))
+CONTENT = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=300).map(lambda t: t.encode("utf-8", "surrogatepass")),
+    st.lists(JSON_VALUES, max_size=4).map(lambda rows: "\n".join(json.dumps(r) for r in rows).encode()),
+    CSV_ROWS,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(content=CONTENT, suffix=st.sampled_from(SUFFIXES), task=st.sampled_from([None, "sst2", "stsb"]))
+def test_fuzz_a_file_reads_into_checked_examples_or_a_data_error(tmp_path, content, suffix, task):
+    """Random bytes, random unicode, random nesting and random numbers in any reader: examples whose every text
+    a model can read and whose labels belong to the task, or a DataError, never another exception."""
+    from app.core.data import blank_reason
+
+    path = tmp_path / f"fuzz{suffix}"
+    path.write_bytes(content)
+    try:
+        ds = load_dataset(path, task=task)
+    except DataError:
+        return
+    for ex in ds.examples:
+        assert all(isinstance(t, str) and blank_reason(t) is None for t in ex.texts), ex
+        if task == "sst2":
+            assert ex.label in (None, "negative", "positive"), ex
+        if task == "stsb":
+            assert ex.label is None or math.isfinite(ex.label), ex

@@ -185,3 +185,33 @@ def test_a_hosted_error_names_an_upload_by_its_file_name_not_its_server_path(mon
     shared = policy.SHARED_DATA.resolve() / "glue" / "sst2" / "dev.tsv"
     assert policy.public_message(f"{shared}, line 3: bad 'x'") == "dev.tsv, line 3: bad 'x'"
     assert policy.public_message("limit: 0 is too small") == "limit: 0 is too small"  # no path: untouched
+
+
+# ------------------------------------------------------------------ fuzzing the validation point (issue 41)
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+ANYTHING = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=30) | st.binary(max_size=10),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=ANYTHING)
+def test_fuzz_every_check_answers_a_valid_value_or_names_its_field(value):
+    """Whatever a client sends where a count, an index or a number goes: a value in the allowed range or an
+    InputError naming the field, never another exception."""
+    for check, ok in (
+        (lambda v: policy.count("limit", v, cap=500), lambda x: isinstance(x, int) and 1 <= x <= 500),
+        (lambda v: policy.integer("layer", v, low=-1, high=12), lambda x: isinstance(x, int) and -1 <= x <= 12),
+        (lambda v: policy.number("time_limit", v, low=0, high=30), lambda x: math.isfinite(x) and 0 < x <= 30),
+    ):
+        try:
+            out = check(value)
+        except InputError as exc:
+            assert str(exc).split(":")[0] in ("limit", "layer", "time_limit"), str(exc)
+        else:
+            assert ok(out), (value, out)
