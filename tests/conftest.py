@@ -42,6 +42,10 @@ _THREADS = max(1, min(2, len(os.sched_getaffinity(0)) // _WORKERS))
 torch.set_num_threads(_THREADS)
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
+# Ray starts its worker processes at nice 15, which a server wants (batch work yields to the app) but which, beside
+# busy test workers at nice 0, left a Ray test waiting minutes for its actors to import torch (the killed-worker
+# test: 10 s alone, over 4 min beside two other workers). The tests check Ray's answers, not its priorities.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 SENTENCES = [
     "it 's a charming and often affecting journey .",
