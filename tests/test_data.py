@@ -179,3 +179,11 @@ def test_fuzz_a_file_reads_into_checked_examples_or_a_data_error(tmp_path, conte
             assert ex.label in (None, "negative", "positive"), ex
         if task == "stsb":
             assert ex.label is None or math.isfinite(ex.label), ex
+
+
+def test_a_row_the_csv_module_cannot_read_names_its_line(tmp_path):
+    """Found by the fuzz test: a carriage return alone in an unquoted field raised csv.Error, an internal error."""
+    path = tmp_path / "cr.csv"
+    path.write_bytes(b"\r\x01")
+    with pytest.raises(DataError, match=r"cr\.csv, line 1: not a well-formed row"):
+        load_dataset(path)

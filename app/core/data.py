@@ -182,9 +182,18 @@ def _label_name(value: str, labels: Sequence[str] | None, path: Path, line: int)
     return labels[int(number)]
 
 
-def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL):
-    """Rows as they are parsed: a reader that stops at its row limit never parses the rest."""
-    return csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting)
+def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL, *, path: str | Path = "the file"):
+    """Rows as they are parsed: a reader that stops at its row limit never parses the rest. A row the csv module
+    can't read (a lone carriage return inside a field, found by the fuzz test) is a DataError naming its line."""
+    reader = csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(f"{path}, line {reader.line_num}: not a well-formed row ({exc})") from None
+        yield row
 
 
 def _enough(examples: list, limit: int | None) -> bool:
@@ -216,7 +225,7 @@ def read_glue(path: str | Path, task: str, limit: int | None = None) -> Dataset:
     text = _read_text(path)
     examples: list[Example] = []
     if task == "cola":
-        for i, row in enumerate(_rows(text, "\t", csv.QUOTE_NONE), 1):
+        for i, row in enumerate(_rows(text, "\t", csv.QUOTE_NONE, path=path), 1):
             if _enough(examples, limit):
                 break
             if not row:
@@ -227,7 +236,7 @@ def read_glue(path: str | Path, task: str, limit: int | None = None) -> Dataset:
     quoting = (
         csv.QUOTE_NONE if task in {"mrpc", "stsb", "sst2", "rte", "wnli", "qnli", "qqp", "mnli"} else csv.QUOTE_MINIMAL
     )
-    rows = _rows(text, "\t", quoting)
+    rows = _rows(text, "\t", quoting, path=path)
     header = next(rows, None)
     if header is None:
         raise DataError(f"{path}: empty file")
@@ -261,7 +270,7 @@ def read_ag_news(path: str | Path, limit: int | None = None) -> Dataset:
     path = Path(path)
     labels = GLUE_LABELS["ag_news"]
     examples: list[Example] = []
-    for i, row in enumerate(_rows(_read_text(path), ","), 1):
+    for i, row in enumerate(_rows(_read_text(path), ",", path=path), 1):
         if _enough(examples, limit):
             break
         if not row:
@@ -281,7 +290,7 @@ def read_ag_news(path: str | Path, limit: int | None = None) -> Dataset:
 def read_imdb(path: str | Path, limit: int | None = None) -> Dataset:
     """The IMDB sample TSV (file, rating, label, text); `<br />` becomes a space."""
     path = Path(path)
-    rows = _rows(_read_text(path), "\t")
+    rows = _rows(_read_text(path), "\t", path=path)
     idx = _header_index(next(rows, []), ("text", "label"), path)
     labels = GLUE_LABELS["imdb"]
     examples: list[Example] = []
@@ -364,7 +373,7 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
                 raise DataError(f"{path}, line {i}: expected a JSON object per line")
             records.append((i, {str(k).lower(): v for k, v in obj.items()}))
     else:
-        rows = _rows(text, "\t" if suffix != ".csv" else ",")
+        rows = _rows(text, "\t" if suffix != ".csv" else ",", path=path)
         first = next(rows, None)
         if first is None:
             raise DataError(f"{path}: empty file")
