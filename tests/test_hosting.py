@@ -133,9 +133,12 @@ def test_hosted_lit_caps_a_visitors_text_but_serves_the_operators_long_rows(host
     client = Client(make_server(tiny_pair, [str(data)], port=None, server_type="external").serve())
     name = tiny_pair.models[0].name
 
-    def preds(text):  # LIT caches predictions by id
-        key = str(len(text))
-        inputs = [{"id": key, "data": {"sentence": text, "label": "positive", "_id": key}, "meta": {}}]
+    def preds(text):  # LIT caches predictions by id, which must be the example's content hash
+        from lit_nlp.api.dataset import input_hash
+
+        data = {"sentence": text, "label": "positive"}
+        key = data["_id"] = input_hash(data)
+        inputs = [{"id": key, "data": data, "meta": {}}]
         return client.post(f"/get_preds?model={name}&dataset_name=long&requested_types=MulticlassPreds",
                            json={"inputs": inputs})
 

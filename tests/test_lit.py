@@ -151,9 +151,12 @@ def test_metrics_table_has_the_paired_test_of_the_selection(lit_server):
     assert all(PAIRED in info["models"][m.name]["metrics"] for m in pair.models)
     rows = _post(url, "/get_dataset?dataset_name=sst2/dev", {})
     inputs = [{"id": r["id"], "data": r["data"]} for r in rows]
-    unlabelled = dict(inputs[0]["data"], label=None, sentence="an unlabelled , dull film .")
-    unlabelled["_id"] = "unlabelled"
-    inputs.append({"id": "unlabelled", "data": unlabelled})
+    from lit_nlp.api.dataset import input_hash
+
+    unlabelled = {k: v for k, v in inputs[0]["data"].items() if not k.startswith("_")}
+    unlabelled.update(label=None, sentence="an unlabelled , dull film .")
+    unlabelled["_id"] = input_hash(unlabelled)  # LIT's cache takes an example's id only if it is its content's
+    inputs.append({"id": unlabelled["_id"], "data": unlabelled})
     exs = [Example((r["data"]["sentence"],)) for r in rows]
     gold = [r["data"]["label"] for r in rows]
     first, second = (predict(clf, exs).predicted for clf in pair.models)

@@ -114,7 +114,8 @@ def test_log_lines_are_bounded_whoever_logs_them(monkeypatch):
     from app.core import runtime
 
     monkeypatch.setattr(runtime, "_BOUNDED", False)
-    monkeypatch.setattr(logging, "_logRecordFactory", logging.getLogRecordFactory())  # restored afterwards
+    # the plain factory (a LIT server started earlier in this process bounded its own), restored afterwards
+    monkeypatch.setattr(logging, "_logRecordFactory", logging.LogRecord)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     for name in ("absl", "lit_nlp.app", "albert_lens.lit"):
