@@ -186,14 +186,10 @@ def _rows(text: str, delimiter: str, quoting=csv.QUOTE_MINIMAL, *, path: str | P
     """Rows as they are parsed: a reader that stops at its row limit never parses the rest. A row the csv module
     can't read (a lone carriage return inside a field, found by the fuzz test) is a DataError naming its line."""
     reader = csv.reader(io.StringIO(text), delimiter=delimiter, quoting=quoting)
-    while True:
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            raise DataError(f"{path}, line {reader.line_num}: not a well-formed row ({exc})") from None
-        yield row
+    try:
+        yield from reader
+    except csv.Error as exc:
+        raise DataError(f"{path}, line {reader.line_num}: not a well-formed row ({exc})") from None
 
 
 def _enough(examples: list, limit: int | None) -> bool:

@@ -150,7 +150,6 @@ def public_message(message: str) -> str:
     if not limits()["hosted"]:
         return message
     roots = {str(r) for r in (*_READABLE, ASSETS_DIR.resolve(), SHARED_DATA.resolve(), cache_dir().resolve())}
-    roots |= {str(Path(r).resolve()) for r in list(roots)}
     for root in sorted(roots, key=len, reverse=True):  # the deepest first: an upload folder inside a cache
         message = re.sub(re.escape(root.rstrip("/")) + r"(?:/[^\s'\",:;]*)?",
                          lambda m: Path(m.group()).name or "(server folder)", message)

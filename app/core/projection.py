@@ -46,6 +46,9 @@ def _cache_path(clf: ModelHead, examples: Sequence[Example], layer: int | str, p
     return cache_dir() / "embeddings" / f"{_key(clf, examples, layer, pooling)}.npy"
 
 
+_WARNED: set[str] = set()  # cache folders already reported unusable
+
+
 def _broken_cache(path: Path, exc: OSError) -> None:
     """A cache folder that can't be used (replaced by a file, a link to nowhere, a full or read-only disk): the work
     is done without it, and the operator is told once per folder."""
@@ -55,8 +58,6 @@ def _broken_cache(path: Path, exc: OSError) -> None:
         log.warning("embedding cache %s is unusable (%s: %s); computing without it", folder, type(exc).__name__,
                     exc.strerror or exc)
 
-
-_WARNED: set[str] = set()
 
 
 def _is_cached(path: Path) -> bool:
