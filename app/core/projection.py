@@ -59,7 +59,6 @@ def _broken_cache(path: Path, exc: OSError) -> None:
                     exc.strerror or exc)
 
 
-
 def _is_cached(path: Path) -> bool:
     try:
         return path.is_file()
