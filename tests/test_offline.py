@@ -125,7 +125,7 @@ def test_train_offline_is_seeded_and_resumable(tmp_path):
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert {"bert", "albert", "albert_init", "final"} <= set(results)
     settings = json.loads((tmp_path / "run" / "settings.json").read_text())
-    assert settings["seed"] == 13 and settings["train_limit"] == 96
+    assert settings["seed"] == 13 and settings["train_limit"] == 96 and settings["max_len"] == 64  # one sentence's
     second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0
     assert json.loads(second.stdout[second.stdout.index("{"):]) == results["final"]  # nothing retrained
@@ -150,13 +150,15 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     dev_path.write_text("".join(shared("glue", "rte", "dev.tsv").read_text().splitlines(keepends=True)[:97]))
     cmd = [sys.executable, "-m", "app", "train-offline", "--task", "rte", "--train",
            str(shared("glue", "rte", "train.tsv")), "--dev", str(dev_path), "--out", str(run), "--limit", "64",
-           "--bert-epochs", "1", "--albert-epochs", "1", "--export", str(export)]
+           "--bert-epochs", "1", "--albert-epochs", "1", "--export", str(export), "--max-len", "48"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     final = json.loads(done.stdout[done.stdout.index("{"):])
     log = (run / "log.txt").read_text()
     assert "bert: {'step': 2, 'epoch': 1.0" in log and "'dev_accuracy'" in log and "rte, labels" in log
-    assert json.loads((run / "settings.json").read_text())["max_len"] == 128  # a pair's default
+    # the flag reaches the run (48 tokens: a third less work than a pair's default of 128, which
+    # test_training_keeps_the_tasks_default_tokens checks)
+    assert json.loads((run / "settings.json").read_text())["max_len"] == 48
     card = (export / "bert-rte" / "README.md").read_text()
     assert "RTE, a pair of texts: `premise` and `hypothesis`" in card and "RTE train, 64 examples" in card
     assert f"| RTE dev (`{dev_path}`) | 96 | {final['bert_dev_accuracy']:.4f} |" in card
@@ -188,6 +190,15 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     missing = subprocess.run([sys.executable, "-m", "app", "predict", "--pair", "offline-mrpc", "a", "b"], cwd=ROOT,
                              capture_output=True, text=True, timeout=300)
     assert missing.returncode != 0 and "train-offline --task mrpc" in missing.stderr
+
+
+def test_training_keeps_the_tasks_default_tokens():
+    from app.core.training import resolve_max_len, training_task
+
+    assert resolve_max_len(None, training_task("rte")) == 128  # a pair: RTE's premise is long
+    assert resolve_max_len(None, training_task("mrpc")) == 128
+    assert resolve_max_len(None, training_task("sst2")) == 64
+    assert resolve_max_len(48, training_task("rte")) == 48
 
 
 @pytest.mark.parametrize("max_len", [4, 513, 64.5, True])

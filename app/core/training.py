@@ -226,6 +226,17 @@ def _train_loop(model, enc, labels, settings: TrainSettings, *, epochs: float, l
     return history
 
 
+def resolve_max_len(max_len, task) -> int:
+    """The tokens kept per training example: the one asked for, checked against the MiniLM's 512 positions, or
+    the task's default (64 for one sentence; 128 for a pair, whose RTE premise is long)."""
+    if max_len is None:
+        return 128 if task.is_pair else 64
+    if isinstance(max_len, bool) or not isinstance(max_len, int) or not 8 <= max_len <= 512:
+        raise InputError(f"max_len: {max_len!r} is out of range; give a whole number of tokens from 8 to "
+                         "512 (the MiniLM's positions)")
+    return max_len
+
+
 def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Path | None = None,
                   settings: TrainSettings | None = None, export_to: Path | None = None,
                   task: str = "sst2") -> dict:
@@ -235,12 +246,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
 
     settings = settings or TrainSettings()
     the_task = training_task(task)
-    if settings.max_len is None:
-        settings.max_len = 128 if the_task.is_pair else 64
-    if isinstance(settings.max_len, bool) or not isinstance(settings.max_len, int) \
-            or not 8 <= settings.max_len <= 512:
-        raise InputError(f"max_len: {settings.max_len!r} is out of range; give a whole number of tokens from 8 to "
-                         "512 (the MiniLM's positions)")
+    settings.max_len = resolve_max_len(settings.max_len, the_task)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     done = out / "settings.json"
