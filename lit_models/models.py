@@ -11,6 +11,7 @@ import numpy as np
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
+from app.core import jobs
 from app.core.api import TASKS, Classifier, Example, ModelSpec, Task, check_length, get_classifier, inspect
 from app.core.errors import InputError
 
@@ -31,6 +32,7 @@ class LensModel(lit_model.BatchedModel):
         self.batch_size = batch_size
         self.max_chars: int | None = None  # hosted: the longest text field a visitor may send (see server.py)
         self.max_inputs: int | None = None  # hosted: the most texts one request may ask for (LIME's samples count)
+        self.seconds_per_text: float | None = None  # hosted: what one text costs here (server.measure_cost)
 
     @classmethod
     def init_spec(cls) -> lit_types.Spec:
@@ -121,10 +123,30 @@ class LensModel(lit_model.BatchedModel):
         if self.max_inputs is not None and len(inputs) > self.max_inputs:
             raise InputError(f"inputs: {len(inputs):,} texts in one request (LIME's samples count); the limit here "
                              f"is {self.max_inputs:,}")
+        self._fits_the_budget(len(inputs))
         return super().predict(inputs, **kw)
 
+    def _fits_the_budget(self, n: int) -> None:
+        """Refuse, before any work, texts (those LIT's cache doesn't hold) that the running request's time left
+        can't cover at this model's measured cost: the cap on a request is its work, not only its count."""
+        job = jobs.current()
+        if job is None or job.deadline is None or not self.seconds_per_text or n == 0:
+            return
+        left = max(0.0, job.deadline - job.clock())
+        need = n * self.seconds_per_text
+        if need > left:
+            most = int(left // self.seconds_per_text)
+            raise InputError(
+                f"inputs: {n:,} new texts would take {self.clf.name} about {need:,.0f} s here "
+                f"({1000 * self.seconds_per_text:,.0f} ms each), and this request has {left:,.0f} s left of the "
+                f"server's budget; send at most {most:,}")
+
     def predict_minibatch(self, inputs: list[dict]) -> list[dict]:
-        return [self._one(ex) for ex in inputs]
+        out = []
+        for ex in inputs:
+            jobs.check()  # the request's budget, between texts: a stopped request stops within one text
+            out.append(self._one(ex))
+        return out
 
     def get_embedding_table(self) -> tuple[list[str], np.ndarray]:
         """(vocabulary in id order, word-embedding matrix): what HotFlip searches."""

@@ -5,13 +5,17 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from urllib.parse import quote
 
 from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
+from app.core import jobs
 from app.core.api import Pair, bounded_log_lines, limits, public_message, resolve_dataset
 from app.core.errors import LensError
 
@@ -43,41 +47,150 @@ def page_url(pair: Pair, host: str, port: int) -> str:
     return f"http://{host}:{port}/?models={models}"
 
 
+# LIT's endpoints that run the models (or read and write files); the others (the page's info, the dataset, the UI
+# state) answer at once and are never held behind them
+HEAVY = frozenset({"_get_preds", "_get_interpretations", "_get_metrics", "_get_generated", "_annotate_new_data",
+                   "_create_dataset", "_create_model", "_save_datapoints", "_load_datapoints"})
+
+
+class Busy(LensError):
+    """Every work slot stayed taken for the whole wait: the visitor is told to try again, not queued forever."""
+
+
+class WorkGate:
+    """At most `slots` model requests at once; a request waits for a slot at most `wait_s` seconds. LIT's own
+    server answered one request at a time, so one visitor's 2,000 texts left every other visitor (and the page's
+    /get_info) without an answer for 16 minutes."""
+
+    def __init__(self, slots: int, wait_s: float):
+        self.slots, self.wait_s = slots, wait_s
+        self._free = threading.BoundedSemaphore(slots)
+
+    @contextmanager
+    def slot(self, what: str) -> Iterator[None]:
+        if not self._free.acquire(timeout=self.wait_s):
+            raise Busy(f"{what}: the server's {self.slots} work slot(s) stayed busy for {self.wait_s:g} s; "
+                       "try again in a moment")
+        try:
+            yield
+        finally:
+            self._free.release()
+
+
+def work_gate() -> WorkGate:
+    """Hosted: two model requests at once, a third waits up to 30 s; on one's own machine: four, and a request
+    waits as long as its time budget. `ALBERT_LENS_LIT_SLOTS` sets the number."""
+    cap = limits()
+    slots = int(cap["lit_slots"])
+    return WorkGate(slots, 30.0 if cap["hosted"] else float(cap["request_seconds"]))
+
+
 class LensLitApp(lit_app.LitApp):
     """LIT's app, answering a failed request with one line instead of LIT's full Python traceback (which named
-    the server's paths to any visitor); the traceback goes to the log."""
+    the server's paths to any visitor); the traceback goes to the log. A request that runs the models takes a work
+    slot (`WorkGate`) and runs as a job with the server's request budget (`jobs`): the models check it between
+    texts, and refuse up front a request whose texts would take longer (`LensModel.seconds_per_text`)."""
+
+    gate: WorkGate | None = None  # set by LensServer.serve, read at each request
 
     def make_handler(self, fn):
         handler = super().make_handler(fn)
+        name = getattr(fn, "__name__", "request")
 
         @functools.wraps(handler)
         def quiet(app, request, environ):
+            status = 500
             try:
-                return handler(app, request, environ)
+                if name not in HEAVY or self.gate is None:
+                    return handler(app, request, environ)
+                what = name.lstrip("_")
+                with self.gate.slot(what):
+                    job = jobs.Job(seconds=float(limits()["request_seconds"]), name=f"LIT {what}")
+                    with jobs.running(job):
+                        return handler(app, request, environ)
+            except Busy as exc:
+                status, message = 503, str(exc)
+            except jobs.Stopped as exc:
+                status, message = 503, f"{name.lstrip('_')}: {exc}"
             except LensError as exc:  # ours: written for the reader, naming the field
                 message = public_message(str(exc))
             except Exception as exc:  # noqa: BLE001 - LIT's own errors can carry paths and internals
-                log.exception("LIT endpoint %s failed", getattr(fn, "__name__", fn))
-                message = (f"{getattr(fn, '__name__', 'request').lstrip('_')} failed ({type(exc).__name__}); "
-                           "the server logged the details")
-            return app.respond(request, message[:1000], "text/plain", 500)
+                log.exception("LIT endpoint %s failed", name)
+                message = f"{name.lstrip('_')} failed ({type(exc).__name__}); the server logged the details"
+            return app.respond(request, message[:1000], "text/plain", status)
 
         return quiet
 
 
+class ThreadedServer:
+    """LIT's app on werkzeug's threaded WSGI server, each request in a thread of its own, so that the page and
+    /get_info answer while a prediction runs (LIT's own servers, werkzeug's `run_simple` and wsgiref, answer one
+    request at a time). `serve(block=False)` returns at once, as LIT's notebook server does; `stop()` ends it."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, **unused):
+        self.app, self._host, self._port = app, host, port
+        self._server = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("server not started")
+        return self._server.server_port
+
+    def serve(self, block: bool = True) -> None:
+        from werkzeug.serving import make_server as werkzeug_server
+
+        self._server = werkzeug_server(self._host, self._port or 0, self.app, threaded=True)
+        if block:
+            try:
+                self._server.serve_forever()
+            except KeyboardInterrupt:
+                pass
+            finally:
+                self._server.server_close()
+            return
+        self._thread = threading.Thread(target=self._server.serve_forever, name="lit-server", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.shutdown()
+        self._server.server_close()
+        if self._thread is not None:
+            self._thread.join()
+        self._server = self._thread = None
+
+
 class LensServer(dev_server.Server):
-    """`dev_server.Server` serving `LensLitApp`."""
+    """`dev_server.Server` serving `LensLitApp` on a `ThreadedServer` (`server_type="notebook"`: in a thread of
+    its own, returned; "external": the WSGI app alone, for another server; otherwise served until interrupted)."""
 
     def serve(self):
         app = LensLitApp(*self._app_args, **self._app_kw)
+        app.gate = work_gate()
         if self._server_type == "external":
             return app
-        server = dev_server.WSGI_SERVERS[self._server_type](app, **self._server_kw)
-        server.serve()
+        server = ThreadedServer(app, **self._server_kw)
         if self._server_type == "notebook":
+            server.serve(block=False)
             return server
+        server.serve()
         app.save_cache()
         return None
+
+
+def measure_cost(model: LensModel, example: dict, repeats: int = 3) -> float:
+    """Seconds one text costs `model` on this machine (the median of `repeats`, after one warm-up): what the
+    hosted server multiplies by a request's new texts to refuse up front what its time budget can't cover."""
+    model.predict_minibatch([example])
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model.predict_minibatch([example])
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
 
 
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
@@ -99,9 +212,12 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
         longest = max((len(str(v)) for d in data.values() for row in d.examples for f, v in row.items()
                        if f in pair.task.fields), default=0)
         biggest = max((len(d.examples) for d in data.values()), default=0)
+        typical = next((row for d in data.values() for row in d.examples), None)
         for m in models.values():
             m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
             m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
+            if typical is not None:  # the work a request asks for: its new texts times what one costs here
+                m.seconds_per_text = measure_cost(m, typical)
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}
     # hosted: no dataset loaders either (LIT's /create_dataset passed a visitor's keywords to the loader)
     if hosted:

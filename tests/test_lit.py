@@ -281,3 +281,162 @@ def test_lits_attention_module_gets_every_layer_as_the_models_own_attention(requ
         for k, want in zip(layers, ref):
             np.testing.assert_allclose(out[k], want[0].numpy(), atol=1e-5)
     _validate(pair, None, limit=3)
+
+
+# ------------------------------------------------------------------ no visitor can jam the server (issue 41)
+def _hosted_lit(tiny_pair, tmp_path, monkeypatch, **env):
+    """A hosted LIT server on the tiny pair in a thread of its own: (its url, its app, the first model)."""
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    data = tmp_path / "rows.tsv"
+    data.write_text("sentence\tlabel\na fine film\t1\na dull film\t0\n")
+    srv = make_server(tiny_pair, [str(data)], port=None, server_type="notebook").serve()
+    return srv, f"http://127.0.0.1:{srv.port}", srv.app, srv.app._models[tiny_pair.models[0].name].wrapped
+
+
+def _rows(texts):
+    from lit_nlp.api.dataset import input_hash
+
+    out = []
+    for t in texts:
+        data = {"sentence": t, "label": "positive"}
+        data["_id"] = input_hash(data)
+        out.append({"id": data["_id"], "data": data, "meta": {}})
+    return out
+
+
+def _post_raw(url, path, body):
+    """(status, text) of a POST, errors included."""
+    import urllib.error
+
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _preds_path(model):
+    return f"/get_preds?model={model.clf.name}&dataset_name=rows&requested_types=MulticlassPreds"
+
+
+def _held(model, monkeypatch):
+    """Make `model`'s texts wait for a release: (started, release, calls)."""
+    import threading
+
+    started, release, calls = threading.Event(), threading.Event(), []
+    one = type(model)._one
+
+    def held(self, ex):
+        calls.append(ex)
+        started.set()
+        assert release.wait(120), "the test never released the prediction"
+        return one(self, ex)
+
+    monkeypatch.setattr(type(model), "_one", held)
+    return started, release, calls
+
+
+def test_the_page_and_info_answer_while_a_visitors_prediction_runs(tiny_pair, tmp_path, monkeypatch):
+    """LIT's own server answered one request at a time: one visitor's 2,000 texts left /get_info and every other
+    visitor without an answer for 16 minutes. Now each request has a thread, and the page's own requests don't
+    wait for a work slot."""
+    import threading
+
+    srv, url, _app, model = _hosted_lit(tiny_pair, tmp_path, monkeypatch)
+    try:
+        started, release, _calls = _held(model, monkeypatch)
+        answer = {}
+        long_job = threading.Thread(target=lambda: answer.update(
+            r=_post_raw(url, _preds_path(model), {"inputs": _rows(["held text one", "held text two"])})))
+        long_job.start()
+        assert started.wait(60)
+        info = _post(url, "/get_info", {})  # while the prediction is held
+        assert tiny_pair.models[0].name in info["models"]
+        with urllib.request.urlopen(url + "/", timeout=60) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+        assert long_job.is_alive() and "r" not in answer  # it was still running when both answered
+        release.set()
+        long_job.join(120)
+        status, body = answer["r"]
+        assert status == 200 and len(json.loads(body)) == 2
+    finally:
+        stop_lit(srv)
+
+
+def test_a_request_beyond_the_work_slots_hears_busy_and_the_next_one_runs(tiny_pair, tmp_path, monkeypatch):
+    import threading
+
+    from lit_models.server import WorkGate
+
+    srv, url, app, model = _hosted_lit(tiny_pair, tmp_path, monkeypatch, ALBERT_LENS_LIT_SLOTS="1")
+    try:
+        assert app.gate.slots == 1 and app.gate.wait_s == 30  # hosted: one slot here, 30 s of waiting
+        app.gate = WorkGate(1, 0.2)  # the same gate, a short wait
+        started, release, _calls = _held(model, monkeypatch)
+        first = threading.Thread(target=_post_raw, args=(url, _preds_path(model), {"inputs": _rows(["slot one"])}))
+        first.start()
+        assert started.wait(60)
+        status, body = _post_raw(url, _preds_path(model), {"inputs": _rows(["slot two"])})
+        assert status == 503
+        assert body == "get_preds: the server's 1 work slot(s) stayed busy for 0.2 s; try again in a moment"
+        release.set()
+        first.join(120)
+        status, body = _post_raw(url, _preds_path(model), {"inputs": _rows(["slot two"])})
+        assert status == 200 and len(json.loads(body)) == 1
+    finally:
+        stop_lit(srv)
+
+
+def test_hosted_lit_refuses_up_front_what_its_time_budget_cant_cover(tiny_pair, tmp_path, monkeypatch):
+    """The cap on a request is its work: its new texts (LIT's cache holds the rest) times what one costs here,
+    measured when the server starts, against the request's time budget. Refused before any text is computed."""
+    srv, url, _app, model = _hosted_lit(tiny_pair, tmp_path, monkeypatch, ALBERT_LENS_REQUEST_SECONDS="120")
+    try:
+        assert model.seconds_per_text > 0  # measured at start
+        assert models_for(tiny_pair.models)[tiny_pair.models[0].name].seconds_per_text is None  # hosted only
+        cached = _rows(["already asked once", "and this one too"])
+        assert _post_raw(url, _preds_path(model), {"inputs": cached})[0] == 200
+        model.seconds_per_text = 1.0  # as if each text took a second here
+        calls = []
+        one = type(model)._one
+        monkeypatch.setattr(type(model), "_one", lambda self, ex: calls.append(ex) or one(self, ex))
+        many = _rows([f"new text number {i}" for i in range(200)])
+        status, body = _post_raw(url, _preds_path(model), {"inputs": many + cached})
+        assert status == 500 and not calls  # nothing computed
+        import re
+
+        assert re.fullmatch(r"inputs: 200 new texts would take \S+ about 200 s here \(1,000 ms each\), and this "
+                            r"request has 1[12]\d s left of the server's budget; send at most 1[12]\d", body), body
+        status, body = _post_raw(url, _preds_path(model), {"inputs": many[:100] + cached})  # within it
+        assert status == 200 and len(json.loads(body)) == 102 and len(calls) == 100  # the cached two not again
+    finally:
+        stop_lit(srv)
+
+
+def test_a_lit_request_past_its_time_budget_stops_within_one_text(tiny_pair, tmp_path, monkeypatch):
+    import time
+
+    srv, url, _app, model = _hosted_lit(tiny_pair, tmp_path, monkeypatch, ALBERT_LENS_REQUEST_SECONDS="1")
+    try:
+        model.seconds_per_text = None  # no estimate: only the deadline
+        calls = []
+        one = type(model)._one
+
+        def slow(self, ex):
+            calls.append(ex)
+            time.sleep(1.2)  # past the one-second budget
+            return one(self, ex)
+
+        monkeypatch.setattr(type(model), "_one", slow)
+        status, body = _post_raw(url, _preds_path(model), {"inputs": _rows([f"text {i}" for i in range(5)])})
+        assert status == 503 and len(calls) == 1
+        assert body == ("get_preds: stopped: the request's 1 s time budget on this server ran out; ask for fewer "
+                        "examples")
+        info = _post(url, "/get_info", {})  # and the server answers on
+        assert info["models"]
+    finally:
+        stop_lit(srv)

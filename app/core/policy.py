@@ -58,6 +58,8 @@ def limits() -> dict:
         "max_file_bytes": _env_number("ALBERT_LENS_MAX_FILE_MB", 20 if hosted else 1024) * 2**20,
         # the wall-clock budget of one app request; between batches, work past it stops and says so
         "request_seconds": _env_number("ALBERT_LENS_REQUEST_SECONDS", 120 if hosted else 3600, float),
+        # LIT: requests that run the models at once (lit_models/server.py); others wait for a slot
+        "lit_slots": _env_number("ALBERT_LENS_LIT_SLOTS", 2 if hosted else 4),
         # explanations and batch jobs in child processes at a lower CPU priority (app/core/workers.py)
         "worker_processes": _flag("ALBERT_LENS_WORKERS") if os.environ.get("ALBERT_LENS_WORKERS", "").strip()
         else hosted,
