@@ -27,19 +27,28 @@ _RUNNING_LOCK = threading.Lock()
 
 def _event_alive() -> Callable[[], bool] | None:
     """Whether the client of the event this thread runs is still there: Gradio marks a queued event's job dead
-    when its client's stream closes (tab closed, network gone, gradio_client cancelled), but a function already
-    running in a worker thread is never told; the core asks this between batches instead."""
+    when its client's stream closes (tab closed, network gone), but a function already running in a worker thread
+    is never told; the core asks this between batches instead. gradio_client's `cancel()` (Gradio's /cancel) ends
+    the event's task instead, which takes the event off the queue's list while the function's thread runs on:
+    an event that was listed and no longer is, asked from inside its still-running function, was cancelled."""
     blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
     if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
         return None
     queue = blocks._queue
 
-    def alive() -> bool:
+    def listed() -> bool | None:
+        """The event's `alive` flag while the queue lists it, None once it doesn't."""
         for group in list(queue.active_jobs):
             for event in group or ():
                 if event._id == event_id:
                     return bool(event.alive)
-        return True  # no longer listed: the queue has finished with it, nothing says the client left
+        return None
+
+    was_listed = listed() is not None  # an event run outside the queue's workers never is
+
+    def alive() -> bool:
+        state = listed()
+        return state if state is not None else not was_listed
 
     return alive
 
