@@ -31,6 +31,8 @@ def _serve(pair, hosted: bool):
     with pytest.MonkeyPatch.context() as mp:
         if hosted:
             mp.setenv("ALBERT_LENS_HOSTED", "1")
+        else:  # the module's hosted server (`served`) may be up, its setting in the environment
+            mp.delenv("ALBERT_LENS_HOSTED", raising=False)
         mp.setattr(policy, "_READABLE", [])
         demo = build(pair)
         _, url, _ = serve(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
@@ -146,6 +148,8 @@ def test_a_hostile_visitor_gets_messages_and_capped_answers(served, tmp_path_fac
     with pytest.MonkeyPatch.context() as mp:
         if hosted:
             mp.setenv("ALBERT_LENS_HOSTED", "1")
+        else:  # the module's hosted server (`served`) may be up, its setting in the environment
+            mp.delenv("ALBERT_LENS_HOSTED", raising=False)
         cap = policy.limits()
         calls = list(_calls(files))
         outcomes = [(api, args, key, *_outcome(client, args, api)) for api, args, key in calls]
@@ -352,3 +356,52 @@ def test_gradio_clients_cancel_stops_the_running_job_at_its_next_check(tiny_pair
         done, total = ours.reached["examples explained"]
         assert total == 30 and at_cancel <= done <= at_cancel + 2  # one example in flight, one check
         assert ours.started >= t0
+
+
+@pytest.mark.parametrize("route", ["call", "run"])
+def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, route):
+    """Gradio's REST routes, where the normal app offers them (hosted closes /run to queued functions): a /call
+    client that leaves its event stream, or a /run client that closes its connection, stops its job at the next
+    check (a /run client that left at 8 s had its work run on to the request budget)."""
+    import httpx
+
+    from app.core import explanation
+    from app.ui import _RUNNING
+
+    real = explanation.explain
+    monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
+    data = ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob"]
+    for _demo, url, _client in _serve(tiny_pair, hosted=False):
+        if route == "call":
+            http = httpx.Client(base_url=url, timeout=30)
+            event = http.post("gradio_api/call/saliency_dataset", json={"data": data}).json()["event_id"]
+            stream = http.stream("GET", f"gradio_api/call/saliency_dataset/{event}")
+            stream.__enter__()  # the stream is open; the answer would come at its end
+        else:  # /run answers only at the end: the request is written on a socket of our own, which we close
+            import socket
+            from urllib.parse import urlparse
+
+            body = json.dumps({"data": data}).encode()
+            sock = socket.create_connection((urlparse(url).hostname, urlparse(url).port))
+            sock.sendall(b"POST /gradio_api/run/saliency_dataset HTTP/1.1\r\nHost: x\r\n"
+                         b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                         + b"\r\n\r\n" + body)
+        running = []
+        deadline = time.time() + 60
+        while time.time() < deadline and not running:
+            running = [j for js in list(_RUNNING.values()) for j in js if j.name == "do_saliency_dataset"]
+            time.sleep(0.05)
+        (ours,) = running
+        while time.time() < deadline and (ours.progress or (0, 0))[0] < 2:
+            time.sleep(0.05)
+        if route == "call":
+            stream.__exit__(None, None, None)
+            http.close()
+        else:
+            sock.close()
+        at_close = ours.progress[0]
+        while time.time() < deadline and ours in {j for js in list(_RUNNING.values()) for j in js}:
+            time.sleep(0.05)
+        assert ours.stopped == "the client disconnected", (ours.stopped, ours.progress)
+        done, total = ours.reached["examples explained"]
+        assert total == 30 and at_close <= done <= at_close + 2

@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +34,7 @@ def _event_alive() -> Callable[[], bool] | None:
     an event that was listed and no longer is, asked from inside its still-running function, was cancelled."""
     blocks, event_id = LocalContext.blocks.get(None), LocalContext.event_id.get(None)
     if blocks is None or event_id is None or getattr(blocks, "_queue", None) is None:
-        return None
+        return _connection_alive()
     queue = blocks._queue
 
     def listed() -> bool | None:
@@ -44,11 +45,39 @@ def _event_alive() -> Callable[[], bool] | None:
                     return bool(event.alive)
         return None
 
-    was_listed = listed() is not None  # an event run outside the queue's workers never is
+    if listed() is None:  # not a queued event (a REST call straight to the function): its own connection tells
+        return _connection_alive()
 
     def alive() -> bool:
         state = listed()
-        return state if state is not None else not was_listed
+        return state if state is not None else False
+
+    return alive
+
+
+CONNECTION_CHECK_S = 0.2  # how often a direct call asks the server loop whether its client's connection closed
+
+
+def _connection_alive() -> Callable[[], bool] | None:
+    """For a function called straight through Gradio's REST route (`/run/<name>`, which the normal app offers):
+    whether the HTTP client is still connected, asked of the server's event loop (the function runs in one of
+    anyio's worker threads), at most every `CONNECTION_CHECK_S`."""
+    request = getattr(LocalContext.request.get(None), "request", None)
+    if request is None or not hasattr(request, "is_disconnected"):
+        return None
+    import anyio.from_thread
+
+    state = {"gone": False, "asked": time.monotonic()}  # a quick call (/predict) never asks
+
+    def alive() -> bool:
+        now = time.monotonic()
+        if not state["gone"] and now - state["asked"] >= CONNECTION_CHECK_S:
+            state["asked"] = now
+            try:
+                state["gone"] = bool(anyio.from_thread.run(request.is_disconnected))
+            except RuntimeError:  # not in a thread anyio started: nothing to ask
+                return True
+        return not state["gone"]
 
     return alive
 
