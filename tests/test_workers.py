@@ -101,6 +101,27 @@ def test_a_dead_worker_is_replaced(pool):
     assert pool.pids() != before and len(pool.pids()) == 1
 
 
+def test_a_worker_killed_mid_call_answers_its_caller_and_is_replaced(pool):
+    """SIGKILL from outside (the OOM killer, an operator) while the child works and reports progress: the caller
+    hears WorkerGone at the parent's next poll of the pipe, not at the work's end, and the next call gets a new
+    child."""
+    import signal
+
+    (pid,) = pool.pids()
+    seen = []
+
+    def kill_at_third(done, total):
+        seen.append(done)
+        if done == 3:
+            os.kill(pid, signal.SIGKILL)
+
+    with pytest.raises(workers.WorkerGone, match="ended"):
+        pool.call(slow_count, 100_000, 0.01, progress=kill_at_third)  # 1,000 s of work had it run on
+    assert 3 <= max(seen) < 100_000
+    assert pool.call(slow_count, 2, 0.0) == 2
+    assert pool.pids() != [pid] and len(pool.pids()) == 1
+
+
 def test_the_facade_in_a_worker_answers_as_here(tiny_pair, tmp_path, monkeypatch):
     """The app's pools: a pair travels as its spec, the upload folders this process may read go along."""
     rows = tmp_path / "uploads" / "rows.csv"
