@@ -4,6 +4,12 @@ an exception *or* an answer whose content is wrong), p50/p95 latency per endpoin
 with 16 users) and the server's RSS after the round (target: growth from round 2 to round 3 <= 5%).
 
     python benchmarks/load_test.py [--users 16] [--seconds 120] [--rounds 3] [--pair offline] [--json out.json]
+    python benchmarks/load_test.py --mix predict-beside-jobs [--hosted]   # issue 41's load
+
+`--mix predict-beside-jobs`: the N users send only /predict, while one more client keeps a batch job running
+beside them, alternating LIME over a dataset (`/saliency_dataset`, JOB_ROWS rows) and an attack (`/attack`,
+deepwordbug on JOB_ROWS rows): issue 41's target is /predict p95 <= 300 ms there. `--hosted` starts the app as a
+hosted server (ALBERT_LENS_HOSTED=1: worker processes, caps).
 
 The app is started here on a free loopback port and stopped at the end; request loops are bounded in time.
 """
@@ -25,12 +31,20 @@ TEXTS = ["What a wonderful, moving film!", "The plot made no sense and the jokes
          "I loved the soundtrack but the acting was wooden.", "Two hours of my life I will never get back.",
          "A warm, funny and surprisingly moving film.", "<b>great</b> & fun 😍"]
 BENCH_N = 30  # a small batch job: the shipped examples, both models
+JOB_ROWS = 10  # the batch jobs of --mix predict-beside-jobs: LIME over 10 rows, an attack on 10 rows
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines() if Path("/proc/cpuinfo").exists() else []:
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "unknown"
 
 
 def main() -> None:
@@ -40,13 +54,21 @@ def main() -> None:
     ap.add_argument("--pair", default="offline")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
+    ap.add_argument("--mix", choices=["mixed", "predict-beside-jobs"], default="mixed")
+    ap.add_argument("--hosted", action="store_true", help="start the app with ALBERT_LENS_HOSTED=1")
+    ap.add_argument("--client", choices=["gradio_client", "http"], default="gradio_client",
+                    help="how the users send /predict: gradio_client (which joins the queue and polls its messages "
+                         "every 50 ms) or one HTTP POST each, as the page does")
     args = ap.parse_args()
     import psutil
     from gradio_client import Client
 
     port = free_port()
+    import os
+
+    env = {**os.environ, **({"ALBERT_LENS_HOSTED": "1", "ALBERT_LENS_ALLOWED_PAIRS": args.pair} if args.hosted else {})}
     proc = subprocess.Popen([sys.executable, "-m", "app", "app", "--pair", args.pair, "--port", str(port)],
-                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 180
     client = None
@@ -83,27 +105,45 @@ def main() -> None:
             for m in res["maps"]:
                 assert m["words"] and len(m["words"]) == len(m["scores"]), m
                 assert all(s == s for s in m["scores"]) and any(m["scores"]), m  # finite, not all zero
+        elif kind == "lime over a dataset":
+            assert res["method"] == "lime" and res["stopped"] is None and res["n"] == JOB_ROWS, res
+            assert len(res["examples"]) == JOB_ROWS and len(res["comprehensiveness"]) == 2, res
+            assert all(e["top_words"] for e in res["examples"]), res
+        elif kind == "attack":
+            assert res["recipe"] == "deepwordbug" and res["stopped"] is None, res
+            assert len(res["examples"]) == JOB_ROWS and len(res["models"]) == 2, res
         else:
             assert res["n"] == BENCH_N and all(0 <= r["accuracy"] <= 1 for r in res["models"]), res
 
     rounds = []
     for rnd in range(1, args.rounds + 1):
-        lat: dict[str, list[float]] = {"predict": [], "saliency": [], "benchmark": [], "predict (browser-like)": []}
+        lat: dict[str, list[float]] = {"predict": [], "saliency": [], "benchmark": [], "predict (browser-like)": [],
+                                       "lime over a dataset": [], "attack": []}
         errors: list[str] = []
         peak = [rss()]
         stop_at = time.time() + args.seconds
         lock = threading.Lock()
 
         def user(k: int) -> None:
-            c = Client(url, verbose=False)
+            import httpx
+
+            c = Client(url, verbose=False) if args.client == "gradio_client" else None
+            http = httpx.Client(base_url=url, timeout=120) if c is None else None
             rng = random.Random(1000 * rnd + k)
             while time.time() < stop_at:
                 text = rng.choice(TEXTS)
                 r = rng.random()
                 kind = "benchmark" if r < 0.03 else "saliency" if r < 0.4 else "predict"
+                if args.mix == "predict-beside-jobs":
+                    kind = "predict"
                 t0 = time.perf_counter()
                 try:
-                    if kind == "predict":
+                    if kind == "predict" and http is not None:  # as the page sends it (off the queue)
+                        reply = http.post("gradio_api/run/predict", json={"data": [text, ""],
+                                                                         "session_hash": f"user-{k}"})
+                        reply.raise_for_status()
+                        out = reply.json()["data"]
+                    elif kind == "predict":
                         out = c.predict(text, "", api_name="/predict")
                     elif kind == "saliency":
                         out = c.predict(text, "", rng.choice(["gradient_x_input", "gradient_norm",
@@ -112,6 +152,28 @@ def main() -> None:
                     else:
                         out = c.predict("sentiment_plain", None, BENCH_N, api_name="/benchmark")
                     check(kind, text, out)
+                    with lock:
+                        lat[kind].append(time.perf_counter() - t0)
+                except Exception as exc:  # noqa: BLE001 - counted and reported
+                    with lock:
+                        errors.append(f"{kind}: {type(exc).__name__}: {str(exc)[:160]}")
+
+        def batch_jobs() -> None:
+            """--mix predict-beside-jobs: one batch job at a time beside the users, LIME and an attack in turn."""
+            c = Client(url, verbose=False)
+            turn = 0
+            while time.time() < stop_at:
+                kind = ("lime over a dataset", "attack")[turn % 2]
+                turn += 1
+                t0 = time.perf_counter()
+                try:
+                    if kind == "attack":
+                        out = c.predict("", "", "deepwordbug", None, "sentiment_plain", JOB_ROWS, 100, 10,
+                                        api_name="/attack")
+                    else:
+                        out = c.predict("sentiment_plain", "lime", "1e-03", JOB_ROWS, "prob",
+                                        api_name="/saliency_dataset")
+                    check(kind, "", out)
                     with lock:
                         lat[kind].append(time.perf_counter() - t0)
                 except Exception as exc:  # noqa: BLE001 - counted and reported
@@ -183,6 +245,8 @@ def main() -> None:
         cpu0, srv0, wall0 = cpu(me), server_cpu(), time.time()
         threads = [threading.Thread(target=user, args=(k,)) for k in range(args.users)]
         threads.append(threading.Thread(target=browser_probe))
+        if args.mix == "predict-beside-jobs":
+            threads.append(threading.Thread(target=batch_jobs))
         mem = threading.Thread(target=sample_memory)
         mem.start()
         for t in threads:
@@ -212,7 +276,9 @@ def main() -> None:
     proc.terminate()
     proc.wait(timeout=30)
     after = [r["rss_after_mb"] for r in rounds]
-    res = {"users": args.users, "seconds": args.seconds, "pair": args.pair, "rounds": rounds,
+    res = {"users": args.users, "seconds": args.seconds, "pair": args.pair, "mix": args.mix, "hosted": args.hosted,
+           "client": args.client,
+           "cpu": cpu_name(), "rounds": rounds,
            "rss_growth_last_round": (after[-1] / after[-2] - 1) if len(after) > 1 else None}
     print(json.dumps(res, indent=2))
     if args.json:

@@ -11,8 +11,18 @@ import numpy as np
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
-from app.core import jobs
-from app.core.api import TASKS, Classifier, Example, ModelSpec, Task, check_length, get_classifier, inspect
+from app.core.api import (
+    TASKS,
+    Classifier,
+    Example,
+    ModelSpec,
+    Task,
+    check_job,
+    check_length,
+    current_job,
+    get_classifier,
+    inspect,
+)
 from app.core.errors import InputError
 
 LABEL = "label"
@@ -129,7 +139,7 @@ class LensModel(lit_model.BatchedModel):
     def _fits_the_budget(self, n: int) -> None:
         """Refuse, before any work, texts (those LIT's cache doesn't hold) that the running request's time left
         can't cover at this model's measured cost: the cap on a request is its work, not only its count."""
-        job = jobs.current()
+        job = current_job()
         if job is None or job.deadline is None or not self.seconds_per_text or n == 0:
             return
         left = max(0.0, job.deadline - job.clock())
@@ -144,7 +154,7 @@ class LensModel(lit_model.BatchedModel):
     def predict_minibatch(self, inputs: list[dict]) -> list[dict]:
         out = []
         for ex in inputs:
-            jobs.check()  # the request's budget, between texts: a stopped request stops within one text
+            check_job()  # the request's budget, between texts: a stopped request stops within one text
             out.append(self._one(ex))
         return out
 

@@ -15,8 +15,7 @@ from lit_nlp import app as lit_app
 from lit_nlp import dev_server
 from lit_nlp.components import core as lit_core
 
-from app.core import jobs
-from app.core.api import Pair, bounded_log_lines, limits, public_message, resolve_dataset
+from app.core.api import Job, Pair, Stopped, bounded_log_lines, limits, public_message, resolve_dataset, running
 from app.core.errors import LensError
 
 from .client import client_root
@@ -105,12 +104,12 @@ class LensLitApp(lit_app.LitApp):
                     return handler(app, request, environ)
                 what = name.lstrip("_")
                 with self.gate.slot(what):
-                    job = jobs.Job(seconds=float(limits()["request_seconds"]), name=f"LIT {what}")
-                    with jobs.running(job):
+                    job = Job(seconds=float(limits()["request_seconds"]), name=f"LIT {what}")
+                    with running(job):
                         return handler(app, request, environ)
             except Busy as exc:
                 status, message = 503, str(exc)
-            except jobs.Stopped as exc:
+            except Stopped as exc:
                 status, message = 503, f"{name.lstrip('_')}: {exc}"
             except LensError as exc:  # ours: written for the reader, naming the field
                 message = public_message(str(exc))

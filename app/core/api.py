@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -18,6 +20,7 @@ from . import counterfactuals as cf
 
 # F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
 from .attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe_status  # noqa: F401
+from .batching import Combiner
 from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .benchmark import benchmark as score
 from .checklist import default_suites  # noqa: F401 - the report's default suites
@@ -32,6 +35,8 @@ from .inference import check_examples, from_logits, logits_batch
 from .inference import predict as predict_examples  # noqa: F401
 from .inspection import inspect  # noqa: F401
 from .jobs import Job, Stopped, running  # noqa: F401
+from .jobs import check as check_job  # noqa: F401
+from .jobs import current as current_job  # noqa: F401
 from .loading import Classifier, get_classifier  # noqa: F401
 from .pair import Pair
 from .policy import (  # noqa: F401
@@ -99,10 +104,30 @@ def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Exam
 
 
 def predict(pair: Pair, text: str, text2: str | None = None) -> PredictResult:
+    """Both models' answer to one input. Visitors asking at the same moment share a forward pass
+    (`batching.Combiner`); `latency_ms` is the time of the pass that answered."""
     ex = example_from(pair, text, text2)
-    preds = pair.predict([ex])
-    return PredictResult(task=pair.task.name, fields=list(pair.task.fields), input=list(ex.texts),
-                         models=[p.record(0) | {"latency_ms": 1000 * p.seconds} for p in preds])
+    models = predict_combiner(pair)(ex)
+    return PredictResult(task=pair.task.name, fields=list(pair.task.fields), input=list(ex.texts), models=models)
+
+
+_COMBINERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_COMBINERS_LOCK = threading.Lock()
+
+
+def predict_combiner(pair: Pair) -> Combiner:
+    """The pair's combiner of concurrent one-input predictions: checked examples in, per input both models'
+    records out."""
+    with _COMBINERS_LOCK:
+        if pair not in _COMBINERS:
+            ref = weakref.ref(pair)  # the combiner, kept by the pair's entry, must not keep the pair alive
+
+            def both(examples):
+                preds = ref().predict(list(examples))
+                return [[p.record(i) | {"latency_ms": 1000 * p.seconds} for p in preds] for i in range(len(examples))]
+
+            _COMBINERS[pair] = Combiner(both)
+        return _COMBINERS[pair]
 
 
 IG_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
