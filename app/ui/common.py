@@ -138,8 +138,11 @@ def stop_button(target) -> None:
 # at the same requests served. ALBERT_LENS_CONCURRENCY sets the batch slots on a larger machine.
 # /predict skips the queue (`direct`): the page then POSTs it to /run/predict and has its answer in the response,
 # where a queued event waits for the queue's 50 ms pick-up poll and the event stream's 50 ms poll (idle p50 70 ms
-# of which ~10 ms is the models). The queue's limit no longer applies there, so `direct` holds its own slots.
-DIRECT_SLOTS = 4
+# of which ~10 ms is the models). The queue's limit no longer applies there, so `direct` holds its own slots: 16,
+# since concurrent predictions share forward passes (`api.predict`, app/core/batching.py): a waiting request costs
+# a blocked thread, and the passes grow with the waiting (16 users beside LIME and an attack, 4 slots -> 16:
+# ~50 -> ~80 answers a second; benchmarks/README.md).
+DIRECT_SLOTS = 16
 SINGLE = {"concurrency_id": "single", "concurrency_limit": 1}
 BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "1")))}
 
