@@ -217,6 +217,27 @@ def test_warm_up_compiles_umap_kernels_in_a_fresh_process():
     assert before == 0 and after >= 1
 
 
+def test_umaps_compiled_kernels_are_kept_for_the_next_process(tmp_path):
+    """umap-learn compiles most of its kernels without numba's cache, so each process paid 9-16 s of CPU on its
+    first fit; the core turns the cache on. A first process compiles and writes it, a second loads it: same
+    layout, no compiling."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np, umap.umap_ as U; from app.core.projection import project; "
+            "x = np.random.default_rng(0).normal(size=(80, 16)).astype(np.float32); y = project(x); "
+            "s = U.smooth_knn_dist.stats; print(len(s.cache_hits), len(s.cache_misses), repr(y[:2].tolist()))")
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env,
+                           cwd=Path(__file__).resolve().parents[1]) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[0].stderr[-2000:] + runs[1].stderr[-2000:]
+    (hits1, misses1, layout1), (hits2, misses2, layout2) = (r.stdout.split(maxsplit=2) for r in runs)
+    assert (hits1, misses1) == ("0", "1") and (hits2, misses2) == ("1", "0")
+    assert layout1 == layout2
+    assert any(f.suffix == ".nbi" for f in tmp_path.rglob("*"))  # the index numba reads
+
+
 @pytest.mark.parametrize("broken", ["a file", "a link to itself"])
 def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tiny_pair, tmp_path, monkeypatch,
                                                                               caplog, broken):

@@ -198,14 +198,44 @@ def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed:
         return PCA(n_components=2, random_state=seed).fit_transform(x).astype(np.float32)
     import umap  # deferred: umap-learn compiles with numba on first use
 
+    _cache_umap_kernels()
     reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, transform_seed=seed,
                         n_neighbors=min(n_neighbors, len(x) - 1), n_jobs=1)
     return reducer.fit_transform(x).astype(np.float32)
 
 
+_UMAP_CACHED = False
+
+
+def _cache_umap_kernels() -> None:
+    """Have numba keep UMAP's compiled kernels on disk: umap-learn compiles most of them without numba's cache,
+    so every process (each app worker, each CLI run, each test worker) spent 9-16 s of CPU compiling the same
+    code on its first fit. Numba writes its cache beside the package's sources, or in the user's cache folder
+    where those are read-only; a process that cannot write it compiles as before."""
+    global _UMAP_CACHED
+    if _UMAP_CACHED:
+        return
+    _UMAP_CACHED = True
+    import importlib
+
+    from numba.core.dispatcher import Dispatcher
+
+    for name in ("umap.umap_", "umap.layouts", "umap.distances", "umap.utils", "umap.sparse", "umap.spectral"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # another umap-learn's layout: nothing to cache there
+            continue
+        for obj in vars(module).values():
+            if isinstance(obj, Dispatcher) and obj._cache.__class__.__name__ == "NullCache":
+                try:
+                    obj.enable_caching()
+                except Exception as exc:  # noqa: BLE001 - no cache is only slower
+                    log.debug("numba cache for %s: %s", getattr(obj, "__name__", obj), exc)
+
+
 def warm_up() -> None:
-    """Fit UMAP once on 64 random points: numba compiles its kernels on a process's first fit (13 s here, then
-    0.6 s for 500 sentences), which the app's first Projection click would otherwise wait for."""
+    """Fit UMAP once on 64 random points: numba compiles its kernels on a process's first fit, or loads them from
+    its cache (`_cache_umap_kernels`), which the app's first Projection click would otherwise wait for."""
     project(np.random.default_rng(0).normal(size=(64, 16)).astype(np.float32), "umap")
 
 
