@@ -102,3 +102,34 @@ def test_facts_lines_of_a_pair_task_split_at_the_tab(tiny_nli_pair):
     assert api.facts(tiny_nli_pair, ["A man sleeps.\tA person rests.", "A man sleeps."])["n_inputs"] == 2
     with pytest.raises(LensError, match=r"texts, line 2: field 'hypothesis' has only invisible characters"):
         api.facts(tiny_nli_pair, ["A man sleeps.", "A man sleeps.\t\u200b"])
+
+
+def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair, monkeypatch):
+    """Model facts printed "latency 3.69x" (the second model slower) directly above "the first model's latency is
+    higher beyond chance": the ratio came from each model's own timing, the verdict from the paired one. With a
+    clock that makes the second model 3x slower in the paired measurement, and each model's own timing saying the
+    opposite, the headline ratio and the verdict both say the second is slower."""
+    import functools
+
+    from app.core import api, timing, views
+
+    second = tiny_pair.models[1]
+    clock = {"t": 0.0}
+    real_predict, real_facts = timing.predict, api.model_facts
+
+    def timed_predict(clf, exs, **kw):  # the injected clock moves 1 ms for the first model, 3 ms for the second
+        clock["t"] += 0.003 if clf is second else 0.001
+        return real_predict(clf, exs, **kw)
+
+    monkeypatch.setattr(timing, "predict", timed_predict)
+    monkeypatch.setattr(api, "latency_comparison",
+                        functools.partial(timing.latency_comparison, clock=lambda: clock["t"]))
+    monkeypatch.setattr(api, "model_facts", lambda clf, exs: {**real_facts(clf, exs),
+                                                              "latency_ms": 1.0 if clf is second else 10.0})
+    res = api.facts(tiny_pair, [f"film number {i} was fine" for i in range(12)])
+    assert res["latency_comparison"]["values"] == pytest.approx([1.0, 3.0])
+    assert res["ratios"]["latency"] == pytest.approx(3.0)
+    names = [m.name for m in tiny_pair.models]
+    summary, _, _ = views.facts_views(res, names, ["0→1"] * 8)
+    assert "latency **3.00×**" in summary
+    assert f"{names[1]}'s latency (ms) is higher beyond chance on these 12 inputs" in summary
