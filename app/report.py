@@ -31,8 +31,11 @@ class Section:
 
 
 def _fingerprint(pair: Pair, name: str, params: dict) -> str:
-    h = hashlib.sha256(json.dumps({"section": name, "params": params,
-                                   "models": [[m.source, m.name, *m.precision_key] for m in pair.spec.models]},
+    """A section's cache key: its settings, its files and the models' identities (`ModelHead.identity`), so a
+    pair retrained in place gets its sections computed again (the key named the models' sources only, and a
+    retrained offline pair's report reused its stale sections)."""
+    models = [[m.name, *h.identity] for m, h in zip(pair.spec.models, pair.heads)]
+    h = hashlib.sha256(json.dumps({"section": name, "params": params, "models": models},
                                   sort_keys=True, default=str).encode())
     for v in params.values():
         p = Path(str(v))

@@ -78,3 +78,33 @@ def test_a_report_without_a_fitting_suite_says_so(tiny_nli_pair, tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert res["failed"] == {} and not any(k.startswith("checklist") for k in res["sections"])
     assert "## CheckList\n\nNo released CheckList suite fits these models (rte, answering " in md
+
+
+def test_a_section_is_computed_again_after_the_pairs_weights_change(tiny_dirs, tmp_path):
+    """The report's cache keyed its sections by the models' sources alone: after a pair was retrained in place
+    (same folders, new weights) the report reused every stale section. Now a section's key holds the weights'
+    stamp, as the embedding cache's does: the same settings give the same key, new weights another."""
+    import os
+    import shutil
+
+    from app.core import loading
+    from app.core.pair import Pair
+    from app.report import build_sections
+
+    bert, albert = tmp_path / "bert", tmp_path / "albert"
+    shutil.copytree(tiny_dirs["bert"], bert)
+    shutil.copytree(tiny_dirs["albert"], albert)
+    data = str(shared("glue", "sst2", "dev.tsv"))
+
+    def keys():  # as a new `albert-lens report` process sees the pair: nothing loaded yet
+        loading.clear_cache()
+        pair = Pair.resolve(models=[str(bert), str(albert)], task="sst2")
+        return [s.key for s in build_sections(pair, [data], [], limit=20, sample=2, attack_n=1, umap_n=20)]
+
+    before = keys()
+    assert keys() == before  # nothing changed: every section reused
+    weights = next(albert.glob("*.safetensors"))
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))  # retrained in place: new weights, same folder
+    after = keys()
+    assert len(after) == len(before) >= 3 and not set(after) & set(before)

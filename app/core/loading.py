@@ -61,6 +61,13 @@ class ModelHead:
         self.weights_stamp = read_weights_stamp(self.path)
 
     @property
+    def identity(self) -> list:
+        """What a cached result computed by this model depends on: where it came from, where it lives, its weight
+        files' names, sizes and times (a model retrained in place is another model) and its precision. Every
+        on-disk cache keys its entries by it (embeddings, the report's sections)."""
+        return [self.spec.source, self.path, self.weights_stamp, *self.spec.precision_key]
+
+    @property
     def name(self) -> str:
         return self.spec.name
 

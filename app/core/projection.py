@@ -34,9 +34,7 @@ CACHE_MB = 1024.0  # embeddings kept on disk (ALBERT_LENS_EMBEDDING_CACHE_MB): t
 
 def _key(clf: ModelHead, examples: Sequence[Example], layer: int | str, pooling: str) -> str:
     h = hashlib.sha256()
-    h.update(json.dumps([clf.spec.source, clf.path, layer, pooling, clf.max_length,
-                         clf.weights_stamp,  # a model retrained in place is embedded again
-                         *clf.spec.precision_key]).encode())
+    h.update(json.dumps([*clf.identity, layer, pooling, clf.max_length]).encode())  # retrained: embedded again
     for ex in examples:
         h.update("\x1f".join(ex.texts).encode("utf-8", "surrogatepass") + b"\x1e")
     return h.hexdigest()[:24]
