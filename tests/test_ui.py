@@ -275,3 +275,28 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
     res, *_ = client.predict(text="a fine film", api_name="/predict")
     assert res["input"] == ["a fine film"]
 
+
+
+def test_a_handlers_error_stays_on_screen_as_one_escaped_line():
+    """Gradio closed an error after 10 s, leaving bare "Error" badges and no reason: the app's errors stay until
+    the reader closes them, ours as written (escaped), anything else as one line naming the handler."""
+    import gradio as gr
+
+    from app.core.errors import InputError
+    from app.ui.common import guarded
+
+    @guarded
+    def do_benchmark():
+        raise InputError("dataset: <missing.tsv> not found")
+
+    @guarded
+    def do_project():
+        raise KeyError("/srv/secret/path")
+
+    with pytest.raises(gr.Error) as ours:
+        do_benchmark()
+    assert ours.value.message == "dataset: &lt;missing.tsv&gt; not found" and ours.value.duration is None
+    with pytest.raises(gr.Error) as other:
+        do_project()
+    assert other.value.duration is None and "/srv" not in other.value.message
+    assert other.value.message.startswith("something went wrong in project (KeyError)")

@@ -89,7 +89,8 @@ def _session_key(request=None) -> str:
 
 def guarded(fn):
     """Each handler runs as a job (this server's time budget, stopped when its client leaves or presses Stop);
-    errors become messages in the UI (escaped), never tracebacks."""
+    errors become messages in the UI (escaped), never tracebacks, that stay until the reader closes them (Gradio's
+    default closed them after 10 s, leaving bare "Error" badges and no reason)."""
 
     @functools.wraps(fn)
     def inner(*args, **kwargs):
@@ -103,11 +104,13 @@ def guarded(fn):
         except gr.Error:
             raise
         except LensError as exc:
-            raise gr.Error(html.escape(api.public_message(str(exc)), quote=False), print_exception=False) from None
+            raise gr.Error(html.escape(api.public_message(str(exc)), quote=False), duration=None,
+                           print_exception=False) from None
         except Exception as exc:  # noqa: BLE001 - the app must keep serving
             log.exception("handler %s failed", fn.__name__)
             raise gr.Error(f"something went wrong in {fn.__name__.removeprefix('do_')} ({type(exc).__name__}); "
-                           "the server logged it. Check the inputs or try again.", print_exception=False) from None
+                           "the server logged it. Check the inputs or try again.", duration=None,
+                           print_exception=False) from None
         finally:
             with _RUNNING_LOCK:
                 running = _RUNNING.get(key)
