@@ -10,15 +10,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
 
-# Hermetic caches, and the shared NLTK data, before anything imports the core.
-os.environ.setdefault("ALBERT_LENS_CACHE", tempfile.mkdtemp(prefix="albert-lens-test-"))
+
+def _scratch(prefix: str) -> str:
+    """A temporary folder this process removes when it exits: the caches a run fills (the offline pair's
+    assets, TextAttack's word embeddings: ~3 GB a process) were left in /tmp by every run, 45 GB of them
+    after a day's runs here, until a fresh clone's run failed on a full disk."""
+    import atexit
+    import shutil
+
+    path = tempfile.mkdtemp(prefix=prefix)
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+# Hermetic caches, and the shared NLTK data, before anything imports the core. (A run's processes share the first
+# one's cache: pytest-xdist's workers and the processes tests start inherit it, and its owner removes it.)
+if "ALBERT_LENS_CACHE" not in os.environ:
+    os.environ["ALBERT_LENS_CACHE"] = _scratch("albert-lens-test-")
 # The hub pinned off, whatever machine runs the suite: an online laptop or CI runner must neither download
 # base-size models nor find them in its own Hugging Face cache (the default pair would change). Tests of online
 # behaviour simulate it explicitly (tests/test_runtime.py).
 os.environ.pop("ALBERT_LENS_ASSUME_ONLINE", None)
 for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_flag] = "1"
-os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="albert-lens-test-hf-")
+os.environ["HF_HOME"] = _scratch("albert-lens-test-hf-")
 # The CPU unless a run asks for another device: the suite's references are CPU figures, and tests of the device
 # plumbing name their device (tests/test_device.py).
 os.environ.setdefault("ALBERT_LENS_DEVICE", "cpu")
