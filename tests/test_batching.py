@@ -26,39 +26,38 @@ def _concurrently(fn, items):
     return out, errors
 
 
-def _held_combiner(fn, release: threading.Event):
-    """A combiner whose first pass waits for `release`, then runs `fn`."""
-    started = threading.Event()
-    sizes = []
+def _behind_a_held_pass(fn, first, items, max_items: int = 32):
+    """Callers of `items` arriving while the first pass (on `first`) holds the model: that pass is released once
+    they have all queued. Returns (the first caller's answer, the others' answers and errors, each pass's size,
+    the combiner)."""
+    started, release, sizes, results = threading.Event(), threading.Event(), [], {}
 
-    def held(items):
-        sizes.append(len(items))
+    def held(xs):
+        sizes.append(len(xs))
         if len(sizes) == 1:
             started.set()
             assert release.wait(60)
-        return fn(items)
+        return fn(xs)
 
-    combiner = Combiner(held)
-    return combiner, started, sizes
-
-
-def test_callers_who_wait_share_one_pass_and_each_gets_its_own_answer():
-    release = threading.Event()
-    combiner, started, sizes = _held_combiner(lambda xs: [x * 10 for x in xs], release)
-    first = threading.Thread(target=lambda: results.update(first=combiner(1)))
-    results = {}
-    first.start()
+    combiner = Combiner(held, max_items=max_items)
+    lead = threading.Thread(target=lambda: results.update(first=combiner(first)))
+    lead.start()
     assert started.wait(60)  # the first pass runs, holding the model
 
     def release_when_queued():
-        while len(combiner._pending) < 7:
+        while len(combiner._pending) < len(items):
             threading.Event().wait(0.01)
         release.set()
 
     threading.Thread(target=release_when_queued).start()
-    out, errors = _concurrently(combiner, list(range(2, 9)))
-    first.join(60)
-    assert results["first"] == 10 and out == [20, 30, 40, 50, 60, 70, 80] and errors == [None] * 7
+    out, errors = _concurrently(combiner, items)
+    lead.join(60)
+    return results.get("first"), out, errors, sizes, combiner
+
+
+def test_callers_who_wait_share_one_pass_and_each_gets_its_own_answer():
+    first, out, errors, sizes, combiner = _behind_a_held_pass(lambda xs: [x * 10 for x in xs], 1, list(range(2, 9)))
+    assert first == 10 and out == [20, 30, 40, 50, 60, 70, 80] and errors == [None] * 7
     assert sizes == [1, 7] and combiner.passes == 2 and combiner.largest == 7
 
 
@@ -74,42 +73,15 @@ def test_a_failed_pass_is_retried_by_each_caller_alone():
             raise ValueError("bad item")
         return [x.upper() for x in xs]
 
-    release = threading.Event()
-    combiner, started, sizes = _held_combiner(fn, release)
-    first = threading.Thread(target=combiner, args=("lead",))
-    first.start()
-    assert started.wait(60)
-
-    def release_when_queued():
-        while len(combiner._pending) < 3:
-            threading.Event().wait(0.01)
-        release.set()
-
-    threading.Thread(target=release_when_queued).start()
-    out, errors = _concurrently(combiner, ["a", "bad", "c"])
-    first.join(60)
-    assert out[0] == "A" and out[2] == "C" and out[1] is None
+    first, out, errors, sizes, _ = _behind_a_held_pass(fn, "lead", ["a", "bad", "c"])
+    assert first == "LEAD" and out[0] == "A" and out[2] == "C" and out[1] is None
     assert isinstance(errors[1], ValueError) and errors[0] is None and errors[2] is None
     assert sizes[:2] == [1, 3]  # the shared pass failed; then each alone
 
 
 def test_max_items_caps_a_pass():
-    release = threading.Event()
-    combiner, started, sizes = _held_combiner(lambda xs: list(xs), release)
-    combiner.max_items = 2
-    first = threading.Thread(target=combiner, args=(0,))
-    first.start()
-    assert started.wait(60)
-
-    def release_when_queued():
-        while len(combiner._pending) < 5:
-            threading.Event().wait(0.01)
-        release.set()
-
-    threading.Thread(target=release_when_queued).start()
-    out, errors = _concurrently(combiner, [1, 2, 3, 4, 5])
-    first.join(60)
-    assert out == [1, 2, 3, 4, 5] and max(sizes) == 2 and sum(sizes) == 6
+    first, out, errors, sizes, _ = _behind_a_held_pass(lambda xs: list(xs), 0, [1, 2, 3, 4, 5], max_items=2)
+    assert first == 0 and out == [1, 2, 3, 4, 5] and max(sizes) == 2 and sum(sizes) == 6
 
 
 def test_concurrent_predictions_answer_as_one_at_a_time(tiny_pair, monkeypatch):

@@ -327,31 +327,47 @@ def test_the_stop_button_stops_this_sessions_job(tiny_pair, monkeypatch):
         assert not _RUNNING.get(client.session_hash)
 
 
+def _running_jobs() -> set:
+    from app.ui import _RUNNING
+
+    return {j for js in list(_RUNNING.values()) for j in js}
+
+
+def _saliency_job_under_way():
+    """The app's one running saliency-over-a-dataset job, once it has explained two examples."""
+    deadline = time.time() + 60
+    running = []
+    while time.time() < deadline and not running:
+        running = [j for j in _running_jobs() if j.name == "do_saliency_dataset"]
+        time.sleep(0.05)
+    (job,) = running
+    while time.time() < deadline and (job.progress or (0, 0))[0] < 2:
+        time.sleep(0.05)
+    return job
+
+
+def _until_it_ends(job) -> None:
+    deadline = time.time() + 60
+    while time.time() < deadline and job in _running_jobs():
+        time.sleep(0.05)
+
+
 def test_gradio_clients_cancel_stops_the_running_job_at_its_next_check(tiny_pair, monkeypatch):
     """gradio_client's `job.cancel()` returned True while the server computed ~100 s more: Gradio's /cancel ends
     the event's task, not the thread running the function, and takes the event off the queue's list, which the
     job's liveness check read as "finished, nothing says the client left". Now an event that leaves the list while
     its function still runs is one whose client cancelled it."""
     from app.core import explanation
-    from app.ui import _RUNNING
 
     real = explanation.explain
     monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
     for _demo, _url, client in _serve(tiny_pair, hosted=False):
         t0 = time.monotonic()
         job = client.submit("sentiment_plain", "gradient_x_input", "1e-03", 30, "prob", api_name="/saliency_dataset")
-        running = []
-        deadline = time.time() + 60
-        while time.time() < deadline and not running:
-            running = [j for js in list(_RUNNING.values()) for j in js if j.name == "do_saliency_dataset"]
-            time.sleep(0.05)
-        (ours,) = running
-        while time.time() < deadline and (ours.progress or (0, 0))[0] < 2:
-            time.sleep(0.05)
+        ours = _saliency_job_under_way()
         assert job.cancel()
         at_cancel = ours.progress[0]
-        while time.time() < deadline and ours in {j for js in list(_RUNNING.values()) for j in js}:
-            time.sleep(0.05)
+        _until_it_ends(ours)
         assert ours.stopped == "the client disconnected", (ours.stopped, ours.progress)
         done, total = ours.reached["examples explained"]
         assert total == 30 and at_cancel <= done <= at_cancel + 2  # one example in flight, one check
@@ -366,7 +382,6 @@ def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, ro
     import httpx
 
     from app.core import explanation
-    from app.ui import _RUNNING
 
     real = explanation.explain
     monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
@@ -386,22 +401,14 @@ def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, ro
             sock.sendall(b"POST /gradio_api/run/saliency_dataset HTTP/1.1\r\nHost: x\r\n"
                          b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
                          + b"\r\n\r\n" + body)
-        running = []
-        deadline = time.time() + 60
-        while time.time() < deadline and not running:
-            running = [j for js in list(_RUNNING.values()) for j in js if j.name == "do_saliency_dataset"]
-            time.sleep(0.05)
-        (ours,) = running
-        while time.time() < deadline and (ours.progress or (0, 0))[0] < 2:
-            time.sleep(0.05)
+        ours = _saliency_job_under_way()
         if route == "call":
             stream.__exit__(None, None, None)
             http.close()
         else:
             sock.close()
         at_close = ours.progress[0]
-        while time.time() < deadline and ours in {j for js in list(_RUNNING.values()) for j in js}:
-            time.sleep(0.05)
+        _until_it_ends(ours)
         assert ours.stopped == "the client disconnected", (ours.stopped, ours.progress)
         done, total = ours.reached["examples explained"]
         assert total == 30 and at_close <= done <= at_close + 2

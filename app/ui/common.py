@@ -48,11 +48,7 @@ def _event_alive() -> Callable[[], bool] | None:
     if listed() is None:  # not a queued event (a REST call straight to the function): its own connection tells
         return _connection_alive()
 
-    def alive() -> bool:
-        state = listed()
-        return state if state is not None else False
-
-    return alive
+    return lambda: bool(listed())  # no longer listed while its function runs: cancelled
 
 
 CONNECTION_CHECK_S = 0.2  # how often a direct call asks the server loop whether its client's connection closed
