@@ -116,3 +116,59 @@ def test_results_gathered_on_a_device_come_back_in_order_once():
     cpu = Gathered(SimpleNamespace(device="cpu"), np.zeros((2, 1), dtype=np.float32))
     cpu.put(np.array([1]), torch.tensor([[7.0]]))
     assert not cpu.defer and cpu.out[1, 0] == 7.0  # the CPU writes each batch as it comes
+
+
+def _fresh(clf):
+    """A copy of `clf` with a tokenizer of its own (the direct path's check is kept on the tokenizer)."""
+    import copy
+
+    clf = copy.copy(clf)
+    clf._local = type(clf._local)()
+    clf.base_tokenizer = copy.deepcopy(clf.base_tokenizer)
+    return clf
+
+
+def test_direct_tokenizing_gives_the_wrappers_ids(tiny_pair, tiny_nli_pair):
+    """Ids read straight from the Rust tokenizer against the wrapper's own call, for both families, for pairs
+    (longest-first truncation) and past the max length, with the check's inputs and well beyond them."""
+    from app.core.inference import tokenize
+
+    long = "the film " * 200
+    singles = [Example((s,)) for s in SENTENCES * 3] + [Example((long,)), Example(("a",))]
+    pairs = [Example((a, b)) for a, b in zip(SENTENCES * 3, reversed(SENTENCES * 3))] + \
+        [Example((long, "short one")), Example(("short one", long)), Example((long, long))]
+    for clf, exs in [(m, singles) for m in tiny_pair.models] + [(m, pairs) for m in tiny_nli_pair.models]:
+        clf = _fresh(clf)
+        for max_length in (None, 12):
+            got = tokenize(clf, exs, max_length=max_length)
+            assert clf.tokenizer._albert_lens_direct is True, clf.name  # the direct path was taken
+            cols = list(zip(*(ex.texts for ex in exs)))
+            want = clf.tokenizer(*[list(c) for c in cols], truncation=True, max_length=max_length or clf.max_length)
+            for name in ("input_ids", "token_type_ids"):
+                if name in want and name in got.columns:
+                    assert [list(x) for x in got[name]] == [list(x) for x in want[name]], (clf.name, name)
+            assert got.lengths.tolist() == [len(x) for x in want["input_ids"]]
+
+
+def test_a_tokenizer_whose_wrapper_differs_keeps_the_wrappers_ids(tiny_pair):
+    """Where the wrapper's ids differ from the Rust tokenizer's (here a wrapper that adds to every id), the
+    check sends that tokenizer down the wrapper's path, and predictions use the wrapper's ids."""
+    from app.core.inference import tokenize
+
+    clf = _fresh(tiny_pair.models[0])
+    tok = clf.base_tokenizer
+    plain = type(tok)
+
+    class Shifted(plain):
+        def __call__(self, *a, **k):
+            enc = plain.__call__(self, *a, **k)
+            enc["input_ids"] = [[i + 1 for i in ids] for ids in enc["input_ids"]]
+            return enc
+
+    tok.__class__ = Shifted
+    exs = [Example((s,)) for s in SENTENCES]
+    got = tokenize(clf, exs)
+    assert tok._albert_lens_direct is False
+    want = plain.__call__(tok, [e.texts[0] for e in exs], truncation=True, max_length=clf.max_length)
+    assert [list(x) for x in got["input_ids"]] == [[i + 1 for i in ids] for ids in want["input_ids"]]
+    assert [list(x) for x in tokenize(clf, exs)["input_ids"]] == [list(x) for x in got["input_ids"]]

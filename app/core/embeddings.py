@@ -14,11 +14,13 @@ from .inference import (
     DEFAULT_BATCH,
     Gathered,
     Progress,
+    Ragged,
     batch_for,
     check_examples,
     encode_one,
     host,
     length_batches,
+    model_input_names,
     pad,
     tokenize,
 )
@@ -61,7 +63,7 @@ def _prepared(clf: Classifier, examples: Sequence[Example], layer: int, pooling:
 
 def _batches(clf: Classifier, enc, batch_size: int, progress: Progress | None):
     """Length-sorted padded batches (row indices, batch), stopping where the job's budget ends; progress after each."""
-    n, done = len(enc["input_ids"]), 0
+    n, done = len(enc), 0
     for idx in length_batches(enc, batch_for(clf, batch_size)):
         jobs.check(done, n, "embeddings")
         yield idx, pad(clf, enc, idx)
@@ -147,7 +149,7 @@ def embed_layers(clf: Classifier, examples: Sequence[Example], *, pooling: str =
 def _every_layer(clf: Classifier, enc, batch_size: int):
     """Per length-sorted batch of `enc`: its rows, its padded inputs and every layer's hidden states (the
     embedding output first), stopping between batches when the request is cancelled."""
-    total, done = len(enc["input_ids"]), 0
+    total, done = len(enc), 0
     for idx in length_batches(enc, batch_for(clf, batch_size)):
         jobs.check(done, total, "embeddings")
         batch = pad(clf, enc, idx)
@@ -170,7 +172,7 @@ def word_layers(clf: Classifier, examples: Sequence[Example], *,
     first = np.cumsum([0] + [len(al.words) for al in alignments])
     out = np.zeros((n_layers(clf) + 1, first[-1], clf.model.config.hidden_size), dtype=np.float32)
     seen = np.zeros(first[-1], dtype=bool)
-    for idx, _, states in _every_layer(clf, enc, batch_size):
+    for idx, _, states in _every_layer(clf, Ragged.from_lists(enc, model_input_names(clf.tokenizer)), batch_size):
         for row, i in enumerate(idx):
             toks = alignments[i].word_tokens
             words = [w for w, t in enumerate(toks) if t]

@@ -6,6 +6,7 @@ padding every input to 128 or 512 tokens) is most of the speed. Results come bac
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -56,47 +57,122 @@ def check_examples(task: Task, examples: Sequence[Example]) -> list[Example]:
 
 def tokenize(clf: Classifier, examples: Sequence[Example], *, offsets: bool = False, tensors: bool = False,
              max_length: int | None = None):
-    """One fast-tokenizer call for all examples (pairs use longest-first truncation)."""
+    """One fast-tokenizer call for all examples (pairs use longest-first truncation). Plain calls (no offsets,
+    no tensors) return `Ragged` ids, read straight from the Rust tokenizer where it gives the wrapper's own ids."""
     columns = list(zip(*(ex.texts for ex in examples)))
-    kw = dict(truncation=True, max_length=max_length or clf.max_length, return_offsets_mapping=offsets)
+    max_length = max_length or clf.max_length
+    if not offsets and not tensors:
+        direct = _direct(clf.tokenizer, columns, max_length)
+        if direct is not None:
+            return direct
+    kw = dict(truncation=True, max_length=max_length, return_offsets_mapping=offsets)
     if tensors:
         kw.update(padding=True, return_tensors="pt")
     if len(columns) == 2:
-        return clf.tokenizer(list(columns[0]), list(columns[1]), **kw)
-    return clf.tokenizer(list(columns[0]), **kw)
+        enc = clf.tokenizer(list(columns[0]), list(columns[1]), **kw)
+    else:
+        enc = clf.tokenizer(list(columns[0]), **kw)
+    return enc if offsets or tensors else Ragged.from_lists(enc, model_input_names(clf.tokenizer))
+
+
+class Ragged:
+    """Token ids of many inputs without padding: each column (input_ids, token_type_ids) one flat int64 array,
+    with every input's start and length. `pad` cuts length-sorted batches from it with array indexing (a
+    Python loop over rows took 2.4 s of a 40 s CheckList run on the CPU)."""
+
+    def __init__(self, columns: dict[str, np.ndarray], lengths: np.ndarray):
+        self.columns, self.lengths = columns, lengths
+        self.starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64) if len(lengths) else lengths
+
+    @classmethod
+    def from_lists(cls, enc, names: Sequence[str]) -> "Ragged":
+        """From per-input id lists (a tokenizer's output, or `encodings` of the Rust tokenizer)."""
+        ids = enc["input_ids"]
+        lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        total = int(lengths.sum())
+        columns = {name: np.fromiter(itertools.chain.from_iterable(enc[name]), dtype=np.int64, count=total)
+                   for name in names if name != "attention_mask" and name in enc}
+        return cls(columns, lengths)
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.columns or name == "attention_mask"
+
+    def __getitem__(self, name: str) -> list[np.ndarray]:
+        """One array per input, as a tokenizer's output lists them (attention_mask: ones)."""
+        if name == "attention_mask":
+            return [np.ones(n, dtype=np.int64) for n in self.lengths]
+        flat = self.columns[name]
+        return [flat[s : s + n] for s, n in zip(self.starts, self.lengths)]
+
+
+_DIRECT_CHECK = 8  # inputs compared with the wrapper's own call, once per tokenizer
+
+
+def _direct(tok, columns: list[tuple[str, ...]], max_length: int) -> Ragged | None:
+    """The Rust tokenizer's `encode_batch_fast` with the truncation the wrapper would set: the wrapper's
+    per-input conversion to Python dicts was a third of tokenising time (benchmarks/README.md). Checked once per
+    tokenizer against the wrapper's own ids on a few inputs; a tokenizer that differs (or has no Rust backend)
+    takes the wrapper's path. None: use the wrapper."""
+    backend = getattr(tok, "_tokenizer", None)
+    if not getattr(tok, "is_fast", False) or not hasattr(backend, "encode_batch_fast") or \
+            getattr(tok, "_albert_lens_direct", True) is False:
+        return None
+    names = [k for k in model_input_names(tok) if k != "attention_mask"]
+    target = {"max_length": max_length, "stride": 0, "strategy": "longest_first",
+              "direction": getattr(tok, "truncation_side", "right")}
+    current = backend.truncation
+    if current is None or {k: current.get(k) for k in target} != target:
+        backend.enable_truncation(**target)
+    if backend.padding is not None:
+        backend.no_padding()
+    batch = list(columns[0]) if len(columns) == 1 else list(zip(columns[0], columns[1]))
+    encodings = backend.encode_batch_fast(batch, add_special_tokens=True)
+    lists = {"input_ids": [e.ids for e in encodings]}
+    if "token_type_ids" in names:
+        lists["token_type_ids"] = [e.type_ids for e in encodings]
+    if not hasattr(tok, "_albert_lens_direct"):
+        k = min(len(batch), _DIRECT_CHECK)
+        sample = tok(*[list(c[:k]) for c in columns], truncation=True, max_length=max_length)
+        same = all(list(sample[n][i]) == list(lists[n][i]) for n in lists if n in sample for i in range(k))
+        tok._albert_lens_direct = same
+        if not same:
+            return None
+    return Ragged.from_lists(lists, names)
 
 
 def model_inputs(batch) -> dict[str, torch.Tensor]:
     return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
 
 
-def length_batches(enc, batch_size: int) -> list[np.ndarray]:
-    lengths = np.asarray([len(ids) for ids in enc["input_ids"]])
-    order = np.argsort(-lengths, kind="stable")  # longest first: memory peaks early, if at all
+def length_batches(enc: Ragged, batch_size: int) -> list[np.ndarray]:
+    order = np.argsort(-enc.lengths, kind="stable")  # longest first: memory peaks early, if at all
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
 
 
-def pad(clf: Classifier, enc, idx) -> dict[str, torch.Tensor]:
-    """One length-sorted batch, padded on the CPU and moved to the model's device once. Written into numpy
-    arrays rather than through `tokenizer.pad` (5-9x less time on AG News batches, benchmarks/README.md, GPU):
-    the same tensors (tests/test_inference.py), in the tokenizer's padding side."""
+def pad(clf: Classifier, enc: Ragged, idx) -> dict[str, torch.Tensor]:
+    """One length-sorted batch, padded on the CPU and moved to the model's device once. Cut from the flat id
+    arrays by indexing rather than through `tokenizer.pad` (5-9x less time on AG News batches,
+    benchmarks/README.md, GPU): the same tensors (tests/test_inference.py), in the tokenizer's padding side."""
     tok = clf.tokenizer
-    fills = {"input_ids": tok.pad_token_id or 0, "attention_mask": 0,
-             "token_type_ids": getattr(tok, "pad_token_type_id", 0) or 0}
-    names = [k for k in model_input_names(tok) if k in enc]
-    width = max(len(enc["input_ids"][i]) for i in idx)
-    left = getattr(tok, "padding_side", "right") == "left"
+    fills = {"input_ids": tok.pad_token_id or 0, "token_type_ids": getattr(tok, "pad_token_type_id", 0) or 0}
+    idx = np.asarray(idx, dtype=np.int64)
+    lengths = enc.lengths[idx]
+    width = int(lengths.max())
+    pos = np.arange(width, dtype=np.int64)[None, :]
+    shift = (width - lengths)[:, None] if getattr(tok, "padding_side", "right") == "left" else 0
+    src = pos - shift  # each cell's position within its input; outside [0, length) is padding
+    valid = (src >= 0) & (src < lengths[:, None])
     out = {}
-    for name in names:
-        column = enc[name]
-        rows = np.full((len(idx), width), fills[name], dtype=np.int64)
-        for r, i in enumerate(idx):
-            row = column[i]
-            if left:
-                rows[r, width - len(row):] = row
-            else:
-                rows[r, : len(row)] = row
-        out[name] = torch.from_numpy(rows)
+    for name in model_input_names(tok):
+        if name == "attention_mask":
+            out[name] = torch.from_numpy(valid.astype(np.int64))
+        elif name in enc.columns:
+            flat = enc.columns[name]
+            cells = np.clip(enc.starts[idx][:, None] + src, 0, max(len(flat) - 1, 0))
+            out[name] = torch.from_numpy(np.where(valid, flat[cells], fills[name]))
     return to_device(clf, out)
 
 
@@ -196,7 +272,7 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
             progress(done, len(examples))
     rows.finish()
     seconds = time.perf_counter() - t0
-    return from_logits(clf, logits, seconds, int(sum(len(x) for x in enc["input_ids"])))
+    return from_logits(clf, logits, seconds, int(enc.lengths.sum()))
 
 
 def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True
