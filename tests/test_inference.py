@@ -125,6 +125,7 @@ def _fresh(clf):
     clf = copy.copy(clf)
     clf._local = type(clf._local)()
     clf.base_tokenizer = copy.deepcopy(clf.base_tokenizer)
+    clf.base_tokenizer.__dict__.pop("_albert_lens_direct", None)  # checked afresh
     return clf
 
 

@@ -35,7 +35,7 @@ def _layers_albert(model) -> tuple[list, object] | None:
     return order, enc.embedding_hidden_mapping_in
 
 
-def _supported(clf: Classifier) -> tuple[str, list, object] | None:
+def supported(clf: Classifier) -> tuple[str, list, object] | None:
     """(family, layers in run order, ALBERT's embedding projection or None); None for a model in training mode
     (dropout) or a layout this module does not know."""
     model = clf.model
@@ -72,10 +72,12 @@ def _last_layer_cls(family: str, layer, h: torch.Tensor, mask: torch.Tensor | No
     return layer.full_layer_layer_norm(layer.ff_chunk(a) + a)
 
 
-def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype) -> torch.Tensor | None:
+def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype, always: bool = False
+                   ) -> torch.Tensor | None:
     """The (rows, 1, 1, tokens) mask the models add to attention scores: 0 where attended, dtype's min at
-    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded."""
-    if attention_mask is None or bool(attention_mask.all()):
+    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded, unless `always` (a
+    recorded CUDA graph may not ask the GPU whether anything is)."""
+    if attention_mask is None or (not always and bool(attention_mask.all())):
         return None
     m = attention_mask.expand(rows, -1)[:, None, None, :].to(dtype)
     return (1.0 - m) * torch.finfo(dtype).min
@@ -102,9 +104,10 @@ def _head(clf: Classifier, family: str, cls: torch.Tensor) -> torch.Tensor:
     return clf.model.classifier(pooled)
 
 
-def _logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:
+def _logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask: torch.Tensor | None,
+            always_mask: bool = False) -> torch.Tensor:
     family, layers, mapping_in = found
-    mask = _additive_mask(attention_mask, states.shape[0], states.dtype)
+    mask = _additive_mask(attention_mask, states.shape[0], states.dtype, always_mask)
     h = states if mapping_in is None else mapping_in(states)
     return _head(clf, family, _encode(family, layers, h, mask, cls_last=True)[:, 0])
 
@@ -112,23 +115,29 @@ def _logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask:
 def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     """Logits for `states` (rows, tokens, E), the embedding layer's output; `attention_mask` (rows or 1,
     tokens) of 0/1. None when this path does not apply (an unknown layout, a model in training mode)."""
-    found = _supported(clf)
+    found = supported(clf)
     return None if found is None else _logits(clf, found, states, attention_mask)
 
 
 def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     """Logits for a tokenised batch (input_ids, attention_mask, token_type_ids), as `clf.model(**inputs)`."""
-    found = _supported(clf)
+    found = supported(clf)
     if found is None:
         return None
     return _logits(clf, found, _embedding_output(clf, inputs), inputs.get("attention_mask"))
+
+
+def padded_logits(clf: Classifier, found: tuple, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """`inputs_logits` for a padded batch with `found` = `supported(clf)`, with no question to the device on
+    the way (what `graphs` records): the mask is applied whether or not anything is padded."""
+    return _logits(clf, found, _embedding_output(clf, inputs), inputs["attention_mask"], always_mask=True)
 
 
 def hidden_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, cls_only: bool = False
                  ) -> torch.Tensor | None:
     """`hidden_states[layer]` of the base model's forward (0: embedding output, after ALBERT's projection), run
     only that far; with `cls_only` the last layer run is for [CLS] alone and (rows, 1, hidden) comes back."""
-    found = _supported(clf)
+    found = supported(clf)
     if found is None:
         return None
     family, layers, mapping_in = found
@@ -146,7 +155,7 @@ def inputs_logits_and_state(clf: Classifier, inputs: dict[str, torch.Tensor], la
     """(logits, `hidden_states[layer]`) from one forward pass: a projection colours its points by the
     predictions of the same pass that embeds them, where predicting and embedding apart ran the encoder twice.
     `cls_only` at the top layer: its [CLS] row alone, (rows, 1, hidden)."""
-    found = _supported(clf)
+    found = supported(clf)
     if found is None:
         return None
     family, layers, mapping_in = found

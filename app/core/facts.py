@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import device as devices
+from . import graphs
 from .embeddings import hidden_states
 from .kernels import OneDNNLinear, describe, switched
 from .precision import int8_layers
@@ -88,7 +89,7 @@ def model_facts(clf, examples) -> dict:
         "vocab_size": cfg.vocab_size, "tokenizer": type(clf.tokenizer).__name__,
         "linear_layers": linear_layers(clf.model), "precision": clf.precision,
         **devices.describe(clf.device), "transitions": layer_transitions(clf, examples), **speed(clf, examples),
-        **devices.memory(clf.device),
+        **devices.memory(clf.device), **graphs.status(clf),
     }
 
 

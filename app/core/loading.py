@@ -117,6 +117,7 @@ class Classifier(ModelHead):
     _copies: list = field(default_factory=list, repr=False, compare=False)  # (weakref to a thread, its copy)
     _spare: list = field(default_factory=list, repr=False, compare=False)  # copies whose threads have ended
     _copies_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    graphs: object = field(default=None, repr=False, compare=False)  # `graphs.Replayer` on a CUDA device
 
     def describe(self) -> str:
         warn = " · classification head untrained (random): its predictions mean nothing"

@@ -1,0 +1,174 @@
+"""Small batches on a GPU replayed from captured CUDA graphs.
+
+A Compare is one input through each model. On a GPU that forward is launch-bound: a base-size encoder at batch 1
+is some 150 small kernels, each launched from Python, and the launching takes longer than the arithmetic
+(benchmarks/README.md, the GPU section). A CUDA graph records the kernels of one forward once and launches them
+all in one call. A graph has fixed shapes, so a batch is padded to a bucket (rows 1, 2, 4, 8; tokens 16, 32, 64,
+... up to the model's length) with the attention mask covering the padding: one graph serves every batch that
+fits its bucket, and its logits are the unpadded batch's up to float rounding (tests/test_graphs.py).
+
+Each graph is captured the first time its bucket is asked for, checked once against the eager forward of the
+same batch, and kept with the model; a capture that fails or a check that differs turns graphs off for that
+model, which then answers eagerly as before. `ALBERT_LENS_CUDA_GRAPHS=0` turns them off everywhere.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from . import cls_path
+from .loading import Classifier
+
+ENV = "ALBERT_LENS_CUDA_GRAPHS"
+ROWS = (1, 2, 4, 8)
+LENGTHS = (16, 32, 64, 128, 256, 512)
+CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-3  # the graph's first answer against the eager forward's (fp16 rounding fits)
+log = logging.getLogger(__name__)
+
+# capture(fn) -> (replay, out): records `fn` once; replay() recomputes `out` in place from the static inputs
+Capture = Callable[[Callable[[], torch.Tensor]], tuple[Callable[[], None], torch.Tensor]]
+
+
+def cuda_capture(fn: Callable[[], torch.Tensor], pool=None) -> tuple[Callable[[], None], torch.Tensor, object]:
+    """PyTorch's recipe: warm up on a side stream (kernels chosen, memory pooled), then record on it. Other
+    threads' GPU work may go on meanwhile (thread-local capture mode)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
+        out = fn()
+    return graph.replay, out, graph.pool()
+
+
+def _on(device: str):
+    """The model's GPU as the current one (a stream or graph is made on the current device); nothing elsewhere."""
+    return torch.cuda.device(device) if torch.device(device).type == "cuda" else contextlib.nullcontext()
+
+
+def _bucket(n: int, sizes: tuple[int, ...]) -> int | None:
+    return next((s for s in sizes if s >= n), None)
+
+
+class Replayer:
+    """One model's graphs, by (rows, tokens) bucket. `capture` records a forward (CUDA graphs on a GPU; the
+    tests pass one that runs it eagerly, so everything but the recording runs on the CPU)."""
+
+    def __init__(self, clf: Classifier, capture: Capture | None = None):
+        self.clf, self.found = clf, cls_path.supported(clf)
+        self.capture = capture
+        self.graphs: dict[tuple[int, int], tuple[Callable[[], None], dict[str, torch.Tensor], torch.Tensor]] = {}
+        self.lock = threading.Lock()
+        self.pool = None
+        self.off = self.found is None
+        self.why_off = "" if not self.off else "a layout the [CLS] path does not know"
+
+    def bucket(self, inputs: dict[str, torch.Tensor]) -> tuple[int, int] | None:
+        rows, width = inputs["input_ids"].shape
+        tokens = _bucket(width, tuple(n for n in LENGTHS if n < self.clf.max_length) + (self.clf.max_length,))
+        row_bucket = _bucket(rows, ROWS)
+        return None if tokens is None or row_bucket is None else (row_bucket, tokens)
+
+    def logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """The batch's logits from its bucket's graph (a fresh tensor, not the graph's own output); None when
+        graphs are off for this model or the batch fits no bucket: the caller runs the forward eagerly."""
+        if self.off or self.clf.model.training:  # graphs record the inference forward (no dropout)
+            return None
+        key = self.bucket(inputs)
+        if key is None:
+            return None
+        rows = inputs["input_ids"].shape[0]
+        with self.lock, _on(self.clf.device):  # one set of static inputs per graph: replays take turns
+            if key not in self.graphs and not self._record(key, inputs):
+                return None
+            replay, static, out = self.graphs[key]
+            for name, value in self._padded(inputs, key).items():
+                static[name].copy_(value)
+            replay()
+            return out[:rows].clone()
+
+    def _padded(self, inputs: dict[str, torch.Tensor], key: tuple[int, int]) -> dict[str, torch.Tensor]:
+        """The batch padded right and down to the bucket; padding rows attend to their first token alone."""
+        rows, width = inputs["input_ids"].shape
+        extra = (0, key[1] - width, 0, key[0] - rows)
+        pad_id = self.clf.tokenizer.pad_token_id or 0
+        out = {}
+        for name, value in inputs.items():
+            if name not in ("input_ids", "attention_mask", "token_type_ids"):
+                continue
+            out[name] = F.pad(value, extra, value=pad_id if name == "input_ids" else 0)
+        if "attention_mask" not in out:
+            out["attention_mask"] = F.pad(torch.ones_like(inputs["input_ids"]), extra, value=0)
+        out["attention_mask"][rows:, 0] = 1
+        return out
+
+    def _forward(self, static: dict[str, torch.Tensor]) -> torch.Tensor:
+        return cls_path.padded_logits(self.clf, self.found, static)
+
+    def _record(self, key: tuple[int, int], inputs: dict[str, torch.Tensor]) -> bool:
+        """Capture the bucket's graph and check its first answer against the eager forward of `inputs`."""
+        static = {name: value.clone() for name, value in self._padded(inputs, key).items()}
+        try:
+            if self.capture is None:
+                replay, out, self.pool = cuda_capture(lambda: self._forward(static), self.pool)
+            else:
+                replay, out = self.capture(lambda: self._forward(static))
+            replay()
+            eager = cls_path.inputs_logits(self.clf, inputs)
+            rows = inputs["input_ids"].shape[0]
+            same = eager is not None and torch.allclose(out[:rows].float(), eager.float(), rtol=CHECK_RTOL,
+                                                        atol=CHECK_ATOL)
+        except Exception as exc:  # noqa: BLE001 - any failure to record leaves the eager forward, which works
+            return self._turn_off(f"capture failed ({type(exc).__name__}: {str(exc)[:200]})")
+        if not same:
+            return self._turn_off("a replayed graph's logits differed from the eager forward's")
+        self.graphs[key] = (replay, static, out)
+        return True
+
+    def _turn_off(self, why: str) -> bool:
+        self.off, self.why_off = True, why
+        self.graphs.clear()
+        log.warning("CUDA graphs off for %s: %s; it answers eagerly", self.clf.name, why)
+        return False
+
+
+def enabled(clf: Classifier) -> bool:
+    """Graphs for a model on a CUDA device, unless ALBERT_LENS_CUDA_GRAPHS=0."""
+    return torch.device(clf.device).type == "cuda" and os.environ.get(ENV, "1") != "0"
+
+
+_REPLAYERS_LOCK = threading.Lock()
+
+
+def replayer(clf: Classifier) -> Replayer | None:
+    """The model's replayer (made once, kept with the model); None where graphs do not apply."""
+    if not enabled(clf):
+        return None
+    with _REPLAYERS_LOCK:
+        if clf.graphs is None:
+            clf.graphs = Replayer(clf)
+        return clf.graphs
+
+
+def logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
+    """Logits of a small batch on a CUDA device from a replayed graph; None: run the forward eagerly."""
+    found = replayer(clf)
+    return None if found is None else found.logits(inputs)
+
+
+def status(clf: Classifier) -> dict:
+    """What Model facts says of the model's graphs: on or off (and why), and the buckets captured so far."""
+    found = clf.graphs if enabled(clf) else None
+    if found is None:
+        return {"cuda_graphs": False}
+    return {"cuda_graphs": not found.off, "cuda_graph_buckets": sorted(found.graphs),
+            **({"cuda_graphs_off": found.why_off} if found.off else {})}

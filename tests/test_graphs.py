@@ -1,0 +1,156 @@
+"""CUDA graphs for small batches (app/core/graphs.py). Everything but the recording runs here on the CPU: the
+tests record with `eager`, which runs the forward again into the same output tensor at each replay, as a graph
+does. On a GPU, benchmarks/gpu.py and the device run of this file record real graphs (see the last test)."""
+import copy
+
+import numpy as np
+import pytest
+import torch
+
+from app.core import cls_path, graphs
+from app.core.data import Example
+from app.core.inference import length_batches, pad, predict, tokenize
+
+from .conftest import SENTENCES
+
+
+def eager(fn):
+    """A stand-in for recording: the output tensor is kept, and each replay writes the forward's answer into it."""
+    out = fn()
+
+    def replay():
+        out.copy_(fn())
+
+    return replay, out
+
+
+def _batch(clf, texts):
+    enc = tokenize(clf, [Example(t if isinstance(t, tuple) else (t,)) for t in texts])
+    return pad(clf, enc, np.arange(len(texts)))
+
+
+def _expected_bucket(batch) -> tuple[int, int]:
+    """The bucket a batch should land in, by the documented rule: rows up to 1/2/4/8, tokens up to 16/32/64/..."""
+    rows, width = batch["input_ids"].shape
+    return (next(r for r in (1, 2, 4, 8) if r >= rows), next(t for t in (16, 32, 64, 128) if t >= width))
+
+
+def _own(clf):
+    clf = copy.copy(clf)
+    clf.graphs = None
+    return clf
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("which", [0, 1])
+def test_a_padded_bucket_gives_the_batchs_own_logits(tiny_pair, which):
+    """Batches of 1, 2, 3 and 5 rows of mixed lengths, padded to their buckets (rows 1/2/4/8, tokens 16/32),
+    against the [CLS] path on the unpadded batch; two batches in one bucket in turn each get their own answer
+    (the static inputs are refilled, none of the longer batch's tokens are left), and a returned answer is not
+    overwritten by the next replay."""
+    clf = tiny_pair.models[which]
+    rep = graphs.Replayer(clf, capture=eager)
+    seen, buckets = [], set()
+    for texts in ([SENTENCES[2]], SENTENCES[:2], SENTENCES[1:4], SENTENCES[:5], [SENTENCES[1]],
+                  [SENTENCES[2] + " " + SENTENCES[0]]):
+        batch = _batch(clf, texts)
+        got = rep.logits(batch)
+        want = cls_path.inputs_logits(clf, batch)
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+        seen.append((got.clone(), got))
+        buckets.add(_expected_bucket(batch))
+    assert sorted(rep.graphs) == sorted(buckets) and len(buckets) >= 4
+    for before, returned in seen:
+        assert torch.equal(before, returned)
+
+
+@torch.inference_mode()
+def test_pairs_with_segment_ids_fill_their_bucket(tiny_nli_pair):
+    clf = tiny_nli_pair.models[0]
+    rep = graphs.Replayer(clf, capture=eager)
+    batch = _batch(clf, [(a, b) for a, b in zip(SENTENCES[:3], reversed(SENTENCES[:3]))])
+    assert "token_type_ids" in batch
+    torch.testing.assert_close(rep.logits(batch), cls_path.inputs_logits(clf, batch), atol=1e-5, rtol=1e-5)
+
+
+@torch.inference_mode()
+def test_batches_past_the_largest_bucket_run_eagerly(tiny_pair):
+    clf = tiny_pair.models[0]
+    rep = graphs.Replayer(clf, capture=eager)
+    assert rep.logits(_batch(clf, SENTENCES * 3)) is None  # more than 8 rows
+    assert rep.bucket({"input_ids": torch.zeros(1, clf.max_length + 1, dtype=torch.long)}) is None
+    assert rep.bucket({"input_ids": torch.zeros(1, clf.max_length, dtype=torch.long)}) == (1, clf.max_length)
+    assert rep.graphs == {}
+
+
+@torch.inference_mode()
+def test_a_failed_recording_or_a_differing_replay_turns_graphs_off(tiny_pair):
+    """Either way the model answers eagerly from then on, and Model facts can say why."""
+    clf = tiny_pair.models[1]
+    batch = _batch(clf, SENTENCES[:1])
+
+    def broken(fn):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    rep = graphs.Replayer(clf, capture=broken)
+    assert rep.logits(batch) is None and rep.off and "capture failed" in rep.why_off
+    assert rep.logits(batch) is None  # stays off
+
+    def off_by_one(fn):
+        replay, out = eager(fn)
+        return (lambda: (replay(), out.add_(1.0))), out
+
+    rep = graphs.Replayer(clf, capture=off_by_one)
+    assert rep.logits(batch) is None and rep.off and "differed" in rep.why_off
+    assert rep.graphs == {}
+
+
+def test_predict_takes_the_graph_for_small_batches_only(tiny_pair, monkeypatch):
+    """Through `inference.predict` with graphs on (the CPU standing in for CUDA, recording with `eager`): a one-
+    input prediction and a batch of five come from graphs with the same probabilities as graphs off; a batch
+    of twenty runs eagerly."""
+    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
+    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+    for clf in tiny_pair.models:
+        clf = _own(clf)
+        one, five = [Example((SENTENCES[3],))], [Example((s,)) for s in SENTENCES[:5]]
+        many = [Example((s,)) for s in SENTENCES * 4]
+        with monkeypatch.context() as off:
+            off.setattr(graphs, "enabled", lambda clf: False)
+            want = [predict(clf, exs).probs for exs in (one, five, many)]
+        got = [predict(clf, exs).probs for exs in (one, five, many)]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, atol=1e-6)
+        want_buckets = sorted({_expected_bucket(_batch(clf, [e.texts[0] for e in exs])) for exs in (one, five)})
+        assert want_buckets[0][0] == 1 and want_buckets[1][0] == 8
+        assert sorted(clf.graphs.graphs) == want_buckets
+        assert graphs.status(clf) == {"cuda_graphs": True, "cuda_graph_buckets": want_buckets}
+
+
+def test_graphs_are_for_cuda_devices_and_can_be_turned_off(tiny_pair, monkeypatch):
+    from types import SimpleNamespace
+
+    assert not graphs.enabled(tiny_pair.models[0])  # the CPU
+    on_gpu = SimpleNamespace(device="cuda:0")
+    assert graphs.enabled(on_gpu)
+    monkeypatch.setenv(graphs.ENV, "0")
+    assert not graphs.enabled(on_gpu)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="records real CUDA graphs: a GPU machine only")
+def test_recorded_cuda_graphs_give_the_eager_logits(tiny_pair):
+    """On a GPU (the device run): real recordings, each bucket checked against the eager forward."""
+    from app.core.pair import Pair
+
+    pair = Pair.resolve(models=[m.path for m in tiny_pair.spec.models], task="sst2", device="cuda")
+    for clf in pair.models:
+        for texts in ([SENTENCES[0]], SENTENCES[:3], [SENTENCES[2]] * 8):
+            exs = [Example((t,)) for t in texts]
+            got = predict(clf, exs).logits
+            assert clf.graphs is not None and not clf.graphs.off, clf.graphs and clf.graphs.why_off
+            with torch.inference_mode():
+                enc = tokenize(clf, exs)
+                (idx,) = length_batches(enc, 256)
+                want = cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
+            np.testing.assert_allclose(got[idx], want, atol=1e-4, rtol=1e-4)
