@@ -5,10 +5,11 @@
   fp32 and in half precision, with every half-precision vector's cosine to our fp32 one;
 - integrated gradients: Captum's BERT tutorial (LayerIntegratedGradients, 50 steps) against ours at the app's
   tolerance, per model, median over SST-2 sentences;
-- Compare: the facade's `predict` for both models, p50 over single inputs;
+- Compare: the facade's `predict` for both models, p50 over single inputs, with CUDA graphs and eagerly;
+- CUDA graphs against the eager forward (largest logit difference), and each model's vocabulary;
 - deepwordbug per example against TextAttack's stock HuggingFaceModelWrapper (where TextAttack is installed);
 - a projection of AG News test (UMAP where umap-learn is installed, else PCA) from a cold cache;
-- the released CheckList sentiment suite, every case, both models;
+- the released CheckList sentiment suite, every case, both models, in fp32 and in half precision;
 - the GPU's peak memory.
 
 Targets (issue 40): embeddings >= 1.5x sentence-transformers fp16 with every vector at cosine >= 0.999 to fp32;
@@ -41,6 +42,7 @@ from saliency_speed import captum_tutorial_ig as tutorial_ig  # noqa: E402  (thi
 
 from app.core import api  # noqa: E402
 from app.core import device as devices  # noqa: E402
+from app.core import graphs  # noqa: E402
 from app.core.data import Example, load_dataset  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
 from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
@@ -148,10 +150,56 @@ def integrated_gradients(pair: Pair, sentences: list[str], dev: str) -> dict:
 
 
 def compare(pair: Pair, sentences: list[str], dev: str, calls: int) -> dict:
-    api.predict(pair, sentences[0])
-    times = [sync_timed(dev, api.predict, pair, sentences[i % len(sentences)])[1] * 1000 for i in range(calls)]
-    times.sort()
-    return {"calls": calls, "p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))]}
+    """The facade's `predict` for both models, one input at a time: with each model's forward replayed from a
+    CUDA graph (the default on a GPU) and, in the same process, eagerly (ALBERT_LENS_CUDA_GRAPHS=0)."""
+    row = {"calls": calls}
+    for label, flag in (("eager", "0"), ("graphs", "1")):
+        os.environ[graphs.ENV] = flag
+        api.predict(pair, sentences[0])
+        times = [sync_timed(dev, api.predict, pair, sentences[i % len(sentences)])[1] * 1000 for i in range(calls)]
+        times.sort()
+        row[label] = {"p50_ms": statistics.median(times), "p95_ms": times[int(0.95 * (len(times) - 1))]}
+    os.environ.pop(graphs.ENV, None)
+    row["p50_ms"], row["p95_ms"] = row["graphs"]["p50_ms"], row["graphs"]["p95_ms"]
+    return row
+
+
+def replayed(pair: Pair, sentences: list[str]) -> dict:
+    """Graphs against the eager forward on the device: every SST-2 sentence alone and in batches of 3 and 8,
+    the largest logit difference per model, and the buckets recorded."""
+    from app.core.inference import predict
+
+    row = {}
+    for clf in pair.models:
+        exs = [Example((s,)) for s in sentences]
+        groups = [exs[i : i + k] for k in (1, 3, 8) for i in range(0, min(len(exs), 8 * k), k)]
+        os.environ[graphs.ENV] = "0"
+        eager = [predict(clf, g).logits for g in groups]
+        os.environ[graphs.ENV] = "1"
+        replay = [predict(clf, g).logits for g in groups]
+        row[clf.name] = {"batches": len(groups), "max_abs_logit_diff": float(max(np.abs(a - b).max()
+                                                                                 for a, b in zip(eager, replay))),
+                         "same_labels": all((a.argmax(1) == b.argmax(1)).all() for a, b in zip(eager, replay)),
+                         **graphs.status(clf)}
+    os.environ.pop(graphs.ENV, None)
+    return row
+
+
+def tokenizers(pair: Pair, texts: list[str]) -> dict:
+    """Each model's vocabulary, and ALBERT's ids against its SentencePiece model read directly (transformers 5
+    reads a zoo-layout folder differently from 4.x: this says the ids are the trained model's)."""
+    row = {}
+    for clf in pair.models:
+        r = row[clf.name] = {"tokenizer": type(clf.tokenizer).__name__, "vocabulary": len(clf.tokenizer)}
+        piece = Path(clf.spec.source) / "spiece.model"
+        if piece.is_file():
+            import sentencepiece as spm
+
+            sp = spm.SentencePieceProcessor(model_file=str(piece))
+            ours = [clf.tokenizer(t.lower(), truncation=True, max_length=128)["input_ids"] for t in texts]
+            same = sum(o[1:-1] == sp.encode(" ".join(t.lower().split()))[: len(o) - 2] for o, t in zip(ours, texts))
+            r.update(spiece_pieces=sp.get_piece_size(), ids_as_spiece=f"{same}/{len(texts)}")
+    return row
 
 
 def deepwordbug(pair: Pair, sentences: list[str], dev: str) -> dict:
@@ -176,10 +224,30 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
     return {"method": method, "n": n, "cold_s": s}
 
 
-def checklist(pair: Pair, dev: str, sample: int | None) -> dict:
-    res, s = sync_timed(dev, api.checklist, pair, str(SUITE), sample)
-    cases = sum(t["results"][0]["n"] for t in res["tests"])
-    return {"tests": len(res["tests"]), "cases": cases, "sample": sample, "both_models_s": s}
+def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
+    """The whole suite in fp32 and in half precision (forward-only batch work), and how far the half-precision
+    fail rates move from fp32's."""
+    row = {}
+    rates = {}
+    for label, p in (("fp32", pair), (half, pair.with_precision(half))):
+        res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample)
+        rates[label] = [r["fail_rate"] or 0.0 for t in res["tests"] for r in t["results"]]
+        row[label] = {"both_models_s": s}
+    row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
+    row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
+    if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)
+        from app.core import checklist as cl
+        from app.core.inference import tokenize
+
+        suite = cl.load_suite(SUITE)
+        texts = {x for t in suite.tests for i in range(len(t.data)) for x in cl.case_inputs(t, i, suite.kind)}
+        exs = [Example((x,)) for x in texts]
+        t0 = time.perf_counter()
+        for clf in pair.models:
+            tokenize(clf, exs)
+        row["distinct_inputs"], row["tokenize_both_models_s"] = len(exs), time.perf_counter() - t0
+    row[f"{half}_max_fail_rate_change"] = float(max(abs(a - b) for a, b in zip(rates["fp32"], rates[half])))
+    return row
 
 
 def main() -> None:
@@ -218,8 +286,10 @@ def main() -> None:
         pass
     steps = {  # the longest last: a run cut short keeps the others
         "integrated_gradients": lambda: integrated_gradients(pair, sst2[:3 if args.tiny else args.sentences], dev),
+        "tokenizers": lambda: tokenizers(pair, news[:200]),
+        "graphs": lambda: replayed(pair, sst2[:64]),
         "compare": lambda: compare(pair, sst2, dev, 10 if args.tiny else 200),
-        "checklist": lambda: checklist(pair, dev, 2 if args.tiny else None),
+        "checklist": lambda: checklist(pair, dev, 2 if args.tiny else None, half),
         "projection": lambda: projection(pair, 200 if args.tiny else 7600, dev),
         "deepwordbug": lambda: deepwordbug(pair, sst2[:1 if args.tiny else 5], dev),
         "embeddings": lambda: embeddings(pair, half, texts, [dirs["bert"], dirs["albert"]], dev, tmp, args.study_texts),

@@ -15,7 +15,8 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["device"]["device"] == "cpu" and res["half"] == "bf16" and res["tiny"]
-    for section in ("integrated_gradients", "compare", "checklist", "projection", "embeddings"):
+    for section in ("integrated_gradients", "tokenizers", "graphs", "compare", "checklist", "projection",
+                    "embeddings"):
         assert "error" not in res[section], res[section]
     emb = res["embeddings"]
     assert emb["texts"] == 256 and emb["fidelity_sample"]["precision"] == "bf16"
@@ -25,5 +26,9 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         ig = res["integrated_gradients"][name]
         assert ig["ours_delta_max"] <= 1e-3 and ig["ours_ms"] > 0 and ig["captum_tutorial_ms"] > 0
     assert res["checklist"]["tests"] == 38 and res["checklist"]["cases"] == 38 * 2
+    assert res["checklist"]["bf16_max_fail_rate_change"] <= 0.5  # 2 cases a test: one flip moves a rate by 0.5
+    assert res["tokenizers"]["albert"]["vocabulary"] == res["tokenizers"]["albert"]["spiece_pieces"]
+    for name in ("bert", "albert"):  # on the CPU graphs are off: the same logits both ways
+        assert res["graphs"][name]["max_abs_logit_diff"] == 0.0 and res["graphs"][name]["cuda_graphs"] is False
     assert res["compare"]["calls"] == 10 and res["compare"]["p50_ms"] > 0
     assert res["projection"]["n"] == 200
