@@ -132,3 +132,20 @@ def test_grouped_albert_hidden_states_count_group_calls():
         for layer in range(5):
             torch.testing.assert_close(cls_path.hidden_state(SimpleNamespace(model=model), inputs, layer),
                                        ref[layer], atol=2e-5, rtol=0)
+
+
+def test_the_mask_asks_the_device_nothing_off_the_cpu():
+    """Off the CPU the mask is built without asking whether anything is padded (a host sync that made the CPU
+    wait for every queued batch): shown on the meta device, where asking for a value raises."""
+    import torch
+
+    from app.core.cls_path import _additive_mask
+
+    ones = torch.ones(2, 5, dtype=torch.long)
+    assert _additive_mask(ones, 2, torch.float32) is None  # the CPU: nothing padded, no mask
+    meta = _additive_mask(ones.to("meta"), 2, torch.float32)
+    assert meta is not None and meta.shape == (2, 1, 1, 5) and meta.device.type == "meta"
+    padded = ones.clone()
+    padded[1, 3:] = 0
+    m = _additive_mask(padded, 2, torch.float32)
+    assert m[1, 0, 0, 3] == torch.finfo(torch.float32).min and m[0].abs().max() == 0

@@ -75,9 +75,12 @@ def _last_layer_cls(family: str, layer, h: torch.Tensor, mask: torch.Tensor | No
 def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype, always: bool = False
                    ) -> torch.Tensor | None:
     """The (rows, 1, 1, tokens) mask the models add to attention scores: 0 where attended, dtype's min at
-    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded, unless `always` (a
-    recorded CUDA graph may not ask the GPU whether anything is)."""
-    if attention_mask is None or (not always and bool(attention_mask.all())):
+    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded. Only a mask on the CPU
+    is asked that: on a GPU the answer waits for every queued batch (the CPU could not pad the next batch while
+    the GPU computes), and a recorded CUDA graph may not ask at all (`always`)."""
+    if attention_mask is None:
+        return None
+    if not always and attention_mask.device.type == "cpu" and bool(attention_mask.all()):
         return None
     m = attention_mask.expand(rows, -1)[:, None, None, :].to(dtype)
     return (1.0 - m) * torch.finfo(dtype).min
