@@ -189,6 +189,7 @@ def _tiny_roberta(path: Path) -> Path:
     """A tiny RoBERTa with a real byte-level BPE tokenizer trained here on SST-2: <s> a </s></s> b </s>, no
     segment ids, positions numbered from the ids, pad id 1."""
     from tokenizers import ByteLevelBPETokenizer
+    from tokenizers.processors import RobertaProcessing
     from transformers import RobertaConfig, RobertaForSequenceClassification, RobertaTokenizerFast
 
     path.mkdir(parents=True, exist_ok=True)
@@ -197,7 +198,12 @@ def _tiny_roberta(path: Path) -> Path:
     bpe.train_from_iterator(corpus + SENTENCES * 3, vocab_size=1000, min_frequency=2,
                             special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"], show_progress=False)
     bpe.save_model(str(path))
-    tok = RobertaTokenizerFast(vocab_file=str(path / "vocab.json"), merges_file=str(path / "merges.txt"))
+    # built from the trained tokenizer itself, so its tokenizer.json holds the vocabulary: transformers 5 made a
+    # RoBERTa tokenizer from vocab.json and merges.txt without it
+    bpe._tokenizer.post_processor = RobertaProcessing(("</s>", 2), ("<s>", 0), trim_offsets=True,
+                                                      add_prefix_space=False)
+    tok = RobertaTokenizerFast(tokenizer_object=bpe._tokenizer, bos_token="<s>", eos_token="</s>", sep_token="</s>",
+                               cls_token="<s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
     tok.save_pretrained(path)
     torch.manual_seed(2)
     config = RobertaConfig(vocab_size=tok.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

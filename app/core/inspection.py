@@ -30,22 +30,52 @@ def _field_ids(clf: Classifier, example: Example, tokens: Sequence[Sequence[str]
         else:
             ids = tok(text, add_special_tokens=False)["input_ids"]
         out.append(list(ids))
-    budget = clf.max_length - tok.num_special_tokens_to_add(pair=len(out) == 2)
+    budget = clf.max_length - _special_count(tok, len(out))
     while sum(map(len, out)) > budget:  # longest-first truncation, as the tokenizer does
         longest = max(range(len(out)), key=lambda i: len(out[i]))
         out[longest].pop()
     return out
 
 
-def _field_slices(tok, fields: list[list[int]]) -> list[slice]:
-    """Where each field's tokens sit among the special tokens: [CLS] a [SEP] b [SEP] in BERT, but
-    <s> a </s></s> b </s> in RoBERTa. Found by building the input from marker ids, so any family's layout works."""
-    marked = tok.build_inputs_with_special_tokens(*[[-(k + 1)] * len(f) for k, f in enumerate(fields)])
-    out = []
-    for k in range(len(fields)):
-        pos = [i for i, v in enumerate(marked) if v == -(k + 1)]
-        out.append(slice(pos[0], pos[-1] + 1) if pos else slice(0, 0))
+def _template(tok, n_fields: int) -> list[tuple[int | None, int, int]]:
+    """How the tokenizer lays out `n_fields` fields among its special tokens, as (field or None, special id,
+    segment id) per slot: [CLS] a [SEP] b [SEP] in BERT, <s> a </s></s> b </s> in RoBERTa. Read off the tokenizer's
+    own encoding of one-word fields (`sequence_ids` marks each token's field), so any family's layout works, under
+    transformers 4 and 5 alike (5 dropped `build_inputs_with_special_tokens`)."""
+    key = f"_albert_lens_template_{n_fields}"
+    if (found := getattr(tok, key, None)) is not None:
+        return found
+    enc = tok(*(["a"] * n_fields), return_token_type_ids=True)
+    fields = enc.sequence_ids(0)
+    types = enc.get("token_type_ids") or [0] * len(fields)
+    out: list[tuple[int | None, int, int]] = []
+    for pos, (f, i, t) in enumerate(zip(fields, enc["input_ids"], types)):
+        if f is None:
+            out.append((None, i, t))
+        elif pos == 0 or fields[pos - 1] != f:
+            out.append((f, 0, t))
+    setattr(tok, key, out)
     return out
+
+
+def _special_count(tok, n_fields: int) -> int:
+    return sum(f is None for f, _, _ in _template(tok, n_fields))
+
+
+def _build(tok, fields: list[list[int]]) -> tuple[list[int], list[int], list[slice]]:
+    """(input ids, segment ids, each field's slice) for fields given as ids, laid out as the tokenizer does."""
+    ids: list[int] = []
+    types: list[int] = []
+    slices = [slice(0, 0)] * len(fields)
+    for f, special, t in _template(tok, len(fields)):
+        if f is None:
+            ids.append(special)
+            types.append(t)
+        else:
+            slices[f] = slice(len(ids), len(ids) + len(fields[f]))
+            ids.extend(fields[f])
+            types.extend([t] * len(fields[f]))
+    return ids, types, slices
 
 
 def inspect(clf: Classifier, example: Example, *, target: int | str | None = None,
@@ -55,14 +85,13 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
     """One example, every per-token quantity. `tokens`/`embeddings` override fields (None keeps a field)."""
     tok = clf.tokenizer
     fields = _field_ids(clf, example, tokens)
-    ids = tok.build_inputs_with_special_tokens(*fields)
-    slices = _field_slices(tok, fields)
+    ids, types, slices = _build(tok, fields)
     where = torch.device(clf.device)
     input_ids = torch.tensor([ids], device=where)
     mask = torch.ones_like(input_ids)
     kw = {}
     if "token_type_ids" in tok.model_input_names:  # DistilBERT's forward has no such argument
-        kw["token_type_ids"] = torch.tensor([tok.create_token_type_ids_from_sequences(*fields)], device=where)
+        kw["token_type_ids"] = torch.tensor([types], device=where)
     with torch.no_grad():
         embeds = clf.model.get_input_embeddings()(input_ids)
     if embeddings:
