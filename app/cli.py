@@ -395,6 +395,20 @@ def cmd_benchmark(args) -> int:
     return 0
 
 
+SLICE_METRICS = ("accuracy", "agreement")  # app.core.slices.METRICS (tests/test_slices.py holds them equal)
+
+
+def cmd_slices(args) -> int:
+    api = _api()
+
+    pair = _pair(args)
+    with _engine(args) as engine, _bar(f"slices ({engine.kind})", args.json, "example") as step:
+        res = api.slices(pair, args.dataset, args.limit, args.metric, args.min_size, args.clusters, step,
+                         engine=engine, visitor=False)
+    print(_dumps(res.to_dict(), indent=2) if args.json else views.slices_table(res))
+    return 0
+
+
 def cmd_app(args) -> int:
     from app.core import workers
 
@@ -606,6 +620,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     _engine_args(p)
     p.set_defaults(func=cmd_benchmark)
+
+    p = sub.add_parser("slices", help="where the two models differ: every word, bigram, length, marker, gold label "
+                                      "and embedding cluster of a labelled dataset tested for a paired difference, "
+                                      "with a false-discovery rate over them all")
+    _pair_args(p)
+    _precision_args(p)
+    p.add_argument("--dataset", required=True, help="a labelled dataset: a shipped name, a released set by name, "
+                   "a file (GLUE tsv, csv, jsonl) or datasets id")
+    p.add_argument("--limit", type=int, help="first N examples only")
+    p.add_argument("--metric", choices=list(SLICE_METRICS), default="accuracy",
+                   help="accuracy: McNemar's test on the examples one model gets right; agreement: Fisher's test "
+                   "of the slice's disagreements against the rest's")
+    p.add_argument("--min-size", type=int, default=20, help="smallest slice tested (default 20)")
+    p.add_argument("--clusters", type=int, default=8, help="k-means clusters of each model's embeddings as "
+                   "candidates (0: none; default 8)")
+    p.add_argument("--json", action="store_true")
+    _engine_args(p)
+    p.set_defaults(func=cmd_slices)
 
     p = sub.add_parser("app", help="start the Gradio app (default http://127.0.0.1:7860)")
     _pair_args(p)

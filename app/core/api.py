@@ -23,6 +23,7 @@ from .attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe
 from .batching import Combiner
 from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
 from .benchmark import benchmark as score
+from .benchmark import check_labels
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table, surrogate_reason
 from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
@@ -72,6 +73,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     SaliencyMethodsResult,
     SaliencyResult,
     SimilarityResult,
+    SlicesResult,
 )
 from .runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
 from .saliency import (
@@ -80,6 +82,9 @@ from .saliency import (
     check_output,
 )
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
+from .slices import METRICS as SLICE_METRICS
+from .slices import find as find_slices
+from .slices import slices_batch
 from .similarity import similarity_batch, spans, summarise
 from .timing import latency_batch, latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
@@ -510,6 +515,44 @@ def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, 
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     return BenchmarkResult.of(score(pair, ds, progress=progress, engine=engine),
                               fidelity=against_fp32(pair, ds.examples))
+
+
+def slices(pair: Pair, dataset: str | None = None, limit: int | None = 1000, metric: str = "accuracy",
+           min_size: int | None = 20, clusters: int | None = 8, progress: Progress = None, *,
+           engine: Engine | None = None, visitor: bool = True) -> SlicesResult:
+    """Where the two models differ on a labelled dataset: every candidate slice (words, bigrams, lengths, markers,
+    the gold label, clusters of either model's embeddings) tested for a paired difference in `metric`, with
+    Benjamini-Hochberg's q over all of them (`slices.find`). Predictions (and the embeddings the clusters need)
+    run through the engine: in process, or on a Ray cluster's workers."""
+    if pair.task.is_regression:
+        raise InputError(f"slices: the {pair.task.name} task is a regression; slices compare classifiers' answers")
+    if metric not in SLICE_METRICS:
+        raise InputError(f"metric: {str(metric)[:40]!r} is not one of {list(SLICE_METRICS)}")
+    n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000 if visitor else None)
+    min_size = count("min_size", min_size, cap=10_000, default=20, lower=5)
+    clusters = 8 if clusters is None or (isinstance(clusters, str) and not clusters.strip()) else \
+        integer("clusters", clusters, low=0, high=20)
+    ds = resolve_dataset(pair, dataset, n, visitor=visitor)
+    labelled = [ex for ex in ds.examples if ex.label is not None]
+    if not labelled:
+        raise InputError(f"dataset: {ds.name} has no gold labels; slices compare the models' right answers")
+    gold_names = [ex.label for ex in labelled]
+    for clf in pair.heads:
+        check_labels(clf, gold_names)
+    arrays = (engine or Engine()).run(pair.spec, slices_batch, labelled, params={"embed": clusters > 0},
+                                      progress=progress)
+    heads = pair.heads
+    answers = [from_logits(clf, lg).predicted for clf, lg in zip(heads, arrays[:2])]
+    labels = list(heads[0].labels)
+    index = {name: k for k, name in enumerate(labels)}
+    embeddings = {m.name: a for m, a in zip(heads, arrays[2:])} if clusters else None
+    texts = [" / ".join(ex.texts) for ex in labelled]
+    found = find_slices(texts, [index[g] for g in gold_names], [index[a] for a in answers[0]],
+                        [index.get(a, -1) for a in answers[1]], models=[m.name for m in heads], label_names=labels,
+                        metric=metric, min_size=min_size, embeddings=embeddings, clusters=clusters)
+    for s in found["slices"]:
+        s["examples"] = [list(labelled[i].texts) for i in s["indices"][:5]]
+    return SlicesResult(dataset=ds.name, models=[m.name for m in heads], **found)
 
 
 def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, layer: int = -1, pooling: str = "cls",

@@ -196,6 +196,21 @@ class BenchmarkResult(Result):
 
 
 @dataclass(frozen=True)
+class SlicesResult(Result):
+    """Where the two models differ on a labelled dataset (`slices.find`): each slice tested, with its q."""
+    dataset: str
+    n: int
+    metric: str  # accuracy (McNemar) or agreement (Fisher)
+    models: list[str]
+    min_size: int
+    alpha: float
+    candidates_tested: int  # every candidate counts in the false-discovery rate
+    findings: int  # slices with q < alpha
+    overall: dict  # both accuracies and the agreement on the whole dataset
+    slices: list[dict]  # findings first, by the gap they explain; each with its examples' indices and texts
+
+
+@dataclass(frozen=True)
 class EmbedResult(Result):
     """Both models' sentence embeddings of a dataset, in its order."""
     dataset: str
@@ -244,4 +259,4 @@ class ChecklistResult(Result):
 
 RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
            ProjectionResult, SimilarityResult, AttentionResult, AttentionStatsResult, BenchmarkResult, EmbedResult,
-           FactsResult, AttackResult, ChecklistResult)
+           FactsResult, AttackResult, ChecklistResult, SlicesResult)

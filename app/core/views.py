@@ -282,6 +282,29 @@ def benchmark_table(res: dict) -> str:
     return "\n".join(lines + describe(cmp, names))
 
 
+def slices_table(res: dict, rows: int = 20) -> str:
+    """Where the models differ, as the command line prints it: the findings in words, then a fixed-width table
+    of the slices (size, both accuracies or the agreement, the gap in examples, p and q)."""
+    a, b = res["models"]
+    acc = res["overall"]["accuracy"]
+    found = res["findings"]
+    what = "accuracy" if res["metric"] == "accuracy" else "agreement"
+    lines = [f"{res['dataset']} (n={res['n']}): {a} {acc[a]:.3f}, {b} {acc[b]:.3f}, agreement "
+             f"{res['overall']['agreement']:.3f}",
+             f"{res['candidates_tested']} candidate slices of at least {res['min_size']} examples tested for a "
+             f"paired difference in {what}; "
+             + (f"{found} with a false-discovery rate q < {res['alpha']:g}." if found else
+                f"none with a false-discovery rate q < {res['alpha']:g}: no slice differs beyond chance."),
+             f"{'slice':<44}{'size':>6}{a[:10]:>11}{b[:10]:>11}{'agree':>7}{'gap':>6}{'p':>10}{'q':>10}"]
+    for s in res["slices"][:rows]:
+        name = s["name"] if len(s["name"]) <= 42 else s["name"][:41] + "…"
+        mark = " *" if s["q"] < res["alpha"] else ""
+        lines.append(f"{name:<44}{s['size']:>6}{s['accuracy'][a]:>11.3f}{s['accuracy'][b]:>11.3f}"
+                     f"{s['agreement']:>7.2f}{s['gap_examples']:>+6d}{s['p']:>10.2g}{s['q']:>10.2g}{mark}")
+    lines.append(f"gap: examples only {b} gets right minus those only {a} gets right; * q < {res['alpha']:g}")
+    return "\n".join(lines)
+
+
 def projection_summary(res: dict, names: list[str]) -> str:
     cached = ", ".join(f"{html.escape(n)} {'from cache' if c else 'computed'}"
                        for n, c in zip(names, res["embeddings_cached"]))
