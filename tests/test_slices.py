@@ -191,3 +191,21 @@ def test_the_command_line_prints_the_facades_answer(tiny_dirs, tiny_pair, capsys
                and "slices" in (a.choices or {}))
     metric = next(a for a in sub.choices["slices"]._actions if a.dest == "metric")
     assert tuple(metric.choices) == slices.METRICS
+
+
+def test_the_figure_draws_each_slices_accuracies(sst2):
+    """The plot's bars are the slices' accuracies (the strongest at the top), findings in bold."""
+    from app.core.plots import slices_figure
+
+    texts, gold = sst2
+    rng = np.random.default_rng(0)
+    first, second = _noisy(gold, 0.12, rng), _noisy(gold, 0.12, rng)
+    film = np.asarray(["film" in slices.words(t) for t in texts])
+    res = slices.find(texts, gold, first, np.where(film, 1 - gold, second), models=MODELS, label_names=LABELS)
+    ax = slices_figure(res, rows=5).axes[0]
+    shown = res["slices"][:5][::-1]
+    bars = [p.get_width() for p in ax.patches]
+    assert bars == pytest.approx([s["accuracy"]["first"] for s in shown] + [s["accuracy"]["second"] for s in shown])
+    ticks = ax.get_yticklabels()
+    assert ticks[-1].get_text() == "word: film" and ticks[-1].get_fontweight() == "bold"
+    assert [t.get_fontweight() == "bold" for t in ticks] == [s["q"] < 0.05 for s in shown]

@@ -300,3 +300,21 @@ def test_a_handlers_error_stays_on_screen_as_one_escaped_line():
         do_project()
     assert other.value.duration is None and "/srv" not in other.value.message
     assert other.value.message.startswith("something went wrong in project (KeyError)")
+
+
+def test_slices_api_answers_under_the_facades_names(client, tiny_pair):
+    """gradio_client's /slices takes the facade's inputs in order (dataset, upload, max examples, metric,
+    min_size, clusters) and answers with its result; a dataset without labels is a message naming it."""
+    from gradio_client.exceptions import AppError
+
+    from app.core import api
+
+    from .conftest import shared
+
+    path = str(shared("glue", "sst2", "dev.tsv"))
+    res, summary, plot, table = client.predict(path, None, 80, "agreement", 10, 0, api_name="/slices")
+    direct = api.slices(tiny_pair, path, 80, "agreement", 10, 0).to_dict()
+    assert res["metric"] == "agreement" and res["slices"] == direct["slices"]
+    assert [row[0] for row in table["data"]] == [s["name"] for s in res["slices"]]
+    with pytest.raises(AppError, match="min_size: 3 is too small"):
+        client.predict(path, None, 80, "accuracy", 3, 0, api_name="/slices")

@@ -242,3 +242,18 @@ def test_inside_tab_handlers_show_the_facades_cka_and_attention(ctx, tiny_pair):
     res, fig = inside.attention(ctx, "a fine film", None, -1, "0")
     assert res["head"] == 0 and [m["units"] for m in res["models"]][0][0] == "[CLS]"
     assert res["models"][0]["map"] == api.attention(tiny_pair, "a fine film", head=0).models[0]["map"]
+
+
+def test_slices_handler_shows_the_facades_slices(ctx, tiny_pair):
+    """Benchmark's "Where they differ": the facade's slices, one table row per slice in its order, the summary's
+    count, and a picked row opens the slice's first example."""
+    from .conftest import shared
+
+    path = str(shared("glue", "sst2", "dev.tsv"))
+    res, summary, _, table = benchmark.slices(ctx, path, None, 120, "accuracy", 10, 0)
+    direct = api.slices(tiny_pair, path, 120, "accuracy", 10, 0).to_dict()
+    assert res["slices"] == direct["slices"] and res["findings"] == direct["findings"]
+    assert list(table["slice"]) == [s["name"] for s in res["slices"]]
+    assert f"{res['candidates_tested']} candidate slices" in summary
+    assert benchmark.slice_texts(res, 0) == res["slices"][0]["examples"][0]
+    assert benchmark.slice_texts(res, len(res["slices"])) is None

@@ -552,7 +552,7 @@ def slices(pair: Pair, dataset: str | None = None, limit: int | None = 1000, met
                         metric=metric, min_size=min_size, embeddings=embeddings, clusters=clusters)
     for s in found["slices"]:
         s["examples"] = [list(labelled[i].texts) for i in s["indices"][:5]]
-    return SlicesResult(dataset=ds.name, models=[m.name for m in heads], **found)
+    return SlicesResult(dataset=ds.name, **found)
 
 
 def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, layer: int = -1, pooling: str = "cls",

@@ -146,6 +146,42 @@ def transitions_figure(transitions: dict[str, dict]):
     return fig
 
 
+def slices_figure(res: dict, rows: int = 10):
+    """The top slices as bars beside the whole dataset's value (dashed): each model's accuracy on the slice, or
+    with the agreement metric the two models' agreement on it; the slice's size and q at its end, and the slices
+    that differ beyond chance in bold."""
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    names = res["models"]
+    shown = res["slices"][:rows][::-1]  # the strongest at the top
+    fig = Figure(figsize=(9.5, 0.45 * max(len(shown), 2) + 1.6), layout="tight")
+    ax = fig.subplots()
+    y = list(range(len(shown)))
+    if res["metric"] == "accuracy":
+        for k, (name, colour) in enumerate(zip(names, ("#1f77b4", "#ff7f0e"))):
+            ax.barh([i + (0.2 if k == 0 else -0.2) for i in y], [s["accuracy"][name] for s in shown], height=0.38,
+                    color=colour, label=f"{name} (all: {res['overall']['accuracy'][name]:.3f})")
+            ax.axvline(res["overall"]["accuracy"][name], color=colour, linestyle="--", linewidth=1)
+        what = "accuracy"
+    else:
+        ax.barh(y, [s["agreement"] for s in shown], height=0.6, color="#2ca02c",
+                label=f"agreement of the two (all: {res['overall']['agreement']:.3f})")
+        ax.axvline(res["overall"]["agreement"], color="#2ca02c", linestyle="--", linewidth=1)
+        what = "agreement"
+    labels = [(s["name"] if len(s["name"]) <= 38 else s["name"][:37] + "…") for s in shown]
+    ax.set_yticks(y, labels, fontsize=9)
+    for tick, s in zip(ax.get_yticklabels(), shown):
+        tick.set_fontweight("bold" if s["q"] < res["alpha"] else "normal")
+    for i, s in enumerate(shown):
+        ax.text(1.01, i, f"n={s['size']}, q={s['q']:.2g}", va="center", fontsize=8, transform=ax.get_yaxis_transform())
+    ax.set_xlim(0, 1)
+    ax.set_xlabel(f"{what} on the slice (dashed: on the whole dataset)")
+    ax.set_title(f"Where they differ: {res['findings']} of {res['candidates_tested']} slices beyond chance "
+                 f"(bold, q < {res['alpha']:g})", fontsize=10)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=8, frameon=False)
+    return fig
+
+
 def benchmark_figure(res: dict):
     """A benchmark result: each model's accuracy (Pearson for regression) with its bootstrap interval, and for
     classifiers the 2x2 table of who is right, whose off-diagonal cells are what McNemar's test weighs."""

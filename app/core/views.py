@@ -89,6 +89,33 @@ def disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+def slices_summary(res: dict) -> str:
+    """The slice search in words: what was tested, how many differ beyond chance, and the strongest one."""
+    a, b = res["models"]
+    what = "accuracy" if res["metric"] == "accuracy" else "agreement"
+    head = (f"**{html.escape(res['dataset'])}**, {res['n']:,} labelled examples: {res['candidates_tested']} candidate "
+            f"slices of at least {res['min_size']} examples tested for a paired difference in {what}, with a "
+            f"false-discovery rate (q) over them all.")
+    if not res["findings"]:
+        return head + f"\n\nNo slice differs beyond chance (every q >= {res['alpha']:g})."
+    top = res["slices"][0]
+    acc = top["accuracy"]
+    return (head + f"\n\n**{res['findings']}** differ beyond chance (q < {res['alpha']:g}). The strongest: "
+            f"**{html.escape(top['name'])}** ({top['size']} examples): {html.escape(a)} {acc[a]:.3f}, "
+            f"{html.escape(b)} {acc[b]:.3f}, agreement {top['agreement']:.2f}, q = {top['q']:.2g}. "
+            "Pick a row to open its first example in Compare.")
+
+
+def slices_frame(res: dict) -> pd.DataFrame:
+    """One row per slice, findings first: its name, size, both accuracies, the gap in examples, p and q."""
+    a, b = res["models"]
+    cols = ["slice", "size", a, b, "agree", "gap", "q", "beyond chance"]
+    rows = [[s["name"], s["size"], f"{s['accuracy'][a]:.3f}", f"{s['accuracy'][b]:.3f}", f"{s['agreement']:.2f}",
+             f"{s['gap_examples']:+d}", f"{s['q']:.2g}", "yes" if s["q"] < res["alpha"] else "no"]
+            for s in res["slices"]]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def fact_text(value) -> str:
     """Counts with thousands separators (1,007,916 reads at a glance), measurements to 3 significant digits."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

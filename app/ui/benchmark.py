@@ -4,7 +4,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.core import api, views
-from app.core.plots import benchmark_figure
+from app.core.plots import benchmark_figure, slices_figure
 
 from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
 
@@ -15,6 +15,20 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples:
     res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, max_examples, progress=progress_of(progress, "predicting"))
     return (res.to_dict(), views.benchmark_summary(res, ctx.names), benchmark_figure(res),
             views.disagreement_frame(res, ctx.names))
+
+
+def slices(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples: float | None = 1000,
+           metric: str = "accuracy", min_size: float | None = 20, clusters: float | None = 8,
+           progress=gr.Progress()) -> tuple:
+    spec = upload_path(uploaded) or dataset
+    res = ctx.heavy.batch(api.slices, ctx.pair, spec, max_examples, metric, min_size, clusters,
+                          progress=progress_of(progress, "predicting"))
+    return res.to_dict(), views.slices_summary(res), slices_figure(res), views.slices_frame(res)
+
+
+def slice_texts(res: dict, row: int) -> list[str] | None:
+    shown = res.get("slices") or []
+    return shown[row]["examples"][0] if 0 <= row < len(shown) and shown[row]["examples"] else None
 
 
 def disagreement_texts(res: dict, row: int) -> list[str] | None:
@@ -42,3 +56,23 @@ def tab(ctx: Ctx) -> None:
         ctx.link(table, raw, disagreement_texts)
         go.click(bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark", **BATCH)
         stop_button(summary)
+
+        gr.Markdown("### Where they differ")
+        describe("Every word, bigram, length, negation or contrast marker, gold label and cluster of either model's "
+                 "embeddings in the dataset above, tested for a paired difference between the models; q is the "
+                 "false-discovery rate over all of them, so a slice with q < 0.05 differs beyond chance.")
+        with gr.Row():
+            metric = gr.Radio(["accuracy", "agreement"], value="accuracy", label="metric")
+            min_size = gr.Number(value=20, label="smallest slice", precision=0)
+            clusters = gr.Number(value=8, label="embedding clusters per model (0: none)", precision=0)
+        find = gr.Button("Find slices")
+        slice_summary = gr.Markdown(label="slices")
+        slice_plot = gr.Plot(label="slices")
+        slice_table = gr.Dataframe(headers=["slice", "size", *ctx.names, "agree", "gap", "q", "beyond chance"],
+                                   wrap=True, label="slices",
+                                   column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])
+        slice_raw = json_out()
+        ctx.link(slice_table, slice_raw, slice_texts)
+        find.click(bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],
+                   [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
+        stop_button(slice_summary)
