@@ -20,7 +20,12 @@ from app.core import api, plots
 from app.core.api import Pair, default_suites
 from app.core.errors import LensError
 from app.core.plots import grouped_bars, saliency_dataset_figure, transitions_figure
-from app.core.views import describe, format_mean, percent, verdict
+from app.core.views import describe, format_mean, percent, slices_summary, verdict
+
+
+def _slug(name: str) -> str:
+    """A file name's part from a dataset's name ("sst2/dev" -> "sst2_dev")."""
+    return "".join(c if c.isalnum() else "_" for c in name).strip("_")[:60] or "dataset"
 
 
 @dataclass
@@ -59,6 +64,13 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
             return api.benchmark(pair, ds, limit, engine=remote, visitor=False)
 
         secs.append(Section(_fingerprint(pair, "benchmark", params), f"Benchmark: {Path(ds).name}", run_bench))
+
+        def run_slices(ds=ds):
+            return api.slices(pair, ds, limit, engine=remote, visitor=False)
+
+        if not pair.task.is_regression:
+            secs.append(Section(_fingerprint(pair, "slices", params), f"Where they differ: {Path(ds).name}",
+                                run_slices))
     for suite in suites:
         params = {"suite": suite, "sample": sample}
         secs.append(Section(_fingerprint(pair, "checklist", params), f"CheckList: {Path(suite).name}",
@@ -195,6 +207,17 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             cmp = res.get("comparison")
             if cmp:  # a section cached by an earlier version has none
                 md += [" ".join(describe(cmp, [r["model"] for r in res["models"]])), ""]
+        elif kind == "slices":
+            md += [slices_summary(res), "", "| slice | size | " + " | ".join(res["models"]) + " | agreement | gap | q |",
+                   "|---|---|---|---|---|---|---|"]
+            for sl in res["slices"][:10]:
+                md.append(f"| {sl['name']} | {sl['size']} | " + " | ".join(f"{sl['accuracy'][m]:.3f}"
+                                                                            for m in res["models"])
+                          + f" | {sl['agreement']:.2f} | {sl['gap_examples']:+d} | {sl['q']:.2g} |")
+            fig = out / f"slices_{_slug(res['dataset'])}.png"
+            plots.slices_figure(res).savefig(fig, dpi=100)
+            figs.append(fig)
+            md += ["", f"![Where they differ]({fig.name})", ""]
         elif kind == "checklist":
             md += [f"Suite `{res['suite']}`, up to {res['sample']} cases per test; labels mapped by name.", "",
                    res["markdown"], ""]

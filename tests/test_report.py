@@ -11,7 +11,7 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     res = generate(offline_pair, tmp_path, datasets=[ds], suites=[suite], limit=60, sample=4, attack_n=2,
                    umap_n=40, saliency_n=4, progress_bar=False)
     md = (tmp_path / "report.md").read_text()
-    for heading in ("Benchmark: dev.tsv", "CheckList: sentiment_suite.json.gz", "Attack: deepwordbug",
+    for heading in ("Benchmark: dev.tsv", "Where they differ: dev.tsv", "CheckList: sentiment_suite.json.gz", "Attack: deepwordbug",
                     "Attack: textfooler-offline", "UMAP", "Inside: layer similarity and attention",
                     "Saliency: integrated gradients", "Parameters and speed"):
         assert f"## {heading}" in md
@@ -30,6 +30,10 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     bench = md.split("## Benchmark: dev.tsv")[1].split("## ")[0]
     assert "accuracy: " in bench and "(McNemar, exact)" in bench and "on these 60 examples." in bench
     assert "Right: both " in bench
+    # where they differ: the slice table of the same 60 sentences, and its figure
+    diff = md.split("## Where they differ: dev.tsv")[1].split("## ")[0]
+    assert "60 labelled examples" in diff and "candidate slices" in diff and "| gold label: " in diff
+    assert any(f.name.startswith("slices_") and f.stat().st_size > 5000 for f in tmp_path.glob("*.png"))
     html = (tmp_path / "report.html").read_text()
     assert "<table>" in html and "<img" in html
     assert res["reused"] == []
@@ -37,7 +41,7 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     res2 = generate(offline_pair, tmp_path, datasets=[ds, str(shared("imdb", "test_1000.tsv"))], suites=[suite],
                     limit=60, sample=4, attack_n=2, umap_n=40, saliency_n=4, progress_bar=False)
     assert set(res["sections"]) <= set(res2["reused"])
-    assert len(res2["sections"]) == len(res["sections"]) + 1
+    assert len(res2["sections"]) == len(res["sections"]) + 2  # its benchmark and its slices
     assert "## Benchmark: test_1000.tsv" in (tmp_path / "report.md").read_text()
     cached = list((tmp_path / "cache").glob("*.json"))
     assert all(json.loads(p.read_text()) for p in cached)
