@@ -166,11 +166,22 @@ def test_flip_rate_of_wordnet_swaps_over_a_dataset(offline_pair, kind):
     dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:12]
     res = flip_rate(offline_pair.models, dev, edits=kind, per_example=4)
     assert res["edits"] == kind and 12 >= res["examples_changed"] > 5 and res["changed"] > res["examples_changed"]
+    # synonym swaps count only where they keep the meaning (`meaning.validity`, every edit says), antonyms all
+    counted = [e for e in res["examples"] if e["validity"] is None or e["validity"]["valid"]]
+    if kind == "wordnet_synonym":
+        assert all(e["validity"] is not None for e in res["examples"]) and res["valid_edits"] == len(counted)
+        assert 0 < len(counted) < res["changed"]  # some swaps are dropped, some kept
+        for k, rate in enumerate(res["flip_rate_all_edits"]):
+            assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
+    else:
+        assert len(counted) == res["changed"] and "valid_edits" not in res
     for k, rate in enumerate(res["flip_rate"]):
-        assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
+        assert rate == pytest.approx(sum(e["flipped"][k] for e in counted) / len(counted))
+    assert all(e in counted for k in range(2) for e in res["only"][k])
     # several swaps of one sentence are not independent: the test resamples sentences, not edits
     cmp = res["comparison"]
-    assert cmp["test"] == f"bootstrap over {res['examples_changed']} examples" and cmp["n"] == res["changed"]
+    sources = {tuple(e["original"]) for e in counted}
+    assert cmp["test"] == f"bootstrap over {len(sources)} examples" and cmp["n"] == len(counted)
     assert cmp["values"] == pytest.approx(res["flip_rate"]) and 0 <= cmp["p_value"] <= 1
     first = dev[0]
     single = wordnet_swaps(offline_pair.models, first, kind.split("_")[1], limit=4)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from . import jobs
+from . import jobs, meaning
 from .alignment import edit_texts, split_words
 from .data import Example
 from .errors import InputError, LensError
@@ -38,6 +38,7 @@ class Change:
     after: list[dict] = field(default_factory=list)
     flipped: list[bool] = field(default_factory=list)
     deltas: list[dict] = field(default_factory=list)  # per model: probability change per label
+    validity: dict | None = None  # WordNet swaps: whether the edit keeps the meaning (`meaning.validity`)
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -242,7 +243,10 @@ def wordnet_swaps(models, example: Example, kind: str = "antonym", per_word: int
     if not candidates:
         return []
     scored = _score(models, [example] * len(candidates), [c[0] for c in candidates])
-    return [Change(example.texts, ex.texts, edits, f"wordnet_{kind}", *s) for (ex, edits), s in zip(candidates, scored)]
+    checks = meaning.validity([example.texts] * len(candidates), [c[0].texts for c in candidates],
+                              [c[1] for c in candidates]) if kind == "synonym" else [None] * len(candidates)
+    return [Change(example.texts, ex.texts, edits, f"wordnet_{kind}", *s, validity=v)
+            for (ex, edits), s, v in zip(candidates, scored, checks)]
 
 
 # ------------------------------------------------------------------ ablation flip
@@ -373,12 +377,24 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
                 "only": [[] for _ in models], "examples": []}
     scored = _score(models, originals, edited, progress)
     flips = np.asarray([s[2] for s in scored])  # (n, models)
-    changes = [Change(o.texts, e.texts, ed, edits, *s) for o, e, ed, s in zip(originals, edited, made, scored)]
-    only = [[c.to_dict() for c, f in zip(changes, flips) if f[k] and not f[1 - k]] for k in range(len(models))]
+    checks = [None] * len(originals)
+    if edits == "wordnet_synonym":  # a synonym swap must keep the meaning to test the model rather than the edit
+        checks = meaning.validity([o.texts for o in originals], [e.texts for e in edited], made)
+    changes = [Change(o.texts, e.texts, ed, edits, *s, validity=v)
+               for o, e, ed, s, v in zip(originals, edited, made, scored, checks)]
+    counted = np.asarray([v is None or v["valid"] for v in checks])  # the edits the rates count
     out = {"edits": edits, "changed": len(originals), "examples_changed": len(set(source)),
-           "flip_rate": flips.mean(0).tolist(), "both": int(flips.all(1).sum()), "only": only,
            "examples": [c.to_dict() for c in changes]}
+    if edits == "wordnet_synonym":
+        out["valid_edits"] = int(counted.sum())
+        out["flip_rate_all_edits"] = flips.mean(0).tolist()
+    if not counted.any():
+        return {**out, "flip_rate": [None] * len(models), "both": 0, "only": [[] for _ in models]}
+    kept, groups = flips[counted], np.asarray(source)[counted]
+    out.update(flip_rate=kept.mean(0).tolist(), both=int(kept.all(1).sum()),
+               only=[[c.to_dict() for c, f, ok in zip(changes, flips, counted) if ok and f[k] and not f[1 - k]]
+                     for k in range(len(models))])
     if len(models) == 2:  # is one model flipped more often than chance would give? edits of one example together
-        out["comparison"] = compare_events(flips[:, 0], flips[:, 1], source, metric="flip rate",
+        out["comparison"] = compare_events(kept[:, 0], kept[:, 1], groups, metric="flip rate",
                                            group_name="examples")
     return out

@@ -121,7 +121,10 @@ class CounterfactualResult(Result):
     edits: str | None = None
     changed: int | None = None  # edited copies scored
     examples_changed: int | None = None
-    flip_rate: list[float | None] | None = None  # per model: share of edits that change its label
+    flip_rate: list[float | None] | None = None  # per model: share of edits that change its label (WordNet
+    # synonyms: of the edits that keep the meaning, `meaning.validity`)
+    valid_edits: int | None = None  # WordNet synonyms: the edits that keep the meaning, which the rates count
+    flip_rate_all_edits: list[float | None] | None = None  # WordNet synonyms: per model, over every edit
     both: int | None = None  # edits that flip both models
     only: list[list[dict]] | None = None  # per model: edits that flip it alone
     examples: list[dict] | None = None
