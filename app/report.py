@@ -208,7 +208,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             if cmp:  # a section cached by an earlier version has none
                 md += [" ".join(describe(cmp, [r["model"] for r in res["models"]])), ""]
         elif kind == "slices":
-            md += [slices_summary(res), "", "| slice | size | " + " | ".join(res["models"]) + " | agreement | gap | q |",
+            md += [slices_summary(res), "",
+                   "| slice | size | " + " | ".join(res["models"]) + " | agreement | gap | q |",
                    "|---|---|---|---|---|---|---|"]
             for sl in res["slices"][:10]:
                 md.append(f"| {sl['name']} | {sl['size']} | " + " | ".join(f"{sl['accuracy'][m]:.3f}"

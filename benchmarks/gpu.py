@@ -40,9 +40,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from saliency_speed import captum_tutorial_ig as tutorial_ig  # noqa: E402  (this folder: the recipe, one copy)
 
-from app.core import api  # noqa: E402
+from app.core import api, graphs  # noqa: E402
 from app.core import device as devices  # noqa: E402
-from app.core import graphs  # noqa: E402
 from app.core.data import Example, load_dataset  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
 from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402

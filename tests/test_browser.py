@@ -284,6 +284,23 @@ def _every_tab(drv, app_url, offline_pair, size):
     _wait(lambda: [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Compare"
                    and t.get_attribute("aria-selected") == "true"])
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:20] == text[:20])
+    if size == "desktop":  # a failed run clears the results it would have replaced, and its message stays
+        from selenium.webdriver.common.keys import Keys
+
+        _tab(drv, "Benchmark")
+        field = _visible(drv, "input[role='listbox']")[0]
+        field.click()
+        field.send_keys(Keys.CONTROL, "a")
+        field.send_keys("no/such/file.tsv", Keys.ENTER)
+        _visible(drv, ".prose")[0].click()
+        _button(drv, "Score both models").click()
+        _wait(lambda: _errors(drv))
+        assert any("no/such/file.tsv" in e for e in _errors(drv)), _errors(drv)
+        assert not _says(drv, "120 labelled examples") and not _cells(drv, 25)  # the last run's results are gone
+        time.sleep(11)  # Gradio's default closed a message after 10 s
+        assert _errors(drv)
+        for close in _visible(drv, ".toast-close"):
+            close.click()
 
     _tab(drv, "Counterfactuals")
     _type(drv, "textarea", "the film was long but the food was lovely")

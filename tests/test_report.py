@@ -11,9 +11,9 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     res = generate(offline_pair, tmp_path, datasets=[ds], suites=[suite], limit=60, sample=4, attack_n=2,
                    umap_n=40, saliency_n=4, progress_bar=False)
     md = (tmp_path / "report.md").read_text()
-    for heading in ("Benchmark: dev.tsv", "Where they differ: dev.tsv", "CheckList: sentiment_suite.json.gz", "Attack: deepwordbug",
-                    "Attack: textfooler-offline", "UMAP", "Inside: layer similarity and attention",
-                    "Saliency: integrated gradients", "Parameters and speed"):
+    for heading in ("Benchmark: dev.tsv", "Where they differ: dev.tsv", "CheckList: sentiment_suite.json.gz",
+                    "Attack: deepwordbug", "Attack: textfooler-offline", "UMAP",
+                    "Inside: layer similarity and attention", "Saliency: integrated gradients", "Parameters and speed"):
         assert f"## {heading}" in md
     inside = md.split("## Inside: layer similarity and attention")[1].split("## ")[0]
     # seven layers each (embeddings + 6): every layer of the first model gets its best match but the constant

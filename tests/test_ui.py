@@ -264,7 +264,7 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
     required = {name: [p["parameter_name"] for p in e["parameters"] if not p["parameter_has_default"]]
                 for name, e in info.items()}
     assert required == {"/predict": ["text"], "/saliency": ["text"], "/saliency_methods": ["text"],
-                        "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [],
+                        "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [], "/slices": [],
                         "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": [], "/similarity": [],
                         "/attention": ["text"]}, required
     for name, e in info.items():

@@ -21,9 +21,11 @@ from . import counterfactuals as cf
 # F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
 from .attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe_status  # noqa: F401
 from .batching import Combiner
-from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
+from .benchmark import (
+    DISAGREEMENTS_SHOWN,  # noqa: F401
+    check_labels,
+)
 from .benchmark import benchmark as score
-from .benchmark import check_labels
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table, surrogate_reason
 from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
@@ -82,10 +84,10 @@ from .saliency import (
     check_output,
 )
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
+from .similarity import similarity_batch, spans, summarise
 from .slices import METRICS as SLICE_METRICS
 from .slices import find as find_slices
 from .slices import slices_batch
-from .similarity import similarity_batch, spans, summarise
 from .timing import latency_batch, latency_comparison
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool

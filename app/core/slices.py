@@ -140,7 +140,8 @@ def find(texts: Sequence[str], gold: Sequence[int], first: Sequence[int], second
         gold, first, second: gold label indices and each model's predicted indices.
         metric: `accuracy` (McNemar) or `agreement` (Fisher).
     Returns:
-        {"metric", "models", "n", "min_size", "alpha", "candidates_tested", "findings", "overall", "slices": [...]}, each
+        {"metric", "models", "n", "min_size", "alpha", "candidates_tested", "findings", "overall",
+        "slices": [...]}, each
         slice with its size, both models' accuracy, agreement, the paired counts, p, q and its examples'
         indices.
     """
@@ -176,7 +177,8 @@ def find(texts: Sequence[str], gold: Sequence[int], first: Sequence[int], second
     weight = (lambda r: abs(r["gap_examples"])) if metric == "accuracy" else \
         (lambda r: abs(r["effect"]) * r["size"])
     rows.sort(key=lambda r: (not r["q"] < alpha, -weight(r), r["q"], r["name"]))
-    return {"metric": metric, "models": list(models), "n": n, "min_size": min_size, "alpha": alpha, "candidates_tested": len(rows),
+    return {"metric": metric, "models": list(models), "n": n, "min_size": min_size, "alpha": alpha,
+            "candidates_tested": len(rows),
             "findings": sum(r["q"] < alpha for r in rows),
             "overall": {"accuracy": {models[0]: float(right_a.mean()), models[1]: float(right_b.mean())},
                         "agreement": float(agree.mean())},

@@ -6,7 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import grouped_bars
 
-from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, on_select, shipped, stop_session
+from .common import BATCH, Ctx, action, bind, dataset_field, describe, json_out, on_select, shipped, stop_session
 
 NO_DATASET = "none: attack the text above"
 
@@ -81,7 +81,7 @@ def tab(ctx: Ctx) -> None:
                              label="per example and model", wrap=True)
         plot = gr.Plot(label="success and transfer rates")
         raw = json_out()
-        go.click(bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
+        action(go, bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
         table.select(on_select(show_example, ctx), raw, diffs, api_name=False, queue=False)
         ctx.link(table, raw, attacked_texts, switch=False)  # the panels above show it; the other tabs get it

@@ -6,7 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import benchmark_figure, slices_figure
 
-from .common import BATCH, Ctx, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
+from .common import BATCH, Ctx, action, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
 
 
 def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples: float | None = 1000,
@@ -54,7 +54,8 @@ def tab(ctx: Ctx) -> None:
                              column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = json_out()
         ctx.link(table, raw, disagreement_texts)
-        go.click(bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark", **BATCH)
+        action(go, bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark",
+               **BATCH)
         stop_button(summary)
 
         gr.Markdown("### Where they differ")
@@ -73,6 +74,6 @@ def tab(ctx: Ctx) -> None:
                                    column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])
         slice_raw = json_out()
         ctx.link(slice_table, slice_raw, slice_texts)
-        find.click(bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],
+        action(find, bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],
                    [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
         stop_button(slice_summary)

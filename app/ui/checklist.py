@@ -10,7 +10,7 @@ from app.core import api, views
 from app.core.errors import LensError
 from app.core.plots import grouped_bars
 
-from .common import BATCH, Ctx, bind, describe, json_out, progress_of, stop_button
+from .common import BATCH, Ctx, action, bind, describe, json_out, progress_of, stop_button
 
 
 def checklist(ctx: Ctx, suite_path: str | None = None, uploaded=None, cases_per_test: float | None = 20,
@@ -59,6 +59,6 @@ def tab(ctx: Ctx) -> None:
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
         ctx.link(fails, raw, failure_texts)
-        go.click(bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
+        action(go, bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
                  api_name="checklist", **BATCH)
         stop_button(verdict)

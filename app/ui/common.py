@@ -127,6 +127,16 @@ def stop_session(request: gr.Request) -> str:
     return "stopping after the current batch ..." if running else "nothing is running"
 
 
+def action(trigger, fn: Callable, inputs, outputs: list, **event):
+    """`trigger.click(fn, inputs, outputs, **event)`, with the action's previous outputs cleared the moment it
+    is clicked: a run that fails leaves its message beside empty outputs, never above the last run's results
+    (which would read as this run's). The clearing runs in the page's own event, outside the queue; the
+    endpoint that `event`'s api_name names (gradio_client's) is `fn` alone."""
+    blank = (lambda: None) if len(outputs) == 1 else (lambda: [None] * len(outputs))
+    cleared = trigger.click(blank, None, outputs, queue=False, api_name=False, show_progress="hidden")
+    return cleared.then(fn, inputs, outputs, **event)
+
+
 def stop_button(target) -> None:
     gr.Button("Stop", size="sm").click(stop_session, None, target, queue=False, api_name=False)
 

@@ -5,7 +5,7 @@ import gradio as gr
 
 from app.core import api, views
 
-from .common import Ctx, bind, describe, direct, examples, json_out, text_inputs
+from .common import Ctx, action, bind, describe, direct, examples, json_out, text_inputs
 
 
 def predict(ctx: Ctx, text: str, text2: str | None = None) -> tuple:
@@ -22,5 +22,5 @@ def tab(ctx: Ctx) -> None:
             labels = [gr.Label(label=n, num_top_classes=5) for n in ctx.names]
         info = gr.Markdown(label="probabilities")
         raw = json_out()
-        go.click(inputs=[t1, t2], outputs=[raw, *labels, info], api_name="predict", **direct(bind(predict, ctx)))
+        action(go, inputs=[t1, t2], outputs=[raw, *labels, info], api_name="predict", **direct(bind(predict, ctx)))
         gr.Examples(examples(ctx.pair), [t1, t2] if ctx.pair.task.is_pair else [t1])

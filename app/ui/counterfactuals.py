@@ -7,7 +7,7 @@ from app.core import api, views
 from app.core.plots import counterfactual_figure
 
 from . import common
-from .common import SINGLE, Ctx, bind, dataset_field, describe, examples, json_out, text_inputs
+from .common import SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out, text_inputs
 
 STUDY_SWAP = "cities -> townships"
 # Words of the shipped reviews whose swap should not change a sentiment: the study's probe, where it can apply.
@@ -69,7 +69,7 @@ def tab(ctx: Ctx) -> None:
             column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))],
         )
         craw = json_out()
-        go.click(bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
+        action(go, bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
                  api_name="counterfactual", **SINGLE)
         common.stop_button(csum)
         gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.is_pair else [c1])

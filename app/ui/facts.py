@@ -6,7 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import transition_labels
 
-from .common import SINGLE, Ctx, bind, describe, json_out
+from .common import SINGLE, Ctx, action, bind, describe, json_out
 
 
 def steps(ctx: Ctx) -> list[str]:
@@ -36,4 +36,4 @@ def tab(ctx: Ctx) -> None:
             cosine = gr.LinePlot(x="layer", y="cosine", color="model", sort=order,
                                  label="cosine between layers")
         raw = json_out()
-        go.click(bind(facts, ctx), [texts], [raw, summary, table, l2, cosine], api_name="facts", **SINGLE)
+        action(go, bind(facts, ctx), [texts], [raw, summary, table, l2, cosine], api_name="facts", **SINGLE)

@@ -12,6 +12,7 @@ from .common import (
     BATCH,
     SINGLE,
     Ctx,
+    action,
     bind,
     dataset_field,
     describe,
@@ -67,7 +68,7 @@ def tab(ctx: Ctx) -> None:
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(label="CKA")
         raw = json_out("similarity")
-        go.click(bind(similarity, ctx), [ds, limit, pooling], [raw, summary, plot], api_name="similarity", **BATCH)
+        action(go, bind(similarity, ctx), [ds, limit, pooling], [raw, summary, plot], api_name="similarity", **BATCH)
         stop_button(summary)
 
         describe("Attention of both models on one input at one layer, word to word (rows attend to columns; a "
@@ -79,4 +80,4 @@ def tab(ctx: Ctx) -> None:
         show = gr.Button("Show attention")
         aplot = gr.Plot(label="attention")
         araw = json_out("attention")
-        show.click(bind(attention, ctx), [t1, t2, layer, head], [araw, aplot], api_name="attention", **SINGLE)
+        action(show, bind(attention, ctx), [t1, t2, layer, head], [araw, aplot], api_name="attention", **SINGLE)

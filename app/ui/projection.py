@@ -13,6 +13,7 @@ from app.core.plots import plot_png
 from .common import (
     BATCH,
     Ctx,
+    action,
     bind,
     dataset_field,
     describe,
@@ -105,7 +106,7 @@ def tab(ctx: Ctx) -> None:
                               label="picked points")
         raw = json_out()
         state = gr.State()
-        go.click(bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
+        action(go, bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
                  [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **BATCH)
         for plot, name in zip(scatter, ctx.names):
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state], api_name=False, queue=False)

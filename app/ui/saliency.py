@@ -7,7 +7,7 @@ from app.core import api, views
 from app.core.plots import saliency_dataset_figure, saliency_figure
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, examples, json_out
+from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out
 
 
 def saliency(ctx: Ctx, text: str, text2: str | None = None, method_name: str = "integrated_gradients",
@@ -74,9 +74,9 @@ def tab(ctx: Ctx) -> None:
         table = gr.HTML()  # all methods side by side
         raw = json_out()
         mraw = json_out("all methods")
-        go.click(bind(saliency, ctx), [s1, s2, method, target, tolerance, output], [raw, *maps, summary, bars],
+        action(go, bind(saliency, ctx), [s1, s2, method, target, tolerance, output], [raw, *maps, summary, bars],
                  api_name="saliency", **SINGLE).success(headers, raw, maps, api_name=False, queue=False)
-        every.click(bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
+        action(every, bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
                     api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
 
@@ -91,6 +91,6 @@ def tab(ctx: Ctx) -> None:
                                            *[f"{n} top words" for n in ctx.names]], wrap=True,
                                   label="lowest agreement")
             sdraw = json_out("dataset result")
-            sgo.click(bind(saliency_dataset, ctx), [sds, method, tolerance, slimit, output],
+            action(sgo, bind(saliency_dataset, ctx), [sds, method, tolerance, slimit, output],
                       [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
             common.stop_button(ssum)
