@@ -20,7 +20,7 @@ from app.core import api, plots
 from app.core.api import Pair, default_suites
 from app.core.errors import LensError
 from app.core.plots import grouped_bars, saliency_dataset_figure, transitions_figure
-from app.core.views import describe, format_mean, percent, slices_summary, verdict
+from app.core.views import checklist_types_legend, describe, format_mean, percent, slices_summary, verdict
 
 
 def _slug(name: str) -> str:
@@ -221,7 +221,7 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
             md += ["", f"![Where they differ]({fig.name})", ""]
         elif kind == "checklist":
             md += [f"Suite `{res['suite']}`, up to {res['sample']} cases per test; labels mapped by name.", "",
-                   res["markdown"], ""]
+                   res["markdown"], "", checklist_types_legend(), ""]
             if res.get("summary"):  # a section cached by an earlier version has none
                 md += [res["summary"], ""]
             fig = out / f"checklist_{res['kind']}.png"

@@ -132,3 +132,17 @@ def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_sh
     from app.core.views import clip  # the attack tab's untouched rest and adversarial column use the same cut
 
     assert clip("x" * 400) == "x" * 400 and clip("x" * 1000) == "x" * 300 + " … [700 more characters]"
+
+
+def test_the_checklist_legend_explains_every_test_type_the_released_suites_use():
+    from app.core import checklist as cl
+    from app.core import views
+
+    from .conftest import shared
+
+    used = set()
+    for suite in sorted(shared("checklist").glob("*_suite.json.gz")):
+        used |= {t.type for t in cl.load_suite(suite).tests}
+    assert used and used <= set(views.CHECKLIST_TYPES)
+    legend = views.checklist_types_legend()
+    assert all(f"**{kind}**, " in legend for kind in used)

@@ -371,6 +371,19 @@ def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.
     return summary, table.astype(str), pd.DataFrame(trans)
 
 
+CHECKLIST_TYPES = {  # CheckList's three kinds of test (Ribeiro et al. 2020), as the tables abbreviate them
+    "MFT": "minimum functionality: each case has a right answer (\"I didn't love the food\" is not positive)",
+    "INV": "invariance: an edit that shouldn't change the answer (a typo, a name, a location) changes it",
+    "DIR": "directional: an edit that should move the confidence one way (adding \"I hated it\") moves it the "
+           "other",
+}
+
+
+def checklist_types_legend() -> str:
+    """The test types of the CheckList tables, one line each, for people who haven't read the paper."""
+    return "Test types: " + "; ".join(f"**{k}**, {v}" for k, v in CHECKLIST_TYPES.items()) + "."
+
+
 def checklist_failures(res: dict, per_test: int = 2) -> list[dict]:
     """Up to `per_test` failing cases per test and model, in the table's order; `texts`: the case's first input
     (its fields), which a picked row loads into the other tabs."""

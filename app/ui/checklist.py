@@ -37,6 +37,7 @@ def tab(ctx: Ctx) -> None:
         describe("CheckList tests of capabilities (vocabulary, negation, robustness to typos, fairness): the fail "
                  "rate of each model per test, and McNemar's p-value for whether they fail equally often "
                  "(Holm-corrected for the number of tests).")
+        describe(views.checklist_types_legend())
         if not suites:
             gr.Markdown(f"No released CheckList suite fits the *{html.escape(ctx.pair.task.name)}* task: they test "
                         "sentiment (positive/negative, neutral) and QQP paraphrase labels. Give the path of, or "
