@@ -146,3 +146,19 @@ def test_the_checklist_legend_explains_every_test_type_the_released_suites_use()
     assert used and used <= set(views.CHECKLIST_TYPES)
     legend = views.checklist_types_legend()
     assert all(f"**{kind}**, " in legend for kind in used)
+
+
+def test_generators_read_as_words_and_flip_rates_fill_their_axis():
+    """A table's generator column names each generator in words, and a dataset's flip rates of a few percent
+    get an axis that fits them, with the interval's top inside it."""
+    from app.core.api import GENERATORS
+    from app.core.plots import counterfactual_figure
+    from app.core.views import generator_name
+
+    names = {generator_name(g) for g in GENERATORS}
+    assert "WordNet synonym" in names and "word swap" in names and not any("_" in n for n in names)
+    res = {"flip_rate": [0.039, 0.06], "changed": 385, "only": [[{}] * 12, [{}] * 20],
+           "comparison": {"intervals": [[0.02, 0.058], [0.04, 0.082]]}}
+    ax = counterfactual_figure(res, ["BERT", "ALBERT"]).axes[0]
+    low, high = ax.get_ylim()
+    assert low == 0 and 0.082 < high <= 0.11

@@ -282,6 +282,16 @@ def around_edit(original: str, edited: str, before: int = 120, after: int = 240)
     return ("…" if start else "") + edited[start:end] + ("…" if end < len(edited) else "")
 
 
+GENERATOR_NAMES = {"word_replacement": "word swap", "wordnet_synonym": "WordNet synonym",
+                   "wordnet_antonym": "WordNet antonym", "hotflip": "HotFlip", "ablation_flip": "word removal"}
+
+
+def generator_name(generator: str) -> str:
+    """A counterfactual generator as people read it ("wordnet_synonym" -> "WordNet synonym")."""
+    key = generator.removeprefix("dataset_")
+    return GENERATOR_NAMES.get(key, key.replace("_", " "))
+
+
 def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
     one model only lead the table (the study's question: where do the two models part ways?)."""
@@ -289,7 +299,7 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     for c in res.get("changes") or res.get("examples", []):
         shown = [around_edit(o, e) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
         row = {"flips": flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
-               "generator": c["generator"]}
+               "generator": generator_name(c["generator"])}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]
             row[f"{n} before"] = b.get("label", b.get("score"))
