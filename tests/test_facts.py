@@ -133,3 +133,22 @@ def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair
     summary, _, _ = views.facts_views(res, names, ["0→1"] * 8)
     assert "latency **3.00×**" in summary
     assert f"{names[1]}'s latency (ms) is higher beyond chance on these 12 inputs" in summary
+
+
+def test_the_facts_table_reads_in_words(tiny_pair):
+    """Model facts' table: every row a label in words (no raw keys), booleans as yes / no, and the long
+    matrix-product note under the summary instead of in a column."""
+    import html
+
+    from app.core import api, views
+
+    res = api.facts(tiny_pair, ["a fine film", "an awful film"])
+    names = [m.name for m in tiny_pair.models]
+    summary, table, _ = views.facts_views(res, names, ["0→1"] * 8)
+    facts = list(table["fact"])
+    assert not [f for f in facts if "_" in f], facts
+    assert "one layer's weights shared by every depth" in facts and "parameters: embeddings" in facts
+    shared = table.set_index("fact").loc["one layer's weights shared by every depth"]
+    assert list(shared) == ["yes" if m["shares_layers"] else "no" for m in res["models"]]
+    assert "linear layers" not in facts and "Matrix products: " in summary
+    assert all(html.escape(m["linear_layers"]) in summary for m in res["models"])

@@ -366,9 +366,34 @@ def projection_summary(res: dict, names: list[str]) -> str:
             f"{res['procrustes_disparity']:.3f} · embeddings: {cached}")
 
 
+FACT_LABELS = {  # Model facts' rows as people read them; a key not here reads with spaces for underscores
+    "source": "source", "family": "architecture", "parameters": "parameters",
+    "parameters_embeddings": "parameters: embeddings", "parameters_encoder": "parameters: encoder layers",
+    "parameters_head": "parameters: pooler and classifier", "layers": "layers", "hidden_size": "hidden size",
+    "embedding_size": "embedding size", "shares_layers": "one layer's weights shared by every depth",
+    "vocab_size": "vocabulary", "tokenizer": "tokenizer", "precision": "precision", "device": "device",
+    "device_name": "device name", "device_memory_gb": "device memory (GB)",
+    "latency_ms": "latency, one input (ms, median)", "throughput_per_s": "throughput (inputs/s, batched)",
+    "gpu_memory_mb": "GPU memory held (MB)", "gpu_peak_memory_mb": "GPU memory at peak (MB)",
+    "cuda_graphs": "small batches replayed from CUDA graphs", "cuda_graph_buckets": "CUDA graph buckets",
+    "cuda_graphs_off": "why CUDA graphs are off",
+}
+FOOTNOTED = ("linear_layers",)  # long implementation notes: under the table, not in a column of their own
+
+
+def fact_label(key: str) -> str:
+    return FACT_LABELS.get(key, key.replace("_", " "))
+
+
+def _fact_value(value) -> str:
+    return ("yes" if value else "no") if isinstance(value, bool) else fact_text(value)
+
+
 def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.DataFrame, pd.DataFrame]:
-    """Model facts as a summary line, a fact × model table and the layer transitions as long-form rows."""
-    rows = [{k: fact_text(v) for k, v in m.items() if k != "transitions"} for m in res["models"]]
+    """Model facts as a summary line, a fact × model table (facts in words, booleans as yes / no) and the layer
+    transitions as long-form rows; the matrix-product note goes under the summary, not into the table."""
+    rows = [{("model" if k == "model" else fact_label(k)): _fact_value(v) for k, v in m.items()
+             if k != "transitions" and k not in FOOTNOTED} for m in res["models"]]
     trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}
              for m in res["models"]
              for i, (l2, c) in enumerate(zip(m["transitions"]["l2"], m["transitions"]["cosine"]))]
@@ -377,6 +402,9 @@ def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.
                f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** (measured now on {res['n_inputs']} "
                "inputs)\n\nOne input at a time, both models in turns: "
                + html.escape(verdict(res["latency_comparison"], names, unit="inputs"), quote=False))
+    notes = [f"{html.escape(m['model'])}: {html.escape(str(m[k]))}" for k in FOOTNOTED for m in res["models"] if k in m]
+    if notes:
+        summary += "\n\n<small>Matrix products: " + " · ".join(notes) + "</small>"
     table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
     return summary, table.astype(str), pd.DataFrame(trans)
 
