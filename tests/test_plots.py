@@ -1,3 +1,5 @@
+import pytest
+
 from app.core.plots import counterfactual_figure, grouped_bars, saliency_figure, transition_labels, transitions_figure
 
 
@@ -43,7 +45,7 @@ def test_counterfactual_plot_shows_each_models_own_delta():
     flips = {"generator": "dataset_flip_rate", "flip_rate": [0.2, 0.05], "only": [[1, 2, 3], []], "changed": 20}
     ax = counterfactual_figure(flips, ["BERT", "ALBERT"]).axes[0]
     assert [round(b.get_height(), 6) for b in ax.patches] == [0.2, 0.15, 0.05, 0.0]
-    assert ax.get_ylabel() == "share of 20 edits (flip rate: 95% interval)"
+    assert ax.get_ylabel() == "share of the edits" and ax.get_title() == "20 edits; flip rate with its 95% interval"
     with_ci = counterfactual_figure(flips | {"comparison": {"intervals": [[0.05, 0.4], [0.0, 0.2]]}},
                                     ["BERT", "ALBERT"]).axes[0]
     caps = sorted(round(y, 6) for line in with_ci.lines if line.get_marker() not in (None, "None", "")
@@ -57,7 +59,8 @@ def test_saliency_figure_numbers_repeated_words_and_keeps_both_models():
                     {"model": "ALBERT", "words": ["good", "good", "film"], "scores": [0.0, 0.75, -0.5]}]}
     ax = saliency_figure(res).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["1:good", "2:good", "3:film"]
-    assert [round(b.get_height(), 6) for b in ax.patches] == [0.5, -0.25, 0.125, 0.0, 0.75, -0.5]
+    # each model over its own largest |score| (BERT's 0.5, ALBERT's 0.75)
+    assert [round(b.get_height(), 6) for b in ax.patches] == [1.0, -0.5, 0.25, 0.0, 1.0, round(-0.5 / 0.75, 6)]
     assert ax.get_title() == "integrated gradients, per word"
     res["maps"][0]["target_label"], res["maps"][1]["target_label"] = "negative", "positive"
     legend = saliency_figure(res).axes[0].get_legend().get_texts()
@@ -174,3 +177,31 @@ def test_saliency_figure_of_a_pair_marks_where_the_second_text_starts():
               "maps": [{"model": "BERT", "words": words, "fields": [0] * 5, "scores": [0.1] * 5}]}
     ax = saliency_figure(single).axes[0]
     assert not ax.texts and not [line for line in ax.get_lines() if line.get_linestyle() == "--"]
+
+
+def test_the_saliency_chart_and_the_highlight_agree_on_each_models_top_word():
+    """A model with scores a hundred times smaller (ALBERT's occlusion) gets bars as tall as its highlight is
+    deep: per model, the chart's tallest bar is the highlight's strongest word, and both reach 1. An unsigned
+    method is drawn as magnitudes from zero and labelled so."""
+    from app.core.views import highlight
+
+    text = "the plot is bad and the acting is a mess"
+    words = text.split()
+    res = {"method": "occlusion", "signed": True, "maps": [
+        {"model": "BERT", "words": words, "scores": [0.01, 0.2, 0.0, -0.9, 0.0, 0.01, 0.3, 0.0, 0.0, -0.5]},
+        {"model": "ALBERT", "words": words, "scores": [0.0, -0.004, 0.0, 0.001, 0.0, 0.0, 0.002, 0.0, 0.0, -0.008]}]}
+    ax = saliency_figure(res).axes[0]
+    heights = [b.get_height() for b in ax.patches]
+    for k, m in enumerate(res["maps"]):
+        bars = heights[k * len(words): (k + 1) * len(words)]
+        spans = [(w, v) for w, v in highlight(m, [text]) if v is not None]
+        chart_top = max(range(len(words)), key=lambda i: abs(bars[i]))
+        highlight_top = max(range(len(spans)), key=lambda i: abs(spans[i][1]))
+        assert chart_top == highlight_top and spans[highlight_top][0] == words[chart_top]
+        assert abs(bars[chart_top]) == pytest.approx(1.0) == abs(spans[highlight_top][1])
+    assert "+ supports the class" in ax.get_ylabel() and ax.get_ylim()[0] < 0
+    res |= {"method": "gradient_norm", "signed": False}
+    for m in res["maps"]:
+        m["scores"] = [abs(x) for x in m["scores"]]
+    ax = saliency_figure(res).axes[0]
+    assert ax.get_ylim()[0] == 0 and "no sign" in ax.get_ylabel()

@@ -193,7 +193,8 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
     out = explain(pair.models, ex, method, tgt, **options)
     return SaliencyResult(method=method, output=options["output"], fields=list(pair.task.fields),
                           maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
-                          agreement=out["agreement"], agreement_label=out["agreement_label"])
+                          agreement=out["agreement"], agreement_label=out["agreement_label"],
+                          signed=METHODS[method].signed)
 
 
 def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: str | None = None,

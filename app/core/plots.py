@@ -71,9 +71,16 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
         title += f": the {most} of {len(words)} words with the largest scores"
     elif unread:
         title += f": the {len(shown)} of {len(words)} words read"
-    rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i]} for m in maps for i in shown]
+    # each model's scores over its own largest |score|, as the highlight colours them: on one raw axis a model
+    # with small scores (ALBERT's occlusion) had invisible bars beside a deep-red highlight
+    top = [max((abs(x) for x in m["scores"]), default=0.0) or 1.0 for m in maps]  # `views.highlight`'s scale
+    rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i] / t}
+            for m, t in zip(maps, top) for i in shown]
+    ylabel = ("score / the model's largest (+ supports the class)" if res.get("signed", True) else
+              "magnitude / the model's largest (no sign: how sensitive)")
     # a title above the axes also keeps the app's label badge off the top y tick
-    fig = grouped_bars(rows, "word", "score", "model", "score (+ supports the class)", title=title)
+    fig = grouped_bars(rows, "word", "score", "model", ylabel, title=title,
+                       ylim=(-1.05, 1.05) if res.get("signed", True) else (0, 1.05))
     mark_fields(fig.axes[0], res.get("fields") or [], [maps[0]["fields"][i] for i in shown] if maps and
                 maps[0].get("fields") else [])
     return fig

@@ -78,6 +78,7 @@ class SaliencyResult(Result):
     faithfulness: list[dict]  # per model: comprehensiveness and sufficiency of its own ranking
     agreement: float | None  # rank correlation of the two maps over shared words
     agreement_label: str | None  # the class both maps explain when compared
+    signed: bool = True  # the method's scores say for (+) or against (-); False: a magnitude (gradient norm)
 
 
 @dataclass(frozen=True)
