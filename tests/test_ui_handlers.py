@@ -257,3 +257,22 @@ def test_slices_handler_shows_the_facades_slices(ctx, tiny_pair):
     assert f"{res['candidates_tested']} candidate slices" in summary
     assert benchmark.slice_texts(res, 0) == res["slices"][0]["examples"][0]
     assert benchmark.slice_texts(res, len(res["slices"])) is None
+
+
+def test_the_first_screen_names_the_task_both_models_and_what_to_try(offline_pair):
+    """Under the banner: the task with its fields and labels, each model's parameters (Model facts' count) and
+    depth, the device, and three numbered first steps that name real tabs."""
+    from app.core import views
+    from app.ui import build
+
+    info = api.overview(offline_pair)
+    text = views.first_screen(info)
+    facts = api.facts(offline_pair, ["a fine film", "an awful film"])
+    assert "Task **sst2**: sentence → negative / positive." in text
+    for m, f in zip(offline_pair.models, facts["models"]):
+        assert f"**{m.name}** {f['parameters'] / 1e6:.1f}M parameters, {f['layers']} layers" in text
+    assert "sharing one set of weights" in text and "answering on cpu" in text
+    assert all(f"**{k}.**" in text for k in (1, 2, 3)) and "*Benchmark*" in text and "*Saliency*" in text
+    demo = build(offline_pair)
+    shown = [c.value for c in demo.blocks.values() if type(c).__name__ == "Markdown"]
+    assert text in shown

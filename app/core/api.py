@@ -32,7 +32,7 @@ from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
 from .engine import Engine, ray_or_none
 from .errors import InputError
 from .explanation import explain, explain_batch, explain_dataset
-from .facts import facts_batch, model_facts
+from .facts import facts_batch, model_facts, shares_layers
 from .fidelity import against_fp32
 from .inference import check_examples, from_logits, logits_batch
 from .inference import predict as predict_examples  # noqa: F401
@@ -320,6 +320,19 @@ GENERATORS = ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablatio
 
 def shipped_datasets() -> dict[str, Path]:
     return {p.stem: p for p in sorted(EXAMPLES.glob("*.jsonl"))}
+
+
+def overview(pair: Pair) -> dict:
+    """What a first screen says of the pair: the task, its fields and labels, each model's size and depth, and
+    the device that answers."""
+    from .facts import count_parameters
+
+    return {"pair": pair.name, "task": pair.task.name, "fields": list(pair.task.fields),
+            "labels": list(pair.task.labels) if pair.task.labels else None,
+            "models": [{"model": clf.name, "parameters": count_parameters(clf.model),
+                        "layers": clf.model.config.num_hidden_layers,
+                        "shares_layers": shares_layers(clf.model)} for clf in pair.models],
+            **pair.hardware()}
 
 
 def default_dataset(pair: Pair) -> str:

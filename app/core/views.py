@@ -65,6 +65,21 @@ def highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
     return out
 
 
+def first_screen(info: dict) -> str:
+    """The app's opening lines: the task and its labels, both models with their sizes and the device, and three
+    things to try first (`api.overview`)."""
+    labels = " / ".join(info["labels"]) if info["labels"] else "a score"
+    fields = " + ".join(info["fields"])
+    models = ", ".join(f"**{html.escape(m['model'])}** {m['parameters'] / 1e6:.1f}M parameters, {m['layers']} layers"
+                       + (" sharing one set of weights" if m["shares_layers"] else "") for m in info["models"])
+    a, b = (html.escape(m["model"]) for m in info["models"][:2])
+    return (f"Task **{html.escape(info['task'])}**: {html.escape(fields)} → {html.escape(labels)}. {models}; "
+            f"answering on {html.escape(str(info['device']))}.\n\n"
+            f"To start: **1.** type a sentence below and press *Predict*: do {a} and {b} agree? "
+            "**2.** *Benchmark*: score both on the dev set, then *Find slices* for where they differ. "
+            "**3.** *Saliency*: which words each model relied on.")
+
+
 def prob_label(rec: dict) -> dict:
     return rec.get("probabilities") or {"score": rec.get("score", 0.0)}
 

@@ -13,7 +13,7 @@ import threading
 
 import gradio as gr
 
-from app.core import api
+from app.core import api, views
 
 from . import attacks, benchmark, checklist, common, compare, counterfactuals, facts, inside, projection, saliency
 from .attacks import attack_examples as _attack_examples  # noqa: F401 - tests and older imports
@@ -59,6 +59,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     ctx = Ctx.of(pair, heavy)
     with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS) as demo:
         gr.Markdown(banner(pair))
+        gr.Markdown(views.first_screen(api.overview(pair)))
         with gr.Tabs() as tabs:
             for tab in TABS:
                 tab.tab(ctx)
