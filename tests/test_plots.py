@@ -205,3 +205,28 @@ def test_the_saliency_chart_and_the_highlight_agree_on_each_models_top_word():
         m["scores"] = [abs(x) for x in m["scores"]]
     ax = saliency_figure(res).axes[0]
     assert ax.get_ylim()[0] == 0 and "no sign" in ax.get_ylabel()
+
+
+def test_cka_and_attention_plots_read_without_the_docs():
+    """CKA: layer 0 is labelled as the embedding output, an undefined cell is drawn grey (masked), the best
+    matches are marked large enough to see. Attention: each model on its own colour scale."""
+    import math
+
+    from app.core.plots import attention_figure, similarity_figure
+
+    nan = math.nan
+    cka = [[nan, nan, nan], [nan, 0.9, 0.4], [nan, 0.5, 0.8]]
+    res = {"models": ["BERT", "ALBERT"], "cross": {"cka": cka}, "a": {"cka": cka}, "b": {"cka": cka},
+           "best_b_for_a": [None, 1, 2]}
+    fig = similarity_figure(res)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["emb", "1", "2"]
+    image = ax.get_images()[0].get_array()
+    assert image.mask[0].all() and not image.mask[1:, 1:].any()
+    marks = [line for line in ax.lines if line.get_marker() == "o"]
+    assert len(marks) == 2 and all(line.get_markersize() >= 10 for line in marks)
+    att = {"head": None, "models": [
+        {"model": "BERT", "layer": 2, "units": ["a", "b"], "map": [[0.9, 0.1], [0.2, 0.8]]},
+        {"model": "ALBERT", "layer": 2, "units": ["a", "b"], "map": [[0.06, 0.04], [0.05, 0.05]]}]}
+    images = [a.get_images()[0] for a in attention_figure(att).axes if a.get_images()]
+    assert [round(im.get_clim()[1], 6) for im in images[:2]] == [0.9, 0.06]

@@ -298,19 +298,26 @@ def similarity_figure(res: dict):
 
     a, b = res["models"]
     panels = [("cross", f"{a} (rows) × {b}"), ("a", f"{a} × {a}"), ("b", f"{b} × {b}")]
+    import matplotlib
+
     fig = Figure(figsize=(13, 4.2), layout="constrained")
     axes = fig.subplots(1, 3)
+    cmap = matplotlib.colormaps["magma"].copy()
+    cmap.set_bad("#d9d9d9")  # no CKA (a layer constant over the inputs, the [CLS] embedding): grey, not blank
     for ax, (key, title) in zip(axes, panels):
         m = np.array(res[key]["cka"], dtype=float)
-        im = ax.imshow(m, vmin=0, vmax=1, cmap="magma", origin="lower")
+        im = ax.imshow(np.ma.masked_invalid(m), vmin=0, vmax=1, cmap=cmap, origin="lower")
         ax.set_title(f"linear CKA: {title}", fontsize=10)
+        for axis, n in ((ax.xaxis, m.shape[1]), (ax.yaxis, m.shape[0])):  # layer 0 is the embedding output
+            axis.set_ticks(range(n), ["emb", *map(str, range(1, n))], fontsize=9)
         ax.set_xlabel("layer")
         ax.set_ylabel("layer")
         if key == "cross":
             for i, j in enumerate(res["best_b_for_a"]):
                 if j is not None:
-                    ax.plot(j, i, marker="o", markersize=6, markerfacecolor="none", markeredgecolor="#2ca02c")
-    fig.colorbar(im, ax=axes.tolist(), shrink=0.8)
+                    ax.plot(j, i, marker="o", markersize=11, markerfacecolor="none", markeredgecolor="#00e5ff",
+                            markeredgewidth=2.2)
+    fig.colorbar(im, ax=axes.tolist(), shrink=0.8, label="linear CKA (grey: undefined)")
     return fig
 
 
@@ -326,11 +333,14 @@ def attention_figure(res: dict):
     axes = fig.subplots(1, len(models))
     head = "mean of the heads" if res["head"] is None else f"head {res['head']}"
     for ax, m in zip(np.atleast_1d(axes), models):
-        im = ax.imshow(np.array(m["map"]), vmin=0, vmax=1, cmap="Blues")
-        ax.set_xticks(range(len(m["units"])), m["units"], rotation=90, fontsize=8)
-        ax.set_yticks(range(len(m["units"])), m["units"], fontsize=8)
+        # each model on its own scale: ALBERT's flatter attention on a shared 0-1 scale looked blank
+        weights = np.array(m["map"], dtype=float)
+        im = ax.imshow(weights, vmin=0, vmax=max(float(np.nanmax(weights)) if weights.size else 1.0, 1e-6),
+                       cmap="Blues")
+        ax.set_xticks(range(len(m["units"])), m["units"], rotation=90, fontsize=9)
+        ax.set_yticks(range(len(m["units"])), m["units"], fontsize=9)
         ax.set_title(f"{m['model']}: layer {m['layer']}, {head}", fontsize=10)
-    fig.colorbar(im, ax=list(np.atleast_1d(axes)), shrink=0.8, label="attention (row attends to column)")
+        fig.colorbar(im, ax=ax, shrink=0.8, label="attention (row attends to column)")
     return fig
 
 
