@@ -198,13 +198,17 @@ def test_report_on_ray_equals_local(tiny_pair, ray_engine, tmp_path, monkeypatch
         sections[name] = {p.stem: json.loads(p.read_text()) for p in (tmp_path / name / "cache").glob("*.json")}
         assert (tmp_path / name / "report.md").is_file() and (tmp_path / name / "umap.png").is_file()
     loc, rem = sections["local"], sections["ray"]
-    assert sorted(loc) == sorted(rem) and len(loc) == 8  # same cache keys: either engine's cache serves the other
+    assert sorted(loc) == sorted(rem) and len(loc) == 9  # same cache keys: either engine's cache serves the other
     for key, a in loc.items():
         b, kind = rem[key], key.split("-")[0]
         if kind == "benchmark":
             assert [m["accuracy"] for m in a["models"]] == [m["accuracy"] for m in b["models"]]
         elif kind == "checklist":
             assert a["capabilities"] == b["capabilities"]
+        elif kind == "slices":  # predicted (and embedded, for the clusters) on the workers: the same answers
+            assert a["overall"] == b["overall"] and a["candidates_tested"] == b["candidates_tested"]
+            plain = lambda r: [(s["name"], s["size"], s["q"]) for s in r["slices"] if s["kind"] != "cluster"]
+            assert plain(a) == plain(b)
         elif kind == "umap":
             assert a["knn_overlap"] == b["knn_overlap"]
             assert [p["prediction"] for p in a["points"]] == [p["prediction"] for p in b["points"]]

@@ -117,7 +117,8 @@ def test_a_pair_task_trains_on_both_texts_as_inference_reads_them(offline_pair):
     clf = offline_pair.models[0]
     enc = encode(clf.tokenizer, texts, 128)
     core = tokenize(clf, dev, max_length=128)
-    assert enc["input_ids"] == core["input_ids"] and enc["token_type_ids"] == core["token_type_ids"]
+    for name in ("input_ids", "token_type_ids"):
+        assert enc[name] == [row.tolist() for row in core[name]], name
     assert any(1 in row for row in enc["token_type_ids"])  # the hypothesis is segment 1
     batch = collate(enc, np.array([3, 0]))
     assert batch["token_type_ids"][0, : len(enc["input_ids"][3])].tolist() == enc["token_type_ids"][3]
