@@ -67,7 +67,7 @@ def test_counterfactual_handler_tables_each_edit(ctx):
     res, summary, _, table = counterfactuals.counterfactual(ctx, "the cities were lovely", None, "word_replacement",
                                                       "cities -> townships")
     assert list(res["changes"][0]["edited"]) == ["the townships were lovely"]
-    assert list(table["edited"]) == ["the townships were lovely"] and "1 edit(s)" in summary
+    assert list(table["edited"]) == ["the «townships» were lovely"] and "1 edit(s)" in summary
 
 
 def test_benchmark_handler_scores_a_named_dataset(ctx, tiny_pair):

@@ -110,7 +110,7 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
     cell = changes_frame({"generator": "word_replacement", "changes": [change(edited, [False, False])
                                                                        | {"original": [long]}]},
                           ["BERT", "ALBERT"])["edited"][0]
-    assert "a fine movie." in cell and cell.startswith("…") and cell.endswith("…") and len(cell) < 400
+    assert "a fine «movie»." in cell and cell.startswith("…") and cell.endswith("…") and len(cell) < 400
 
 
 def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_short_span():
@@ -162,3 +162,16 @@ def test_generators_read_as_words_and_flip_rates_fill_their_axis():
     ax = counterfactual_figure(res, ["BERT", "ALBERT"]).axes[0]
     low, high = ax.get_ylim()
     assert low == 0 and 0.082 < high <= 0.11
+
+
+def test_edited_words_are_marked_in_the_changes_table():
+    from app.core.views import mark_edits
+
+    assert mark_edits("the cities were lovely", "the townships were lovely") == "the «townships» were lovely"
+    assert mark_edits("the film , the food", "the movie , the meal") == "the «movie» , the «meal»"
+    assert mark_edits("a very good film", "a good film") == "a «∅» good film"
+    assert mark_edits("same", "same") == "same"
+    # the marks wrap words the edit put in and nothing else: without them the text is the edited text
+    edited = "it 's a charming and often affecting journeying ."
+    assert mark_edits("it 's a charming and often affecting journey .", edited).replace("«", "").replace("»", "") \
+        == edited

@@ -307,12 +307,36 @@ def generator_name(generator: str) -> str:
     return GENERATOR_NAMES.get(key, key.replace("_", " "))
 
 
+def mark_edits(original: str, edited: str) -> str:
+    """The edited text with each word the edit put in marked «like this» (a removed word leaves «∅»), so a
+    table row shows what changed without comparing the two texts by eye."""
+    import difflib
+
+    if original == edited:
+        return edited
+    a, b = split_words(original), split_words(edited)
+    out, pos = [], 0
+    matcher = difflib.SequenceMatcher(a=[w.text for w in a], b=[w.text for w in b], autojunk=False)
+    for tag, _, _, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        if j2 > j1:  # replaced or inserted words: their span in the edited text
+            start, end = b[j1].start, b[j2 - 1].end
+            out.append(edited[pos:start] + "«" + edited[start:end] + "»")
+            pos = end
+        else:  # deleted: mark where they were
+            at = b[j1].start if j1 < len(b) else len(edited)
+            out.append(edited[pos:at] + "«∅» ")
+            pos = at
+    return "".join(out) + edited[pos:]
+
+
 def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
     one model only lead the table (the study's question: where do the two models part ways?)."""
     rows = []
     for c in res.get("changes") or res.get("examples", []):
-        shown = [around_edit(o, e) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
+        shown = [around_edit(o, mark_edits(o, e)) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
         row = {"flips": flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
                "generator": generator_name(c["generator"])}
         for k, n in enumerate(names):
