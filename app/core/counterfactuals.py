@@ -164,18 +164,11 @@ def _stopwords() -> frozenset[str]:
     return ENGLISH_STOP_WORDS
 
 
-_UNIVERSAL_TO_WORDNET = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
-
-
 def _tags(words: list[str]) -> list[str | None] | None:
-    """Each word's WordNet part of speech from NLTK's perceptron tagger, or None for all when no tagger is
-    installed (then every part of speech is offered, as before)."""
-    try:
-        import nltk  # deferred: NLTK and its data: only WordNet and tagging paths
-
-        return [_UNIVERSAL_TO_WORDNET.get(t) for _, t in nltk.pos_tag(words, tagset="universal")]
-    except LookupError:
-        return None
+    """Each word's WordNet part of speech from NLTK's perceptron tagger (`meaning.tags`), or None for all when no
+    tagger is installed (then every part of speech is offered, as before)."""
+    found = meaning.tags(tuple(words))
+    return None if found is None else [meaning.WORDNET_POS.get(t) for t in found]
 
 
 def wordnet_alternatives(word: str, kind: str = "synonym", limit: int = 5, pos: str | None = None) -> list[str]:

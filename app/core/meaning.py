@@ -59,25 +59,39 @@ def embed(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32)
 
 
-def _tags(words: list[str]) -> list[str] | None:
+WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}  # universal tag -> WordNet's part of speech
+
+
+@functools.lru_cache(maxsize=4096)
+def tags(words: tuple[str, ...]) -> tuple[str, ...] | None:
+    """NLTK's universal part-of-speech tags of `words` in context, or None when no tagger is installed. Kept
+    for the last few thousand texts: a dataset's WordNet swaps tag each original once per swap of it."""
     try:
         import nltk  # deferred: NLTK and its data: only the tagging paths
 
-        return [t for _, t in nltk.pos_tag(words, tagset="universal")]
-    except LookupError:  # no tagger installed: the part-of-speech check can't be made
+        return tuple(t for _, t in nltk.pos_tag(list(words), tagset="universal"))
+    except LookupError:  # no tagger installed: the part-of-speech checks can't be made
         return None
+
+
+def _swap(original: str, edited: str) -> tuple[int, int, tuple[str, ...] | None, tuple[str, ...] | None] | None:
+    """(the swapped word's position in the original, its replacement's last word's in the edited text, both
+    texts' tags); None where nothing was swapped."""
+    a, b = tuple(w.text for w in split_words(original)), tuple(w.text for w in split_words(edited))
+    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+    if at is None:
+        return None
+    return at, at + len(b) - len(a), tags(a), tags(b)  # a multi-word replacement: its last word's part of speech
 
 
 def part_of_speech_kept(original: str, edited: str) -> bool | None:
     """The swapped word's tag in the edited text against the old word's in the original; None where nothing was
     swapped or no tagger is installed."""
-    a, b = [w.text for w in split_words(original)], [w.text for w in split_words(edited)]
-    at = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-    if at is None:
+    found = _swap(original, edited)
+    if found is None:
         return None
-    last = at + len(b) - len(a)  # a multi-word replacement: its last word carries the part of speech
-    ta, tb = _tags(a), _tags(b)
-    if ta is None or tb is None or not 0 <= last < len(b):
+    at, last, ta, tb = found
+    if ta is None or tb is None or not 0 <= last < len(tb):
         return None
     return ta[at] == tb[last]
 
@@ -97,18 +111,15 @@ def usual_sense(word: str, replacement: str, pos: str | None) -> bool | None:
     return wanted in {lemma.name().lower() for lemma in senses[0].lemmas()}
 
 
-_WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}
-
-
-def _sense_kept(original: str, edits: Sequence[tuple[str, str]]) -> bool | None:
+def _sense_kept(original: str, edited: str, edits: Sequence[tuple[str, str]]) -> bool | None:
+    """`usual_sense` of a one-word swap, the word's part of speech as tagged where it was swapped."""
     if len(edits) != 1:
         return None
     word, replacement = edits[0]
-    words = [w.text for w in split_words(original)]
-    tags = _tags(words)
+    found = _swap(original, edited)
     pos = None
-    if tags is not None and word in words:
-        pos = _WORDNET_POS.get(tags[words.index(word)])
+    if found is not None and found[2] is not None:
+        pos = WORDNET_POS.get(found[2][found[0]])
     return usual_sense(word, replacement, pos)
 
 
@@ -126,7 +137,7 @@ def validity(originals: Sequence[Sequence[str]], edited: Sequence[Sequence[str]]
     for k, (o, e, c) in enumerate(zip(originals, edited, cos)):
         field = next((f for f, (x, y) in enumerate(zip(o, e)) if x != y), 0)
         kept = part_of_speech_kept(o[field], e[field])
-        sense = _sense_kept(o[field], edits[k]) if edits is not None else None
+        sense = _sense_kept(o[field], e[field], edits[k]) if edits is not None else None
         out.append({"part_of_speech_kept": kept, "usual_sense": sense, "cosine": round(float(c), 4),
                     "valid": bool(kept is not False and sense is not False and c >= MIN_COSINE)})
     return out
