@@ -245,7 +245,7 @@ def cmd_counterfactual(args) -> int:
     elif over_dataset:
         print(f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in {res['dataset']}")
         for n, r, only in zip(names, res["flip_rate"], res["only"]):
-            print(f"  {n:<10} flip rate {'n/a' if r is None else f'{r:.1%}'} · flips only this model: {len(only)}")
+            print(f"  {n:<10} flip rate {views.percent(r, 1)} · flips only this model: {len(only)}")
         print(f"  both flip: {res['both']}")
         if note := views.valid_edits_note(res, names):
             print(f"  {note}")

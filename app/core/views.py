@@ -14,9 +14,10 @@ from .plots import edits_text, own_delta
 from .significance import describe, format_mean, verdict
 
 
-def percent(x: float | None) -> str:
-    """A rate as a whole percentage; "n/a" where nothing was measured (the app, the CLI and the report)."""
-    return "n/a" if x is None else f"{100 * x:.0f}%"
+def percent(x: float | None, digits: int = 0) -> str:
+    """A rate as a percentage (whole by default); "n/a" where nothing was measured (the app, the CLI and the
+    report)."""
+    return "n/a" if x is None else f"{100 * x:.{digits}f}%"
 
 
 def cut_line(res: dict) -> str:
@@ -240,18 +241,14 @@ def valid_edits_note(res: dict, names: list[str]) -> str:
     """For WordNet synonym swaps: how many keep the meaning (the ones the rates count) and the rates over all."""
     if "valid_edits" not in res:
         return ""
-    every = ", ".join(f"{n} {_rate(r)}" for n, r in zip(names, res["flip_rate_all_edits"]))
+    every = ", ".join(f"{n} {percent(r, 1)}" for n, r in zip(names, res["flip_rate_all_edits"]))
     return (f"{res['valid_edits']} of {res['changed']} swaps keep the meaning (the same part of speech, the word's "
             f"usual sense, MiniLM cosine >= {MIN_COSINE:g}) and are the ones counted; over every swap: {every}")
 
 
-def _rate(r: float | None) -> str:
-    return "n/a" if r is None else f"{r:.1%}"
-
-
 def counterfactual_summary(res: dict, names: list[str]) -> str:
     if "flip_rate" in res:  # over a dataset
-        rates = " · ".join(f"**{html.escape(n)}** {_rate(r)}" for n, r in zip(names, res["flip_rate"]))
+        rates = " · ".join(f"**{html.escape(n)}** {percent(r, 1)}" for n, r in zip(names, res["flip_rate"]))
         only = " · ".join(f"only {html.escape(n)}: {len(o)}" for n, o in zip(names, res["only"]))
         text = (f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
                 f"{html.escape(res['dataset'])}; flip rate {rates}; {only}")
