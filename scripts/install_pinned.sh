@@ -20,6 +20,7 @@ py="$VENV/bin/python"
 pip=("$py" -m pip --disable-pip-version-check -q)
 
 with_pip() {
+  # pip compiles the .pyc files at install by default (see with_uv)
   "${pip[@]}" install ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"} "$TORCH"
   "${pip[@]}" install -r "$LOCK"
   "${pip[@]}" install --no-deps --no-build-isolation -e .
@@ -57,7 +58,13 @@ with_uv() {
   mapfile -t opts < <(uv_options)
   # unsafe-best-match: like pip, take the pinned version from whichever index has it (uv's default stops at the
   # first index that knows the name)
-  local install=("$uv" pip install -q --python "$py" --index-strategy unsafe-best-match "${opts[@]}")
+  # --compile-bytecode: the .pyc files written now, once. Where PYTHONDONTWRITEBYTECODE is set (it is on this
+  # project's machines and CI), Python never writes them at import, so every process compiled torch, transformers
+  # and TextAttack from source again: `import textattack` 20 s instead of 8, ~6 min of a test run's CPU
+  # (benchmarks/README.md). ALBERT_LENS_BYTECODE=0 skips it (~30 s of set-up on two cores).
+  local compile=(--compile-bytecode)
+  [ "${ALBERT_LENS_BYTECODE:-1}" = 0 ] && compile=()
+  local install=("$uv" pip install -q --python "$py" --index-strategy unsafe-best-match "${compile[@]}" "${opts[@]}")
   if [ -n "${TORCH_INDEX_URL:-}" ]; then
     "${install[@]}" --index-url "$TORCH_INDEX_URL" "$TORCH" || return 1
   else

@@ -240,3 +240,21 @@ def test_processes_materialising_at_once_each_get_a_whole_copy(tmp_path):
     assert not errors and out == [dest] * 4
     assert load_file(str(dest / "model.safetensors")) and (dest / ".stamp").is_file()
     assert sorted(p.name for p in dest.parent.iterdir()) == ["bert-sst2"]  # no build folder left behind
+
+
+def test_the_embedding_basis_is_the_svds_computed_once_per_table_and_again_when_it_changes(monkeypatch):
+    import torch
+
+    from app.core import offline
+
+    calls = []
+    svd = torch.linalg.svd
+    monkeypatch.setattr(torch.linalg, "svd", lambda *a, **k: calls.append(1) or svd(*a, **k))
+    w = torch.nn.Parameter(torch.randn(50, 8, generator=torch.Generator().manual_seed(0)))
+    first = offline.embedding_basis(w)
+    assert torch.allclose(first, svd(w.detach(), full_matrices=False)[2])
+    assert offline.embedding_basis(w) is first and len(calls) == 1  # the second ALBERT reuses it
+    with torch.no_grad():
+        w.mul_(-2).add_(1)  # a table changed in place (a training step) gets its own basis
+    again = offline.embedding_basis(w)
+    assert len(calls) == 2 and torch.allclose(again, svd(w.detach(), full_matrices=False)[2])

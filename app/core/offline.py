@@ -100,6 +100,21 @@ def albert_layer_from_bert(albert, bert_layer) -> None:
             dst.bias.copy_(src.bias)
 
 
+_BASIS: dict[tuple, torch.Tensor] = {}
+
+
+def embedding_basis(weight: torch.Tensor) -> torch.Tensor:
+    """The right singular vectors of a word-embedding table, computed once per table and version: training builds
+    seven ALBERTs from one BERT (six init-layer probes, then the chosen one), and the SVD of a 30522 x 384 table
+    was a sixth of a short training run, the same seven times."""
+    key = (weight.data_ptr(), tuple(weight.shape), weight._version)
+    if key not in _BASIS:
+        _, _, vh = torch.linalg.svd(weight.detach().float(), full_matrices=False)
+        _BASIS.clear()  # one table at a time: a run trains one BERT
+        _BASIS[key] = vh
+    return _BASIS[key]
+
+
 def factorise_embeddings(albert, bert) -> None:
     """Low-rank (SVD) factorisation of BERT's token, position and type embeddings into ALBERT's E-dim tables;
     the E->H mapping starts as the SVD basis. (A least-squares refit of the mapping on real inputs was tried and
@@ -108,8 +123,7 @@ def factorise_embeddings(albert, bert) -> None:
     e = albert.config.embedding_size
     with torch.no_grad():
         w = emb.word_embeddings.weight.float()
-        _, _, vh = torch.linalg.svd(w, full_matrices=False)
-        basis = vh[:e]  # (E, H), orthonormal rows
+        basis = embedding_basis(emb.word_embeddings.weight)[:e]  # (E, H), orthonormal rows
         a_emb = albert.albert.embeddings
         a_emb.word_embeddings.weight.copy_(w @ basis.T)
         a_emb.position_embeddings.weight.copy_(emb.position_embeddings.weight @ basis.T)
