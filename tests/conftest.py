@@ -61,6 +61,9 @@ if _WORKERS > 1:
 # busy test workers at nice 0, left a Ray test waiting minutes for its actors to import torch (the killed-worker
 # test: 10 s alone, over 4 min beside two other workers). The tests check Ray's answers, not its priorities.
 os.environ.setdefault("RAY_worker_niceness", "0")
+# The app's worker processes likewise (nice 10 by default): beside the other busy test worker the app-with-workers
+# test took 65 s against 17 s alone. The priority itself is tested with a pool that asks for it (test_workers.py).
+os.environ.setdefault("ALBERT_LENS_WORKER_NICE", "0")
 
 SENTENCES = [
     "it 's a charming and often affecting journey .",

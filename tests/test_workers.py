@@ -43,7 +43,7 @@ def unpicklable_answer():
 
 @pytest.fixture(scope="module")
 def pool():
-    p = workers.Pool(1, name="test")
+    p = workers.Pool(1, name="test", nice=workers.DEFAULT_NICE)  # the suite runs other workers at nice 0
     yield p
     p.close()
 
@@ -52,7 +52,18 @@ def test_a_worker_answers_reports_progress_and_runs_at_lower_priority(pool):
     seen = []
     assert pool.call(slow_count, 5, 0.0, progress=lambda d, n: seen.append((d, n))) == 5
     assert seen == [(1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
-    assert pool.call(child_nice) >= os.nice(0) + min(workers.NICE, 19 - os.nice(0))
+    assert pool.call(child_nice) >= os.nice(0) + min(workers.DEFAULT_NICE, 19 - os.nice(0))
+
+
+def test_the_childrens_priority_is_10_below_the_servers_unless_the_operator_says(monkeypatch):
+    monkeypatch.delenv("ALBERT_LENS_WORKER_NICE", raising=False)
+    assert workers.worker_nice() == workers.DEFAULT_NICE == 10
+    monkeypatch.setenv("ALBERT_LENS_WORKER_NICE", "0")
+    assert workers.worker_nice() == 0
+    for bad, says in (("ten", "'ten' is not a whole number"), ("25", "25 is outside 0 to 19")):
+        monkeypatch.setenv("ALBERT_LENS_WORKER_NICE", bad)
+        with pytest.raises(ValueError, match=f"ALBERT_LENS_WORKER_NICE: {says}"):
+            workers.worker_nice()
 
 
 def test_errors_come_back_as_themselves_and_the_worker_goes_on(pool):

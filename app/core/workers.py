@@ -35,7 +35,23 @@ log = logging.getLogger("albert_lens")
 
 # the children's CPU priority below the server's: the kernel's scheduler then gives a woken /predict ~90% of a
 # contended core, and the children the rest
-NICE = int(os.environ.get("ALBERT_LENS_WORKER_NICE", "10"))
+DEFAULT_NICE = 10
+
+
+def worker_nice() -> int:
+    """How far below the server's CPU priority the children run: ALBERT_LENS_WORKER_NICE when set (read when a
+    worker starts; 0 keeps them at the server's, as the test suite does beside its other busy processes), else 10."""
+    raw = os.environ.get("ALBERT_LENS_WORKER_NICE", "").strip()
+    if not raw:
+        return DEFAULT_NICE
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"ALBERT_LENS_WORKER_NICE: {raw[:20]!r} is not a whole number (0 to 19)") from None
+    if not 0 <= value <= 19:
+        raise ValueError(f"ALBERT_LENS_WORKER_NICE: {value} is outside 0 to 19")
+    return value
+
 POLL_S = 0.05  # how often the parent checks its client while a child works: within a batch's time
 _CTX = mp.get_context("spawn")
 Setup = Sequence[tuple[Callable[..., Any], tuple]]
@@ -151,8 +167,10 @@ class Worker:
 
     _calls = itertools.count(1)
 
-    def __init__(self, setup: Setup = (), nice: int = NICE, threads: int | None = None, name: str = "worker"):
+    def __init__(self, setup: Setup = (), nice: int | None = None, threads: int | None = None,
+                 name: str = "worker"):
         self.name = name
+        nice = worker_nice() if nice is None else nice
         self.conn, child_conn = _CTX.Pipe()
         self.cancelled, self.gone = _CTX.Event(), _CTX.Event()
         self.proc = _CTX.Process(target=_child, name=f"albert-lens {name}", daemon=True,
@@ -213,7 +231,7 @@ class Worker:
 class Pool:
     """`size` workers; a call takes an idle one (waiting for one if all are busy) and gives it back."""
 
-    def __init__(self, size: int = 1, setup: Setup = (), nice: int = NICE, threads: int | None = None,
+    def __init__(self, size: int = 1, setup: Setup = (), nice: int | None = None, threads: int | None = None,
                  name: str = "pool"):
         self.setup, self.nice, self.threads, self.name = list(setup), nice, threads, name
         self._idle: queue.Queue[Worker] = queue.Queue()
