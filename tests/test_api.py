@@ -161,3 +161,17 @@ def test_front_ends_enter_the_core_through_the_facade_only():
                 seen.setdefault(rel, set()).add(name)
                 assert name in allowed | extra.get(rel, set()), f"{rel} imports app.core.{name}"
     assert seen["app/ui/compare.py"] == {"api", "views"} and "api" in seen["app/report.py"]
+
+
+def test_every_method_facts_and_attention_report_their_progress(tiny_pair):
+    """Their bars sat at 10% until the answer came: now each reports what it has done, in its own units."""
+    from app.core import api
+
+    seen = {"methods": [], "facts": [], "attention": []}
+    api.saliency_methods(tiny_pair, "a fine film", progress=lambda d, n: seen["methods"].append((d, n)))
+    api.facts(tiny_pair, ["a fine film", "an awful film"], lambda d, n: seen["facts"].append((d, n)))
+    api.attention(tiny_pair, "a fine film", progress=lambda d, n: seen["attention"].append((d, n)))
+    n = len(api.METHODS)
+    assert seen["methods"] == [(k, n) for k in range(1, n + 1)]
+    assert seen["facts"] == [(1, 3), (2, 3), (3, 3)]  # each model's facts, then the paired latency
+    assert seen["attention"] == [(1, 2), (2, 2)]

@@ -94,8 +94,7 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     assert all("positive" in t for t in labels), labels
 
     [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Saliency"][0].click()
-    box = _wait(lambda: _visible(drv, "textarea")[0])
-    box.send_keys("A gorgeous, witty, seductive movie.")
+    _type(drv, "textarea", "A gorgeous, witty, seductive movie.")
     _button(drv, "Explain").click()
     _wait(lambda: "comprehensiveness" in drv.page_source)
     words = _wait(lambda: [e.text for e in _visible(drv, ".textspan") if e.text.strip()])
@@ -163,6 +162,12 @@ def _says(drv, text):
     half second, as `page_source` does, kept the browser busy for minutes once a tab held a CheckList run."""
     return drv.execute_script("return [...document.querySelectorAll('.prose')].some(e => "
                               "e.textContent.includes(arguments[0]))", text)
+
+
+def _probabilities(drv):
+    """Compare's probability table as shown (its numbers change with the example), or None before one."""
+    texts = [e.text for e in _visible(drv, ".prose") if "latency" in e.text and " ms" in e.text]
+    return texts[0] if texts else None
 
 
 def _errors(drv):
@@ -253,20 +258,36 @@ def _every_tab(drv, app_url, offline_pair, size):
     tabs = [t.text.strip() for t in _visible(drv, "button[role='tab']")]
     assert len(tabs) == 9 and "Behavioural" in tabs, tabs
 
-    _type(drv, "textarea", DISAGREE)
+    _type(drv, "textarea", DISAGREE)  # typed once, above the tabs: every tab's input from here on
     _button(drv, "Predict").click()
     _wait(lambda: len([e for e in _visible(drv, "[data-testid='label-output-value']") if e.text.strip()]) == 2)
     assert not _visible(drv, ".json-holder") and not _errors(drv)  # the JSON waits in a closed accordion
+    answered = _wait(lambda: _probabilities(drv))
     _shot(drv, f"{size}-compare")
 
     _tab(drv, "Saliency")
-    _type(drv, "textarea", DISAGREE)
+    assert _visible(drv, "textarea")[0].get_attribute("value") == DISAGREE  # the same example, not typed again
     _button(drv, "Explain").click()
     # both panels' titles (the two maps arrive one after the other: the first alone is not yet the answer)
     titles = _wait(lambda: (lambda ts: ts if len(ts) == 2 else None)(
         [t for t in (e.text for e in _visible(drv, "[data-testid='block-label']")) if "explains" in t]))
     assert titles == [f"{n} · explains negative" for n in names], titles  # BERT's class, in both panels
     _shot(drv, f"{size}-saliency")
+    # every method side by side: words are rows, a table per model, no sideways scroll on a desktop, and on a
+    # phone no cell narrower than six characters
+    _button(drv, "All methods side by side").click()
+    _wait(lambda: _says(drv, "under each method") or _errors(drv))
+    assert not _errors(drv), _errors(drv)
+    fit = drv.execute_script("""const t = [...document.querySelectorAll('.methods-table')].filter(e => e.offsetParent);
+        const ch = parseFloat(getComputedStyle(t[0]).fontSize) * 0.5;  // a character, about half the font's size
+        return [t.length, t.map(e => e.scrollWidth - e.clientWidth),
+                Math.min(...t.flatMap(e => [...e.querySelectorAll('td')].map(c => c.getBoundingClientRect().width)))
+                / ch];""")
+    assert fit[0] == 2, fit
+    if size == "desktop":
+        assert max(fit[1]) <= 1, fit  # no sideways scroll
+    else:
+        assert fit[2] >= 6, fit  # the narrowest cell holds six characters
 
     _tab(drv, "Benchmark")
     field = _visible(drv, "input[role='listbox']")[0]
@@ -284,6 +305,8 @@ def _every_tab(drv, app_url, offline_pair, size):
     _wait(lambda: [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Compare"
                    and t.get_attribute("aria-selected") == "true"])
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:20] == text[:20])
+    # and Compare has answered for it, without a click on Predict
+    assert _wait(lambda: _probabilities(drv) not in (None, answered)), answered
     if size == "desktop":  # a failed run clears the results it would have replaced, and its message stays
         from selenium.webdriver.common.keys import Keys
 
@@ -318,7 +341,7 @@ def _every_tab(drv, app_url, offline_pair, size):
     _number(drv, "max examples", 60)
     _button(drv, "Compare the layers").click()
     _wait(lambda: _says(drv, "the ALBERT layer most like it") or _errors(drv))
-    _type(drv, "textarea", DISAGREE)
+    _type(drv, "textarea", DISAGREE)  # the example, set again (the benchmark's pick had changed it)
     _button(drv, "Show attention").click()
     _wait(lambda: len(_visible(drv, "[data-testid='block-label']")) and _visible(drv, ".js-plotly-plot, img, canvas")
           and not _errors(drv))

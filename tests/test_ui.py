@@ -318,3 +318,36 @@ def test_slices_api_answers_under_the_facades_names(client, tiny_pair):
     assert [row[0] for row in table["data"]] == [s["name"] for s in res["slices"]]
     with pytest.raises(AppError, match="min_size: 3 is too small"):
         client.predict(path, None, 80, "accuracy", 3, 0, api_name="/slices")
+
+
+def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair):
+    """One example for the whole app: every endpoint that reads a text reads the same two boxes, shown once; a
+    pick that opens Compare (a benchmark row, a slice, a CheckList failure, a projection point) is followed, once
+    it has loaded, by Compare's own prediction into Compare's outputs, and a pick that loaded nothing runs nothing."""
+    from app.ui import build
+    from app.ui.common import when_given
+
+    demo = build(tiny_pair)
+    boxes = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox)
+             and b.elem_id in ("example-text", "example-text2")]
+    assert len(boxes) == 2
+    fns = {f.api_name: f for f in demo.fns.values() if f.api_name}
+    readers = ("predict", "saliency", "saliency_methods", "counterfactual", "attention", "attack")
+    for name in readers:
+        assert [i._id for i in fns[name].inputs[:2]] == [b._id for b in boxes], name
+    every_box = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and b.label and
+                 b.label.split(" ·")[0] in tiny_pair.task.fields]
+    assert every_box == boxes[:1]  # no tab has a text box of its own any more
+    picks = {f._id: f for f in demo.fns.values() if f.collects_event_data and f.outputs
+             and any(isinstance(o, gr.Tabs) for o in f.outputs)}
+    answered = [f for f in demo.fns.values() if f.trigger_after in picks and f.trigger_only_on_success]
+    # benchmark rows, slices, CheckList failures, projection points; an attack's rows set the example but keep
+    # the Attacks tab (its panels show the picked row)
+    assert len(picks) == 5 and len(answered) == 4 and len({f.trigger_after for f in answered}) == 4
+    for f in answered:
+        assert [o._id for o in f.outputs] == [o._id for o in fns["predict"].outputs]
+        assert [i._id for i in f.inputs] == [b._id for b in boxes]
+    run = answered[0].fn
+    out = run("a fine film", "")
+    assert out[0]["models"][0]["model"] == tiny_pair.models[0].name  # Compare's JSON, for the picked text
+    assert run("", "") == [{"__type__": "update"}] * 4 == when_given(lambda *a: 1 / 0, 4)("  ")

@@ -189,7 +189,13 @@ def test_every_method_side_by_side_explains_one_class_with_its_faithfulness(offl
     for r, m, f in zip(rows, alone["maps"], alone["faithfulness"]):
         assert r["scores"] == pytest.approx(m["scores"], abs=1e-6)
         assert r["comprehensiveness"] == pytest.approx(f["comprehensiveness"], abs=1e-6)
-    assert table.count("<tr>") == 11 and table.count("+1.00") + table.count("-1.00") >= 10  # each row's own top
+    # words are rows, one table per model, a column per method: it fits a page's width, and a phone's
+    words = len(res["words"])
+    assert table.count("<table") == 2 and table.count("<tr>") == 2 * (1 + words + 2)  # head, words, faithfulness
+    for model in ctx.names:
+        part = table.split(f"<b>{model}</b>")[1].split("</table>")[0]
+        assert part.count("<th>") == 1 + 5 and part.count("+1.00") + part.count("-1.00") >= 5  # each column's top
+    assert "agreement (rank correlation) under each method" in table
 
 
 def test_a_picked_row_loads_its_example_into_every_tab_and_opens_compare(ctx):

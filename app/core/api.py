@@ -198,9 +198,11 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
 
 
 def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: str | None = None,
-                     tolerance: float | str | None = None, output: str | None = None) -> SaliencyMethodsResult:
+                     tolerance: float | str | None = None, output: str | None = None,
+                     progress: Progress = None) -> SaliencyMethodsResult:
     """Every method on one input, both models explaining one class (the first model's prediction, or `target`),
-    with each map's faithfulness: where the methods agree on a model's reasons, and which to trust."""
+    with each map's faithfulness: where the methods agree on a model's reasons, and which to trust.
+    `progress`: methods done."""
     pair = pair.fp32
     ex = example_from(pair, text, text2)
     tgt = None if target in (None, "", "predicted") else target
@@ -214,6 +216,8 @@ def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: st
         rows += [{"method": name, "model": m.model, "scores": m.scores, "unread": m.unread,
                   "comprehensiveness": f["comprehensiveness"], "sufficiency": f["sufficiency"],
                   "seconds": m.seconds, "delta": m.delta} for m, f in zip(out["maps"], out["faithfulness"])]
+        if progress:
+            progress(len(agreement), len(METHODS))
     return SaliencyMethodsResult(fields=list(pair.task.fields), words=words, target_label=label, output=explained,
                                  rows=rows, agreement=agreement)
 
@@ -487,9 +491,9 @@ def similarity(pair: Pair, dataset: str | None = None, limit: int | None = 500, 
 
 
 def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str | None = -1,
-              head: int | str | None = None) -> AttentionResult:
+              head: int | str | None = None, progress: Progress = None) -> AttentionResult:
     """Both models' attention on one input at one layer, over words (so the two tokenizers compare): one head's
-    map or, with no head, the mean of the layer's heads; every head's map beside it."""
+    map or, with no head, the mean of the layer's heads; every head's map beside it. `progress`: models done."""
     ex = example_from(pair, text, text2)
     layer = -1 if layer in (None, "") else integer("layer", layer, low=-1000, high=1000)
     head = None if head in (None, "", "mean") else integer("head", head, low=0, high=1000)
@@ -500,6 +504,8 @@ def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str 
         number, m = attn.pick(w["maps"], min(layer, top) if layer > 0 else layer, head)
         models.append({"model": clf.name, "units": w["units"], "layer": number, "map": m.tolist(),
                        "heads": w["maps"][number - 1].tolist()})
+        if progress:
+            progress(len(models), len(pair.models))
     return AttentionResult(fields=list(pair.task.fields), layer=layer, head=head, models=models)
 
 
@@ -587,11 +593,11 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
                        fidelity=against_fp32(pair, ds.examples, pooling=pooling))
 
 
-def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *,
+def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progress: Progress = None, *,
           engine: Engine | None = None) -> FactsResult:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
     by a tab, or one text used for both) or its fields; none: the shipped examples. On a Ray `engine`, measured
-    on one of its workers."""
+    on one of its workers. `progress`: each model's facts, then the paired latency measurement."""
     if isinstance(texts, str):
         texts = [texts]
     if texts:
@@ -612,7 +618,14 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, *,
     if remote is not None:
         models, latency = remote.run(pair.spec, facts_batch, exs), remote.run(pair.spec, latency_batch, exs)
     else:
-        models, latency = [model_facts(clf, exs) for clf in pair.models], latency_comparison(pair.models, exs)
+        models = []
+        for clf in pair.models:
+            models.append(model_facts(clf, exs))
+            if progress:
+                progress(len(models), len(pair.models) + 1)
+        latency = latency_comparison(pair.models, exs)
+        if progress:
+            progress(len(pair.models) + 1, len(pair.models) + 1)
     a, b = models
     # the latency ratio from the paired measurement its verdict is tested on: from each model's own timing, a busy
     # machine printed "latency 3.69x" (the second slower) above "the first's latency is higher beyond chance"

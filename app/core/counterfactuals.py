@@ -343,16 +343,34 @@ def hotflip(clf: Classifier, example: Example, top_k: int = 20) -> dict:
 
 
 DATASET_EDITS = ("word_replacement", "wordnet_synonym", "wordnet_antonym")
+PROGRESS_STEPS = 1000
+
+
+def phased(progress, shares: Sequence[float]):
+    """`stage(i, done, total)`: stage i's own (done, total) as one `progress(done, total)` over the whole job,
+    stage i holding `shares[i]` of it, so a bar never runs back when a later stage's total is larger."""
+    starts = np.concatenate([[0.0], np.cumsum(shares)])
+
+    def stage(i: int, done: int, total: int) -> None:
+        if progress:
+            frac = starts[i] + shares[i] * (done / total if total else 1.0)
+            progress(min(PROGRESS_STEPS, round(frac * PROGRESS_STEPS)), PROGRESS_STEPS)
+
+    return stage
 
 
 def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None = None, progress=None, *,
               edits: str = "word_replacement", per_example: int = 10) -> dict:
     """Edit every example (`edits`: the word replacement `pairs`, or up to `per_example` single-word WordNet
     swaps) and score originals and edits on every model in one batch each; per model, the share of edits that
-    flip its label, and the edits that flip one model only."""
+    flip its label, and the edits that flip one model only. `progress(done, total)` runs once from 0 to the end
+    through the three stages (editing, scoring, for synonyms the meaning checks), each given its share."""
+    synonyms = edits == "wordnet_synonym"
+    stage = phased(progress, (0.35, 0.45, 0.2) if synonyms else (0.35, 0.65, 0.0))
     originals, edited, made, source = [], [], [], []
     for k, ex in enumerate(examples):
         jobs.check(k, len(examples), "examples edited")  # WordNet look-ups cost more than the predictions
+        stage(0, k, len(examples))
         if edits == "word_replacement":
             new, e = replace_words(ex, pairs or {})
             found = [(new, e)] if e else []
@@ -368,11 +386,12 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
     if not originals:  # no rate to report: 0 of 0 is not 0%
         return {"edits": edits, "changed": 0, "examples_changed": 0, "flip_rate": [None] * len(models), "both": 0,
                 "only": [[] for _ in models], "examples": []}
-    scored = _score(models, originals, edited, progress)
+    scored = _score(models, originals, edited, lambda d, n: stage(1, d, n))
     flips = np.asarray([s[2] for s in scored])  # (n, models)
     checks = [None] * len(originals)
-    if edits == "wordnet_synonym":  # a synonym swap must keep the meaning to test the model rather than the edit
-        checks = meaning.validity([o.texts for o in originals], [e.texts for e in edited], made)
+    if synonyms:  # a synonym swap must keep the meaning to test the model rather than the edit
+        checks = meaning.validity([o.texts for o in originals], [e.texts for e in edited], made,
+                                  progress=lambda d, n: stage(2, d, n))
     changes = [Change(o.texts, e.texts, ed, edits, *s, validity=v)
                for o, e, ed, s, v in zip(originals, edited, made, scored, checks)]
     counted = np.asarray([v is None or v["valid"] for v in checks])  # the edits the rates count

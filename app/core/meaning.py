@@ -124,10 +124,11 @@ def _sense_kept(original: str, edited: str, edits: Sequence[tuple[str, str]]) ->
 
 
 def validity(originals: Sequence[Sequence[str]], edited: Sequence[Sequence[str]],
-             edits: Sequence[Sequence[tuple[str, str]]] | None = None) -> list[dict]:
+             edits: Sequence[Sequence[tuple[str, str]]] | None = None, progress=None) -> list[dict]:
     """Per edit: {"part_of_speech_kept", "usual_sense", "cosine", "valid"}; the texts are each example's fields
     (one field is edited per swap, and that one is checked); `edits` the (word, replacement) of each. A check
-    that can't be made (no tagger, no WordNet) is None and doesn't count against the edit."""
+    that can't be made (no tagger, no WordNet) is None and doesn't count against the edit. `progress(done,
+    total)`: edits checked."""
     pairs = [(" ".join(o), " ".join(e)) for o, e in zip(originals, edited)]
     if not pairs:
         return []
@@ -140,4 +141,6 @@ def validity(originals: Sequence[Sequence[str]], edited: Sequence[Sequence[str]]
         sense = _sense_kept(o[field], e[field], edits[k]) if edits is not None else None
         out.append({"part_of_speech_kept": kept, "usual_sense": sense, "cosine": round(float(c), 4),
                     "valid": bool(kept is not False and sense is not False and c >= MIN_COSINE)})
+        if progress:
+            progress(k + 1, len(pairs))
     return out

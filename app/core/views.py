@@ -570,29 +570,43 @@ def _cell(score: float | None, top: float) -> str:
 
 
 def methods_table(res: dict) -> str:
-    """Every method × model as one row of word cells (ferret's table), each row scaled to its own largest
-    |score|, with the map's comprehensiveness and sufficiency first: an HTML table that scrolls sideways."""
+    """Every method's map of each model with words as rows (ferret's table, turned so it fits a page's width and a
+    phone's): one table per model, a column per method, each column scaled to its own largest |score|, the map's
+    comprehensiveness and sufficiency under it, and the two models' agreement per method below."""
     words = res["words"][:SHOWN_WORDS]
-    head = "".join(f"<th>{html.escape(w)}</th>" for w in words)
-    more = f"<th>… {len(res['words']) - SHOWN_WORDS} more</th>" if len(res["words"]) > SHOWN_WORDS else ""
-    body = []
-    for r in res["rows"]:
-        unread = set(r.get("unread") or ())
-        scores = [None if i in unread else s for i, s in enumerate(r["scores"][:SHOWN_WORDS])]
-        top = max((abs(s) for s in scores if s is not None), default=0.0)
-        agree = res["agreement"].get(r["method"])
-        body.append(f"<tr><td><b>{html.escape(METHOD_NAMES.get(r['method'], r['method']))}</b></td>"
-                    f"<td>{html.escape(r['model'])}</td><td>{fixed(r['comprehensiveness'])}</td>"
-                    f"<td>{fixed(r['sufficiency'])}</td><td>{'' if agree is None else fixed(agree, 2)}</td>"
-                    + "".join(_cell(s, top) for s in scores) + ("<td></td>" if more else "") + "</tr>")
+    methods = list(dict.fromkeys(r["method"] for r in res["rows"]))
+    models = list(dict.fromkeys(r["model"] for r in res["rows"]))
+    by = {(r["model"], r["method"]): r for r in res["rows"]}
+    head = "".join(f"<th>{html.escape(METHOD_NAMES.get(m, m))}</th>" for m in methods)
+    tables = []
+    for model in models:
+        cols = []
+        for method in methods:
+            r = by[(model, method)]
+            unread = set(r.get("unread") or ())
+            scores = [None if i in unread else s for i, s in enumerate(r["scores"][:SHOWN_WORDS])]
+            cols.append((scores, max((abs(s) for s in scores if s is not None), default=0.0)))
+        rows = [f"<tr><td>{html.escape(w)}</td>" + "".join(_cell(c[i], top) for c, top in cols) + "</tr>"
+                for i, w in enumerate(words)]
+        if len(res["words"]) > SHOWN_WORDS:
+            rows.append(f'<tr><td colspan="{len(methods) + 1}">… {len(res["words"]) - SHOWN_WORDS} more words '
+                        "(the JSON has every one)</td></tr>")
+        for key, short in (("comprehensiveness", "compr."), ("sufficiency", "suff.")):
+            rows.append(f"<tr><td><i>{short}</i></td>"
+                        + "".join(f'<td style="text-align:right">{fixed(by[(model, m)][key])}</td>' for m in methods)
+                        + "</tr>")
+        tables.append(f'<div class="methods-table" style="flex:1 1 320px;min-width:0;overflow-x:auto">'
+                      f'<b>{html.escape(model)}</b><table style="border-collapse:collapse;font-size:0.85em;width:100%">'
+                      f"<thead><tr><th>word</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
+    agree = " · ".join(f"{html.escape(METHOD_NAMES.get(m, m))} {fixed(res['agreement'][m], 2)}"
+                       for m in methods if res["agreement"].get(m) is not None)
     label = res.get("target_label")
     what = "the score" if label is None else f"{'the logit of ' if res['output'] == 'logit' else ''}" \
                                             f"<b>{html.escape(str(label))}</b>"
-    return (f"<div>Every map explains {what}. Comprehensiveness: higher is more faithful; sufficiency: lower is; "
-            "agreement: the two models' rank correlation under that method.</div>"
-            '<div style="overflow-x:auto"><table style="border-collapse:collapse;font-size:0.85em">'
-            "<thead><tr><th>method</th><th>model</th><th>compr.</th><th>suff.</th><th>agree</th>"
-            f"{head}{more}</tr></thead><tbody>{''.join(body)}</tbody></table></div>")
+    return (f"<div>Every map explains {what}; each column is scaled to its own largest score (+1 or −1). "
+            "Comprehensiveness: higher is more faithful; sufficiency: lower is.</div>"
+            f'<div style="display:flex;flex-wrap:wrap;gap:1em">{"".join(tables)}</div>'
+            + (f"<div>The models' agreement (rank correlation) under each method: {agree}</div>" if agree else ""))
 
 
 def probability_table(res: dict) -> str:

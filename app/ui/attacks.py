@@ -6,7 +6,19 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import grouped_bars
 
-from .common import BATCH, Ctx, action, bind, dataset_field, describe, json_out, on_select, shipped, stop_session
+from .common import (
+    BATCH,
+    Ctx,
+    action,
+    bind,
+    dataset_field,
+    describe,
+    json_out,
+    on_select,
+    shipped,
+    stop_session,
+    text_inputs,
+)
 
 NO_DATASET = "none: attack the text above"
 
@@ -50,17 +62,13 @@ def attack_examples(pair: api.Pair) -> list[list]:
 
 def tab(ctx: Ctx) -> None:
     pair = ctx.pair
-    fields = pair.task.fields
     choices = [(f"{r['name']} ({'offline' if r['offline'] else 'needs downloads'}"
                 f"{'' if r['available'] else ', unavailable here'})", r["name"]) for r in api.list_recipes()]
     with gr.Tab("Attacks", id="attacks"):
         describe("A TextAttack recipe perturbs the input until a model leaves its gold label. Success rate: the "
                  "share of attacked examples it fooled; transfer: the share of one model's adversarial examples "
                  "that also fool the other.")
-        with gr.Row():
-            a1 = gr.Textbox(label=fields[0], lines=2)
-            a2 = gr.Textbox(label=fields[1] if pair.task.is_pair else "second text", lines=2,
-                            visible=pair.task.is_pair)
+        a1, a2 = text_inputs(ctx)  # the shared example
         with gr.Row():
             recipe = gr.Dropdown(choices, value="deepwordbug", label="recipe")
             gold = gr.Dropdown(list(pair.task.labels or []), label="gold label of the input")
@@ -74,7 +82,7 @@ def tab(ctx: Ctx) -> None:
             go = gr.Button("Attack both models", variant="primary")
             stop = gr.Button("Stop")
         summary = gr.Markdown(label="summary")
-        describe("Pick a row of the table to see that example's words here; its text goes into the other tabs.")
+        describe("Pick a row of the table to see that example's words here; its text becomes the shared example.")
         with gr.Row():
             diffs = [gr.HTML(label=n_) for n_ in ctx.names]
         table = gr.Dataframe(headers=["row", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],

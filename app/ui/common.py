@@ -189,6 +189,8 @@ class Ctx:
     # linked views: the text boxes an example can be loaded into (Compare's first), and the tables that load one
     inputs: list = field(default_factory=list)
     links: list = field(default_factory=list)
+    # what re-runs when a pick sets the example: (handler, inputs, outputs), Compare's prediction
+    on_pick: list = field(default_factory=list)
 
     def link(self, table, source, texts_of: Callable, switch: bool = True) -> None:
         """Picking a row of `table` loads `texts_of(res, row)` (`res`: the value of `source`, the tab's JSON or
@@ -260,7 +262,7 @@ def on_select_range(fn: Callable, ctx: Ctx, *args) -> Callable:
 
 
 def load_texts(texts: list[str] | None, n_boxes: int, switch: bool) -> list:
-    """The outputs of a picked row: the example's fields into each tab's (text, text2) boxes; Compare opened."""
+    """The outputs of a picked row: the example's fields into the shared (text, text2) boxes; Compare opened."""
     if not texts:
         return [gr.update()] * (n_boxes + 1)
     pair_ = (list(texts) + [""])[:2]
@@ -268,13 +270,29 @@ def load_texts(texts: list[str] | None, n_boxes: int, switch: bool) -> list:
 
 
 def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
-    """After every tab is built: each linked table fills every tab's text boxes (`Ctx.link`)."""
+    """After every tab is built: each linked table sets the shared example (`Ctx.link`) and, when it opens
+    Compare, Compare answers for it at once (`Ctx.on_pick`)."""
     for table, source, texts_of, switch in ctx.links:
         def load(ctx_: Ctx, res, row, texts_of=texts_of, switch=switch):
             texts = texts_of(res, row) if res and row is not None else None
             return load_texts(texts, len(ctx_.inputs), switch)
 
-        table.select(on_select(load, ctx), source, [*ctx.inputs, tabs], api_name=False, queue=False)
+        picked = table.select(on_select(load, ctx), source, [*ctx.inputs, tabs], api_name=False, queue=False)
+        if switch:
+            for fn, inputs, outputs in ctx.on_pick:
+                picked.success(when_given(fn, len(outputs)), inputs, outputs, api_name=False, queue=False)
+
+
+def when_given(fn: Callable, n_outputs: int) -> Callable:
+    """`fn` for an example that has a text; outputs left as they are otherwise (a pick that loaded nothing)."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not (args and str(args[0] or "").strip()):
+            return gr.update() if n_outputs == 1 else [gr.update()] * n_outputs
+        return fn(*args, **kwargs)
+
+    return run
 
 
 def describe(text: str) -> None:
@@ -294,13 +312,24 @@ def json_out(what: str = "result") -> gr.JSON:
     return out
 
 
+def selection(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
+    """The example every tab reads, shown once (the app puts it above the tabs): typed once, or set by a pick in
+    any tab (a benchmark row, a slice, a CheckList failure, an attack's row, a projection point), which also has
+    Compare answer for it. Rendered where it is first asked for."""
+    if not ctx.inputs:
+        fields, is_pair = ctx.pair.task.fields, ctx.pair.task.is_pair
+        with gr.Row():
+            t1 = gr.Textbox(label=f"{fields[0]} · the example every tab reads", lines=2, max_lines=8,
+                            elem_id="example-text")
+            t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair,
+                            elem_id="example-text2")
+        ctx.inputs = [t1, t2]
+    return ctx.inputs[0], ctx.inputs[1]
+
+
 def text_inputs(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
-    """A tab's input boxes, registered so a picked example elsewhere (`Ctx.link`) is loaded into them."""
-    fields, is_pair = ctx.pair.task.fields, ctx.pair.task.is_pair
-    t1 = gr.Textbox(label=fields[0], lines=2, max_lines=8)
-    t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair)
-    ctx.inputs += [t1, t2]
-    return t1, t2
+    """A tab's input boxes: the shared example's (`selection`)."""
+    return selection(ctx)
 
 
 def dataset_field(ctx: Ctx, label: str, hint: str, value: str | None = None, extra: list | None = None,

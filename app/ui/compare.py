@@ -23,4 +23,5 @@ def tab(ctx: Ctx) -> None:
         info = gr.Markdown(label="probabilities")
         raw = json_out()
         action(go, inputs=[t1, t2], outputs=[raw, *labels, info], api_name="predict", **direct(bind(predict, ctx)))
+        ctx.on_pick.append((bind(predict, ctx), [t1, t2], [raw, *labels, info]))  # a pick elsewhere: answered
         gr.Examples(examples(ctx.pair), [t1, t2] if ctx.pair.task.is_pair else [t1])

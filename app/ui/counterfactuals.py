@@ -31,9 +31,9 @@ def default_swaps(pair: api.Pair) -> str:
 def counterfactual(ctx: Ctx, text: str | None = None, text2: str | None = None,
                    generator: str = "word_replacement", replacements: str | None = None,
                    dataset: str | None = None, limit: float | None = 500, progress=gr.Progress()) -> tuple:
-    progress(0.1, desc=generator)
+    progress(0, desc=generator)
     res = ctx.heavy.single(api.counterfactual, ctx.pair, text, text2, generator, replacements, dataset, limit,
-                           progress=common.progress_of(progress, "predicting"))
+                           progress=common.progress_of(progress, f"{generator}: editing, scoring, checking"))
     return (res.to_dict(), views.counterfactual_summary(res, ctx.names), counterfactual_figure(res, ctx.names),
             views.changes_frame(res, ctx.names))
 

@@ -6,7 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import transition_labels
 
-from .common import SINGLE, Ctx, action, bind, describe, json_out
+from .common import SINGLE, Ctx, action, bind, describe, json_out, progress_of
 
 
 def steps(ctx: Ctx) -> list[str]:
@@ -14,9 +14,9 @@ def steps(ctx: Ctx) -> list[str]:
 
 
 def facts(ctx: Ctx, texts: str | None = None, progress=gr.Progress()) -> tuple:
-    progress(0.1, desc="measuring")
+    progress(0, desc="measuring")
     lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
-    res = ctx.heavy.single(api.facts, ctx.pair, lines or None)
+    res = ctx.heavy.single(api.facts, ctx.pair, lines or None, progress=progress_of(progress, "measuring"))
     summary, table, frame = views.facts_views(res, ctx.names, steps(ctx))
     return res.to_dict(), summary, table, frame, frame
 

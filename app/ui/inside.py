@@ -47,8 +47,9 @@ def similarity_summary(res: dict) -> str:
 
 def attention(ctx: Ctx, text: str, text2: str | None = None, layer: float | None = -1, head: str | None = "mean",
               progress=gr.Progress()) -> tuple:
-    progress(0.1, desc="attention of both models")
-    res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer, head)
+    progress(0, desc="attention of both models")
+    res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer, head,
+                           progress=progress_of(progress, "attention of both models"))
     return res.to_dict(), attention_figure(res)
 
 

@@ -22,8 +22,9 @@ def saliency(ctx: Ctx, text: str, text2: str | None = None, method_name: str = "
 
 def saliency_methods(ctx: Ctx, text: str, text2: str | None = None, target_label: str | None = "predicted",
                      ig_tolerance: str | None = None, explained: str | None = "prob", progress=gr.Progress()) -> tuple:
-    progress(0.1, desc="every method on both models")
-    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target_label, ig_tolerance, explained)
+    progress(0, desc="every method on both models")
+    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target_label, ig_tolerance, explained,
+                           progress=common.progress_of(progress, "every method on both models"))
     return res.to_dict(), views.methods_table(res)
 
 
