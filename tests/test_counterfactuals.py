@@ -120,8 +120,8 @@ def test_flip_rate_over_a_dataset(offline_pair):
     seen = []
     res = flip_rate(offline_pair.models, dev, {"good": "bad", "great": "terrible"},
                     progress=lambda d, n: seen.append((d, n)))
-    # progress counts originals and edits over both models, ending at the total
-    assert seen[-1] == (4 * res["changed"],) * 2 and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    # progress runs through editing and scoring to the end, never back (the stages: the test below)
+    assert seen[-1][0] == seen[-1][1] and [d / n for d, n in seen] == sorted(d / n for d, n in seen)
     assert res["changed"] == sum(1 for e in dev if any(w in e.text.split() for w in ("good", "great")))
     assert res["changed"] > 10
     for k, rate in enumerate(res["flip_rate"]):
@@ -259,3 +259,23 @@ def test_a_datasets_flip_rate_reports_its_progress_through_every_stage_and_never
     assert fractions == sorted(fractions) and fractions[-1] == 1.0 and fractions[0] < 0.35
     assert any(0 < f < 0.35 for f in fractions)  # the editing moved it before any prediction
     assert cf.phased(None, (1.0,))(0, 1, 2) is None  # no callback: nothing to report
+
+
+def test_a_datasets_swaps_predict_each_distinct_input_once_and_answer_as_one_by_one(tiny_pair, monkeypatch):
+    """The originals repeat once per swap of them: each distinct input is predicted once per model, and every
+    swap's before and after are what predicting it alone gives."""
+    from app.core import counterfactuals as cf
+
+    exs = [Example((t,)) for t in ("a fine film and a fine cast", "the film was a fine one", "no film here",
+                                   "a fine film and a fine cast")]  # a dataset's repeated row, as a swap's original
+    sizes = []
+    real = cf.predict
+    monkeypatch.setattr(cf, "predict", lambda clf, batch, **kw: sizes.append(len(batch)) or real(clf, batch, **kw))
+    res = flip_rate(tiny_pair.models, exs, {"film": "movie", "fine": "good"})
+    originals = {tuple(c["original"]) for c in res["examples"]}
+    edits = {tuple(c["edited"]) for c in res["examples"]}
+    assert res["changed"] == 4 and sizes == [len(originals | edits)] * 2 == [6, 6]  # not 8: 2 x 4 swaps
+    for c in res["examples"]:
+        for k, clf in enumerate(tiny_pair.models):
+            alone = real(clf, [Example(tuple(c["edited"]))]).record(0)["probabilities"]
+            assert c["after"][k]["probabilities"] == pytest.approx(alone, abs=1e-5)

@@ -58,3 +58,23 @@ def test_the_cosine_is_the_minilm_sentence_encoders():
     st = SentenceTransformer(str(minilm_dir()), device="cpu").encode(texts, normalize_embeddings=True)
     np.testing.assert_allclose(ours, st, atol=1e-5)
     assert float(ours[0] @ ours[1]) == pytest.approx(float(st[0] @ st[1]), abs=1e-5)
+
+
+def test_sentence_vectors_come_back_in_order_each_text_encoded_once_and_as_alone():
+    """Repeated texts are encoded once and texts of every length batched together by length: each vector is the
+    one its text gets encoded alone, in the order asked."""
+    import numpy as np
+
+    texts = ["a fine film", "an awful , long , boring and pointless film about nothing much", "a fine film", "ok"]
+    tok, model, _ = meaning._encoder()
+    seen = []
+    real = model.forward
+    model.forward = lambda **kw: seen.append(kw["input_ids"].shape[0]) or real(**kw)
+    try:
+        vecs = meaning.embed(texts, batch_size=2)
+    finally:
+        del model.forward
+    assert sum(seen) == 3  # three distinct texts
+    alone = np.concatenate([meaning.embed([t]) for t in texts])
+    assert np.allclose(vecs, alone, atol=1e-5) and np.allclose(vecs[0], vecs[2])
+    assert meaning.embed([]).shape == (0, 384)

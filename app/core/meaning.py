@@ -45,18 +45,27 @@ def _encoder():
 
 
 def embed(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
-    """Unit-length MiniLM sentence vectors (mean pooling over tokens, as sentence-transformers does)."""
+    """Unit-length MiniLM sentence vectors (mean pooling over tokens, as sentence-transformers does), in the
+    order given. Each distinct text is encoded once, in batches of similar length (a dataset's swaps repeat each
+    original once per swap, and a batch padded to its longest text spent most of its work on padding)."""
     tok, model, torch = _encoder()
-    out = []
+    distinct = list(dict.fromkeys(texts))
+    if not distinct:
+        return np.zeros((0, 384), dtype=np.float32)
+    lengths = [len(ids) for ids in tok(distinct, truncation=True, max_length=128)["input_ids"]]
+    order = sorted(range(len(distinct)), key=lengths.__getitem__)
+    vecs = np.zeros((len(distinct), model.config.hidden_size), dtype=np.float32)
     with _LOCK, torch.inference_mode():
-        for i in range(0, len(texts), batch_size):
-            enc = tok(list(texts[i : i + batch_size]), padding=True, truncation=True, max_length=128,
+        for i in range(0, len(order), batch_size):
+            rows = order[i : i + batch_size]
+            enc = tok([distinct[r] for r in rows], padding=True, truncation=True, max_length=128,
                       return_tensors="pt")
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             v = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
-            out.append(torch.nn.functional.normalize(v, dim=-1).numpy())
-    return np.concatenate(out) if out else np.zeros((0, 384), dtype=np.float32)
+            vecs[rows] = torch.nn.functional.normalize(v, dim=-1).numpy()
+    at = {t: k for k, t in enumerate(distinct)}
+    return vecs[[at[t] for t in texts]]
 
 
 WORDNET_POS = {"NOUN": "n", "VERB": "v", "ADJ": "a", "ADV": "r"}  # universal tag -> WordNet's part of speech
