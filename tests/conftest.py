@@ -349,7 +349,7 @@ def _xdist_controller(config) -> bool:
 
 
 # ------------------------------------------------------------------ the order files run in
-# pytest-xdist (`--dist loadfile`) hands whole files to workers in collection order: the longest first, so that no
+# pytest-xdist (`--dist loadgroup`) hands tests and groups to workers in collection order: the longest first, so that no
 # worker is left running a long file alone at the end (a browser test started last kept one core idle for minutes).
 # Seconds per file on a quiet two-core AMD machine, from `./run test`'s durations; files not listed follow.
 LONGEST_FIRST = ["test_docs.py", "test_browser.py", "test_hosting.py", "test_checklist.py", "test_offline.py",
@@ -358,6 +358,24 @@ LONGEST_FIRST = ["test_docs.py", "test_browser.py", "test_hosting.py", "test_che
                  "test_precision.py", "test_projection.py"]
 
 
+# A test whose fixtures are all built per test or per worker (function or session scope) goes to whichever worker
+# is free, on its own (`./run test` uses `--dist loadgroup`); a test with a module- or class-scoped fixture (a server,
+# a browser, a suite's run) stays with its file, so that fixture is built once. The docs' commands were one 400 s
+# file on one worker, and the last minutes of a run one worker's alone.
+
+
+def _grouped(item) -> bool:
+    defs = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {}) or {}
+    return any(d.scope in ("module", "class", "package") for ds in defs.values() for d in ds)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist's loadgroup keeps on one worker")
+
+
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _grouped(item):
+            item.add_marker(pytest.mark.xdist_group(item.path.name))

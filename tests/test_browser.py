@@ -272,7 +272,6 @@ def _every_tab(drv, app_url, offline_pair, size):
     titles = _wait(lambda: (lambda ts: ts if len(ts) == 2 else None)(
         [t for t in (e.text for e in _visible(drv, "[data-testid='block-label']")) if "explains" in t]))
     assert titles == [f"{n} · explains negative" for n in names], titles  # BERT's class, in both panels
-    _shot(drv, f"{size}-saliency")
     # every method side by side: words are rows, a table per model, no sideways scroll on a desktop, and on a
     # phone no cell narrower than six characters
     _button(drv, "All methods side by side").click()
@@ -288,6 +287,7 @@ def _every_tab(drv, app_url, offline_pair, size):
         assert max(fit[1]) <= 1, fit  # no sideways scroll
     else:
         assert fit[2] >= 6, fit  # the narrowest cell holds six characters
+    _shot(drv, f"{size}-saliency")
 
     _tab(drv, "Benchmark")
     field = _visible(drv, "input[role='listbox']")[0]
