@@ -223,9 +223,30 @@ def test_a_range_drawn_on_a_projection_lists_its_points_nearest_first(ctx):
     points = [{"model": m, "index": i, "x": float(i), "y": 0.0, "text": f"t{i}", "gold": "",
                **{f"{n} prediction": "p" for n in ctx.names}} for m in ctx.names for i in range(10)]
     state = {"points": points, "texts": [[f"t{i}"] for i in range(10)], "picked": []}
-    table, state = projection.points_in(ctx, state, ctx.names[0], [2.6, 5.2])
+    for i, p in enumerate(points):  # the second model's cloud lies elsewhere: the same examples, other places
+        p["x"] = p["x"] if p["model"] == ctx.names[0] else 100.0 - i
+    table, state, *plots = projection.points_in(ctx, state, ctx.names[0], [2.6, 5.2])
     assert list(table["row"]) == [5, 4, 6]  # x = 4 is nearest the middle (3.9), then 3, then 5 (shown 1-based)
     assert projection.picked_texts(state, 1) == ["t3"] and projection.picked_texts(state, 3) is None
+    # both plots colour the same three examples as picked, wherever each model put them
+    assert len(plots) == 2
+    for plot, name in zip(plots, ctx.names):
+        frame = plot["value"]
+        assert plot["color"] == "picked" and set(frame.model) == {name}
+        assert sorted(frame[frame.picked == projection.PICKED]["index"]) == [3, 4, 5]
+    assert projection.points_in(ctx, state, ctx.names[0], None)[2] == {"__type__": "update"}
+
+
+def test_a_projections_exports_are_kept_only_for_the_latest_requests(monkeypatch):
+    """Each request's CSV and PNG folder: the oldest removed once more than EXPORTS_KEPT exist."""
+    monkeypatch.setattr(projection, "_EXPORTS", [])
+    monkeypatch.setattr(projection, "EXPORTS_KEPT", 3)
+    made = [projection.export_dir() for _ in range(5)]
+    assert [d.exists() for d in made] == [False, False, True, True, True]
+    for d in made[2:]:
+        import shutil
+
+        shutil.rmtree(d)
 
 
 def test_the_banner_is_one_line_naming_both_models(tiny_pair, offline_pair):

@@ -1,7 +1,10 @@
 """Projection: both models' sentence embeddings in 2-D, aligned, and how far their neighbourhoods agree."""
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import gradio as gr
@@ -32,7 +35,7 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method_name: st
     res = ctx.heavy.batch(api.project, ctx.pair, spec, method, layer_idx, pool, limit,
                           progress=progress_of(progress, "embedding"))
     frame = pd.DataFrame(res["points"])
-    out_dir = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
+    out_dir = export_dir()
     frame.to_csv(out_dir / "projection.csv", index=False)
     plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method})")
     # sorted by the colour column so the classes get the same colours as in the PNG
@@ -42,17 +45,38 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method_name: st
     summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
     return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, **lims),
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
-            {"points": res["points"], "texts": res["texts"], "picked": []})
+            {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims})
+
+
+EXPORTS_KEPT = 32  # a request's CSV and PNG stay until this many newer ones exist (Gradio copies them when sent)
+_EXPORTS: list[Path] = []
+_EXPORTS_LOCK = threading.Lock()
+
+
+def export_dir() -> Path:
+    """A fresh folder for one request's CSV and PNG. Every request used to leave one in /tmp for good (186 after
+    a day of test runs here; on a public server, a disk filled by visitors): the oldest go once more than
+    `EXPORTS_KEPT` exist, and the rest when the process ends."""
+    out = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
+    with _EXPORTS_LOCK:
+        if not _EXPORTS:
+            atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in list(_EXPORTS)])
+        _EXPORTS.append(out)
+        while len(_EXPORTS) > EXPORTS_KEPT:
+            shutil.rmtree(_EXPORTS.pop(0), ignore_errors=True)
+    return out
 
 
 PICKED_SHOWN = 30
+PICKED, OTHER = "picked", "not picked"
 
 
 def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
     """The points of `model`'s plot whose x lies in the brushed `span` (Gradio's scatter selects an x range),
-    nearest its middle first, as a table whose rows open their example; the state remembers which is which."""
+    nearest its middle first, as a table whose rows open their example; the state remembers which is which.
+    Both models' plots then colour the same examples as picked: a range drawn on either highlights them on both."""
     if not state or not isinstance(span, list | tuple) or len(span) != 2:
-        return gr.update(), state
+        return gr.update(), state, *[gr.update() for _ in ctx.names]
     lo, hi = sorted(float(v) for v in span)
     mid = (lo + hi) / 2
     hits = sorted((p for p in state["points"] if p["model"] == model and lo <= p["x"] <= hi),
@@ -60,7 +84,12 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
     rows = [{"row": p["index"] + 1, "text": views.clip(p["text"]), "gold": p["gold"],
              **{f"{n} prediction": p.get(f"{n} prediction", "") for n in ctx.names}} for p in hits]
     columns = ["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
-    return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits]}
+    chosen = {p["index"] for p in hits}
+    frame = pd.DataFrame(state["points"])
+    frame["picked"] = [PICKED if i in chosen else OTHER for i in frame["index"]]
+    plots = [gr.update(value=frame[frame.model == n].sort_values("picked", kind="stable"), color="picked",
+                       **state.get("lims", {})) for n in ctx.names]
+    return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits]}, *plots
 
 
 def picked_texts(state: dict, row: int) -> list[str] | None:
@@ -100,8 +129,9 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             csv_out = gr.File(label="CSV")
             png_out = gr.Image(label="PNG", type="filepath")
-        describe("Draw a range across a plot to list its points below; pick one to open it in Compare. The "
-                 "overlay shows the second model's cloud aligned to the first's.")
+        describe("Draw a range across either plot: its points are coloured as picked on both and listed below; pick "
+                 "one to make it the example and open it in Compare. The overlay shows the second model's cloud "
+                 "aligned to the first's.")
         picked = gr.Dataframe(headers=["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]], wrap=True,
                               label="picked points")
         raw = json_out()
@@ -109,6 +139,7 @@ def tab(ctx: Ctx) -> None:
         action(go, bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
                  [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **BATCH)
         for plot, name in zip(scatter, ctx.names):
-            plot.select(on_select_range(points_in, ctx, name), state, [picked, state], api_name=False, queue=False)
+            plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
+                        queue=False)
         ctx.link(picked, state, picked_texts)
         stop_button(summary)
