@@ -351,11 +351,12 @@ def _xdist_controller(config) -> bool:
 # ------------------------------------------------------------------ the order files run in
 # pytest-xdist (`--dist loadgroup`) hands tests and groups to workers in collection order: the longest first, so that no
 # worker is left running a long file alone at the end (a browser test started last kept one core idle for minutes).
-# Seconds per file on a quiet two-core AMD machine, from `./run test`'s durations; files not listed follow.
-LONGEST_FIRST = ["test_docs.py", "test_browser.py", "test_hosting.py", "test_checklist.py", "test_offline.py",
-                 "test_engine.py", "test_hostile.py", "test_attacks.py", "test_workers.py", "test_base_size.py",
-                 "test_benchmark.py", "test_lit.py", "test_gpu_bench.py", "test_device.py", "test_report.py",
-                 "test_precision.py", "test_projection.py"]
+# Seconds per file on a quiet two-core AMD machine, from `./run test`'s durations; files not listed follow. (`./run
+# test` passes --no-loadscope-reorder: xdist otherwise sends the groups with the most tests first.)
+LONGEST_FIRST = ["test_docs.py", "test_offline.py", "test_browser.py", "test_hostile.py", "test_precision.py",
+                 "test_device.py", "test_attacks.py", "test_checklist.py", "test_engine.py", "test_report.py",
+                 "test_projection.py", "test_hosting.py", "test_base_size.py", "test_workers.py",
+                 "test_explanation.py", "test_similarity.py", "test_gpu_bench.py", "test_faithfulness.py"]
 
 
 # A test whose fixtures are all built per test or per worker (function or session scope) goes to whichever worker
@@ -373,9 +374,22 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "xdist_group(name): tests pytest-xdist's loadgroup keeps on one worker")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which names each test's group from these marks
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file keeps its own order
+    grouping = bool(getattr(config.option, "loadgroup", False))  # an xdist worker under --dist loadgroup
     for item in items:
         if item.get_closest_marker("xdist_group") is None and _grouped(item):
-            item.add_marker(pytest.mark.xdist_group(item.path.name))
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+            if grouping and "@" not in item.nodeid:
+                _name_group(item, item.path.stem)
+
+
+def _name_group(item, group: str) -> None:
+    """Put the group in the test's id, where xdist's scheduler reads it (`path::test@group`): xdist 3.8 writes it
+    to `item._nodeid`, which pytest 9 no longer reads (it keeps the id in `item._id`), so every test ran as a group
+    of its own and a module fixture was built again each time another file's test ran between two of its tests."""
+    from _pytest.nodeid import coerce_node_id
+
+    item._id = coerce_node_id(f"{item.nodeid}@{group}")

@@ -46,7 +46,11 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "  .tab-container button { padding: 4px 8px !important; }\n"
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
        "  .table-wrap thead { table-layout: auto !important; } .table-container { overflow-x: auto; }\n"
-       "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; } }")
+       "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; }\n"
+       # a table wider than the phone scrolls with its first column (the row's name: a model, a word, a text) held
+       "  .table-wrap td:first-child, .table-wrap th:first-child, .prose td:first-child, .prose th:first-child,\n"
+       "  .methods-table td:first-child, .methods-table th:first-child { position: sticky; left: 0; z-index: 1;\n"
+       "    background: var(--table-even-background-fill, var(--background-fill-primary, white)); } }")
 TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, inside, attacks, checklist)
 
 
