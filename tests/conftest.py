@@ -57,6 +57,12 @@ _THREADS = max(1, min(2, len(os.sched_getaffinity(0)) // _WORKERS))
 torch.set_num_threads(_THREADS)
 if _WORKERS > 1:
     os.environ.setdefault("OMP_NUM_THREADS", str(_THREADS))
+# NumPy's OpenBLAS was loaded (by pytest's plugins) before that variable was set: each worker ran its matrix
+# products (CKA, PCA, UMAP, significance tests) on two threads beside the other worker's, and OpenBLAS's threads wait
+# for each other spinning: a worker's tests used more CPU than wall time, and the run ~9 more CPU minutes.
+from threadpoolctl import threadpool_limits  # noqa: E402
+
+threadpool_limits(_THREADS)
 # Ray starts its worker processes at nice 15, which a server wants (batch work yields to the app) but which, beside
 # busy test workers at nice 0, left a Ray test waiting minutes for its actors to import torch (the killed-worker
 # test: 10 s alone, over 4 min beside two other workers). The tests check Ray's answers, not its priorities.
