@@ -236,7 +236,8 @@ def cmd_counterfactual(args) -> int:
     over_dataset = args.generator.startswith("dataset_")
     if over_dataset and not args.dataset:
         raise InputError(f"dataset: {args.generator} needs --dataset (a shipped name, file or datasets id)")
-    with _bar("predicting", args.json or not over_dataset) as step:
+    # the core reports the whole job (editing, scoring, the meaning checks) in thousandths
+    with _bar("editing, scoring, checking", args.json or not over_dataset, unit="‰") as step:
         res = api.counterfactual(pair, args.text or "", args.text2, args.generator, args.replacements, args.dataset,
                                  args.limit, progress=step)
     names = [m.name for m in pair.models]
