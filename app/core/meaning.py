@@ -52,14 +52,13 @@ def embed(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     distinct = list(dict.fromkeys(texts))
     if not distinct:
         return np.zeros((0, 384), dtype=np.float32)
-    lengths = [len(ids) for ids in tok(distinct, truncation=True, max_length=128)["input_ids"]]
-    order = sorted(range(len(distinct)), key=lengths.__getitem__)
+    encoded = tok(distinct, truncation=True, max_length=128)  # once: the lengths order it, the batches pad it
+    order = sorted(range(len(distinct)), key=lambda r: len(encoded["input_ids"][r]))
     vecs = np.zeros((len(distinct), model.config.hidden_size), dtype=np.float32)
     with _LOCK, torch.inference_mode():
         for i in range(0, len(order), batch_size):
             rows = order[i : i + batch_size]
-            enc = tok([distinct[r] for r in rows], padding=True, truncation=True, max_length=128,
-                      return_tensors="pt")
+            enc = tok.pad([{k: encoded[k][r] for k in encoded} for r in rows], return_tensors="pt")
             hidden = model(**enc).last_hidden_state
             mask = enc["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             v = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)

@@ -64,7 +64,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS) as demo:
         gr.Markdown(banner(pair))
         gr.Markdown(views.first_screen(api.overview(pair)))
-        common.selection(ctx)  # one example, above the tabs: every tab reads it
+        common.text_inputs(ctx)  # one example, above the tabs: every tab reads it
         with gr.Tabs() as tabs:
             for tab in TABS:
                 tab.tab(ctx)

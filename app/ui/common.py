@@ -186,7 +186,7 @@ class Ctx:
     heavy: Heavy
     hosted: bool
     datasets: list  # (label, value) choices of every dataset field: the shipped examples, the released dev set
-    # linked views: the text boxes an example can be loaded into (Compare's first), and the tables that load one
+    # linked views: the shared example's two text boxes (`text_inputs`), and the tables that load one into them
     inputs: list = field(default_factory=list)
     links: list = field(default_factory=list)
     # what re-runs when a pick sets the example: (handler, inputs, outputs), Compare's prediction
@@ -312,10 +312,10 @@ def json_out(what: str = "result") -> gr.JSON:
     return out
 
 
-def selection(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
+def text_inputs(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
     """The example every tab reads, shown once (the app puts it above the tabs): typed once, or set by a pick in
     any tab (a benchmark row, a slice, a CheckList failure, an attack's row, a projection point), which also has
-    Compare answer for it. Rendered where it is first asked for."""
+    Compare answer for it. Rendered where it is first asked for; every later call gets the same two boxes."""
     if not ctx.inputs:
         fields, is_pair = ctx.pair.task.fields, ctx.pair.task.is_pair
         with gr.Row():
@@ -325,11 +325,6 @@ def selection(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
                             elem_id="example-text2")
         ctx.inputs = [t1, t2]
     return ctx.inputs[0], ctx.inputs[1]
-
-
-def text_inputs(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
-    """A tab's input boxes: the shared example's (`selection`)."""
-    return selection(ctx)
 
 
 def dataset_field(ctx: Ctx, label: str, hint: str, value: str | None = None, extra: list | None = None,

@@ -59,12 +59,16 @@ def export_dir() -> Path:
     `EXPORTS_KEPT` exist, and the rest when the process ends."""
     out = Path(tempfile.mkdtemp(prefix="albert-lens-projection-"))
     with _EXPORTS_LOCK:
-        if not _EXPORTS:
-            atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in list(_EXPORTS)])
         _EXPORTS.append(out)
         while len(_EXPORTS) > EXPORTS_KEPT:
             shutil.rmtree(_EXPORTS.pop(0), ignore_errors=True)
     return out
+
+
+@atexit.register
+def _remove_exports() -> None:
+    for d in list(_EXPORTS):
+        shutil.rmtree(d, ignore_errors=True)
 
 
 PICKED_SHOWN = 30
