@@ -106,3 +106,53 @@ def test_logit_maps_are_restated_by_attributing_again_not_negated(offline_pair):
     np.testing.assert_allclose(restated.scores, asked.scores, atol=1e-6)
     assert not np.allclose(restated.scores, [-s for s in second.scores], atol=1e-3)  # negating would be wrong
     assert own["agreement"] == pytest.approx(agreement(first, asked), abs=1e-9)
+
+
+@pytest.mark.parametrize("name", ["integrated_gradients", "gradient_x_input", "gradient_norm", "occlusion"])
+def test_one_request_runs_each_model_once_on_the_explained_input(offline_pair, name):
+    """A saliency request with its faithfulness computes each model's logits on the unedited input once: the
+    method's forward pass picks the class, and faithfulness reads the input's probability from the map rather
+    than predicting it again. Counted where every forward over ids starts, the word-embedding lookup: rows equal
+    to the input's own ids (padding aside)."""
+    from app.core import api
+    from app.core.inference import encode_one
+
+    text = "The cities were beautiful but the hotel was dreadful."
+    pair = offline_pair.fp32
+    seen: dict[str, int] = {}
+    handles = []
+    for clf in pair.models:
+        ids = encode_one(clf, Example((text,)))[0]["input_ids"][0]
+        pad = clf.tokenizer.pad_token_id
+
+        def count(module, inputs, output, ids=ids, pad=pad, name=clf.name):
+            rows = inputs[0]
+            if rows.dim() != 2 or rows.shape[1] < len(ids):
+                return
+            same = (rows[:, : len(ids)] == ids).all(1) & (rows[:, len(ids):] == pad).all(1)
+            seen[name] = seen.get(name, 0) + int(same.sum())
+
+        handles.append(clf.model.get_input_embeddings().register_forward_hook(count))
+    try:
+        out = api.saliency(pair, text, method=name)
+    finally:
+        for h in handles:
+            h.remove()
+    assert seen == {m.name: 1 for m in pair.models}
+    assert all(f["comprehensiveness"] is not None for f in out.faithfulness)
+
+
+def test_faithfulness_from_the_maps_logits_equals_predicting_the_input(offline_pair):
+    """The input's probability read from the map's logits gives the faithfulness a fresh prediction gives."""
+    from dataclasses import replace
+
+    from app.core.faithfulness import faithfulness
+
+    ex = Example(("The cities were beautiful but the hotel was dreadful.",))
+    for clf in offline_pair.models:
+        for name in ("integrated_gradients", "gradient_x_input", "occlusion"):
+            sal = method(name, clf).attribute(ex)
+            assert sal.logits is not None
+            ours, fresh = faithfulness(clf, ex, sal), faithfulness(clf, ex, replace(sal, logits=None))
+            for key in ("comprehensiveness", "sufficiency"):
+                assert ours[key] == pytest.approx(fresh[key], abs=2e-6)

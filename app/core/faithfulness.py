@@ -38,8 +38,11 @@ def faithfulness(clf: Classifier, example: Example, sal: WordSaliency, bins=FAIT
         # only the top words stay: every other word goes, those past the cut too (they would refill the window)
         kept.append(Example(edit_texts(example.texts, al.words,
                                        {i: "" for i in range(len(al.words)) if i not in top})))
-    probs = target_outputs(clf, [example] + removed + kept, sal.target)
-    p0, pr, pk = probs[0], probs[1 : 1 + len(bins)], probs[1 + len(bins) :]
+    p0 = sal.input_output()  # the input's probability from the map's own forward pass, else one more here
+    probs = target_outputs(clf, ([] if p0 is not None else [example]) + removed + kept, sal.target)
+    if p0 is None:
+        p0, probs = probs[0], probs[1:]
+    pr, pk = probs[: len(bins)], probs[len(bins) :]
     return {"comprehensiveness": float(np.mean(p0 - pr)), "sufficiency": float(np.mean(p0 - pk)),
             "bins": list(bins)}
 

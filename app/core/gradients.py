@@ -170,18 +170,27 @@ class TokenGradients:
     alignment: Alignment
 
 
-def input_gradients(clf: Classifier, example: Example, target: int | str | None = None,
-                    score: str = "prob", encoded=None) -> TokenGradients:
-    """`encoded`: the (encoding, alignment) of `example` when the caller already has it."""
-    enc, alignment = encoded or encode_one(clf, example)
+def embeds_forward(clf: Classifier, enc) -> tuple[torch.Tensor, torch.Tensor]:
+    """(word embeddings of the encoded input, set to require gradients; its logits, their graph kept): the one
+    forward pass a gradient method needs, which also gives the prediction that picks the explained class."""
     clf.model.eval()
     with torch.no_grad():
         embeds = clf.model.get_input_embeddings()(enc["input_ids"])
     embeds = embeds.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         logits = forward_embeds(clf, embeds, enc["attention_mask"], enc.get("token_type_ids"))
-        probs = None if clf.is_regression else host(torch.softmax(logits.detach(), -1)[0])
-        tgt = class_index(clf, target, probs)
+    return embeds, logits
+
+
+def input_gradients(clf: Classifier, example: Example, target: int | str | None = None,
+                    score: str = "prob", encoded=None, forward=None) -> TokenGradients:
+    """`encoded`: the (encoding, alignment) of `example` when the caller already has it; `forward`: its
+    `embeds_forward` when the caller already ran it (a saliency method picks its class from those logits)."""
+    enc, alignment = encoded or encode_one(clf, example)
+    embeds, logits = forward or embeds_forward(clf, enc)
+    probs = None if clf.is_regression else host(torch.softmax(logits.detach(), -1)[0])
+    tgt = class_index(clf, target, probs)
+    with torch.enable_grad():
         value, grad = score_gradient(clf, logits, tgt, embeds, score)
     ids = enc["input_ids"][0].cpu()
     return TokenGradients(

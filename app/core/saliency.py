@@ -17,7 +17,15 @@ from . import quadrature
 from .alignment import Alignment, edit_texts
 from .data import Example
 from .errors import InputError
-from .gradients import class_score, forward_from_layer, id_positions, input_gradients, layer_outputs, repeat_rows
+from .gradients import (
+    class_score,
+    embeds_forward,
+    forward_from_layer,
+    id_positions,
+    input_gradients,
+    layer_outputs,
+    repeat_rows,
+)
 from .inference import class_index, encode_one, host, predict, windowed
 from .loading import Classifier
 
@@ -40,12 +48,32 @@ class WordSaliency:
     seconds: float = 0.0
     output: str = "prob"  # what the scores explain: the target's probability, or its logit (see OUTPUTS)
     unread: list[int] = field(default_factory=list)  # words past the model's max length: never read, no score
+    spans: list[list[int]] = field(default_factory=list)  # per word: its [start, end) in its field's text
     alignment: Alignment | None = field(default=None, repr=False)
+    # the model's logits on the explained input, from the method's own forward pass: faithfulness and a restated
+    # class (`explanation.on_class`) read the input's output here instead of running the model on it again
+    logits: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d.pop("alignment")
+        d.pop("logits")
         return d
+
+    def input_output(self) -> float | None:
+        """The explained class's probability on the input (a regression model's score), from `logits`; None
+        when the map carries none."""
+        if self.logits is None:
+            return None
+        if self.target_label is None:  # regression
+            return float(self.logits[0])
+        return float(softmax(self.logits)[self.target])
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    z = np.asarray(logits, dtype=np.float64)
+    e = np.exp(z - z.max())
+    return e / e.sum()
 
 
 # The explained output. A probability saturates: on a confident prediction its gradient all but vanishes, and
@@ -83,10 +111,12 @@ class Method:
         t0 = time.perf_counter()
         enc, al = encode_one(self.clf, example)
         example = windowed(self.clf, example, al)  # perturbing methods edit copies of a long input
-        probs, ctx = self._prepare(example, enc)
+        logits, ctx = self._prepare(example, enc)
+        probs = None if self.clf.is_regression else softmax(logits)
         tgt = class_index(self.clf, target, probs)
         res = self._attribute(example, enc, al, tgt, ctx)
         res.seconds = time.perf_counter() - t0
+        res.logits = np.asarray(logits, dtype=np.float32)
         res.probability = None if probs is None else float(probs[tgt])
         res.note = "; ".join(filter(None, [al.cut_message(self.clf.max_length), res.note]))
         return res
@@ -94,32 +124,38 @@ class Method:
     def _result(self, al: Alignment, tgt: int, scores, **kw) -> WordSaliency:
         return WordSaliency(
             model=self.clf.name, method=self.name, words=[w.text for w in al.words], fields=[w.field for w in al.words],
-            scores=[float(s) for s in scores], target=tgt,
+            scores=[float(s) for s in scores], target=tgt, spans=[[w.start, w.end] for w in al.words],
             target_label=None if self.clf.is_regression else self.clf.labels[tgt], probability=None,
             unread=list(al.cut), alignment=al, output=self.output, **kw)
 
-    def _prepare(self, example: Example, enc) -> tuple[np.ndarray | None, object]:
-        """(class probabilities on the input, anything the method can reuse from computing them)."""
-        return _target_probs_one(self.clf, example), None
+    def _prepare(self, example: Example, enc) -> tuple[np.ndarray, object]:
+        """(the model's logits on the input, anything the method can reuse from computing them): the one forward
+        pass over the explained input, which picks the target and which faithfulness reads again."""
+        pred = predict(self.clf, [example])
+        return pred.logits[0], pred
 
     def _attribute(self, example, enc, al, tgt, ctx=None) -> WordSaliency:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
-def _target_probs_one(clf: Classifier, example: Example) -> np.ndarray | None:
-    if clf.is_regression:
-        return None
-    return predict(clf, [example]).probs[0]
+class _GradientMethod(Method):
+    def _prepare(self, example, enc):
+        """The gradient's own forward pass (its graph kept) gives the logits that pick the target."""
+        embeds, logits = embeds_forward(self.clf, enc)
+        return logits.detach()[0].float().cpu().numpy(), (embeds, logits)
+
+    def gradients(self, example, enc, al, tgt, ctx):
+        return input_gradients(self.clf, example, tgt, score=self.output, encoded=(enc, al), forward=ctx)
 
 
-class GradientNorm(Method):
+class GradientNorm(_GradientMethod):
     """L2 norm of the gradient per token, summed per word and normalised to 1 (unsigned: how sensitive)."""
 
     name = "gradient_norm"
     signed = False
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        g = input_gradients(self.clf, example, tgt, score=self.output, encoded=(enc, al))
+        g = self.gradients(example, enc, al, tgt, ctx)
         tok = np.linalg.norm(g.gradients, axis=1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         total = tok.sum() or 1.0
@@ -128,13 +164,13 @@ class GradientNorm(Method):
         )
 
 
-class GradientXInput(Method):
+class GradientXInput(_GradientMethod):
     """Gradient dot input embedding per token, summed per word (signed)."""
 
     name = "gradient_x_input"
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
-        g = input_gradients(self.clf, example, tgt, score=self.output, encoded=(enc, al))
+        g = self.gradients(example, enc, al, tgt, ctx)
         tok = (g.gradients * g.embeddings).sum(1)
         tok[[i for i, w in enumerate(al.token_word) if w is None]] = 0
         return self._result(al, tgt, al.pool(tok), tokens=g.tokens, token_scores=tok.tolist())
@@ -214,8 +250,7 @@ class IntegratedGradients(Method):
         pos = id_positions(self.clf, ids)
         states, logits = layer_outputs(self.clf, torch.cat([ids, self.baseline_ids(enc)]), repeat_rows(mask, 2),
                                        repeat_rows(tt, 2), repeat_rows(pos, 2))
-        probs = None if self.clf.is_regression else torch.softmax(logits[0].double(), -1).cpu().numpy()
-        return probs, (states, logits)
+        return logits[0].float().cpu().numpy(), (states, logits)
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
         clf = self.clf
@@ -250,11 +285,6 @@ class Occlusion(Method):
     """The target's probability (or logit) minus the same with the word removed from the text."""
 
     name = "occlusion"
-
-    def _prepare(self, example, enc):
-        """The input's prediction picks the target and is the baseline every removal is compared with."""
-        pred = predict(self.clf, [example])
-        return (None if self.clf.is_regression else pred.probs[0]), pred
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
         seen = al.seen  # removing a word the model never read (cut, or dropped by the tokenizer) changes nothing
