@@ -18,7 +18,7 @@ import torch
 from . import jobs, meaning
 from .alignment import edit_texts, split_words
 from .data import Example
-from .errors import InputError, LensError
+from .errors import InputError, WordNetMissing
 from .gradients import input_gradients
 from .inference import predict, windowed
 from .loading import Classifier
@@ -134,10 +134,6 @@ def word_replacement(models, example: Example, pairs: dict[str, str]) -> Change:
 
 
 # ------------------------------------------------------------------ WordNet
-
-
-class WordNetMissing(LensError):
-    pass
 
 
 def _wordnet():

@@ -18,15 +18,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .errors import LensError
+from .errors import DataError
 from .policy import limits
 from .runtime import hub_reachable
 
 csv.field_size_limit(10**8)
-
-
-class DataError(LensError, ValueError):
-    """A dataset file or field that can't be read; the message names the file, line and problem."""
 
 
 @dataclass(frozen=True)

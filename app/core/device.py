@@ -11,15 +11,11 @@ import re
 
 import torch
 
-from .errors import InputError
+from .errors import DeviceError
 
 ENV = "ALBERT_LENS_DEVICE"
 CHOICES = "auto, cpu, cuda, cuda:N or mps"
 _NAME = re.compile(r"^(auto|cpu|mps|cuda)(?::(\d{1,2}))?$")
-
-
-class DeviceError(InputError):
-    """A device that is not on this machine, or a word that names none."""
 
 
 def _mps() -> bool:

@@ -16,20 +16,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from .errors import LensError
-
-
-class Stopped(LensError):
-    """A job ended before its work was done; the message says why and how far it got."""
-
-    def __init__(self, reason: str, done: int | None = None, total: int | None = None, what: str = "items",
-                 job: "Job | None" = None):
-        self.reason, self.done, self.total, self.what, self.job = reason, done, total, what, job
-        far = f" after {done:,} of {total:,} {what}" if done is not None and total is not None else ""
-        super().__init__(f"stopped{far}: {reason}")
-
-    def __reduce__(self):  # across a process (app/core/workers.py): what stopped, without the job itself
-        return Stopped, (self.reason, self.done, self.total, self.what)
+from .errors import Stopped
 
 
 @dataclass(eq=False)  # a job is itself, hashable: the app keeps each session's running jobs in a set

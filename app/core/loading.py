@@ -22,16 +22,12 @@ import torch
 
 from . import device as devices
 from . import kernels, offline
-from .errors import LensError
+from .errors import ModelLoadError
 from .precision import check_on, quantize_int8, to_half
 from .registry import TASKS, ModelSpec, Task, with_task
 from .runtime import hub_reachable
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
-
-
-class ModelLoadError(LensError, RuntimeError):
-    """A model that can't be loaded; the message names the model and the cause."""
 
 
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack")

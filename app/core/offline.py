@@ -18,16 +18,13 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from .errors import OfflineAssetsMissing
 from .runtime import ASSETS_DIR, cache_dir
 
 OFFLINE_ASSETS = ASSETS_DIR / "offline"
 MINILM_TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 # Parameters of the BERT side that training leaves equal to the MiniLM's; read from the package, never shipped.
 FROZEN_FROM_MINILM = {"bert.embeddings.word_embeddings.weight": "embeddings.word_embeddings.weight"}
-
-
-class OfflineAssetsMissing(FileNotFoundError):
-    pass
 
 
 def minilm_dir() -> Path:

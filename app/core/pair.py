@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from . import device as devices
 from .data import Example
-from .errors import InputError
+from .errors import InputError, PairError
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
 from .loading import Classifier, ModelHead, get_classifier, get_head
 from .policy import limits
@@ -17,10 +17,6 @@ from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
 log = logging.getLogger("albert_lens")
-
-
-class PairError(InputError):
-    """Two models that can't be compared side by side."""
 
 
 def same_outputs(heads: tuple) -> tuple:

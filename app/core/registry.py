@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .data import GLUE_LABELS
-from .errors import InputError
+from .errors import UnknownPair
 
 MAX_LENGTH = 128
 
@@ -148,10 +148,6 @@ def offline_pair(task_name: str = "sst2") -> PairSpec:
 OFFLINE_PAIR = offline_pair("sst2")
 
 PRESETS: dict[str, PairSpec] = {name: textattack_pair(name) for name in TASKS} | {"offline": OFFLINE_PAIR}
-
-
-class UnknownPair(InputError):
-    pass
 
 
 ALIASES = {"sst_2": "sst2", "sts_b": "stsb", "agnews": "ag_news", "mr": "rotten_tomatoes", "yelp": "yelp_polarity"}

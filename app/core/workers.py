@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from . import jobs
-from .errors import LensError
+from .errors import LensError, WorkerGone
 
 log = logging.getLogger("albert_lens")
 
@@ -55,10 +55,6 @@ def worker_nice() -> int:
 POLL_S = 0.05  # how often the parent checks its client while a child works: within a batch's time
 _CTX = mp.get_context("spawn")
 Setup = Sequence[tuple[Callable[..., Any], tuple]]
-
-
-class WorkerGone(LensError):
-    """The child process ended during a call (killed, out of memory); a fresh one replaces it."""
 
 
 def _portable(exc: BaseException) -> BaseException:
