@@ -199,7 +199,7 @@ def test_the_saliency_chart_and_the_highlight_agree_on_each_models_top_word():
         highlight_top = max(range(len(spans)), key=lambda i: abs(spans[i][1]))
         assert chart_top == highlight_top and spans[highlight_top][0] == words[chart_top]
         assert abs(bars[chart_top]) == pytest.approx(1.0) == abs(spans[highlight_top][1])
-    assert "+ supports the class" in ax.get_ylabel() and ax.get_ylim()[0] < 0
+    assert "+ for the class" in ax.get_ylabel() and ax.get_ylim()[0] < 0
     res |= {"method": "gradient_norm", "signed": False}
     for m in res["maps"]:
         m["scores"] = [abs(x) for x in m["scores"]]
@@ -230,3 +230,20 @@ def test_cka_and_attention_plots_read_without_the_docs():
         {"model": "ALBERT", "layer": 2, "units": ["a", "b"], "map": [[0.06, 0.04], [0.05, 0.05]]}]}
     images = [a.get_images()[0] for a in attention_figure(att).axes if a.get_images()]
     assert [round(im.get_clim()[1], 6) for im in images[:2]] == [0.9, 0.06]
+
+
+@pytest.mark.parametrize("signed", [True, False])
+def test_the_saliency_charts_axis_label_fits_inside_the_figure(signed):
+    """The y label said what the bars are on one line taller than the figure, so the app showed its middle."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    res = {"method": "integrated_gradients", "signed": signed, "fields": ["text"],
+           "maps": [{"model": m, "target_label": "positive", "words": ["a", "fine", "film"], "fields": [0, 0, 0],
+                     "scores": [0.1, 0.5, -0.2], "unread": []} for m in ("BERT", "ALBERT")]}
+    fig = saliency_figure(res)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    label = fig.axes[0].yaxis.label
+    box = label.get_window_extent(canvas.get_renderer())
+    assert label.get_text().startswith("score" if signed else "magnitude")
+    assert box.y0 >= 0 and box.y1 <= fig.bbox.y1 and box.x0 >= 0, (box, fig.bbox)

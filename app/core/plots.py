@@ -76,8 +76,9 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
     top = [max((abs(x) for x in m["scores"]), default=0.0) or 1.0 for m in maps]  # `views.highlight`'s scale
     rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i] / t}
             for m, t in zip(maps, top) for i in shown]
-    ylabel = ("score / the model's largest (+ supports the class)" if res.get("signed", True) else
-              "magnitude / the model's largest (no sign: how sensitive)")
+    # two short lines: on one line the label was taller than the 3-inch figure and lost both ends
+    ylabel = ("score ÷ model's largest\n+ for the class, − against" if res.get("signed", True) else
+              "magnitude ÷ model's largest\n(how sensitive, no sign)")
     # a title above the axes also keeps the app's label badge off the top y tick
     fig = grouped_bars(rows, "word", "score", "model", ylabel, title=title,
                        ylim=(-1.05, 1.05) if res.get("signed", True) else (0, 1.05))
