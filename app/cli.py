@@ -168,10 +168,6 @@ def _save_figure(draw, path: str | None) -> None:
         print(f"figure: {path}", file=sys.stderr)
 
 
-def _signed(x: float) -> str:
-    return f"{x:+.4f}" if abs(x) >= 1e-4 or x == 0 else f"{x:+.1e}"
-
-
 def cmd_saliency(args) -> int:
     api = _api()
 
@@ -184,32 +180,7 @@ def cmd_saliency(args) -> int:
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
-        maps = res["maps"]
-        of = "logit of " if res["output"] == "logit" else ""
-        heads = [f"{m['model']} ({of + m['target_label'] if m['target_label'] is not None else 'score'})"
-                 for m in maps]
-        width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
-        print(f"{args.method} · pair {pair.name}\n")
-        col = max(22, *(len(h) + 2 for h in heads))
-        print(f"{'word':<{width}}" + "".join(f"{h:>{col}}" for h in heads))
-        unread = plots.unread_by_all(maps)
-        for i, w in enumerate(maps[0]["words"]):
-            if i in unread:
-                continue
-            field = f" [{pair.task.fields[maps[0]['fields'][i]]}]" if pair.task.is_pair else ""
-            print(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{_signed(m['scores'][i]):>{col}}" for m in maps))
-        if unread:
-            print(f"... and {len(unread)} words past the cut, which neither model read")
-        print()
-        for m, f in zip(maps, res["faithfulness"]):
-            line = (f"{m['model']}: p={m['probability'] or 0:.3f}, comprehensiveness {f['comprehensiveness']:.3f}, "
-                    f"sufficiency {f['sufficiency']:.3f}, {m['seconds'] * 1000:.0f} ms")
-            if m.get("delta") is not None:
-                line += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
-            print(line + (f" ({m['note']})" if m.get("note") else ""))
-        agree, on = res["agreement"], res["agreement_label"]
-        print(f"rank agreement{'' if on is None else f' on {on}'} (Spearman): "
-              + ("undefined" if agree is None else f"{agree:.3f}"))
+        print(views.saliency_text(res, pair.name, list(pair.task.fields)))
     _save_figure(lambda: plots.saliency_figure(res), args.png)
     return 0
 
@@ -243,32 +214,8 @@ def cmd_counterfactual(args) -> int:
     names = [m.name for m in pair.models]
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
-    elif over_dataset:
-        print(f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in {res['dataset']}")
-        for n, r, only in zip(names, res["flip_rate"], res["only"]):
-            print(f"  {n:<10} flip rate {views.percent(r, 1)} · flips only this model: {len(only)}")
-        print(f"  both flip: {res['both']}")
-        if note := views.valid_edits_note(res, names):
-            print(f"  {note}")
-        if "comparison" in res:
-            print(f"  {views.verdict(res['comparison'], names, unit='edits')}")
-        for n, only in zip(names, res["only"]):
-            for c in only[: args.show]:
-                print(f"  only {n} ({plots.edits_text(c)}): {' / '.join(c['edited'])}")
     else:
-        for p in res.get("per_model", []):
-            if p.get("note"):
-                print(f"{p['model']}: {p['note']}")
-        for c in res["changes"]:
-            print(f"{c['generator']}: {plots.edits_text(c)}\n  {' / '.join(c['edited'])}")
-            for k, n in enumerate(names):
-                b, a = c["before"][k], c["after"][k]
-                key, d = plots.own_delta(c, k)
-                flip = "  FLIPPED" if c["flipped"][k] else ""
-                print(f"  {n:<10} {b.get('label', b.get('score'))} → {a.get('label', a.get('score'))} "
-                      f"(Δp({key}) {_signed(d)}){flip}")
-        if not res["changes"]:
-            print("no edit found")
+        print(views.counterfactual_text(res, names, show=args.show))
     _save_figure(lambda: plots.counterfactual_figure(res, names), args.png)
     return 0
 
@@ -344,22 +291,7 @@ def cmd_facts(args) -> int:
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
-        keys = [k for k in res["models"][0] if k not in ("transitions", "model")]
-        print(f"{'':<26}" + "".join(f"{m['model']:>24}" for m in res["models"]))
-        for k in keys:
-            vals = [m[k] for m in res["models"]]
-            shown = [f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else
-                     f"{v:.2f}" if isinstance(v, float) else str(v) for v in vals]
-            print(f"{k:<26}" + "".join(f"{v:>24}" for v in shown))
-        for m in res["models"]:
-            t = m["transitions"]
-            print(f"{m['model']} layer transitions, L2: " + " ".join(f"{x:.2f}" for x in t["l2"]))
-            print(f"{m['model']} layer transitions, cosine: " + " ".join(f"{x:.3f}" for x in t["cosine"]))
-        r = res["ratios"]
-        print(f"{pair.models[1].name} / {pair.models[0].name}: parameters {r['parameters']:.2f}x, latency "
-              f"{r['latency']:.2f}x, throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
-        print("one input at a time, both models in turns: "
-              + views.verdict(res["latency_comparison"], [m.name for m in pair.models], unit="inputs"))
+        print(views.facts_text(res))
     _save_figure(lambda: plots.transitions_figure({m["model"]: m["transitions"] for m in res["models"]}), args.png)
     return 0
 
@@ -454,7 +386,7 @@ def cmd_attack(args) -> int:
     with _engine(args) as engine, _bar(f"{args.recipe} on {len(pair.spec.models)} models", args.json,
                                        "example") as step:
         res = api.attack(pair, args.recipe, dataset=args.dataset, n=args.n, query_budget=args.query_budget,
-                         time_limit=args.time_limit, progress=step, engine=engine, resume=args.out, visitor=False)
+                         time_limit=args.time_limit, progress=step, engine=engine, out=args.out, visitor=False)
     out = Path(args.out) if args.out else None
     rows, summary, cmp = res["examples"], res["summary"], res["comparison"]
     if args.json:
@@ -708,7 +640,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=256, help="examples per batch sent to a worker")
     _engine_args(p)
     p.set_defaults(func=cmd_embed)
+    _declared_commands(sub)
     return parser
+
+
+def _declared_commands(sub) -> None:
+    """A subcommand for every declared capability (`app.core.capabilities`), its flags its options: named, typed,
+    bounded and explained as declared, so nothing here is written per capability."""
+    from app.core import capabilities  # light: no PyTorch, so --help stays quick
+
+    for cap in capabilities.declared():
+        command = cap.name.replace("_", "-")
+        if command in sub.choices:
+            continue
+        p = sub.add_parser(command, help=cap.help[:1].lower() + cap.help[1:].rstrip("."), description=cap.help)
+        _pair_args(p)
+        if cap.inputs == "text":
+            _text_args(p)
+        else:
+            p.add_argument("--dataset", help="a shipped name, a data file, or a released dataset's name")
+            p.add_argument("--limit", type=int, help="first N examples (default: every row)")
+        for o in cap.options:
+            kw = {"choices": list(o.choices)} if o.choices else {}
+            if o.kind is bool:
+                kw["choices"] = ["true", "false"]
+            p.add_argument(o.flag, dest=o.name, type=str if o.kind is bool else o.kind,
+                           help=f"{o.help} (default: {str(o.default).lower() if o.kind is bool else o.default})",
+                           **kw)
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        p.set_defaults(func=cmd_declared, capability=cap.name)
+
+
+def cmd_declared(args) -> int:
+    """A declared capability: its options to the facade's runner, its answer as JSON or as text."""
+    from app.core import capabilities
+
+    api = _api()
+    cap = capabilities.get(args.capability)
+    pair = _pair(args)
+    where = ({"text": args.text, "text2": args.text2} if cap.inputs == "text"
+             else {"dataset": args.dataset, "limit": args.limit})
+    res = api.run(cap.name, pair, **where, visitor=False, **{o.name: getattr(args, o.name) for o in cap.options})
+    print(_dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else views.declared_text(res))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

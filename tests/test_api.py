@@ -86,7 +86,7 @@ def test_attack_of_a_shipped_dataset_and_its_resume_file(tiny_dirs, tiny_pair, c
 
     assert counts(cli["summary"]) == counts(app["summary"])
     # the file the CLI wrote resumes the facade: nothing is attacked again, the answer is the same
-    again = api.attack(tiny_pair, "deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60, resume=out)
+    again = api.attack(tiny_pair, "deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60, out=out)
     assert again["resumed"] == 3 and outcomes(again["examples"]) == outcomes(app["examples"])
     assert len(out.read_text().splitlines()) == 3
 
@@ -142,8 +142,9 @@ def test_front_ends_enter_the_core_through_the_facade_only():
 
     root = Path(__file__).resolve().parents[1]
     allowed = {"api", "views", "plots", "errors"}
-    # workers: the app's thread limits, set before PyTorch loads (the facade would load it first)
-    extra = {"app/cli.py": {"policy", "runtime", "workers"}}
+    # workers: the app's thread limits, set before PyTorch loads (the facade would load it first); capabilities:
+    # the declarations the CLI's generated commands are built from, so their --help answers without PyTorch
+    extra = {"app/cli.py": {"policy", "runtime", "workers", "capabilities"}}
     files = [root / "app/cli.py", root / "app/report.py", *(root / "app/ui").glob("*.py"),
              *(root / "lit_models").glob("*.py")]
     seen = {}
@@ -161,6 +162,48 @@ def test_front_ends_enter_the_core_through_the_facade_only():
                 seen.setdefault(rel, set()).add(name)
                 assert name in allowed | extra.get(rel, set()), f"{rel} imports app.core.{name}"
     assert seen["app/ui/compare.py"] == {"api", "views"} and "api" in seen["app/report.py"]
+
+
+# what a front end takes and the facade doesn't: which pair and how it runs, where the answer goes and how it is
+# drawn, a file dropped on the page (read instead of `dataset`); `ctx` and `progress` are the app's plumbing
+FRONT_END_ONLY = {"ctx", "progress", "uploaded", "colour", "pair", "models", "task", "device", "precision", "json",
+                  "png", "show", "out", "file", "list", "engine", "address", "workers", "batch"}
+# a command or endpoint that answers through more than one facade call
+SERVED_BY = {"saliency": ("saliency", "saliency_dataset"), "attention": ("attention", "attention_stats")}
+
+
+def test_every_front_end_spells_each_option_as_the_facade_does():
+    """One name per option: each gradio_client parameter of an endpoint and each flag of a command is a
+    parameter of the facade call that answers it, under the same name (the app once said `method_name`,
+    `ig_tolerance` and `explained` where the facade and the CLI say `method`, `tolerance` and `output`)."""
+    import argparse
+    import inspect
+
+    from app import cli
+    from app.core import api
+    from app.ui import attacks, benchmark, checklist, compare, counterfactuals, facts, inside, projection, saliency
+
+    def facade(name: str) -> set[str]:
+        name = name.replace("-", "_")
+        if name in {c.name for c in api.capabilities.declared()}:  # the runner's names and the declared options
+            return set(inspect.signature(api.run).parameters) | {o.name for o in api.capabilities.get(name).options}
+        return set().union(*(inspect.signature(getattr(api, f)).parameters for f in SERVED_BY.get(name, (name,))))
+
+    checked = []
+    for module in (attacks, benchmark, checklist, compare, counterfactuals, facts, inside, projection, saliency):
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if fn.__module__ == module.__name__ and hasattr(api, name) and not name.startswith("_"):
+                params = set(inspect.signature(fn).parameters)
+                assert params - FRONT_END_ONLY <= facade(name), (f"/{name}", params - FRONT_END_ONLY - facade(name))
+                checked.append("/" + name)
+    assert len(checked) >= 13 and "/saliency_dataset" in checked and "/checklist" in checked
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    # every command but the offline pair's training, an operator's build step whose flags fill `TrainSettings`
+    commands = [c for c in sub.choices if hasattr(api, c.replace("-", "_")) and c != "train-offline"]
+    for command in commands:
+        flags = {a.dest for a in sub.choices[command]._actions} - {"help"}
+        assert flags - FRONT_END_ONLY <= facade(command), (command, flags - FRONT_END_ONLY - facade(command))
+    assert len(commands) >= 12
 
 
 def test_every_method_facts_and_attention_report_their_progress(tiny_pair):

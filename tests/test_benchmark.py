@@ -43,12 +43,12 @@ def test_unlabelled_or_foreign_labels_are_clear_errors(tiny_pair):
 
 def test_foreign_labels_are_refused_before_any_prediction(tiny_pair, monkeypatch):
     """AG News on a sentiment pair: the message comes before the models read 7,600 texts, not after."""
-    from app.core import benchmark as bm
+    from app.core import inference
 
     def no_predict(*a, **k):
         raise AssertionError("predicted before the labels were checked")
 
-    monkeypatch.setattr(bm, "predict", no_predict)
+    monkeypatch.setattr(inference, "predict", no_predict)  # what the engine's prediction job calls
     ds = Dataset("news", [Example(("stocks rose",), "Business"), Example(("a fine film",), "positive")])
     with pytest.raises(InputError, match=r"dataset: gold labels \['Business'\] are not among"):
         benchmark(tiny_pair, ds)

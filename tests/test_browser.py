@@ -256,7 +256,7 @@ def _every_tab(drv, app_url, offline_pair, size):
     # every tab's name is on the page, a phone's included (Gradio put all but two in a "..." menu there)
     time.sleep(0.5)
     tabs = [t.text.strip() for t in _visible(drv, "button[role='tab']")]
-    assert len(tabs) == 9 and "Behavioural" in tabs, tabs
+    assert len(tabs) == 10 and "Behavioural" in tabs and "More" in tabs, tabs
 
     _type(drv, "textarea", DISAGREE)  # typed once, above the tabs: every tab's input from here on
     _button(drv, "Predict").click()
@@ -264,6 +264,11 @@ def _every_tab(drv, app_url, offline_pair, size):
     assert not _visible(drv, ".json-holder") and not _errors(drv)  # the JSON waits in a closed accordion
     answered = _wait(lambda: _probabilities(drv))
     _shot(drv, f"{size}-compare")
+
+    _tab(drv, "More")  # a declared capability's generated section, on the same example
+    _button(drv, "Run tokens").click()
+    _wait(lambda: _says(drv, "split_words:"))
+    assert not _errors(drv)
 
     _tab(drv, "Saliency")
     assert _visible(drv, "textarea")[0].get_attribute("value") == DISAGREE  # the same example, not typed again
@@ -312,6 +317,10 @@ def _every_tab(drv, app_url, offline_pair, size):
     _wait(lambda: [t for t in _visible(drv, "button[role='tab']") if t.text.strip() == "Compare"
                    and t.get_attribute("aria-selected") == "true"])
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:20] == text[:20])
+    # under it, where it came from and its gold label
+    note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                            "return e && e.textContent.includes('gold label') ? e.textContent : null;"))
+    assert "the benchmark's disagreements" in note, note
     # and Compare has answered for it, without a click on Predict
     assert _wait(lambda: _probabilities(drv) not in (None, answered)), answered
     if size == "desktop":  # a failed run clears the results it would have replaced, and its message stays

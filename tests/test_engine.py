@@ -136,7 +136,7 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_engine, monke
     assert strip(remote_cl) == strip(local_cl) and remote_cl["capabilities"] == local_cl["capabilities"]
     assert sum(n for t in strip(local_cl) for n, _ in t) > 0
     assert remote_b["engine"]["engine"] == "ray" and remote_b["engine"]["workers"] == 2
-    assert local_b["engine"] == {"engine": "local"}
+    assert local_b["engine"]["engine"] == "local" and local_b["engine"]["wall_seconds"] > 0
     for a, b in zip(local_b["models"], remote_b["models"]):
         assert a["accuracy"] == b["accuracy"] and a["parameters"] == b["parameters"] and a["n"] == b["n"] == 50
         assert b["throughput_per_s"] > 0 and b["latency_ms_median"] > 0
@@ -152,11 +152,11 @@ def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(ti
     from .conftest import shared
 
     sst2 = str(shared("glue", "sst2", "dev.tsv"))
-    local = {p: api.similarity(tiny_pair, sst2, 40, p, batch_size=8) for p in ("cls", "words")}
+    local = {p: api.similarity(tiny_pair, sst2, 40, p, batch=8) for p in ("cls", "words")}
     driver = Pair(tiny_pair.spec)
     loading.clear_cache()
     monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-    remote = {p: api.similarity(driver, sst2, 40, p, batch_size=8, engine=ray_engine) for p in ("cls", "words")}
+    remote = {p: api.similarity(driver, sst2, 40, p, batch=8, engine=ray_engine) for p in ("cls", "words")}
     monkeypatch.undo()
     for p in local:  # the same minibatches; their embeddings padded alike or not (float32 rounding, ~1e-3 here)
         assert remote[p].n == local[p].n and remote[p].batches == local[p].batches

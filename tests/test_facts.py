@@ -112,20 +112,21 @@ def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair
     import functools
 
     from app.core import api, timing, views
+    from app.core import facts as facts_module
 
     second = tiny_pair.models[1]
     clock = {"t": 0.0}
-    real_predict, real_facts = timing.predict, api.model_facts
+    real_predict, real_facts, real_comparison = timing.predict, facts_module.model_facts, timing.latency_comparison
 
     def timed_predict(clf, exs, **kw):  # the injected clock moves 1 ms for the first model, 3 ms for the second
         clock["t"] += 0.003 if clf is second else 0.001
         return real_predict(clf, exs, **kw)
 
     monkeypatch.setattr(timing, "predict", timed_predict)
-    monkeypatch.setattr(api, "latency_comparison",
-                        functools.partial(timing.latency_comparison, clock=lambda: clock["t"]))
-    monkeypatch.setattr(api, "model_facts", lambda clf, exs: {**real_facts(clf, exs),
-                                                              "latency_ms": 1.0 if clf is second else 10.0})
+    # where the engine's jobs (`facts.facts_batch`, `timing.latency_batch`) find them
+    monkeypatch.setattr(timing, "latency_comparison", functools.partial(real_comparison, clock=lambda: clock["t"]))
+    monkeypatch.setattr(facts_module, "model_facts", lambda clf, exs: {**real_facts(clf, exs),
+                                                                       "latency_ms": 1.0 if clf is second else 10.0})
     res = api.facts(tiny_pair, [f"film number {i} was fine" for i in range(12)])
     assert res["latency_comparison"]["values"] == pytest.approx([1.0, 3.0])
     assert res["ratios"]["latency"] == pytest.approx(3.0)

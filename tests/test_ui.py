@@ -238,8 +238,8 @@ def test_attack_api_takes_named_arguments(client):
     """The names gradio_client users see (README) are part of the API: calling by them must keep working, and
     the dataset may be left out (its default is the "none" choice: attack the text)."""
     res, summary, *_ = client.predict(text="a gorgeous , witty , seductive movie .", text2="",
-                                      recipe_name="deepwordbug", gold_label="positive",
-                                      n_examples=1, query_budget=40, time_limit_s=20, api_name="/attack")
+                                      recipe="deepwordbug", label="positive",
+                                      n=1, query_budget=40, time_limit=20, api_name="/attack")
     assert res["recipe"] == "deepwordbug" and len(res["examples"]) == 1
     assert res["examples"][0]["texts"] == ["a gorgeous , witty , seductive movie ."]
     assert all(r["queries"] is None or r["queries"] <= 40 for r in res["examples"][0]["results"])
@@ -248,8 +248,8 @@ def test_attack_api_takes_named_arguments(client):
 
 def test_attack_summary_says_a_long_input_was_attacked_where_the_model_reads_it(client):
     text = "a gorgeous , witty , seductive movie . " * 300
-    res, summary, *_ = client.predict(text=text, text2="", recipe_name="deepwordbug", gold_label="positive",
-                                      dataset=None, n_examples=1, query_budget=20, time_limit_s=20,
+    res, summary, *_ = client.predict(text=text, text2="", recipe="deepwordbug", label="positive",
+                                      dataset=None, n=1, query_budget=20, time_limit=20,
                                       api_name="/attack")
     notes = [r.get("note") for r in res["examples"][0]["results"]]
     assert all(n and "the rest of the input is left as it was" in n for n in notes)
@@ -266,7 +266,7 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
     assert required == {"/predict": ["text"], "/saliency": ["text"], "/saliency_methods": ["text"],
                         "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [], "/slices": [],
                         "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": [], "/similarity": [],
-                        "/attention": ["text"]}, required
+                        "/attention": ["text"], "/tokens": ["text"]}, required
     for name, e in info.items():
         assert all(len(r["label"]) <= 30 for r in e["returns"]), (name, [r["label"] for r in e["returns"]])
         defaults = [p["parameter_default"] for p in e["parameters"]]
@@ -341,9 +341,10 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair)
     picks = {f._id: f for f in demo.fns.values() if f.collects_event_data and f.outputs
              and any(isinstance(o, gr.Tabs) for o in f.outputs)}
     answered = [f for f in demo.fns.values() if f.trigger_after in picks and f.trigger_only_on_success]
-    # benchmark rows, slices, CheckList failures, projection points; an attack's rows set the example but keep
-    # the Attacks tab (its panels show the picked row)
-    assert len(picks) == 5 and len(answered) == 4 and len({f.trigger_after for f in answered}) == 4
+    # benchmark rows, slices, CheckList failures, projection points, counterfactual edits; an attack's rows set
+    # the example but keep the Attacks tab (its panels show the picked row); each pick also sets the note under it
+    assert len(picks) == 6 and len(answered) == 5 and len({f.trigger_after for f in answered}) == 5
+    assert all(f.outputs[-1].elem_id == "example-note" for f in picks.values())
     for f in answered:
         assert [o._id for o in f.outputs] == [o._id for o in fns["predict"].outputs]
         assert [i._id for i in f.inputs] == [b._id for b in boxes]

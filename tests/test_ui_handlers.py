@@ -125,8 +125,8 @@ def test_bound_handlers_show_gradio_the_inputs_without_ctx(ctx):
     optional, and the names callers use by keyword (the README's attack call) unchanged."""
     handler = bind(attacks.attack, ctx)
     params = inspect.signature(handler).parameters
-    assert list(params)[:8] == ["text", "text2", "recipe_name", "gold_label", "dataset", "n_examples",
-                                "query_budget", "time_limit_s"]
+    assert list(params)[:8] == ["text", "text2", "recipe", "label", "dataset", "n",
+                                "query_budget", "time_limit"]
     assert params["text2"].default is None and params["dataset"].default is None
     assert handler.__name__ == "do_attack"  # the job and its error messages are named as the endpoint
     for tab in (compare.predict, saliency.saliency, counterfactuals.counterfactual):
@@ -213,10 +213,24 @@ def test_a_picked_row_loads_its_example_into_every_tab_and_opens_compare(ctx):
     attacked = _attacked("success", "failed")
     assert attacks.attacked_texts(attacked, 0) == ["a grate film"]  # the adversarial text
     assert attacks.attacked_texts(attacked, 1) == ["a great film"]  # no adversarial: the original
-    out = load_texts(["premise", "hypothesis"], 6, switch=True)
-    assert out[:6] == ["premise", "hypothesis"] * 3 and out[6].selected == "compare"
+    out = load_texts(["premise", "hypothesis"], 6, switch=True, note="from somewhere")
+    assert out[:6] == ["premise", "hypothesis"] * 3 and out[6].selected == "compare" and out[7] == "from somewhere"
     assert load_texts(["one"], 4, switch=False)[:4] == ["one", ""] * 2
     assert all(u == {"__type__": "update"} for u in load_texts(None, 4, True))
+    # the note under the example: where it came from and its gold label
+    bench = {"dataset": "sst2 dev", "disagreements": {"examples": [{"texts": ["first"], "gold": "negative",
+                                                                    "index": 41}]}}
+    assert benchmark.disagreement_note(bench, 0) == (
+        "<small>picked from the benchmark's disagreements on sst2 dev, row 42 · gold label **negative**</small>")
+    sliced = {"dataset": "d", "slices": [{"name": "word: <b>", "gold": ["positive"], "examples": [["x"]]}]}
+    assert "slice «word: &lt;b&gt;» of d" in benchmark.slice_note(sliced, 0)
+    assert "gold label **positive**" in benchmark.slice_note(sliced, 0)
+    note = checklist.failure_note(suite, 2)
+    assert "«t», failed by B" in note and "d" in note and "gold label" not in note
+    note = attacks.attacked_note(attacked | {"recipe": "deepwordbug"}, 0)
+    assert "deepwordbug on" in note and "gold label **positive**" in note and "its adversarial text" in note
+    state = {"points": [{"index": 3, "gold": "negative"}], "picked": [3], "texts": [[f"t{i}"] for i in range(5)]}
+    assert "row 4 · gold label **negative**" in projection.picked_note(state, 0)
 
 
 def test_a_range_drawn_on_a_projection_lists_its_points_nearest_first(ctx):
@@ -303,3 +317,20 @@ def test_the_first_screen_names_the_task_both_models_and_what_to_try(offline_pai
     demo = build(offline_pair)
     shown = [c.value for c in demo.blocks.values() if type(c).__name__ == "Markdown"]
     assert text in shown
+
+
+def test_a_picked_counterfactual_edit_becomes_the_example_in_the_tables_order(ctx):
+    """The changes table puts the edits that flip one model only first; a picked row loads that row's edited
+    input, with a note naming the edit and whom it flips."""
+    a, b = ctx.names
+    change = lambda text, flipped: {"generator": "wordnet_synonym", "edited": [text], "original": ["a fine film"],  # noqa: E731
+                                    "edits": [["fine", text.split()[1]]], "flipped": flipped,
+                                    "before": [{"label": "positive"}] * 2, "after": [{"label": "positive"}] * 2,
+                                    "deltas": [{"positive": -0.1}] * 2}
+    res = {"models": [a, b], "flip_rate": [0.5, 0.5], "examples": [
+        change("a nice film", [False, False]), change("a good film", [True, True]), change("a ok film", [False, True])]}
+    frame = views.changes_frame(res, [a, b])
+    assert list(frame["flips"]) == [f"{b} only", "both", "none"]
+    assert [counterfactuals.edited_texts(res, k) for k in range(4)] == [["a ok film"], ["a good film"],
+                                                                       ["a nice film"], None]
+    assert f"flips {b} only" in counterfactuals.edited_note(res, 0)

@@ -175,3 +175,36 @@ def test_edited_words_are_marked_in_the_changes_table():
     edited = "it 's a charming and often affecting journeying ."
     assert mark_edits("it 's a charming and often affecting journey .", edited).replace("«", "").replace("»", "") \
         == edited
+
+
+def test_the_command_lines_saliency_text_is_written_in_views():
+    """The CLI prints `views.saliency_text`: a row per word some model read (the words past every model's cut
+    summed up in one line), each model's column headed by the class it explains, faithfulness and agreement."""
+    from app.core import views
+
+    maps = [{"model": m, "target_label": "positive", "words": ["a", "fine", "film"], "fields": [0, 0, 0],
+             "scores": [0.0, s, -0.00001], "probability": 0.9, "seconds": 0.012, "delta": None, "note": "",
+             "unread": [2]} for m, s in (("BERT", 0.5), ("ALBERT", -0.25))]
+    res = {"method": "occlusion", "output": "logit", "maps": maps, "agreement": None, "agreement_label": "positive",
+           "faithfulness": [{"comprehensiveness": 0.4, "sufficiency": 0.1}] * 2}
+    lines = views.saliency_text(res, "offline", ["text"]).splitlines()
+    assert lines[0] == "occlusion · pair offline"
+    assert "BERT (logit of positive)" in lines[2] and "ALBERT (logit of positive)" in lines[2]
+    assert lines[3].split() == ["1", "a", "+0.0000", "+0.0000"]
+    assert lines[4].split() == ["2", "fine", "+0.5000", "-0.2500"]
+    assert "1 words past the cut" in lines[5] and not any(" film " in ln for ln in lines)
+    assert "BERT: p=0.900, comprehensiveness 0.400, sufficiency 0.100, 12 ms" in lines
+    assert lines[-1] == "rank agreement on positive (Spearman): undefined"
+
+
+def test_highlight_reads_the_words_places_from_the_map(tiny_pair):
+    """The map carries each word's place in its text (the core's alignment found it): the highlight built from
+    them is the one re-splitting the text gave."""
+    from app.core import api
+    from app.core.views import highlight
+
+    text = "A  gorgeous,witty ,  seductive   movie ."
+    res = api.saliency(tiny_pair, text, method="gradient_x_input")
+    for m in res["maps"]:
+        assert [text[a:b] for a, b in m["spans"]] == m["words"]
+        assert highlight(m, [text]) == highlight({k: v for k, v in m.items() if k != "spans"}, [text])

@@ -6,6 +6,7 @@ are `LensError`s naming the field.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -13,7 +14,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import attacks, jobs, policy, projection
+from . import attacks, capabilities, jobs, policy, projection
 from . import attention as attn
 from . import checklist as cl
 from . import counterfactuals as cf
@@ -29,10 +30,10 @@ from .benchmark import benchmark as score
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table, surrogate_reason
 from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
-from .engine import Engine, ray_or_none
+from .engine import Engine
 from .errors import InputError
-from .explanation import explain, explain_batch, explain_dataset
-from .facts import facts_batch, model_facts, shares_layers
+from .explanation import explain, explain_batch
+from .facts import facts_batch, shares_layers
 from .fidelity import against_fp32
 from .inference import check_examples, from_logits, logits_batch
 from .inference import predict as predict_examples  # noqa: F401
@@ -56,7 +57,7 @@ from .policy import (  # noqa: F401
     tolerance,
 )
 from .projection import METHODS as PROJECTIONS
-from .projection import cached_predictions, in_cache, knn_chance, project_pair, projection_table
+from .projection import in_cache, knn_chance, project_pair, projection_table, vectors_batch
 from .registry import TASKS, ModelSpec, Task  # noqa: F401
 from .results import (  # noqa: F401 - the declared answers, for front ends that name them
     RESULTS,
@@ -64,6 +65,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     AttentionResult,
     AttentionStatsResult,
     BenchmarkResult,
+    CapabilityResult,
     ChecklistResult,
     CounterfactualResult,
     EmbedResult,
@@ -88,12 +90,55 @@ from .similarity import similarity_batch, spans, summarise
 from .slices import METRICS as SLICE_METRICS
 from .slices import find as find_slices
 from .slices import slices_batch
-from .timing import latency_batch, latency_comparison
+from .timing import latency_batch
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
 
 Progress = Callable[[int, int], None] | None
 EXAMPLES = ASSETS_DIR / "examples"
+
+
+def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None, *, dataset: str | None = None,
+        limit: int | str | None = None, progress: Progress = None, engine: Engine | None = None,
+        visitor: bool = True, **options) -> CapabilityResult:
+    """A declared capability (`capabilities.py`): its options checked against its declaration (defaults filled
+    in, unknown names refused), its input or dataset resolved, its job run by the engine (in process, or on a Ray
+    cluster's workers) on the pair, or its fp32 twin when the job needs gradients. `api.NAME(...)` is
+    `api.run("NAME", ...)` for every declared NAME."""
+    cap = capabilities.get(name)
+    checked = cap.check(options, visitor=visitor)
+    on = pair.fp32 if cap.needs_gradients else pair
+    if cap.inputs == "text":
+        examples, source = [example_from(on, text, text2)], None
+    else:
+        n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000 if visitor else None)
+        ds = resolve_dataset(on, dataset, n, visitor=visitor)
+        examples, source = ds.examples, ds.name
+    out = (engine or Engine()).run(on, cap.function(), examples, params=checked, progress=progress)
+    return CapabilityResult(capability=name, options=checked, result=_plain(out), dataset=source,
+                            n=None if source is None else len(examples))
+
+
+def _plain(value):
+    """A job's answer as JSON takes it: arrays as lists, numpy numbers as Python's."""
+    import numpy as np
+
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def __getattr__(name: str):
+    """Every declared capability is a facade function: `api.tokens(pair, text)` runs `api.run("tokens", ...)`."""
+    if name in {c.name for c in capabilities.declared()}:
+        return functools.partial(run, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Example:
@@ -254,11 +299,8 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
     options = _method_options(_method(method), tolerance, output)
     n = count("limit", limit, cap=_cap(visitor, "max_saliency_examples"), default=50)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    remote = ray_or_none(engine)
-    if remote is not None:
-        res = remote.run(pair.spec, explain_batch, ds.examples, params={"method": method, **options})
-    else:
-        res = explain_dataset(pair.models, ds.examples, method, progress=progress, **options)
+    res = (engine or Engine()).run(pair, explain_batch, ds.examples, params={"method": method, **options},
+                                   progress=progress)
     return SaliencyDatasetResult.of(res, dataset=ds.name, output=options["output"])
 
 
@@ -422,30 +464,19 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
         raise InputError(f"method: {str(method)[:40]!r} is not one of {list(PROJECTIONS)}")
     if pooling not in POOLINGS:
         raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
-    remote = ray_or_none(engine)
-    # a Ray driver can't read the depth from weights it doesn't hold: the workers' `embeddings` name the range
-    top = 1000 if remote is not None else min(m.model.config.num_hidden_layers for m in pair.models)
-    layer = -1 if layer in (None, "") else integer("layer", layer, low=-1, high=top)
+    # the depth is checked where the weights are, before any forward pass (`projection.vectors_batch`)
+    layer = -1 if layer in (None, "") else integer("layer", layer, low=-1000, high=1000)
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    if remote is not None:
-        logits = remote.run(pair.spec, logits_batch, ds.examples)
-        preds = [from_logits(h, lg) for h, lg in zip(pair.heads, logits)]
-        proj = project_pair(pair.heads, ds.examples, method=method, layer=int(layer), pooling=pooling,
-                            compute=lambda exs: remote.run(pair.spec, embed_batch, exs,
-                                                           params={"layer": int(layer), "pooling": pooling}))
-        return _projection_result(pair.heads, ds, proj, preds)
-    had = [in_cache(clf, ds.examples, int(layer), pooling) for clf in pair.models]
-    preds = []
-    for k, clf in enumerate(pair.models):  # two thirds: predictions, and the embeddings with them on a cold cache
-        step = (lambda d, n, k=k: progress(2 * (k * n + d), 6 * n)) if progress else None
-        preds.append(cached_predictions(clf, ds.examples, progress=step, embedding=(int(layer), pooling))[0])
-    step = (lambda d, n: progress(2 * n + d, 3 * n)) if progress else None  # the embeddings, if not made above
-    proj = project_pair(pair.models, ds.examples, method=method, layer=int(layer), pooling=pooling, progress=step)
-    proj.embeddings_cached = [c and h for c, h in zip(proj.embeddings_cached, had)]  # not if made with the predictions
-    if progress:
-        progress(1, 1)
-    return _projection_result(pair.models, ds, proj, preds)
+    heads = pair.heads  # a Ray driver reads labels and names, not weights
+    had = [in_cache(h, ds.examples, layer, pooling) for h in heads]
+    arrays = (engine or Engine()).run(pair, vectors_batch, ds.examples, params={"layer": layer, "pooling": pooling},
+                                      progress=progress)
+    preds = [from_logits(h, lg) for h, lg in zip(heads, arrays[:2])]
+    proj = project_pair(heads, ds.examples, method=method, layer=layer, pooling=pooling,
+                        compute=lambda exs: arrays[2:])
+    proj.embeddings_cached = had  # whether each model's vectors were on disk before this request
+    return _projection_result(heads, ds, proj, preds)
 
 
 def _projection_result(models, ds: Dataset, proj, preds) -> ProjectionResult:
@@ -457,35 +488,28 @@ def _projection_result(models, ds: Dataset, proj, preds) -> ProjectionResult:
 
 
 def similarity(pair: Pair, dataset: str | None = None, limit: int | None = 500, pooling: str = "cls",
-               batch_size: int | None = 128, progress: Progress = None, *, engine: Engine | None = None,
+               batch: int | None = 128, progress: Progress = None, *, engine: Engine | None = None,
                visitor: bool = True) -> SimilarityResult:
     """Linear CKA of every layer of the first model against every layer of the second (and each against
-    itself) on a dataset, streamed in minibatches of `batch_size` rows: memory is one batch's, however many
+    itself) on a dataset, streamed in minibatches of `batch` rows: memory is one batch's, however many
     examples (`similarity.py`). Rows are sentence vectors ("cls", "mean") or words ("words": each word's tokens'
     mean, the words both models read). On a Ray `engine` the batches run on its workers and only their
     statistics come back."""
     if pooling not in LAYER_POOLINGS:
         raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(LAYER_POOLINGS)}")
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
-    size = count("batch_size", batch_size, cap=1024, default=128)
+    size = count("batch", batch, cap=1024, default=128)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     spans(len(ds), size)  # at least 8 examples, before any work
     params = {"pooling": pooling, "minibatch": size}
-    if engine is not None and not engine.is_local:
-        # whole minibatches per worker batch, so the minibatches are the local run's
-        rows = engine.run(pair.spec, similarity_batch, ds.examples, params=params,
-                          batch_size=size * max(1, engine.chunk(len(ds)) // size), progress=progress)
-    else:
-        def stream():
-            # sentences are embedded 8 minibatches at a time, sorted by length inside (one minibatch at a time
-            # padded each to its longest text: AG News took twice as long); the minibatches keep the dataset's
-            # order, so each is a random draw as the estimator needs. A minibatch of sentences is already ~20
-            # minibatches of words.
-            for s, e in spans(len(ds), size * 8 if pooling != "words" else size):
-                yield from similarity_batch(pair, ds.examples[s:e], **params)
-                if progress:
-                    progress(e, len(ds))
-        rows = stream()
+    # whole minibatches per engine batch, so the minibatches are the same in process and on Ray; in process
+    # sentences are embedded 8 minibatches at a time, sorted by length inside (one minibatch at a time padded
+    # each to its longest text: AG News took twice as long); the minibatches keep the dataset's order, so each
+    # is a random draw as the estimator needs. A minibatch of sentences is already ~20 minibatches of words.
+    per = size * 8 if pooling != "words" else size
+    eng = engine or Engine(batch_size=per)
+    rows = eng.run(pair, similarity_batch, ds.examples, params=params,
+                   batch_size=size * max(1, min(eng.chunk(len(ds), pair.spec), per) // size), progress=progress)
     res = summarise(rows)
     return SimilarityResult.of(res, dataset=ds.name, pooling=pooling, models=[m.name for m in pair.heads])
 
@@ -516,14 +540,7 @@ def attention_stats(pair: Pair, dataset: str | None = None, limit: int | None = 
     of its workers."""
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=200)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    remote = ray_or_none(engine)
-    if remote is not None:
-        return AttentionStatsResult(dataset=ds.name, n=len(ds),
-                                    models=remote.run(pair.spec, attn.attention_stats_batch, ds.examples))
-    models = []
-    for k, clf in enumerate(pair.models):
-        step = (lambda d, t, k=k: progress(k * t + d, 2 * t)) if progress else None
-        models.append(attn.attention_stats(clf, ds.examples, progress=step))
+    models = (engine or Engine()).run(pair, attn.attention_stats_batch, ds.examples, progress=progress)
     return AttentionStatsResult(dataset=ds.name, n=len(ds), models=models)
 
 
@@ -574,6 +591,7 @@ def slices(pair: Pair, dataset: str | None = None, limit: int | None = 1000, met
                         metric=metric, min_size=min_size, embeddings=embeddings, clusters=clusters)
     for s in found["slices"]:
         s["examples"] = [list(labelled[i].texts) for i in s["indices"][:5]]
+        s["gold"] = [labelled[i].label for i in s["indices"][:5]]
     return SlicesResult(dataset=ds.name, **found)
 
 
@@ -614,18 +632,13 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progre
                 raise InputError(f"texts, line {i}: {exc}") from None
     else:
         exs = resolve_dataset(pair, None, 30).examples
-    remote = ray_or_none(engine)
-    if remote is not None:
-        models, latency = remote.run(pair.spec, facts_batch, exs), remote.run(pair.spec, latency_batch, exs)
-    else:
-        models = []
-        for clf in pair.models:
-            models.append(model_facts(clf, exs))
-            if progress:
-                progress(len(models), len(pair.models) + 1)
-        latency = latency_comparison(pair.models, exs)
-        if progress:
-            progress(len(pair.models) + 1, len(pair.models) + 1)
+    run = (engine or Engine()).run
+    steps = len(pair.spec.models) + 1  # each model's facts, then the paired latency
+    models = run(pair, facts_batch, exs, progress=(lambda d, t: progress(d * (steps - 1) // t, steps))
+                 if progress else None)
+    latency = run(pair, latency_batch, exs)
+    if progress:
+        progress(steps, steps)
     a, b = models
     # the latency ratio from the paired measurement its verdict is tested on: from each model's own timing, a busy
     # machine printed "latency 3.69x" (the second slower) above "the first's latency is higher beyond chance"
@@ -638,9 +651,9 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progre
 
 def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None = None, label: str | None = None,
            dataset: str | None = None, n: int = 5, query_budget: int = 200, time_limit: float = 30.0,
-           cancel=None, progress: Progress = None, *, engine: Engine | None = None, resume: str | Path | None = None,
+           cancel=None, progress: Progress = None, *, engine: Engine | None = None, out: str | Path | None = None,
            visitor: bool = True) -> AttackResult:
-    """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `resume`: a
+    """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `out`: a
     JSON-lines file of finished examples, kept and appended to as each one finishes (an interrupted run goes on
     where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
     n = count("n", n, cap=_cap(visitor, "max_attack_examples"), default=5)
@@ -660,7 +673,7 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
         if label not in (pair.task.labels or ()):
             raise InputError(f"label: {str(label)[:40]!r} is not one of {list(pair.task.labels or ())}")
         examples = [Example(ex.texts, label)]
-    out = Path(resume) if resume else None
+    out = Path(out) if out else None
     if out is not None:  # `--out runs/tf.jsonl` in a fresh checkout: its folder is made, as --out folders are
         out.parent.mkdir(parents=True, exist_ok=True)
     done = _finished_rows(out) if out is not None else {}
@@ -676,16 +689,21 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
             progress(len(rows), total)
 
     stopped: dict = {}
-    remote = ray_or_none(engine)
-    if remote is not None:
-        todo = [i for i in range(total) if i not in done]  # the engine's rows count from 0 over these
-        if todo:
-            for row in remote.run(pair.spec, attacks.attack_batch, [examples[i] for i in todo],
-                                  params={"recipe": recipe, "query_budget": query_budget, "time_limit": time_limit}):
-                on_result(row | {"index": todo[row["index"]]})
-    else:
-        attacks.attack_pair(pair.models, recipe, examples, query_budget=query_budget, time_limit=time_limit,
-                            cancel=cancel, skip=set(done), on_result=on_result, stopped=stopped)
+    todo = [i for i in range(total) if i not in done]  # the engine's rows count from 0 over these
+    written: set[int] = set()
+
+    def on_row(row):  # in process each row as it finishes (the file is kept if the run is cut); on Ray per batch
+        row = row | {"index": todo[row["index"]]}
+        written.add(row["index"])
+        on_result(row)
+
+    if todo:
+        for row in (engine or Engine()).run(
+                pair, attacks.attack_batch, [examples[i] for i in todo],
+                params={"recipe": recipe, "query_budget": query_budget, "time_limit": time_limit},
+                hooks={"cancel": cancel, "on_row": on_row, "stopped": stopped}):
+            if todo[row["index"]] not in written:
+                on_row(row)
     rows.sort(key=lambda r: r["index"])
     heads = pair.heads  # a Ray driver reads labels and names, not weights
     return AttackResult(recipe=recipe, models=[m.name for m in heads], examples=rows, stopped=stopped or None,
@@ -704,7 +722,7 @@ def _finished_rows(path: Path) -> dict[int, dict]:
                 row = json.loads(line)
                 done[int(row["index"])] = row
             except (ValueError, KeyError, TypeError, RecursionError):
-                raise InputError(f"resume: {path}, line {k} is not a row this command wrote; move the file away "
+                raise InputError(f"out: {path}, line {k} is not a row this command wrote; move the file away "
                                  "to start afresh") from None
     return done
 
@@ -720,14 +738,14 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
         raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
     suite = released_suites(pair).get(suite, suite)
     s = cl.load_suite(readable(suite, "suite"), max_chars=cap["max_chars"])
-    remote = ray_or_none(engine)
-    probabilities = None
-    if remote is not None:
-        def probabilities(inputs):
-            logits = remote.run(pair.spec, logits_batch, inputs, params={"validate": False, "batch_size": 64},
-                                progress=progress)
-            return [from_logits(clf, lg).probs for clf, lg in zip(pair.heads, logits)]
-    models = pair.models if remote is None else pair.heads  # a Ray driver needs labels, not weights
+    heads = pair.heads  # a Ray driver needs labels, not weights
+
+    def probabilities(inputs):  # each distinct input once per model, in process or on the engine's workers
+        logits = (engine or Engine()).run(pair, logits_batch, inputs, params={"validate": False, "batch_size": 64},
+                                          progress=progress)
+        return [from_logits(clf, lg).probs for clf, lg in zip(heads, logits)]
+
+    models = heads
     results = cl.run_suite(s, models, sample=sample, progress=progress, probabilities=probabilities)
     names = [m.name for m in models]
     caps = {}

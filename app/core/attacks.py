@@ -24,7 +24,7 @@ import torch
 
 from . import jobs
 from .data import Example
-from .errors import InputError, LensError
+from .errors import AttackCancelled, AttackUnavailable, InputError
 from .inference import encode_one, predict, windowed
 from .loading import Classifier, ModelHead
 from .offline import minilm_dir
@@ -33,14 +33,6 @@ from .significance import compare_events
 
 OFFLINE_TEXTFOOLER = "textfooler-offline"
 SIMILARITY_THRESHOLD = 0.84
-
-
-class AttackUnavailable(LensError):
-    """A recipe whose resources are missing here; the message names them and how to get them."""
-
-
-class AttackCancelled(LensError):
-    pass
 
 
 # ------------------------------------------------------------------ model wrapper
@@ -550,9 +542,13 @@ def compare_success(rows: list[dict], models: Sequence[ModelHead]) -> dict | Non
 
 
 def attack_batch(pair, batch: Sequence[Example], recipe: str, query_budget: int | None = 200,
-                 time_limit: float | None = 60.0) -> list[dict]:
-    """Engine job: one batch of paired attacks, a row per example (its index within the batch)."""
-    return attack_pair(pair.models, recipe, batch, query_budget=query_budget, time_limit=time_limit)
+                 time_limit: float | None = 60.0, cancel: threading.Event | None = None,
+                 on_row: Callable[[dict], None] | None = None, stopped: dict | None = None) -> list[dict]:
+    """Engine job: one batch of paired attacks, a row per example (its index within the batch). In process
+    (the engine's hooks) a `cancel` event stops it, `on_row` sees each row as it finishes and `stopped` says
+    where a stopped job was cut."""
+    return attack_pair(pair.models, recipe, batch, query_budget=query_budget, time_limit=time_limit,
+                       cancel=cancel, on_result=on_row, stopped=stopped)
 
 
 attack_batch.combine = "rows"

@@ -122,9 +122,15 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     return {"model": clf.name, "n": n, **{key: (v / n).tolist() for key, v in sums.items()}}
 
 
-def attention_stats_batch(pair, batch: list) -> list[dict]:
-    """Engine job (the whole sample on one worker): both models' `attention_stats`."""
-    return [attention_stats(clf, batch) for clf in pair.models]
+def attention_stats_batch(pair, batch: list, progress=None) -> list[dict]:
+    """Engine job (the whole sample on one worker): both models' `attention_stats`; `progress`: examples of
+    both models."""
+    out = []
+    for k, clf in enumerate(pair.models):
+        step = (lambda d, t, k=k: progress(k * t + d, 2 * t)) if progress else None
+        out.append(attention_stats(clf, batch, progress=step))
+    return out
 
 
 attention_stats_batch.combine = "whole"
+attention_stats_batch.reports_progress = True

@@ -4,13 +4,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from .data import Dataset, Example
-from .engine import ray_or_none
+from .engine import Engine
 from .errors import InputError
 from .facts import count_parameters, parameter_split
-from .inference import from_logits, predict, timed_logits_batch
+from .inference import from_logits, timed_logits_batch
 from .loading import generic_labels
 from .pair import Pair
 from .significance import compare_accuracy, compare_correlation
@@ -56,71 +55,29 @@ def profile_batch(pair, batch) -> list[dict]:
 profile_batch.combine = "whole"
 
 
-def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress_bar: bool = False,
-              progress=None, engine=None) -> dict:
-    """Accuracy (or correlation), parameters, throughput and latency of both models. With a Ray `engine` the
-    predictions run on its workers in batches and latency on one worker; accuracy is the same as in process."""
+def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress=None, engine=None) -> dict:
+    """Accuracy (or correlation), parameters, throughput and latency of both models, through the engine: in
+    process the whole sample in one call, on Ray in batches across its workers; throughput is each model's own
+    compute time (summed over batches), latency and parameters come from one worker, and the wall time of the
+    predictions is reported beside them. Accuracy is the same either way."""
     labelled = [ex for ex in dataset.examples if ex.label is not None]
     if not labelled:
         raise InputError(f"dataset: {dataset.name} has no labelled examples to score")
     gold = [ex.label for ex in labelled]
     for clf in pair.heads:  # labels from the configs: a Ray driver holds no weights
         check_labels(clf, gold)
-    if ray_or_none(engine) is not None:
-        return _benchmark_remote(pair, dataset.name, labelled, gold, engine, batch_size, progress_bar, progress)
-    rows, preds = [], []
-    bar = None
-    if progress_bar:
-        bar = tqdm(total=2 * len(labelled), desc="benchmark", unit="ex")
-    for k, clf in enumerate(pair.models):
-        def step(done, total, k=k):
-            if bar is not None:
-                bar.n = k * total + done
-                bar.refresh()
-            if progress:
-                progress(k * total + done, 2 * total)
-
-        pred = predict(clf, labelled, batch_size=batch_size, progress=step)
-        preds.append(pred)
-        rows.append({
-            "model": clf.name, "source": clf.spec.source, "n": len(labelled),
-            **quality(clf, pred, gold),
-            "throughput_per_s": len(labelled) / pred.seconds, "seconds": pred.seconds,
-            **profile(clf, labelled[:LATENCY_SAMPLES]),
-        })
-    if bar is not None:
-        bar.close()
-    return _result(pair, dataset.name, labelled, rows, {"engine": "local"}, preds)
-
-
-def _benchmark_remote(pair, name, labelled, gold, engine, batch_size, progress_bar, progress) -> dict:
-    """Predictions in batches across the engine's workers, latency and parameters on one worker. Throughput per
-    model is its compute time summed over batches (comparable with a local run); the cluster's wall time is
-    reported beside it."""
-    bar = None
-    if progress_bar:
-        bar = tqdm(total=1, desc=f"benchmark on {engine.kind}", unit="batch")
-
-    def step(done, total):
-        if bar is not None:
-            bar.total, bar.n = total, done
-            bar.refresh()
-        if progress:
-            progress(done, total)
-
+    engine = engine or Engine()
     t0 = time.perf_counter()
-    timed = engine.run(pair.spec, timed_logits_batch, labelled, params={"batch_size": batch_size}, progress=step)
+    timed = engine.run(pair, timed_logits_batch, labelled, params={"batch_size": batch_size}, progress=progress)
     wall = time.perf_counter() - t0
-    prof = engine.run(pair.spec, profile_batch, labelled[:LATENCY_SAMPLES])
-    if bar is not None:
-        bar.close()
+    prof = engine.run(pair, profile_batch, labelled[:LATENCY_SAMPLES])
     rows, preds = [], []
     for clf, t, p in zip(pair.heads, timed, prof):
         pred = from_logits(clf, t["logits"], t["seconds"])
         preds.append(pred)
         rows.append({"model": clf.name, "source": clf.spec.source, "n": len(labelled), **quality(clf, pred, gold),
                      "throughput_per_s": len(labelled) / t["seconds"], "seconds": t["seconds"], **p})
-    return _result(pair, name, labelled, rows, engine.describe() | {
+    return _result(pair, dataset.name, labelled, rows, engine.describe() | {
         "wall_seconds": wall, "examples_per_s_both_models": 2 * len(labelled) / wall}, preds)
 
 

@@ -9,6 +9,12 @@ attribute says how batches join: "concat" (per-model arrays), "timed" (arrays jo
 given the function, local and Ray alike, so it knows no technique and the same function runs a batch in both
 engines. An `Engine` keeps its Ray workers between jobs, so a report's sections load each model pair once per
 worker.
+
+In process a job can do more than a Ray worker can, which can't call back into this process: a job whose
+`reports_progress` is set takes the caller's `progress` and reports its own steps (examples, not batches); one
+whose `sorts` is set gets the whole sample in one call (it orders its inputs by length itself, and 256-example
+chunks would pad more); and the caller's `hooks` (a cancel event, a callback per finished row) reach it. The
+facade therefore calls every job the same way, whichever engine runs it.
 """
 from __future__ import annotations
 
@@ -21,7 +27,7 @@ import torch
 
 from . import runtime
 from .data import Example
-from .errors import InputError, LensError
+from .errors import InputError, WorkerFailed
 from .pair import Pair
 from .registry import PairSpec
 
@@ -29,10 +35,6 @@ COMBINES = ("concat", "timed", "rows", "whole")
 ENGINES = ("local", "ray")
 WORKER_PREFIX = "albert-lens-worker-"
 Job = Callable[..., object]
-
-
-class WorkerFailed(LensError):
-    pass
 
 
 def combine_of(job: Job) -> str:
@@ -47,6 +49,11 @@ def combine_of(job: Job) -> str:
 def run_batch(pair, job: Job, batch: list[Example], params: dict):
     """One batch of one job on a loaded Pair; the unit of work of both engines."""
     return job(pair, batch, **params)
+
+
+def _offset_rows(hook: Callable[[dict], None], offset: int) -> Callable[[dict], None]:
+    """A per-row callback of a "rows" job, its batch-relative index made the sample's."""
+    return lambda row: hook(row | {"index": row["index"] + offset})
 
 
 def _combine(how: str, parts: list, offsets: list[int]):
@@ -87,23 +94,34 @@ class Engine:
             return {"engine": "local"}
         return {"engine": "ray", "workers": self.workers, "address": self.address or "local Ray instance"}
 
-    def run(self, spec: PairSpec, job: Job, examples: Sequence[Example], *, params: dict | None = None,
-            batch_size: int | None = None, progress: Callable[[int, int], None] | None = None):
+    def run(self, pair: Pair | PairSpec, job: Job, examples: Sequence[Example], *, params: dict | None = None,
+            batch_size: int | None = None, progress: Callable[[int, int], None] | None = None,
+            hooks: dict | None = None):
         """Run `job` over `examples`; returns what its batches return, joined as its `combine` says, in input
-        order."""
+        order. `pair`: a loaded Pair (in process its models answer) or a spec (Ray's workers load either's).
+        `hooks`: keyword arguments the job takes in process only (see the module's docstring); `on_row`, a
+        "rows" job's callback, sees each row's index in `examples`."""
         params = params or {}
         how = combine_of(job)
         if not examples:
             raise InputError("dataset: no examples to process")
-        size = len(examples) if how == "whole" else (batch_size or self.chunk(len(examples), spec))
+        spec = pair.spec if isinstance(pair, Pair) else pair
+        whole = how == "whole" or (self.is_local and getattr(job, "sorts", False))
+        size = len(examples) if whole else (batch_size or self.chunk(len(examples), spec))
         batches = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
         offsets = [i * size for i in range(len(batches))]
         if self.is_local:
-            pair = Pair(spec)
+            loaded = pair if isinstance(pair, Pair) else Pair(spec)
+            own = bool(progress) and getattr(job, "reports_progress", False) and len(batches) == 1
             parts = []
             for k, b in enumerate(batches):
-                parts.append(run_batch(pair, job, b, params))
-                if progress:
+                kw = dict(params)
+                for name, hook in (hooks or {}).items():
+                    kw[name] = _offset_rows(hook, offsets[k]) if name == "on_row" and how == "rows" else hook
+                if own:
+                    kw["progress"] = progress
+                parts.append(run_batch(loaded, job, b, kw))
+                if progress and not own:
                     progress(k + 1, len(batches))
             return _combine(how, parts, offsets)
         return _combine(how, self._run_ray(spec, job, batches, params, progress), offsets)
@@ -233,8 +251,3 @@ def run(spec: PairSpec, job: Job, examples: Sequence[Example], *, params: dict |
     """One job on a fresh engine (workers freed afterwards)."""
     with Engine(engine, address, workers, batch_size) as e:
         return e.run(spec, job, examples, params=params, progress=progress)
-
-
-def ray_or_none(engine: Engine | None) -> Engine | None:
-    """The engine when it is remote, None for in-process work (callers then use their loaded models)."""
-    return None if engine is None or engine.is_local else engine

@@ -100,9 +100,10 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
     return res
 
 
-def explain_batch(pair, batch, method: str = "integrated_gradients", **options) -> dict:
-    """Engine job (the whole sample on one worker): `explain_dataset` of both models."""
-    return explain_dataset(pair.models, batch, method, **options)
+def explain_batch(pair, batch, method: str = "integrated_gradients", progress=None, **options) -> dict:
+    """Engine job (the whole sample on one worker): `explain_dataset` of both models; `progress`: examples."""
+    return explain_dataset(pair.models, batch, method, progress=progress, **options)
 
 
 explain_batch.combine = "whole"
+explain_batch.reports_progress = True

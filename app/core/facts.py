@@ -93,9 +93,15 @@ def model_facts(clf, examples) -> dict:
     }
 
 
-def facts_batch(pair, batch) -> list[dict]:
-    """Engine job (the whole sample on one worker): both models' facts."""
-    return [model_facts(clf, batch) for clf in pair.models]
+def facts_batch(pair, batch, progress=None) -> list[dict]:
+    """Engine job (the whole sample on one worker): both models' facts; `progress`: models done."""
+    out = []
+    for clf in pair.models:
+        out.append(model_facts(clf, batch))
+        if progress:
+            progress(len(out), len(pair.models))
+    return out
 
 
 facts_batch.combine = "whole"
+facts_batch.reports_progress = True

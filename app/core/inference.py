@@ -277,22 +277,35 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     return from_logits(clf, logits, seconds, int(enc.lengths.sum()))
 
 
-def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True
-                 ) -> list[np.ndarray]:
-    """Engine job: both models' logits for one batch."""
-    return [predict(clf, batch, batch_size=batch_size, validate=validate).logits for clf in pair.models]
+def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True,
+                 progress: Progress | None = None) -> list[np.ndarray]:
+    """Engine job: both models' logits for one batch; `progress`: examples of both models."""
+    return [p.logits for p in _both(pair, batch, batch_size, validate, progress)]
+
+
+def _both(pair, batch, batch_size, validate, progress) -> list[Prediction]:
+    models = pair.models
+    out = []
+    for k, clf in enumerate(models):
+        step = (lambda d, n, k=k: progress(k * n + d, len(models) * n)) if progress else None
+        out.append(predict(clf, batch, batch_size=batch_size, validate=validate, progress=step))
+    return out
 
 
 logits_batch.combine = "concat"
+logits_batch.sorts = True  # in process: one call over the sample, whose length order pads least
+logits_batch.reports_progress = True
 
 
-def timed_logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH) -> list[dict]:
+def timed_logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH,
+                       progress: Progress | None = None) -> list[dict]:
     """Engine job: both models' logits for one batch and the seconds each model spent on it."""
-    preds = [predict(clf, batch, batch_size=batch_size) for clf in pair.models]
-    return [{"logits": p.logits, "seconds": p.seconds} for p in preds]
+    return [{"logits": p.logits, "seconds": p.seconds} for p in _both(pair, batch, batch_size, True, progress)]
 
 
 timed_logits_batch.combine = "timed"
+timed_logits_batch.sorts = True
+timed_logits_batch.reports_progress = True
 
 
 def from_logits(clf: ModelHead, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0) -> Prediction:

@@ -23,6 +23,7 @@ from .embeddings import embed, embed_and_predict
 from .errors import InputError
 from .inference import Prediction, from_logits, predict
 from .loading import Classifier, ModelHead
+from .policy import integer
 from .runtime import cache_dir
 
 METHODS = ("umap", "pca")
@@ -158,6 +159,30 @@ def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=No
     pred = predict(clf, examples, progress=progress)
     _store(path, pred.logits)
     return pred, False
+
+
+def vectors_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = "cls", progress=None
+                  ) -> list[np.ndarray]:
+    """Engine job: each model's logits, then each model's embeddings at (`layer`, `pooling`), through this
+    process's cache (one pass over the encoder for both when neither is cached). `progress`: the predictions
+    two thirds, the embeddings (when the predictions' pass didn't make them) the rest."""
+    models = pair.models
+    top = min(clf.model.config.num_hidden_layers for clf in models)  # checked before any forward pass
+    layer = integer("layer", layer, low=-1, high=top)
+    logits = []
+    for k, clf in enumerate(models):
+        step = (lambda d, n, k=k: progress(2 * (k * n + d), 6 * n)) if progress else None
+        logits.append(cached_predictions(clf, batch, progress=step, embedding=(layer, pooling))[0].logits)
+    step = (lambda d, n: progress(2 * n + d, 3 * n)) if progress else None
+    embs, _ = pair_embeddings(models, batch, layer=layer, pooling=pooling, progress=step)
+    if progress:
+        progress(1, 1)
+    return logits + embs
+
+
+vectors_batch.combine = "concat"
+vectors_batch.sorts = True  # in process: the whole sample at once, as the cache keys it
+vectors_batch.reports_progress = True
 
 
 def pair_embeddings(models: Sequence[ModelHead], examples: Sequence[Example], *, layer: int = -1,

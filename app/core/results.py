@@ -261,6 +261,17 @@ class ChecklistResult(Result):
     summary: str
 
 
+@dataclass(frozen=True)
+class CapabilityResult(Result):
+    """A declared capability's answer (`capabilities.py`): which one, the options it ran with (defaults filled
+    in), the dataset it read, and what its job returned, made JSON (arrays as lists)."""
+    capability: str
+    options: dict
+    result: Any
+    dataset: str | None = None
+    n: int | None = None
+
+
 RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
            ProjectionResult, SimilarityResult, AttentionResult, AttentionStatsResult, BenchmarkResult, EmbedResult,
-           FactsResult, AttackResult, ChecklistResult, SlicesResult)
+           FactsResult, AttackResult, ChecklistResult, SlicesResult, CapabilityResult)

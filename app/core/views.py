@@ -8,9 +8,9 @@ import os
 
 import pandas as pd
 
-from .alignment import split_words
+from .alignment import Word, split_words
 from .meaning import MIN_COSINE
-from .plots import edits_text, own_delta
+from .plots import edits_text, own_delta, unread_by_all
 from .significance import describe, format_mean, verdict
 
 
@@ -45,7 +45,10 @@ def highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
     text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
     and pages of text the input box already holds)."""
     top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
-    spans = [w for f, t in enumerate(texts) for w in split_words(t, f)]
+    if sal.get("spans"):  # the words' places as the core found them, carried in the map
+        spans = [Word(w, f, a, b) for w, f, (a, b) in zip(sal["words"], sal["fields"], sal["spans"])]
+    else:
+        spans = [w for f, t in enumerate(texts) for w in split_words(t, f)]
     unread = set(sal.get("unread", ()))
     out: list[tuple[str, float | None]] = []
     pos, field, done = 0, 0, False
@@ -332,7 +335,7 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
     one model only lead the table (the study's question: where do the two models part ways?)."""
     rows = []
-    for c in res.get("changes") or res.get("examples", []):
+    for c in changes_in_order(res, names):
         shown = [around_edit(o, mark_edits(o, e)) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
         row = {"flips": flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
                "generator": generator_name(c["generator"])}
@@ -344,10 +347,17 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
             # for regression); a column per label would leave every other row empty
             row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
         rows.append(row)
-    if "flip_rate" in res:  # over a dataset
-        rank = {"both": 1, "none": 2}
-        rows.sort(key=lambda r: rank.get(r["flips"], 0))  # stable: dataset order within each group
     return pd.DataFrame(rows)
+
+
+def changes_in_order(res: dict, names: list[str]) -> list[dict]:
+    """The edits in the changes table's order: over a dataset those that flip one model only first, then both,
+    then neither (dataset order within each group); a picked row is the edit at its place here."""
+    changes = list(res.get("changes") or res.get("examples") or [])
+    if "flip_rate" in res:
+        rank = {"both": 1, "none": 2}
+        changes.sort(key=lambda c: rank.get(flips(c, names), 0))
+    return changes
 
 
 def benchmark_table(res: dict) -> str:
@@ -665,3 +675,125 @@ def attention_stats_text(res: dict) -> str:
             lines.append(f"{'':8}{i + 1:>5} {sum(e) / len(e):8.2f} {sum(c) / len(c):7.2f} {sum(s_) / len(s_):7.2f} "
                          f"{sum(p) / len(p):7.2f}   {js}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ the command line's text
+def signed(x: float) -> str:
+    return f"{x:+.4f}" if abs(x) >= 1e-4 or x == 0 else f"{x:+.1e}"
+
+
+def saliency_text(res: dict, pair_name: str, fields: list[str]) -> str:
+    """`albert-lens saliency`: a row per word read, a column per model, then each map's faithfulness and the
+    models' agreement."""
+    maps = res["maps"]
+    of = "logit of " if res["output"] == "logit" else ""
+    heads = [f"{m['model']} ({of + m['target_label'] if m['target_label'] is not None else 'score'})" for m in maps]
+    width = max([4, *(len(w) for w in maps[0]["words"])]) + 5
+    col = max(22, *(len(h) + 2 for h in heads))
+    lines = [f"{res['method']} · pair {pair_name}", "", f"{'word':<{width}}" + "".join(f"{h:>{col}}" for h in heads)]
+    unread = unread_by_all(maps)
+    for i, w in enumerate(maps[0]["words"]):
+        if i in unread:
+            continue
+        field = f" [{fields[maps[0]['fields'][i]]}]" if len(fields) > 1 else ""
+        lines.append(f"{f'{i + 1:>3} {w}{field}':<{width}}" + "".join(f"{signed(m['scores'][i]):>{col}}" for m in maps))
+    if unread:
+        lines.append(f"... and {len(unread)} words past the cut, which neither model read")
+    lines.append("")
+    for m, f in zip(maps, res["faithfulness"]):
+        line = (f"{m['model']}: p={m['probability'] or 0:.3f}, comprehensiveness {f['comprehensiveness']:.3f}, "
+                f"sufficiency {f['sufficiency']:.3f}, {m['seconds'] * 1000:.0f} ms")
+        if m.get("delta") is not None:
+            line += f", IG delta {m['delta']:.2g} after {m['n_steps']} steps"
+        lines.append(line + (f" ({m['note']})" if m.get("note") else ""))
+    agree, on = res["agreement"], res["agreement_label"]
+    lines.append(f"rank agreement{'' if on is None else f' on {on}'} (Spearman): "
+                 + ("undefined" if agree is None else f"{agree:.3f}"))
+    return "\n".join(lines)
+
+
+def counterfactual_text(res: dict, names: list[str], show: int = 5) -> str:
+    """`albert-lens counterfactual`: over a dataset the flip rates and their test, with `show` edits only one
+    model flips; on one input each edit and what it did to each model."""
+    lines = []
+    if "flip_rate" in res:
+        lines.append(f"{res['changed']} edits ({res['edits']}) of {res['examples_changed']} examples in "
+                     f"{res['dataset']}")
+        for n, r, only in zip(names, res["flip_rate"], res["only"]):
+            lines.append(f"  {n:<10} flip rate {percent(r, 1)} · flips only this model: {len(only)}")
+        lines.append(f"  both flip: {res['both']}")
+        if note := valid_edits_note(res, names):
+            lines.append(f"  {note}")
+        if "comparison" in res:
+            lines.append(f"  {verdict(res['comparison'], names, unit='edits')}")
+        for n, only in zip(names, res["only"]):
+            for c in only[:show]:
+                lines.append(f"  only {n} ({edits_text(c)}): {' / '.join(c['edited'])}")
+        return "\n".join(lines)
+    for p in res.get("per_model") or []:
+        if p.get("note"):
+            lines.append(f"{p['model']}: {p['note']}")
+    for c in res["changes"]:
+        lines.append(f"{c['generator']}: {edits_text(c)}\n  {' / '.join(c['edited'])}")
+        for k, n in enumerate(names):
+            b, a = c["before"][k], c["after"][k]
+            key, d = own_delta(c, k)
+            flip = "  FLIPPED" if c["flipped"][k] else ""
+            lines.append(f"  {n:<10} {b.get('label', b.get('score'))} → {a.get('label', a.get('score'))} "
+                         f"(Δp({key}) {signed(d)}){flip}")
+    if not res["changes"]:
+        lines.append("no edit found")
+    return "\n".join(lines)
+
+
+def facts_text(res: dict) -> str:
+    """`albert-lens facts`: a row per fact, a column per model, each model's layer transitions, the ratios and
+    the paired latency verdict."""
+    models = res["models"]
+    names = [m["model"] for m in models]
+    keys = [k for k in models[0] if k not in ("transitions", "model")]
+    lines = [f"{'':<26}" + "".join(f"{n:>24}" for n in names)]
+    for k in keys:
+        shown = [f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else
+                 f"{v:.2f}" if isinstance(v, float) else str(v) for v in (m[k] for m in models)]
+        lines.append(f"{k:<26}" + "".join(f"{v:>24}" for v in shown))
+    for m in models:
+        t = m["transitions"]
+        lines.append(f"{m['model']} layer transitions, L2: " + " ".join(f"{x:.2f}" for x in t["l2"]))
+        lines.append(f"{m['model']} layer transitions, cosine: " + " ".join(f"{x:.3f}" for x in t["cosine"]))
+    r = res["ratios"]
+    lines.append(f"{names[1]} / {names[0]}: parameters {r['parameters']:.2f}x, latency {r['latency']:.2f}x, "
+                 f"throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
+    lines.append("one input at a time, both models in turns: "
+                 + verdict(res["latency_comparison"], names, unit="inputs"))
+    return "\n".join(lines)
+
+
+def declared_text(res) -> str:
+    """A declared capability's answer as text: the options it ran with, then its result, a block per model
+    where it answers per model (a list of records naming their model), else as JSON."""
+    import json
+
+    lines = [f"{res['capability']}" + (f" · {res['dataset']} ({res['n']} examples)" if res.get("dataset") else "")]
+    if res["options"]:
+        lines.append("options: " + ", ".join(f"{k}={v}" for k, v in res["options"].items()))
+    body = res["result"]
+    if isinstance(body, list) and all(isinstance(r, dict) and "model" in r for r in body):
+        for r in body:
+            lines.append("")
+            lines.append(str(r["model"]))
+            lines += [f"  {k}: {json.dumps(v, ensure_ascii=False)}" for k, v in r.items() if k != "model"]
+    else:
+        lines.append(json.dumps(body, indent=2, ensure_ascii=False))
+    return "\n".join(lines)
+
+
+def picked_note(origin: str, gold: str | None = None, detail: str = "") -> str:
+    """The line under the shared example after a pick: where it came from, its gold label when the dataset
+    has one, and what else the row said (a CheckList expectation, an attack's outcome)."""
+    parts = [f"picked from {html.escape(origin, quote=False)}"]
+    if gold not in (None, ""):
+        parts.append(f"gold label **{html.escape(str(gold), quote=False)}**")
+    if detail:
+        parts.append(html.escape(detail, quote=False))
+    return "<small>" + " · ".join(parts) + "</small>"

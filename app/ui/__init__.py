@@ -15,7 +15,19 @@ import gradio as gr
 
 from app.core import api, views
 
-from . import attacks, benchmark, checklist, common, compare, counterfactuals, facts, inside, projection, saliency
+from . import (
+    attacks,
+    benchmark,
+    checklist,
+    common,
+    compare,
+    counterfactuals,
+    declared,
+    facts,
+    inside,
+    projection,
+    saliency,
+)
 from .attacks import attack_examples as _attack_examples  # noqa: F401 - tests and older imports
 from .common import (  # noqa: F401 - the shared pieces, importable from the package
     _RUNNING,
@@ -68,6 +80,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
         with gr.Tabs() as tabs:
             for tab in TABS:
                 tab.tab(ctx)
+            declared.tab(ctx, served=set())  # every declared capability: none has a tab of its own yet
         common.wire_links(ctx, tabs)
     # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its
     # limits and size, and starved every page for minutes); gradio_client and the page queue, and still work.

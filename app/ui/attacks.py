@@ -23,13 +23,12 @@ from .common import (
 NO_DATASET = "none: attack the text above"
 
 
-def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe_name: str = "deepwordbug",
-           gold_label: str | None = None, dataset: str | None = None, n_examples: float | None = 5,
-           query_budget: float | None = 200, time_limit_s: float | None = 30, progress=gr.Progress()) -> tuple:
-    recipe = recipe_name
+def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe: str = "deepwordbug",
+           label: str | None = None, dataset: str | None = None, n: float | None = 5,
+           query_budget: float | None = 200, time_limit: float | None = 30, progress=gr.Progress()) -> tuple:
     progress(0, desc=f"{recipe}: starting")
-    res = ctx.heavy.batch(api.attack, ctx.pair, recipe, text, text2, gold_label, dataset or None, n_examples,
-                          query_budget, time_limit_s,
+    res = ctx.heavy.batch(api.attack, ctx.pair, recipe, text, text2, label, dataset or None, n,
+                          query_budget, time_limit,
                           progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe}: {d}/{t} examples"))
     summary, panels, table, bars = views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []))
     return (res.to_dict(), summary, *panels, table, grouped_bars(bars, "model", "value", "measure", "rate",
@@ -51,6 +50,13 @@ def attacked_texts(res: dict, row: int) -> list[str] | None:
     if not 0 <= row < len(rows):
         return None
     return rows[row]["adversarial"] or res["examples"][row // len(res["examples"][0]["results"])]["texts"]
+
+
+def attacked_note(res: dict, row: int) -> str:
+    per = len(res["examples"][0]["results"])
+    example, r = res["examples"][row // per], res["examples"][row // per]["results"][row % per]
+    what = "its adversarial text" if r.get("adversarial") else "the original (no adversarial text)"
+    return views.picked_note(f"{res['recipe']} on {r['model']}", example.get("gold"), what)
 
 
 def attack_examples(pair: api.Pair) -> list[list]:
@@ -92,6 +98,7 @@ def tab(ctx: Ctx) -> None:
         action(go, bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
         table.select(on_select(show_example, ctx), raw, diffs, api_name=False, queue=False)
-        ctx.link(table, raw, attacked_texts, switch=False)  # the panels above show it; the other tabs get it
+        # the panels above show it; the other tabs get it
+        ctx.link(table, raw, attacked_texts, switch=False, note_of=attacked_note)
         gr.Examples(attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
         stop.click(stop_session, None, summary, api_name="attack_stop", queue=False)

@@ -9,19 +9,19 @@ from app.core.plots import benchmark_figure, slices_figure
 from .common import BATCH, Ctx, action, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
 
 
-def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples: float | None = 1000,
-          progress=gr.Progress()) -> tuple:
+def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = 1000,
+              progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, max_examples, progress=progress_of(progress, "predicting"))
+    res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, limit, progress=progress_of(progress, "predicting"))
     return (res.to_dict(), views.benchmark_summary(res, ctx.names), benchmark_figure(res),
             views.disagreement_frame(res, ctx.names))
 
 
-def slices(ctx: Ctx, dataset: str | None = None, uploaded=None, max_examples: float | None = 1000,
+def slices(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = 1000,
            metric: str = "accuracy", min_size: float | None = 20, clusters: float | None = 8,
            progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.slices, ctx.pair, spec, max_examples, metric, min_size, clusters,
+    res = ctx.heavy.batch(api.slices, ctx.pair, spec, limit, metric, min_size, clusters,
                           progress=progress_of(progress, "predicting"))
     return res.to_dict(), views.slices_summary(res), slices_figure(res), views.slices_frame(res)
 
@@ -34,6 +34,17 @@ def slice_texts(res: dict, row: int) -> list[str] | None:
 def disagreement_texts(res: dict, row: int) -> list[str] | None:
     shown = res["disagreements"]["examples"]
     return shown[row]["texts"] if 0 <= row < len(shown) else None
+
+
+def disagreement_note(res: dict, row: int) -> str:
+    r = res["disagreements"]["examples"][row]
+    return views.picked_note(f"the benchmark's disagreements on {res['dataset']}, row {r['index'] + 1}", r["gold"])
+
+
+def slice_note(res: dict, row: int) -> str:
+    s = res["slices"][row]
+    return views.picked_note(f"the slice «{s['name']}» of {res['dataset']}", (s.get("gold") or [None])[0],
+                             "its first example")
 
 
 def tab(ctx: Ctx) -> None:
@@ -53,7 +64,7 @@ def tab(ctx: Ctx) -> None:
         table = gr.Dataframe(headers=["row", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
                              column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = json_out()
-        ctx.link(table, raw, disagreement_texts)
+        ctx.link(table, raw, disagreement_texts, note_of=disagreement_note)
         action(go, bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark",
                **BATCH)
         stop_button(summary)
@@ -73,7 +84,7 @@ def tab(ctx: Ctx) -> None:
                                    wrap=True, label="slices",
                                    column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])
         slice_raw = json_out()
-        ctx.link(slice_table, slice_raw, slice_texts)
+        ctx.link(slice_table, slice_raw, slice_texts, note_of=slice_note)
         action(find, bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],
                    [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
         stop_button(slice_summary)

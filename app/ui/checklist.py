@@ -13,12 +13,12 @@ from app.core.plots import grouped_bars
 from .common import BATCH, Ctx, action, bind, describe, json_out, progress_of, stop_button
 
 
-def checklist(ctx: Ctx, suite_path: str | None = None, uploaded=None, cases_per_test: float | None = 20,
-        progress=gr.Progress()) -> tuple:
-    spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite_path
+def checklist(ctx: Ctx, suite: str | None = None, uploaded=None, sample: float | None = 20,
+              progress=gr.Progress()) -> tuple:
+    spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite
     if not spec:
         raise LensError("suite: give the path of a CheckList suite export")
-    res = ctx.heavy.batch(api.checklist, ctx.pair, spec, cases_per_test,
+    res = ctx.heavy.batch(api.checklist, ctx.pair, spec, sample,
                           progress=progress_of(progress, "predicting suite inputs"))
     table, fails, bars = views.checklist_views(res)
     return (res.to_dict(), html.escape(res["summary"], quote=False),
@@ -28,6 +28,11 @@ def checklist(ctx: Ctx, suite_path: str | None = None, uploaded=None, cases_per_
 def failure_texts(res: dict, row: int) -> list[str] | None:
     fails = views.checklist_failures(res)
     return fails[row]["texts"] if 0 <= row < len(fails) else None
+
+
+def failure_note(res: dict, row: int) -> str:
+    f = views.checklist_failures(res)[row]
+    return views.picked_note(f"CheckList's «{f['test']}», failed by {f['model']}", None, f["why"])
 
 
 def tab(ctx: Ctx) -> None:
@@ -59,7 +64,7 @@ def tab(ctx: Ctx) -> None:
                              label="failing examples",
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
-        ctx.link(fails, raw, failure_texts)
+        ctx.link(fails, raw, failure_texts, note_of=failure_note)
         action(go, bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
                  api_name="checklist", **BATCH)
         stop_button(verdict)

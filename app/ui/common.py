@@ -186,16 +186,19 @@ class Ctx:
     heavy: Heavy
     hosted: bool
     datasets: list  # (label, value) choices of every dataset field: the shipped examples, the released dev set
-    # linked views: the shared example's two text boxes (`text_inputs`), and the tables that load one into them
+    # linked views: the shared example's two text boxes (`text_inputs`) and the line under them that says where a
+    # picked example came from and its gold label; the tables that load one into them
     inputs: list = field(default_factory=list)
+    note: object = None
     links: list = field(default_factory=list)
     # what re-runs when a pick sets the example: (handler, inputs, outputs), Compare's prediction
     on_pick: list = field(default_factory=list)
 
-    def link(self, table, source, texts_of: Callable, switch: bool = True) -> None:
+    def link(self, table, source, texts_of: Callable, switch: bool = True, note_of: Callable | None = None) -> None:
         """Picking a row of `table` loads `texts_of(res, row)` (`res`: the value of `source`, the tab's JSON or
-        state) into every tab's text boxes and, with `switch`, opens Compare."""
-        self.links.append((table, source, texts_of, switch))
+        state) into every tab's text boxes, `note_of(res, row)` (`views.picked_note`: where it came from, its
+        gold label) under them, and, with `switch`, opens Compare."""
+        self.links.append((table, source, texts_of, switch, note_of))
 
     @classmethod
     def of(cls, pair: api.Pair, heavy: Heavy | None = None) -> Ctx:
@@ -261,23 +264,26 @@ def on_select_range(fn: Callable, ctx: Ctx, *args) -> Callable:
     return selected
 
 
-def load_texts(texts: list[str] | None, n_boxes: int, switch: bool) -> list:
-    """The outputs of a picked row: the example's fields into the shared (text, text2) boxes; Compare opened."""
+def load_texts(texts: list[str] | None, n_boxes: int, switch: bool, note: str = "") -> list:
+    """The outputs of a picked row: the example's fields into the shared (text, text2) boxes; Compare opened;
+    the note under the boxes (where it came from, its gold label)."""
     if not texts:
-        return [gr.update()] * (n_boxes + 1)
+        return [gr.update()] * (n_boxes + 2)
     pair_ = (list(texts) + [""])[:2]
-    return [*(pair_ * (n_boxes // 2)), gr.Tabs(selected="compare") if switch else gr.update()]
+    return [*(pair_ * (n_boxes // 2)), gr.Tabs(selected="compare") if switch else gr.update(), note]
 
 
 def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
     """After every tab is built: each linked table sets the shared example (`Ctx.link`) and, when it opens
     Compare, Compare answers for it at once (`Ctx.on_pick`)."""
-    for table, source, texts_of, switch in ctx.links:
-        def load(ctx_: Ctx, res, row, texts_of=texts_of, switch=switch):
+    for table, source, texts_of, switch, note_of in ctx.links:
+        def load(ctx_: Ctx, res, row, texts_of=texts_of, switch=switch, note_of=note_of):
             texts = texts_of(res, row) if res and row is not None else None
-            return load_texts(texts, len(ctx_.inputs), switch)
+            note = note_of(res, row) if texts and note_of is not None else ""
+            return load_texts(texts, len(ctx_.inputs), switch, note)
 
-        picked = table.select(on_select(load, ctx), source, [*ctx.inputs, tabs], api_name=False, queue=False)
+        picked = table.select(on_select(load, ctx), source, [*ctx.inputs, tabs, ctx.note], api_name=False,
+                              queue=False)
         if switch:
             for fn, inputs, outputs in ctx.on_pick:
                 picked.success(when_given(fn, len(outputs)), inputs, outputs, api_name=False, queue=False)
@@ -323,6 +329,9 @@ def text_inputs(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
                             elem_id="example-text")
             t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair,
                             elem_id="example-text2")
+        ctx.note = gr.Markdown(elem_id="example-note")
+        for box in (t1, t2):  # typing makes it the reader's own example: the pick's note goes
+            box.input(lambda: "", None, ctx.note, api_name=False, queue=False, show_progress="hidden")
         ctx.inputs = [t1, t2]
     return ctx.inputs[0], ctx.inputs[1]
 

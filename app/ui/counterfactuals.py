@@ -4,7 +4,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.core import api, views
-from app.core.plots import counterfactual_figure
+from app.core.plots import counterfactual_figure, edits_text
 
 from . import common
 from .common import SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out, text_inputs
@@ -36,6 +36,18 @@ def counterfactual(ctx: Ctx, text: str | None = None, text2: str | None = None,
                            progress=common.progress_of(progress, f"{generator}: editing, scoring, checking"))
     return (res.to_dict(), views.counterfactual_summary(res, ctx.names), counterfactual_figure(res, ctx.names),
             views.changes_frame(res, ctx.names))
+
+
+def edited_texts(res: dict, row: int) -> list[str] | None:
+    """A picked row of the changes table: its edited input."""
+    changes = views.changes_in_order(res, res["models"])
+    return changes[row]["edited"] if 0 <= row < len(changes) else None
+
+
+def edited_note(res: dict, row: int) -> str:
+    c = views.changes_in_order(res, res["models"])[row]
+    return views.picked_note(f"{views.generator_name(c['generator'])}: {edits_text(c)}", None,
+                             f"flips {views.flips(c, res['models'])}")
 
 
 def _controls(generator: str) -> tuple:
@@ -71,5 +83,6 @@ def tab(ctx: Ctx) -> None:
         craw = json_out()
         action(go, bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
                  api_name="counterfactual", **SINGLE)
+        ctx.link(ctable, craw, edited_texts, note_of=edited_note)  # an edit picked becomes the example
         common.stop_button(csum)
         gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.is_pair else [c1])

@@ -29,10 +29,10 @@ from .common import (
 )
 
 
-def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method_name: str = "umap", pool: str = "cls",
-            layer_idx: float = -1, colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
-    spec, method = upload_path(uploaded) or dataset, method_name
-    res = ctx.heavy.batch(api.project, ctx.pair, spec, method, layer_idx, pool, limit,
+def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = "umap", pooling: str = "cls",
+            layer: float = -1, colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
+    spec = upload_path(uploaded) or dataset
+    res = ctx.heavy.batch(api.project, ctx.pair, spec, method, layer, pooling, limit,
                           progress=progress_of(progress, "embedding"))
     frame = pd.DataFrame(res["points"])
     out_dir = export_dir()
@@ -101,6 +101,12 @@ def picked_texts(state: dict, row: int) -> list[str] | None:
     return state["texts"][picked[row]] if 0 <= row < len(picked) else None
 
 
+def picked_note(state: dict, row: int) -> str:
+    index = state["picked"][row]
+    gold = next((p["gold"] for p in state["points"] if p["index"] == index), None)
+    return views.picked_note(f"the projection, row {index + 1}", gold)
+
+
 def tab(ctx: Ctx) -> None:
     pair = ctx.pair
     with gr.Tab("Projection", id="projection"):
@@ -145,5 +151,5 @@ def tab(ctx: Ctx) -> None:
         for plot, name in zip(scatter, ctx.names):
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
                         queue=False)
-        ctx.link(picked, state, picked_texts)
+        ctx.link(picked, state, picked_texts, note_of=picked_note)
         stop_button(summary)

@@ -10,20 +10,20 @@ from . import common
 from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out
 
 
-def saliency(ctx: Ctx, text: str, text2: str | None = None, method_name: str = "integrated_gradients",
-            target_label: str | None = "predicted", ig_tolerance: str | None = None, explained: str | None = "prob",
-            progress=gr.Progress()) -> tuple:
-    progress(0.1, desc=f"{method_name} on both models")
-    res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method_name, target_label, ig_tolerance, explained)
+def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = "integrated_gradients",
+             target: str | None = "predicted", tolerance: str | None = None, output: str | None = "prob",
+             progress=gr.Progress()) -> tuple:
+    progress(0.1, desc=f"{method} on both models")
+    res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method, target, tolerance, output)
     texts = [text] + ([text2] if ctx.pair.task.is_pair else [])
     maps = [views.highlight(m, texts) for m in res["maps"]]
     return res.to_dict(), *maps, views.saliency_summary(res), saliency_figure(res)
 
 
-def saliency_methods(ctx: Ctx, text: str, text2: str | None = None, target_label: str | None = "predicted",
-                     ig_tolerance: str | None = None, explained: str | None = "prob", progress=gr.Progress()) -> tuple:
+def saliency_methods(ctx: Ctx, text: str, text2: str | None = None, target: str | None = "predicted",
+                     tolerance: str | None = None, output: str | None = "prob", progress=gr.Progress()) -> tuple:
     progress(0, desc="every method on both models")
-    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target_label, ig_tolerance, explained,
+    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target, tolerance, output,
                            progress=common.progress_of(progress, "every method on both models"))
     return res.to_dict(), views.methods_table(res)
 
@@ -34,10 +34,10 @@ def headers(res: dict | None) -> list:
     return [gr.update(label=views.map_header(m)) for m in maps]
 
 
-def saliency_dataset(ctx: Ctx, dataset: str | None = None, method_name: str = "integrated_gradients",
-                    ig_tolerance: str | None = None, limit: float | None = 50, explained: str | None = "prob",
-                    progress=gr.Progress()) -> tuple:
-    res = ctx.heavy.batch(api.saliency_dataset, ctx.pair, dataset, method_name, limit, ig_tolerance, output=explained,
+def saliency_dataset(ctx: Ctx, dataset: str | None = None, method: str = "integrated_gradients",
+                     tolerance: str | None = None, limit: float | None = 50, output: str | None = "prob",
+                     progress=gr.Progress()) -> tuple:
+    res = ctx.heavy.batch(api.saliency_dataset, ctx.pair, dataset, method, limit, tolerance, output=output,
                           progress=common.progress_of(progress, "explaining"))
     return (res.to_dict(), views.cut_line(res) + views.saliency_dataset_summary(res), saliency_dataset_figure(res),
             views.lowest_agreement_frame(res))

@@ -1,0 +1,75 @@
+"""More: a section for every declared capability (`app.core.capabilities`), generated from its declaration: its
+controls, its gradio_client endpoint (named as the capability, its parameters as the options) and its answer.
+Nothing here is written per capability."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+
+import gradio as gr
+
+from app.core import api, views
+
+from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, json_out
+
+
+def handler(name: str) -> Callable:
+    """`handler(ctx, <its inputs>, <its options>)` for the capability `name`, with a signature Gradio reads: the
+    endpoint's parameters are the facade's names, optional where the declaration has a default."""
+    cap = api.capabilities.get(name)
+    inputs = ["text", "text2"] if cap.inputs == "text" else ["dataset", "limit"]
+
+    def run(ctx: Ctx, *values, progress=gr.Progress()) -> tuple:
+        given = dict(zip(inputs + [o.name for o in cap.options], values))
+        where = ctx.heavy.single if cap.inputs == "text" else ctx.heavy.batch
+        res = where(api.run, name, ctx.pair, **given)
+        return res.to_dict(), f"```\n{views.declared_text(res)}\n```"
+
+    P = inspect.Parameter
+    first = P("text", P.POSITIONAL_OR_KEYWORD, annotation=str) if cap.inputs == "text" else \
+        P("dataset", P.POSITIONAL_OR_KEYWORD, default=None)
+    params = [P("ctx", P.POSITIONAL_OR_KEYWORD), first,
+              P(inputs[1], P.POSITIONAL_OR_KEYWORD, default=None),
+              *(P(o.name, P.POSITIONAL_OR_KEYWORD, default=o.default) for o in cap.options),
+              P("progress", P.KEYWORD_ONLY, default=gr.Progress())]
+    run.__signature__ = inspect.Signature(params)
+    run.__name__ = name
+    return run
+
+
+def control(option) -> gr.components.Component:
+    """The control an option's declaration calls for."""
+    label = f"{option.name}: {option.help}"
+    if option.choices:
+        return gr.Dropdown(list(option.choices), value=option.default, label=label)
+    if option.kind is bool:
+        return gr.Checkbox(value=option.default, label=label)
+    if option.kind in (int, float):
+        return gr.Number(value=option.default, label=label, precision=0 if option.kind is int else None)
+    return gr.Textbox(value=option.default, label=label)
+
+
+def tab(ctx: Ctx, served: set[str]) -> None:
+    """The tab, when some declared capability has no tab of its own (`served`: those that have)."""
+    caps = [c for c in api.capabilities.declared() if c.name not in served]
+    if not caps:
+        return
+    with gr.Tab("More", id="more"):
+        describe("Further probes, each on the example above or on a dataset.")
+        for cap in caps:
+            with gr.Accordion(cap.name, open=len(caps) == 1):
+                describe(cap.help)
+                if cap.inputs == "text":
+                    sources = list(ctx.inputs)
+                else:
+                    with gr.Row():
+                        sources = [dataset_field(ctx, "dataset", "shipped name or path",
+                                                 value=api.default_dataset(ctx.pair)),
+                                   gr.Number(value=None, label="max examples (empty: this server's cap)")]
+                with gr.Row():
+                    controls = [control(o) for o in cap.options]
+                go = gr.Button(f"Run {cap.name}", variant="primary")
+                text = gr.Markdown()
+                raw = json_out()
+                action(go, bind(handler(cap.name), ctx), sources + controls, [raw, text], api_name=cap.name,
+                       **(SINGLE if cap.inputs == "text" else BATCH))
