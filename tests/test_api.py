@@ -218,3 +218,41 @@ def test_every_method_facts_and_attention_report_their_progress(tiny_pair):
     assert seen["methods"] == [(k, n) for k in range(1, n + 1)]
     assert seen["facts"] == [(1, 3), (2, 3), (3, 3)]  # each model's facts, then the paired latency
     assert seen["attention"] == [(1, 2), (2, 2)]
+
+
+def test_a_slice_of_a_dataset_is_a_dataset_every_front_end_reads(tiny_pair, tiny_dirs, tmp_path, capsys,
+                                                                    monkeypatch):
+    """"<dataset> @rows:..." names some rows of a dataset (1-based, as the app's tables number them): the facade
+    reads exactly those, in that order, once each; the CLI's --dataset takes it; a slice from `api.slices`
+    carries its rows as the dataset numbers them (an unlabelled row first shifts them), so its spec reads its
+    examples back. Bad or oversized specs are refused naming the field."""
+    from app.cli import main
+    from app.core import api
+    from app.core.errors import InputError
+
+    rows = tmp_path / "rows.csv"
+    lines = ["a film take 0,"] + [f"a {'fine' if i % 2 else 'dull'} film take {i},{i % 2}" for i in range(1, 60)]
+    rows.write_text("text,label\n" + "\n".join(lines) + "\n")
+    whole = api.resolve_dataset(tiny_pair, str(rows), visitor=False)
+    got = api.resolve_dataset(tiny_pair, f"{rows} @rows:5,2-3,5,40", visitor=False)
+    assert [e.texts for e in got.examples] == [whole.examples[r - 1].texts for r in (5, 2, 3, 40)]
+    assert got.name.endswith("4 picked rows")
+    assert api.benchmark(tiny_pair, api.slice_spec(str(rows), [2, 3, 4]), visitor=False)["n"] == 3
+    assert main(["benchmark", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
+                 "--dataset", f"{rows} @rows:2-11", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n"] == 10
+    res = api.slices(tiny_pair, str(rows), None, min_size=5, clusters=0, visitor=False)
+    for s in res.slices[:3]:
+        assert s["rows"] == [i + 2 for i in s["indices"]]  # row 1 has no label: the labelled ones start at 2
+        back = api.resolve_dataset(tiny_pair, api.slice_spec(str(rows), s["rows"]), visitor=False)
+        assert [list(e.texts) for e in back.examples[:5]] == s["examples"]
+    for spec, msg in ((f"{rows} @rows:61", "row 61 is past the end"), (f"{rows} @rows:0", "rows count from 1"),
+                      (f"{rows} @rows:3-1", "a range runs upwards"), (f"{rows} @rows:,", "names no row"),
+                      (f"{rows} @rows:2,x", "'x' in @rows is not a row number")):
+        with pytest.raises(InputError, match=f"dataset: .*{msg}"):
+            api.resolve_dataset(tiny_pair, spec, visitor=False)
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    with pytest.raises(InputError, match="dataset: @rows names more than 500 rows"):
+        api.resolve_dataset(tiny_pair, "sentiment_plain @rows:1-600")
+    with pytest.raises(InputError, match="row 501 is past the first 500 rows"):
+        api.resolve_dataset(tiny_pair, "sentiment_plain @rows:501")

@@ -345,6 +345,16 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair)
     # the example but keep the Attacks tab (its panels show the picked row); each pick also sets the note under it
     assert len(picks) == 6 and len(answered) == 5 and len({f.trigger_after for f in answered}) == 5
     assert all(f.outputs[-1].elem_id == "example-note" for f in picks.values())
+    # a slice picked in Benchmark or points brushed on the projection become every dataset field's value
+    fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
+    slicers = [f for f in demo.fns.values() if len(f.outputs) > 1 and f.outputs[-1].elem_id == "example-note"
+               and not f.collects_event_data]
+    assert len(slicers) == 2 and len(fields) >= 6
+    for f in slicers:
+        assert {o._id for o in f.outputs[:-1]} == {b._id for b in fields}
+    brushed = {"picked": [1, 2], "dataset": "sentiment_plain", "name": "sentiment_plain"}
+    *updates, note = next(f for f in slicers if len(f.inputs) == 1).fn(brushed)
+    assert all(u["value"] == "sentiment_plain @rows:2,3" for u in updates) and "2 points picked" in note
     for f in answered:
         assert [o._id for o in f.outputs] == [o._id for o in fns["predict"].outputs]
         assert [i._id for i in f.inputs] == [b._id for b in boxes]

@@ -334,3 +334,19 @@ def test_a_picked_counterfactual_edit_becomes_the_example_in_the_tables_order(ct
     assert [counterfactuals.edited_texts(res, k) for k in range(4)] == [["a ok film"], ["a good film"],
                                                                        ["a nice film"], None]
     assert f"flips {b} only" in counterfactuals.edited_note(res, 0)
+
+
+def test_a_picked_slice_or_brushed_points_become_a_dataset_that_reads_those_rows(ctx):
+    """The slice picked in Benchmark, or the points a brush picked on the projection, become a dataset spec
+    (`api.slice_spec`) every dataset field can take; it reads exactly those rows back."""
+    res = {"dataset": "sentiment_plain", "slices": [{"name": "word: film", "rows": [3, 1, 5]}]}
+    name, spec = benchmark.slice_dataset("sentiment_plain", None, res, 0)
+    assert spec == "sentiment_plain @rows:3,1,5" and name == "slice «word: film» of sentiment_plain (3 rows)"
+    assert benchmark.slice_dataset("sentiment_plain", None, res, None) is None
+    whole = api.resolve_dataset(ctx.pair, "sentiment_plain")
+    assert [e.texts for e in api.resolve_dataset(ctx.pair, spec).examples] == [whole.examples[i].texts
+                                                                               for i in (2, 0, 4)]
+    state = {"picked": [4, 0], "dataset": "sentiment_plain", "name": "sentiment_plain", "points": [], "texts": []}
+    assert projection.picked_dataset(state) == ("2 points picked on the projection of sentiment_plain",
+                                                "sentiment_plain @rows:5,1")
+    assert projection.picked_dataset(state | {"picked": []}) is None

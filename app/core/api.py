@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -413,6 +414,34 @@ def _cap(visitor: bool, key: str) -> int | float:
     return limits()[key] if visitor else OPERATOR_CAP
 
 
+# "<dataset> @rows:3,17,40-45": rows of a dataset (1-based, as the app's tables number them), what a brushed
+# projection or a slice hands the dataset-level tabs; the CLI's --dataset takes it too
+SLICE_SPEC = re.compile(r"^(?P<base>.+?)\s*@rows:(?P<rows>.*)$", re.S)
+
+
+def slice_rows(text: str, cap: int) -> list[int]:
+    """The rows a slice names, in its order, each once; at most `cap` of them, each a whole number from 1."""
+    rows: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        lo, _, hi = part.partition("-")
+        if not lo.strip().isdigit() or (hi and not hi.strip().isdigit()):
+            raise InputError(f"dataset: {part[:20]!r} in @rows is not a row number or a range like 40-45")
+        a, b = int(lo), int(hi or lo)
+        if a < 1 or b < a:
+            raise InputError(f"dataset: rows count from 1 and a range runs upwards; got {part[:20]!r}")
+        if b - a + len(rows) >= cap:
+            raise InputError(f"dataset: @rows names more than {cap:,} rows, this server's limit")
+        rows.extend(range(a, b + 1))
+    if not rows:
+        raise InputError("dataset: @rows names no row")
+    return list(dict.fromkeys(rows))
+
+
+def slice_spec(dataset: str, rows) -> str:
+    """The dataset name of some of `dataset`'s rows (1-based), for every dataset field and --dataset."""
+    return f"{dataset} @rows:{','.join(str(int(r)) for r in rows)}"
+
+
 def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None, *, visitor: bool = True) -> Dataset:
     """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online; its first
     `limit` examples (validated: a whole number from 1 to this server's `max_examples`; empty: the cap), read no
@@ -424,6 +453,17 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
         spec = default_dataset(pair)
     if not isinstance(spec, str):
         raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
+    if (picked := SLICE_SPEC.match(spec)) is not None:  # a slice: some rows of a dataset, as the app names them
+        reads = _cap(visitor, "max_examples")
+        rows = slice_rows(picked["rows"], reads)
+        if max(rows) > reads:
+            raise InputError(f"dataset: row {max(rows):,} is past the first {reads:,} rows this server reads")
+        whole = resolve_dataset(pair, picked["base"], max(rows), visitor=visitor)
+        past = [r for r in rows if r > len(whole)]
+        if past:
+            raise InputError(f"dataset: row {past[0]:,} is past the end of {whole.name} ({len(whole):,} rows)")
+        return Dataset(f"{whole.name}, {len(rows):,} picked rows", [whole.examples[r - 1] for r in rows][:n],
+                       whole.task, whole.source)
     shipped = shipped_datasets()
     spec = released_datasets(pair).get(spec, spec)
     if spec not in shipped and visitor:
@@ -572,7 +612,8 @@ def slices(pair: Pair, dataset: str | None = None, limit: int | None = 1000, met
     clusters = 8 if clusters is None or (isinstance(clusters, str) and not clusters.strip()) else \
         integer("clusters", clusters, low=0, high=20)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
-    labelled = [ex for ex in ds.examples if ex.label is not None]
+    rows = [i + 1 for i, ex in enumerate(ds.examples) if ex.label is not None]  # the dataset's own row numbers
+    labelled = [ds.examples[r - 1] for r in rows]
     if not labelled:
         raise InputError(f"dataset: {ds.name} has no gold labels; slices compare the models' right answers")
     gold_names = [ex.label for ex in labelled]
@@ -592,6 +633,7 @@ def slices(pair: Pair, dataset: str | None = None, limit: int | None = 1000, met
     for s in found["slices"]:
         s["examples"] = [list(labelled[i].texts) for i in s["indices"][:5]]
         s["gold"] = [labelled[i].label for i in s["indices"][:5]]
+        s["rows"] = [rows[i] for i in s["indices"]]  # as the dataset numbers them: `slice_spec` runs other tabs on it
     return SlicesResult(dataset=ds.name, **found)
 
 

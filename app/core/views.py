@@ -797,3 +797,9 @@ def picked_note(origin: str, gold: str | None = None, detail: str = "") -> str:
     if detail:
         parts.append(html.escape(detail, quote=False))
     return "<small>" + " · ".join(parts) + "</small>"
+
+
+def slice_note(name: str) -> str:
+    """Under the example once a slice is every tab's dataset."""
+    return (f"<small>every dataset field now reads {html.escape(name, quote=False)}: the dataset-level actions "
+            "(benchmark, saliency and counterfactuals over a dataset, projection, CKA, attacks) run on it</small>")

@@ -82,6 +82,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
                 tab.tab(ctx)
             declared.tab(ctx, served=set())  # every declared capability: none has a tab of its own yet
         common.wire_links(ctx, tabs)
+        common.wire_slice_buttons(ctx)
     # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its
     # limits and size, and starved every page for minutes); gradio_client and the page queue, and still work.
     # A Space (SPACE_ID set) gets this from Gradio itself; a self-hosted --hosted server did not.

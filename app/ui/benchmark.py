@@ -6,7 +6,20 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import benchmark_figure, slices_figure
 
-from .common import BATCH, Ctx, action, bind, dataset_field, describe, json_out, progress_of, stop_button, upload_path
+from . import common
+from .common import (
+    BATCH,
+    Ctx,
+    action,
+    bind,
+    dataset_field,
+    describe,
+    json_out,
+    on_select,
+    progress_of,
+    stop_button,
+    upload_path,
+)
 
 
 def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = 1000,
@@ -39,6 +52,16 @@ def disagreement_texts(res: dict, row: int) -> list[str] | None:
 def disagreement_note(res: dict, row: int) -> str:
     r = res["disagreements"]["examples"][row]
     return views.picked_note(f"the benchmark's disagreements on {res['dataset']}, row {r['index'] + 1}", r["gold"])
+
+
+def slice_dataset(dataset: str | None, uploaded, res: dict | None, row: int | None) -> tuple[str, str] | None:
+    """The picked slice as a dataset: (its name, the spec every dataset field reads it by)."""
+    shown = (res or {}).get("slices") or []
+    if row is None or not 0 <= row < len(shown) or not shown[row].get("rows"):
+        return None
+    s = shown[row]
+    base = upload_path(uploaded) or dataset or res["dataset"]
+    return f"slice «{s['name']}» of {res['dataset']} ({len(s['rows'])} rows)", api.slice_spec(base, s["rows"])
 
 
 def slice_note(res: dict, row: int) -> str:
@@ -85,6 +108,11 @@ def tab(ctx: Ctx) -> None:
                                    column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])
         slice_raw = json_out()
         ctx.link(slice_table, slice_raw, slice_texts, note_of=slice_note)
+        chosen = gr.State()  # the slice row picked last
+        slice_table.select(on_select(lambda ctx_, res, row: row, ctx), slice_raw, chosen, api_name=False,
+                           queue=False)
+        use = gr.Button("Make the picked slice every tab's dataset", size="sm")
+        common.use_as_dataset(ctx, use, [ds, upload, slice_raw, chosen], slice_dataset)
         action(find, bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],
                    [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
         stop_button(slice_summary)

@@ -16,7 +16,7 @@ from pathlib import Path
 import gradio as gr
 from gradio.context import LocalContext
 
-from app.core import api
+from app.core import api, views
 from app.core.errors import LensError
 
 log = logging.getLogger("albert_lens.ui")
@@ -190,6 +190,9 @@ class Ctx:
     # picked example came from and its gold label; the tables that load one into them
     inputs: list = field(default_factory=list)
     note: object = None
+    # every dataset field, with its own choices: a slice picked in one tab becomes every dataset-level tab's dataset
+    dataset_fields: list = field(default_factory=list)
+    slice_buttons: list = field(default_factory=list)
     links: list = field(default_factory=list)
     # what re-runs when a pick sets the example: (handler, inputs, outputs), Compare's prediction
     on_pick: list = field(default_factory=list)
@@ -340,8 +343,32 @@ def dataset_field(ctx: Ctx, label: str, hint: str, value: str | None = None, ext
                   **kw) -> gr.Dropdown:
     """A dataset dropdown of (name, value) choices: locally also a typed path or id (`hint` says which); hosted,
     the listed ones only, since typed server paths are refused there anyway (`api.readable`)."""
-    return gr.Dropdown((extra or []) + ctx.datasets, value=value, allow_custom_value=not ctx.hosted,
-                       label=label if ctx.hosted else f"{label} ({hint})", **kw)
+    choices = (extra or []) + ctx.datasets
+    field_ = gr.Dropdown(choices, value=value, allow_custom_value=not ctx.hosted,
+                         label=label if ctx.hosted else f"{label} ({hint})", **kw)
+    ctx.dataset_fields.append((field_, choices))
+    return field_
+
+
+def use_as_dataset(ctx: Ctx, button, inputs: list, spec_of: Callable) -> None:
+    """`button` makes a slice every dataset field's value: `spec_of(*inputs)` gives (its name, the
+    `api.slice_spec` that reads it) or None. Each tab's dataset-level action then runs on the slice; the note
+    under the example says so. Wired after every tab is built (`wire_links`), when all the fields exist."""
+    ctx.slice_buttons.append((button, inputs, spec_of))
+
+
+def wire_slice_buttons(ctx: Ctx) -> None:
+    fields = ctx.dataset_fields
+    for button, inputs, spec_of in ctx.slice_buttons:
+        def use(*values, spec_of=spec_of):
+            got = spec_of(*values)
+            if not got:
+                return [gr.update()] * len(fields) + ["<small>nothing picked yet: pick a row first</small>"]
+            name, spec = got
+            return [gr.update(choices=[*choices, (name, spec)], value=spec) for _, choices in fields] + [
+                views.slice_note(name)]
+
+        button.click(use, inputs, [f for f, _ in fields] + [ctx.note], api_name=False, queue=False)
 
 
 def upload_path(uploaded) -> str | None:

@@ -13,6 +13,7 @@ import pandas as pd
 from app.core import api, views
 from app.core.plots import plot_png
 
+from . import common
 from .common import (
     BATCH,
     Ctx,
@@ -45,7 +46,8 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = "
     summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
     return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, **lims),
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
-            {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims})
+            {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims, "dataset": spec,
+             "name": res["dataset"]})
 
 
 EXPORTS_KEPT = 32  # a request's CSV and PNG stay until this many newer ones exist (Gradio copies them when sent)
@@ -101,6 +103,14 @@ def picked_texts(state: dict, row: int) -> list[str] | None:
     return state["texts"][picked[row]] if 0 <= row < len(picked) else None
 
 
+def picked_dataset(state: dict | None) -> tuple[str, str] | None:
+    """The points a brush picked, as a dataset: (its name, the spec every dataset field reads it by)."""
+    if not state or not state.get("picked") or not state.get("dataset"):
+        return None
+    rows = [i + 1 for i in state["picked"]]
+    return f"{len(rows)} points picked on the projection of {state['name']}", api.slice_spec(state["dataset"], rows)
+
+
 def picked_note(state: dict, row: int) -> str:
     index = state["picked"][row]
     gold = next((p["gold"] for p in state["points"] if p["index"] == index), None)
@@ -152,4 +162,6 @@ def tab(ctx: Ctx) -> None:
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
                         queue=False)
         ctx.link(picked, state, picked_texts, note_of=picked_note)
+        use = gr.Button("Make the picked points every tab's dataset", size="sm")
+        common.use_as_dataset(ctx, use, [state], picked_dataset)
         stop_button(summary)
