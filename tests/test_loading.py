@@ -289,3 +289,17 @@ def test_a_model_loaded_with_an_untrained_head_is_not_served_to_a_spec_that_did_
     assert get_classifier(asked).untrained_head
     with pytest.raises(ModelLoadError, match=r"it has no trained classification head"):
         get_classifier(spec(d))
+
+
+def test_a_model_first_loaded_inside_inference_mode_still_gives_gradients(tiny_dirs):
+    """A pair's weights load on first use, which can be inside a batch job running in inference mode; weights
+    made there were inference tensors, and every later gradient through them failed ("Inference tensors cannot
+    be saved for backward": LIT's gradients, after a graph test had first loaded the pair)."""
+    from app.core.gradients import input_gradients
+
+    with torch.inference_mode():
+        clf = load(ModelSpec("M", str(tiny_dirs["bert"]), "bert", TASKS["sst2"]))
+        assert predict(clf, [Example(("a fine film",))]).probs.shape == (1, 2)
+    assert not any(p.is_inference() for p in clf.model.parameters())
+    g = input_gradients(clf, Example(("a fine film",)))
+    assert g.gradients.shape[0] == len(g.tokens) and abs(g.gradients).sum() > 0

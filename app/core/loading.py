@@ -414,7 +414,14 @@ def read_head(spec: ModelSpec) -> ModelHead:
 
 
 def load(spec: ModelSpec) -> Classifier:
-    """Load without the cache (see `get_classifier`)."""
+    """Load without the cache (see `get_classifier`). Outside inference mode whatever the caller's: weights made
+    inside it are inference tensors, which no later request could take gradients through (a pair first used by
+    an embedding job, `@torch.inference_mode`, then refused every saliency map in that process)."""
+    with torch.inference_mode(False):
+        return _load(spec)
+
+
+def _load(spec: ModelSpec) -> Classifier:
     t0 = time.perf_counter()
     path, origin = _locate(spec)
     config = _read_config(spec, path)
