@@ -26,11 +26,6 @@ def _api():
     return api
 
 log = logging.getLogger("albert_lens")
-# the core's names (app.core.saliency.METHODS, app.core.api.GENERATORS), written out so --help needs no torch;
-# tests/test_cli.py keeps them equal
-SALIENCY_METHODS = ["gradient_norm", "gradient_x_input", "integrated_gradients", "lime", "occlusion"]
-GENERATORS = ["word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
-              "dataset_flip_rate", "dataset_wordnet_synonym", "dataset_wordnet_antonym"]
 
 
 def _pair_args(p: argparse.ArgumentParser) -> None:
@@ -330,7 +325,6 @@ def cmd_benchmark(args) -> int:
     return 0
 
 
-SLICE_METRICS = ("accuracy", "agreement")  # app.core.slices.METRICS (tests/test_slices.py holds them equal)
 
 
 def cmd_slices(args) -> int:
@@ -377,8 +371,8 @@ def cmd_attack(args) -> int:
             state = "runs here" if r["available"] else r["why"]
             print(f"{r['name']:<20} {'offline' if r['offline'] else 'needs downloads':<16} {state}")
         return 0
-    if not args.recipe or not args.dataset:
-        raise InputError("attack: give --recipe and --dataset (or --list)")
+    if not args.dataset:
+        raise InputError("attack: give --dataset, a labelled dataset (or --list for the recipes)")
     ok, why = api.recipe_status(args.recipe)
     if not ok:
         raise api.AttackUnavailable(why)
@@ -462,12 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("saliency", help="per-word saliency of both models, aligned, with faithfulness and agreement")
     _pair_args(p)
-    p.add_argument("--method", default="integrated_gradients", choices=SALIENCY_METHODS)
-    p.add_argument("--target", help="class both models explain (default: the first model's prediction)")
-    p.add_argument("--tolerance", help="integrated gradients' convergence-delta tolerance (default 1e-3)")
-    p.add_argument("--output", default="prob", choices=("prob", "logit"),
-                   help="explain the class's probability (default) or its logit, which a confident prediction "
-                        "does not flatten")
+    _option_args(p, "saliency")
     _dataset_or_text_args(p, "explain a dataset instead of one input: faithfulness against a random ranking, the "
                              "paired comparison and the models' agreement", "--dataset", 50,
                           "examples shown where the models agree least",
@@ -476,9 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("counterfactual", help="edit an input (or a dataset) and compare both models before and after")
     _pair_args(p)
-    p.add_argument("--generator", default="word_replacement", choices=GENERATORS)
-    p.add_argument("--replacements", default="cities -> townships",
-                   help="old -> new pairs, comma-separated (word_replacement, dataset_flip_rate)")
+    _option_args(p, "counterfactual")
     _dataset_or_text_args(p, "dataset_*: a shipped name, file or datasets id", "dataset_*", None,
                           "edits shown that flip one model only", "the figure")
     p.set_defaults(func=cmd_counterfactual)
@@ -487,9 +474,7 @@ def build_parser() -> argparse.ArgumentParser:
     _pair_args(p)
     _precision_args(p)
     p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
-    p.add_argument("--method", choices=["umap", "pca"], default="umap")
-    p.add_argument("--layer", type=int, default=-1, help="-1 = top, 0 = embeddings")
-    p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
+    _option_args(p, "project")
     p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
                    help="what colours the points (models: whether the two models agree on the example)")
     p.add_argument("--limit", type=int, default=500, help="first N examples")
@@ -502,17 +487,14 @@ def build_parser() -> argparse.ArgumentParser:
     _precision_args(p)
     p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
     p.add_argument("--limit", type=int, default=500, help="first N examples")
-    p.add_argument("--pooling", choices=["cls", "mean", "words"], default="cls",
-                   help="a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' mean)")
-    p.add_argument("--batch", type=int, default=128, help="rows per minibatch of the unbiased estimator")
+    _option_args(p, "similarity")
     _engine_args(p)
     _output_args(p, "the three CKA heatmaps")
     p.set_defaults(func=cmd_similarity)
 
     p = sub.add_parser("attention", help="both models' attention on one input, word to word, at one layer")
     _pair_args(p)
-    p.add_argument("--layer", type=int, default=-1, help="1 .. the model's layers, -1 = top")
-    p.add_argument("--head", type=int, help="one head (from 0); default: the mean of the layer's heads")
+    _option_args(p, "attention")
     p.add_argument("--dataset", help="instead of one input: per layer and head over a dataset, entropy and the "
                                      "share on [CLS], [SEP] and punctuation")
     p.add_argument("--limit", type=int, default=200, help="--dataset: first N examples")
@@ -564,12 +546,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="a labelled dataset: a shipped name, a released set by name, "
                    "a file (GLUE tsv, csv, jsonl) or datasets id")
     p.add_argument("--limit", type=int, help="first N examples only")
-    p.add_argument("--metric", choices=list(SLICE_METRICS), default="accuracy",
-                   help="accuracy: McNemar's test on the examples one model gets right; agreement: Fisher's test "
-                   "of the slice's disagreements against the rest's")
-    p.add_argument("--min-size", type=int, default=20, help="smallest slice tested (default 20)")
-    p.add_argument("--clusters", type=int, default=8, help="k-means clusters of each model's embeddings as "
-                   "candidates (0: none; default 8)")
+    _option_args(p, "slices")
     p.add_argument("--json", action="store_true")
     _engine_args(p)
     p.set_defaults(func=cmd_slices)
@@ -593,11 +570,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("attack", help="attack both models with one TextAttack recipe; transfer between them")
     _pair_args(p)
     _precision_args(p)
-    p.add_argument("--recipe", help="deepwordbug, pruthi, input-reduction, pwws, leap, textfooler-offline, ...")
+    _option_args(p, "attack")
     p.add_argument("--dataset", help="a labelled dataset: shipped or released name, file or datasets id")
-    p.add_argument("--n", type=int, default=20, help="first N labelled examples")
-    p.add_argument("--query-budget", type=int, default=200)
-    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per example and model")
     p.add_argument("--out", help="JSONL of per-example results; an existing file is resumed")
     p.add_argument("--list", action="store_true", help="list recipes and whether they run here")
     _engine_args(p)
@@ -607,8 +581,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("checklist", help="run a released CheckList suite on both models")
     _pair_args(p)
     _precision_args(p)
-    p.add_argument("--suite", required=True, help="CheckList suite export (*_suite.json.gz)")
-    p.add_argument("--sample", type=int, default=None, help="cases per test (the release's run_idxs first)")
+    _option_args(p, "checklist")
     p.add_argument("--json", action="store_true")
     _engine_args(p)
     p.set_defaults(func=cmd_checklist)
@@ -644,6 +617,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _option_args(p: argparse.ArgumentParser, name: str) -> None:
+    """The flags of a declared capability's options (`app.core.capabilities`): named, typed, bounded and explained
+    as declared, with the declared defaults."""
+    from app.core import capabilities  # light: no PyTorch, so --help stays quick
+
+    for o in capabilities.get(name).options:
+        kw = {"choices": list(o.choices)} if o.choices else {}
+        if o.kind is bool:
+            kw["choices"] = ["true", "false"]
+        shown = str(o.default).lower() if o.kind is bool else o.default
+        default = "" if o.optional or shown in (None, "") else f" (default: {shown})"
+        # given as text: the declaration checks it in the core, with the message naming the field and its range
+        p.add_argument(o.flag, dest=o.name, help=f"{o.help}{default}", default=o.default, **kw)
+
+
 def _declared_commands(sub) -> None:
     """A subcommand for every declared capability (`app.core.capabilities`), its flags its options: named, typed,
     bounded and explained as declared, so nothing here is written per capability."""
@@ -660,13 +648,7 @@ def _declared_commands(sub) -> None:
         else:
             p.add_argument("--dataset", help="a shipped name, a data file, or a released dataset's name")
             p.add_argument("--limit", type=int, help="first N examples (default: every row)")
-        for o in cap.options:
-            kw = {"choices": list(o.choices)} if o.choices else {}
-            if o.kind is bool:
-                kw["choices"] = ["true", "false"]
-            p.add_argument(o.flag, dest=o.name, type=str if o.kind is bool else o.kind,
-                           help=f"{o.help} (default: {str(o.default).lower() if o.kind is bool else o.default})",
-                           **kw)
+        _option_args(p, cap.name)
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(func=cmd_declared, capability=cap.name)
 

@@ -13,9 +13,21 @@ from urllib.parse import quote
 
 from lit_nlp import app as lit_app
 from lit_nlp import dev_server
+from lit_nlp.api import types as lit_types
 from lit_nlp.components import core as lit_core
+from lit_nlp.components import word_replacer
 
-from app.core.api import Job, Pair, Stopped, bounded_log_lines, limits, public_message, resolve_dataset, running
+from app.core.api import (
+    Job,
+    Pair,
+    Stopped,
+    bounded_log_lines,
+    capabilities,
+    limits,
+    public_message,
+    resolve_dataset,
+    running,
+)
 from app.core.errors import LensError
 
 from .client import client_root
@@ -24,8 +36,31 @@ from .metrics import PairedComparison
 from .models import LensModel, models_for
 
 log = logging.getLogger("albert_lens.lit")
-SALIENCE = ("Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME")
-GENERATORS = ("Word Replacer", "Hotflip", "Ablation Flip", "Scrambler")
+# The declared saliency methods and counterfactual generators (app/core/capabilities.py) under the names of LIT's
+# implementations: LIT serves those of the declaration it implements, with the declaration's defaults, plus its
+# scrambler, which has no counterpart here.
+LIT_SALIENCE = {"gradient_norm": "Grad L2 Norm", "gradient_x_input": "Grad ⋅ Input",
+                "integrated_gradients": "Integrated Gradients", "lime": "LIME"}
+LIT_GENERATORS = {"word_replacement": "Word Replacer", "hotflip": "Hotflip", "ablation_flip": "Ablation Flip"}
+LIT_ONLY = ("Scrambler",)
+
+
+def _declared(capability: str, option: str, lit_names: dict[str, str]) -> tuple[str, ...]:
+    return tuple(lit_names[c] for c in capabilities.get(capability).option(option).choices if c in lit_names)
+
+
+SALIENCE = _declared("saliency", "method", LIT_SALIENCE)
+GENERATORS = (*_declared("counterfactual", "generator", LIT_GENERATORS), *LIT_ONLY)
+
+
+class WordReplacer(word_replacer.WordReplacer):
+    """LIT's word replacer, its substitutions by default the counterfactual capability's `replacements`."""
+
+    def config_spec(self) -> lit_types.Spec:
+        spec = super().config_spec()
+        default = capabilities.get("counterfactual").option("replacements").default
+        spec[word_replacer.SUBSTITUTIONS_KEY] = lit_types.TextSegment(default=default)
+        return spec
 PAIRED = "vs the other model"  # the metrics table's columns read "vs the other model: p" etc.
 
 
@@ -202,7 +237,10 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     interpreters = lit_core.default_interpreters(models)
     if "umap" not in interpreters:
         raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
-    generators = {k: v for k, v in lit_core.default_generators().items() if k in GENERATORS}
+    # salience only by the declared methods (a method taken out of the declaration leaves LIT too)
+    interpreters = {k: v for k, v in interpreters.items() if k not in LIT_SALIENCE.values() or k in SALIENCE}
+    offered = lit_core.default_generators() | {LIT_GENERATORS["word_replacement"]: WordReplacer()}
+    generators = {k: v for k, v in offered.items() if k in GENERATORS}
     # hosted mode: no loading of arbitrary models from the LIT UI
     cap = limits()
     hosted = cap["hosted"]

@@ -114,3 +114,62 @@ def test_the_declared_tokens_capability_reads_each_models_pieces(offline_pair, c
             p.lstrip("#▁") for p in r["split_words"][0]["pieces"]).lower() == "unbelievably"
     assert cli.main(["tokens", "--pair", "offline", "--special", "true", "--json", text]) == 0
     assert json.loads(capsys.readouterr().out)["result"] == res["result"]
+
+
+def test_the_built_in_capabilities_are_declared_once():
+    """Every capability the app has tabs for is declared: its facade function takes each declared option under its
+    declared name, defaulting to the declared default (or to None, "not given", which the declaration fills), and
+    the command line's flags, the saliency methods and the generators are the declaration's."""
+    import inspect
+
+    from app import cli
+    from app.core import api, saliency
+
+    built_in = {"saliency", "saliency_methods", "counterfactual", "project", "similarity", "attention", "attack",
+                "checklist", "slices"}
+    assert built_in <= {c.name for c in capabilities.declared()}
+    for name in built_in:
+        cap = capabilities.get(name)
+        runner = capabilities.resolve(cap.runner)
+        assert runner is getattr(api, name)
+        # its declared answer is the runner's
+        assert inspect.signature(runner).return_annotation == cap.result.split(":")[1], name
+        assert capabilities.resolve(cap.result).__name__ == cap.result.split(":")[1]
+        params = inspect.signature(runner).parameters
+        for o in cap.options:
+            assert o.name in params, (name, o.name)
+            default = params[o.name].default
+            assert default in (None, inspect.Parameter.empty) or default == o.default, (name, o.name, default)
+    assert set(saliency.METHODS) == set(capabilities.get("saliency").option("method").choices)
+    assert api.GENERATORS == capabilities.get("counterfactual").option("generator").choices
+
+    sub = next(a for a in cli.build_parser()._actions if a.dest == "command" or getattr(a, "choices", None)
+               and "saliency" in a.choices).choices
+    for command, name in [("saliency", "saliency"), ("counterfactual", "counterfactual"), ("project", "project"),
+                          ("similarity", "similarity"), ("attention", "attention"), ("attack", "attack"),
+                          ("checklist", "checklist"), ("slices", "slices")]:
+        flags = {a.dest: a for a in sub[command]._actions}
+        for o in capabilities.get(name).options:
+            assert flags[o.name].option_strings == [o.flag], (command, o.name)
+            assert flags[o.name].default == o.default and o.help in flags[o.name].help, (command, o.name)
+            assert list(flags[o.name].choices or ()) == list(o.choices), (command, o.name)
+
+
+def test_a_built_in_capability_runs_through_the_one_runner(tiny_pair):
+    """`api.run("saliency", ...)` is `api.saliency(...)`, and a bad option is refused by the declaration, naming
+    the field and what it may be."""
+    from app.core import api
+
+    via_run = api.run("saliency", tiny_pair, "a fine film", method="gradient_x_input")
+    direct = api.saliency(tiny_pair, "a fine film", method="gradient_x_input")
+    assert [s for m in via_run["maps"] for s in m["scores"]] == \
+        pytest.approx([s for m in direct["maps"] for s in m["scores"]], rel=1e-6)
+    assert via_run["method"] == "gradient_x_input" and via_run["output"] == "prob"
+    with pytest.raises(InputError, match=r"method: 'shap' is not one of \['gradient_norm'"):
+        api.run("saliency", tiny_pair, "a fine film", method="shap")
+    with pytest.raises(InputError, match="steps: saliency takes no such option"):
+        api.run("saliency", tiny_pair, "a fine film", steps=3)
+    with pytest.raises(InputError, match=r"pooling: 'max' is not one of \['cls', 'mean', 'words'\]"):
+        api.similarity(tiny_pair, pooling="max")
+    with pytest.raises(InputError, match="head: 99999 is out of range; give a whole number from 0 to 1000"):
+        api.attention(tiny_pair, "a fine film", head=99999)

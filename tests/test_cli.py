@@ -123,14 +123,6 @@ def test_facts_command_counts_parameters_and_names_a_bad_line(tiny_dirs, tiny_pa
     assert "texts, line 2: field 'sentence' has only invisible characters" in capsys.readouterr().err
 
 
-def test_cli_choices_are_the_cores():
-    from app import cli
-    from app.core.api import GENERATORS
-    from app.core.saliency import METHODS
-
-    assert sorted(cli.SALIENCY_METHODS) == sorted(METHODS) and list(cli.GENERATORS) == list(GENERATORS)
-
-
 def test_saliency_command_over_a_dataset(tiny_dirs, tiny_pair, capsys, tmp_path):
     from app.core import api
 

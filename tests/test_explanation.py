@@ -142,6 +142,25 @@ def test_one_request_runs_each_model_once_on_the_explained_input(offline_pair, n
     assert all(f["comprehensiveness"] is not None for f in out.faithfulness)
 
 
+@pytest.mark.parametrize("name", ["integrated_gradients", "occlusion"])
+def test_one_request_checks_its_example_once(offline_pair, name, monkeypatch):
+    """The explained example is validated once per request, by the facade: each model's encoding and predictions
+    receive it checked. Counted where a text is checked, `blank_reason`, once per field; an edited copy is a new
+    example and is checked again."""
+    from app.core import api, inference
+
+    calls: list[str] = []
+    real = inference.blank_reason
+    monkeypatch.setattr(inference, "blank_reason", lambda text: calls.append(text) or real(text))
+    text = "The cities were beautiful but the hotel was dreadful."
+    api.saliency(offline_pair, text, method=name)
+    assert calls.count(text) == 1
+    copy = inference.check_examples(offline_pair.task, [Example((text,))])
+    assert calls.count(text) == 2 and copy == [Example((text,))]
+    with pytest.raises(api.InputError, match="field 'hypothesis' is missing"):  # another shape: read again
+        inference.check_examples(api.TASKS["rte"], copy)
+
+
 def test_faithfulness_from_the_maps_logits_equals_predicting_the_input(offline_pair):
     """The input's probability read from the map's logits gives the faithfulness a fresh prediction gives."""
     from dataclasses import replace

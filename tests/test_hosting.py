@@ -28,7 +28,7 @@ def test_hosted_mode_caps(hosted, tiny_pair):
     assert api.limits()["max_examples"] == 500
     ds = api.resolve_dataset(tiny_pair, "sentiment_plain", 10_000)
     assert len(ds) <= 500
-    with pytest.raises(InputError, match="replacements: 3,000 characters; the limit here is 2,000"):
+    with pytest.raises(InputError, match="field 'replacements' is 3,000 characters long; the limit here is 2,000"):
         api.counterfactual(tiny_pair, "a fine film", None, "word_replacement", "film -> movie, " * 200)
     with pytest.raises(InputError, match="texts: 501 inputs; the limit here is 500"):
         api.facts(tiny_pair, ["a fine film"] * 501)

@@ -82,6 +82,13 @@ def test_server_info_lists_models_datasets_and_components(lit_server):
             assert interp in m["interpreters"], (n, interp)
         for gen in GENERATORS:
             assert gen in m["generators"], (n, gen)
+    # generated from the declarations: the word replacer's default is the counterfactual capability's
+    from app.core.api import capabilities
+
+    assert SALIENCE == ("Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME")
+    assert GENERATORS == ("Word Replacer", "Ablation Flip", "Hotflip", "Scrambler")
+    declared = capabilities.get("counterfactual").option("replacements").default
+    assert info["generators"]["Word Replacer"]["configSpec"]["Substitutions"]["default"] == declared
     assert "LensModel" in info["initSpecs"]["models"]
     # the page reads layouts[defaultLayout]: with none set, LIT's front end threw and showed no module
     assert info["defaultLayout"] in info["layouts"]

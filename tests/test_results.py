@@ -61,3 +61,20 @@ def test_the_facade_returns_declared_results_whose_json_round_trips(tiny_pair):
         assert type(res) is cls
         back = json.loads(json.dumps(res.to_dict()))
         assert set(back) == set(res) and back == json.loads(json.dumps(dict(res)))
+
+
+def test_nested_rows_are_declared_all_the_way_down():
+    """A nested row with a key its row type doesn't declare is refused where the result is made, naming the key
+    and the type to declare it in; declared keys (and rows in lists of lists) pass."""
+    from app.core.results import CounterfactualResult, PredictResult
+
+    row = {"model": "a", "label": "positive", "probabilities": {"positive": 1.0}, "latency_ms": 2.0}
+    assert PredictResult(task="sst2", fields=["sentence"], input=["x"], models=[row])["models"] == [row]
+    with pytest.raises(TypeError, match=r"PredictResult.models: undeclared key\(s\) \['mood'\]; declare them in "
+                                        r"ModelAnswer"):
+        PredictResult(task="sst2", fields=["sentence"], input=["x"], models=[row | {"mood": "sunny"}])
+    change = {"original": ["a"], "edited": ["b"], "edits": [["a", "b"]], "generator": "word_replacement",
+              "before": [], "after": [], "deltas": [], "flipped": [False], "validity": None}
+    assert CounterfactualResult("g", ["a"], only=[[change], []])["only"] == [[change], []]
+    with pytest.raises(TypeError, match=r"CounterfactualResult.only: undeclared key\(s\) \['why'\]"):
+        CounterfactualResult("g", ["a"], only=[[], [change | {"why": "?"}]])

@@ -28,9 +28,10 @@ from .benchmark import (
     check_labels,
 )
 from .benchmark import benchmark as score
+from .capabilities import DATASET_GENERATORS, GENERATORS, LAYER_POOLINGS, POOLINGS, PROJECTIONS, SLICE_METRICS  # noqa: F401
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import DataError, Dataset, Example, load_dataset, read_table, surrogate_reason
-from .embeddings import LAYER_POOLINGS, POOLINGS, embed_batch
+from .embeddings import embed_batch
 from .engine import Engine
 from .errors import InputError
 from .explanation import explain, explain_batch
@@ -51,13 +52,10 @@ from .policy import (  # noqa: F401
     count,
     integer,
     limits,
-    number,
     public_bind_allowed,
     public_message,
     readable,
-    tolerance,
 )
-from .projection import METHODS as PROJECTIONS
 from .projection import in_cache, knn_chance, project_pair, projection_table, vectors_batch
 from .registry import TASKS, ModelSpec, Task  # noqa: F401
 from .results import (  # noqa: F401 - the declared answers, for front ends that name them
@@ -81,14 +79,9 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     SlicesResult,
 )
 from .runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
-from .saliency import (
-    METHODS,  # noqa: F401
-    check_method,
-    check_output,
-)
+from .saliency import METHODS  # noqa: F401
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
 from .similarity import similarity_batch, spans, summarise
-from .slices import METRICS as SLICE_METRICS
 from .slices import find as find_slices
 from .slices import slices_batch
 from .timing import latency_batch
@@ -105,10 +98,14 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
     """A declared capability (`capabilities.py`): its options checked against its declaration (defaults filled
     in, unknown names refused), its input or dataset resolved, its job run by the engine (in process, or on a Ray
     cluster's workers) on the pair, or its fp32 twin when the job needs gradients. `api.NAME(...)` is
-    `api.run("NAME", ...)` for every declared NAME."""
+    `api.run("NAME", ...)` for every declared NAME. A capability answered by a facade function of its own (its
+    `runner`: saliency, project, ...) is that function's answer, its options checked there, once."""
     cap = capabilities.get(name)
+    if cap.runner:
+        return _run_runner(cap, pair, text=text, text2=text2, dataset=dataset, limit=limit, progress=progress,
+                           engine=engine, visitor=visitor, **options)
     checked = cap.check(options, visitor=visitor)
-    on = pair.fp32 if cap.needs_gradients else pair
+    on = _on(name, pair)
     if cap.inputs == "text":
         examples, source = [example_from(on, text, text2)], None
     else:
@@ -118,6 +115,21 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
     out = (engine or Engine()).run(on, cap.function(), examples, params=checked, progress=progress)
     return CapabilityResult(capability=name, options=checked, result=_plain(out), dataset=source,
                             n=None if source is None else len(examples))
+
+
+def _run_runner(cap: capabilities.Capability, pair: Pair, **given):
+    """A runner called with what it takes: its options by their declared names, its inputs (text or dataset),
+    progress, engine and the visitor flag where its signature has them."""
+    from inspect import signature
+
+    unknown = sorted(set(given) - {o.name for o in cap.options} - capabilities.RESERVED)
+    if unknown:
+        raise InputError(f"{unknown[0]}: {cap.name} takes no such option; it takes "
+                         f"{sorted(o.name for o in cap.options) or 'none'}")
+    runner = capabilities.resolve(cap.runner)
+    params = signature(runner).parameters
+    passed = {k: v for k, v in given.items() if k in params and (v is not None or k in {o.name for o in cap.options})}
+    return runner(pair, **passed)
 
 
 def _plain(value):
@@ -186,10 +198,6 @@ def predict_combiner(pair: Pair) -> Combiner:
 IG_TOLERANCES = (1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
 
 
-def ig_tolerance(value) -> float:
-    return tolerance("tolerance", value)
-
-
 def job(alive: Callable[[], bool] | None = None, name: str = "request") -> jobs.Job:
     """A front end's request as a job: this server's time budget (`request_seconds`) and, when the front end
     can tell, whether its client is still there. Run the call inside `jobs.running(api.job(...))`."""
@@ -227,16 +235,37 @@ def shipped_examples(task, limit: int | None = None) -> list[Example]:
     return read_table(path, labels=(), n_fields=len(task.fields), limit=limit).examples
 
 
+def _options(name: str, *, visitor: bool = True, **given) -> dict:
+    """A request's options checked against the capability's declaration (`capabilities.py`), once, before any
+    work: the only place an option's name, range and default are read."""
+    return capabilities.get(name).check(given, visitor=visitor)
+
+
+def _on(name: str, pair: Pair) -> Pair:
+    """The pair a capability runs on: its fp32 twin where the declaration says it needs gradients (gradients and
+    the maps' forward passes on fp32 weights, whatever the pair's batch precision), the pair itself otherwise."""
+    return pair.fp32 if capabilities.get(name).needs_gradients else pair
+
+
+def _target(target):
+    """The class asked for: a label's name (checked against the models' labels where they are), a class index,
+    or none (the first model's prediction)."""
+    if isinstance(target, int) and not isinstance(target, bool):
+        return target
+    target = _options("saliency", target=target)["target"]
+    return None if target in ("", "predicted") else target
+
+
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
              target: str | None = None, tolerance: float | str | None = None,
              output: str | None = None) -> SaliencyResult:
     """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
     `output` is what they explain, the class's probability (default) or its logit."""
-    pair = pair.fp32  # gradients and the maps' forward passes on fp32 weights, whatever the pair's batch precision
-    options = _method_options(_method(method), tolerance, output)
+    pair = _on("saliency", pair)
+    opts = _options("saliency", method=method, tolerance=tolerance, output=output)
+    method, options = opts["method"], _method_options(opts["method"], opts["tolerance"], opts["output"])
     ex = example_from(pair, text, text2)
-    tgt = None if target in (None, "", "predicted") else target
-    out = explain(pair.models, ex, method, tgt, **options)
+    out = explain(pair.models, ex, method, _target(target), **options)
     return SaliencyResult(method=method, output=options["output"], fields=list(pair.task.fields),
                           maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
                           agreement=out["agreement"], agreement_label=out["agreement_label"],
@@ -249,12 +278,13 @@ def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: st
     """Every method on one input, both models explaining one class (the first model's prediction, or `target`),
     with each map's faithfulness: where the methods agree on a model's reasons, and which to trust.
     `progress`: methods done."""
-    pair = pair.fp32
+    pair = _on("saliency_methods", pair)
+    opts = _options("saliency_methods", tolerance=tolerance, output=output)
     ex = example_from(pair, text, text2)
-    tgt = None if target in (None, "", "predicted") else target
+    tgt = _target(target)
     rows, agreement, words, label, explained = [], {}, [], None, "prob"
     for name in sorted(METHODS):
-        options = _method_options(name, tolerance, output)
+        options = _method_options(name, opts["tolerance"], opts["output"])
         out = explain(pair.models, ex, name, tgt if tgt is not None else label, **options)
         label = out["maps"][0].target_label  # the first method's class, asked of every later one
         words, explained = out["maps"][0].words, options["output"]
@@ -268,25 +298,17 @@ def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: st
                                  rows=rows, agreement=agreement)
 
 
-def _method_options(method: str, tolerance: float | str | None, output: str | None = None) -> dict:
-    """What a request may ask of a saliency method here: the explained output, LIME's samples, integrated
+def _method_options(method: str, tolerance: float, output: str) -> dict:
+    """What a checked request asks of a saliency method here: the explained output, LIME's samples, integrated
     gradients' steps and delta."""
     cap = limits()
-    kw = {"output": check_output(output or "prob")}
+    kw = {"output": output}
     if method == "lime":
         kw["n_samples"] = min(256, cap["max_lime_samples"])
-    if method == "integrated_gradients":  # no tolerance given: the method's own default
+    if method == "integrated_gradients":
         kw["max_steps"] = cap["max_ig_steps"]
-        if tolerance not in (None, ""):
-            kw["tolerance"] = ig_tolerance(tolerance)
+        kw["tolerance"] = tolerance
     return kw
-
-
-def _method(method) -> str:
-    if not isinstance(method, str):
-        raise InputError(f"method: expected a method name, got {type(method).__name__}")
-    check_method(method)
-    return method
 
 
 def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "integrated_gradients",
@@ -296,8 +318,9 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
     """Saliency over the first `limit` examples of a dataset (`explanation.explain_dataset`): faithfulness per
     model against a random ranking, the paired comparison of the two, and the models' agreement; on a Ray
     `engine`, on one of its workers."""
-    pair = pair.fp32
-    options = _method_options(_method(method), tolerance, output)
+    pair = _on("saliency", pair)
+    opts = _options("saliency", visitor=visitor, method=method, tolerance=tolerance, output=output)
+    method, options = opts["method"], _method_options(opts["method"], opts["tolerance"], opts["output"])
     n = count("limit", limit, cap=_cap(visitor, "max_saliency_examples"), default=50)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     res = (engine or Engine()).run(pair, explain_batch, ds.examples, params={"method": method, **options},
@@ -306,17 +329,13 @@ def saliency_dataset(pair: Pair, dataset: str | None = None, method: str = "inte
 
 
 def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: str = "word_replacement",
-                   replacements: str = "", dataset: str | None = None, limit: int | None = None,
+                   replacements: str | None = None, dataset: str | None = None, limit: int | None = None,
                    progress: Progress = None) -> CounterfactualResult:
-    pair = pair.fp32  # its gradient-guided edits need gradients
-    cap = limits()["max_chars"]
-    if generator not in GENERATORS:
-        raise InputError(f"generator: {str(generator)[:60]!r} is not one of {GENERATORS}")
-    replacements = replacements or ""
-    if not isinstance(replacements, str):
+    pair = _on("counterfactual", pair)  # its gradient-guided edits need gradients
+    if replacements is not None and not isinstance(replacements, str):
         raise InputError(f"replacements: expected text such as 'film -> movie', got {type(replacements).__name__}")
-    if len(replacements) > cap:
-        raise InputError(f"replacements: {len(replacements):,} characters; the limit here is {cap:,}")
+    opts = _options("counterfactual", generator=generator, replacements=replacements)
+    generator, replacements = opts["generator"], opts["replacements"]
     if (why := surrogate_reason(replacements)) is not None:
         raise InputError(f"replacements: {why}")
     if generator in DATASET_GENERATORS:
@@ -353,16 +372,9 @@ def counterfactual(pair: Pair, text: str, text2: str | None = None, generator: s
         changes = [cf.compare(models, ex, Example(r["edited"]), [r["swap"]], f"hotflip ({r['model']})").to_dict()
                    for r in per_model if r.get("edited")]
         return CounterfactualResult(generator, [m.name for m in models], changes, per_model)
-    else:
+    else:  # a generator declared but not answered here
         raise InputError(f"generator: {generator!r} is not one of {GENERATORS}")
     return CounterfactualResult(generator, [m.name for m in models], changes)
-
-
-# over a dataset: the edit each generator makes to every example
-DATASET_GENERATORS = {"dataset_flip_rate": "word_replacement", "dataset_wordnet_synonym": "wordnet_synonym",
-                      "dataset_wordnet_antonym": "wordnet_antonym"}
-GENERATORS = ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
-              *DATASET_GENERATORS)
 
 
 def shipped_datasets() -> dict[str, Path]:
@@ -499,13 +511,10 @@ def project(pair: Pair, dataset: str | None = None, method: str = "umap", layer:
             visitor: bool = True) -> ProjectionResult:
     """Both models' sentence embeddings projected to 2-D and aligned, with how far their neighbourhoods agree;
     on a Ray `engine` the predictions and embeddings are computed on its workers (the driver holds no weights)."""
-    # before the dataset is read and predicted: the techniques check these only after that work
-    if method not in PROJECTIONS:
-        raise InputError(f"method: {str(method)[:40]!r} is not one of {list(PROJECTIONS)}")
-    if pooling not in POOLINGS:
-        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(POOLINGS)}")
-    # the depth is checked where the weights are, before any forward pass (`projection.vectors_batch`)
-    layer = -1 if layer in (None, "") else integer("layer", layer, low=-1000, high=1000)
+    # before the dataset is read and predicted; the depth is checked again where the weights are, before any
+    # forward pass (`projection.vectors_batch`)
+    opts = _options("project", visitor=visitor, method=method, layer=layer, pooling=pooling)
+    method, layer, pooling = opts["method"], opts["layer"], opts["pooling"]
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     heads = pair.heads  # a Ray driver reads labels and names, not weights
@@ -535,10 +544,9 @@ def similarity(pair: Pair, dataset: str | None = None, limit: int | None = 500, 
     examples (`similarity.py`). Rows are sentence vectors ("cls", "mean") or words ("words": each word's tokens'
     mean, the words both models read). On a Ray `engine` the batches run on its workers and only their
     statistics come back."""
-    if pooling not in LAYER_POOLINGS:
-        raise InputError(f"pooling: {str(pooling)[:40]!r} is not one of {list(LAYER_POOLINGS)}")
+    opts = _options("similarity", visitor=visitor, pooling=pooling, batch=batch)
+    pooling, size = opts["pooling"], opts["batch"]
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=500)
-    size = count("batch", batch, cap=1024, default=128)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     spans(len(ds), size)  # at least 8 examples, before any work
     params = {"pooling": pooling, "minibatch": size}
@@ -559,8 +567,8 @@ def attention(pair: Pair, text: str, text2: str | None = None, layer: int | str 
     """Both models' attention on one input at one layer, over words (so the two tokenizers compare): one head's
     map or, with no head, the mean of the layer's heads; every head's map beside it. `progress`: models done."""
     ex = example_from(pair, text, text2)
-    layer = -1 if layer in (None, "") else integer("layer", layer, low=-1000, high=1000)
-    head = None if head in (None, "", "mean") else integer("head", head, low=0, high=1000)
+    opts = _options("attention", layer=layer, head=None if head in ("", "mean") else head)
+    layer, head = opts["layer"], opts["head"]
     models = []
     for clf in pair.models:
         w = attn.word_attention(clf, ex)
@@ -605,12 +613,9 @@ def slices(pair: Pair, dataset: str | None = None, limit: int | None = 1000, met
     run through the engine: in process, or on a Ray cluster's workers."""
     if pair.task.is_regression:
         raise InputError(f"slices: the {pair.task.name} task is a regression; slices compare classifiers' answers")
-    if metric not in SLICE_METRICS:
-        raise InputError(f"metric: {str(metric)[:40]!r} is not one of {list(SLICE_METRICS)}")
+    opts = _options("slices", visitor=visitor, metric=metric, min_size=min_size, clusters=clusters)
+    metric, min_size, clusters = opts["metric"], opts["min_size"], opts["clusters"]
     n = count("limit", limit, cap=_cap(visitor, "max_examples"), default=1000 if visitor else None)
-    min_size = count("min_size", min_size, cap=10_000, default=20, lower=5)
-    clusters = 8 if clusters is None or (isinstance(clusters, str) and not clusters.strip()) else \
-        integer("clusters", clusters, low=0, high=20)
     ds = resolve_dataset(pair, dataset, n, visitor=visitor)
     rows = [i + 1 for i, ex in enumerate(ds.examples) if ex.label is not None]  # the dataset's own row numbers
     labelled = [ds.examples[r - 1] for r in rows]
@@ -698,10 +703,11 @@ def attack(pair: Pair, recipe: str, text: str | None = None, text2: str | None =
     """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `out`: a
     JSON-lines file of finished examples, kept and appended to as each one finishes (an interrupted run goes on
     where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
-    n = count("n", n, cap=_cap(visitor, "max_attack_examples"), default=5)
-    query_budget = count("query_budget", query_budget, cap=_cap(visitor, "max_query_budget"), default=200)
-    time_limit = number("time_limit", time_limit, low=0, high=_cap(visitor, "max_attack_seconds"), default=30.0)
-    if not isinstance(recipe, str) or recipe not in attacks.RECIPES:
+    opts = _options("attack", visitor=visitor, recipe=recipe, label=label or "", n=n, query_budget=query_budget,
+                    time_limit=time_limit)
+    recipe, label, n, query_budget, time_limit = (opts[k] for k in ("recipe", "label", "n", "query_budget",
+                                                                       "time_limit"))
+    if recipe not in attacks.RECIPES:
         raise InputError(f"recipe: {str(recipe)[:60]!r} is not one of {sorted(attacks.RECIPES)}")
     if dataset:
         labelled = [e for e in resolve_dataset(pair, dataset, None, visitor=visitor).examples if e.label is not None]
@@ -774,9 +780,11 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
     """Run a released CheckList suite (path to its JSON export) on both models; with a Ray `engine` the
     suite's inputs are predicted on its workers."""
     cap = limits()
-    # empty: the CLI's "every case" locally; hosted, the cap
-    sample = count("sample", sample, cap=cap["max_checklist_sample"], default=20 if cap["hosted"] else None)
-    if not suite or not isinstance(suite, str):
+    if suite is not None and not isinstance(suite, str):
+        raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
+    opts = _options("checklist", suite=suite or "", sample=sample)
+    suite, sample = opts["suite"], opts["sample"]
+    if not suite:
         raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
     suite = released_suites(pair).get(suite, suite)
     s = cl.load_suite(readable(suite, "suite"), max_chars=cap["max_chars"])

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
-from .policy import OPERATOR_CAP, check_length, count, integer, limits, number
+from .policy import OPERATOR_CAP, check_length, count, integer, limits, number, tolerance
 
 KINDS = (str, int, float, bool)
-INPUTS = ("text", "dataset")
+INPUTS = ("text", "dataset", "either")  # either: one input, or a dataset when the options ask for one
 # names the front ends give every capability (its inputs, the pair, where it runs): no option may take one
 RESERVED = {"text", "text2", "dataset", "limit", "pair", "models", "task", "device", "precision", "json", "png",
             "engine", "address", "workers", "progress", "visitor", "name", "capability", "ctx", "func", "verbose"}
@@ -45,6 +45,9 @@ class Option:
     low: float | None = None
     high: float | None = None
     cap: str | None = None  # the `policy.limits()` key that bounds it for a visitor (hosted mode lowers it)
+    validator: Callable | None = None  # `validator(name, value)`: a check of its own (a range this server sets)
+    optional: bool = False  # None (nothing sent) stays None: "not given" means something (no head: their mean)
+    clamp: bool = False  # a count above `high` is lowered to it (a size of work), not refused (an index)
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or keyword.iskeyword(self.name):
@@ -56,7 +59,9 @@ class Option:
         """The value a request sent (a form's text, a script's number, None for the default), checked: a value
         outside the range or choices is refused with the field's name and what it may be."""
         if value is None or (isinstance(value, str) and not value.strip() and self.kind is not str):
-            return self.default
+            return None if self.optional and value is None else self.default
+        if self.validator is not None:
+            return self.validator(self.name, value)
         if self.choices:
             if value not in self.choices:
                 raise InputError(f"{self.name}: {str(value)[:40]!r} is not one of {list(self.choices)}")
@@ -73,7 +78,7 @@ class Option:
             if self.cap and visitor:
                 cap = min(cap, limits()[self.cap])
             low = 1 if self.low is None else int(self.low)
-            if self.high is not None and not self.cap:  # an index: out of range is refused, never clamped
+            if self.high is not None and not self.cap and not self.clamp:  # an index: refused, never clamped
                 return integer(self.name, value, low=low, high=int(self.high))
             return count(self.name, value, cap=int(cap), default=self.default, lower=low)
         if self.kind is float:
@@ -102,6 +107,12 @@ class Capability:
     options: tuple[Option, ...] = ()
     inputs: str = "text"  # "text": one input (text, text2); "dataset": a dataset's first `limit` examples
     needs_gradients: bool = False  # run on the pair's fp32 twin (`Pair.fp32`), whatever its batch precision
+    # "module:function": a facade function that answers the capability itself (its answer takes more than one
+    # job: maps and their faithfulness, a projection and its alignment). It checks its options against this
+    # declaration (`Capability.check`), once; its front ends are generated from the declaration like any other's.
+    runner: str | None = None
+    # "module:Class": the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON)
+    result: str = "app.core.results:CapabilityResult"
     _resolved: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -117,12 +128,11 @@ class Capability:
     def function(self) -> Callable:
         """The engine job, imported on first use."""
         if not self._resolved:
-            if callable(self.job):
-                self._resolved.append(self.job)
-            else:
-                module, _, name = self.job.partition(":")
-                self._resolved.append(getattr(importlib.import_module(module), name))
+            self._resolved.append(resolve(self.job))
         return self._resolved[0]
+
+    def option(self, name: str) -> Option:
+        return next(o for o in self.options if o.name == name)
 
     def check(self, options: dict, *, visitor: bool = True) -> dict:
         """Every option checked, the ones not sent at their defaults; a name the capability doesn't take is
@@ -132,6 +142,14 @@ class Capability:
         if unknown:
             raise InputError(f"{unknown[0]}: {self.name} takes no such option; it takes {sorted(known) or 'none'}")
         return {name: o.check(options.get(name), visitor=visitor) for name, o in known.items()}
+
+
+def resolve(path: str | Callable) -> Callable:
+    """"module:attribute" imported (or a callable as it is)."""
+    if callable(path):
+        return path
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
 
 
 _REGISTRY: dict[str, Capability] = {}
@@ -164,3 +182,100 @@ register(Capability(
     "tokens", "How each model's tokenizer reads the input: its tokens, the words it splits into pieces and the "
     "ones it reads as [UNK].", "app.core.tokens:tokens_batch",
     options=(Option("special", bool, False, "show the tokens the tokenizer adds ([CLS], [SEP]) too"),)))
+
+# Saliency methods: a method is its class (a `saliency.Method`) plus its line here; `saliency.METHODS` and every
+# front end's list are read from this one.
+SALIENCY_METHODS = {
+    "gradient_norm": "app.core.saliency:GradientNorm",
+    "gradient_x_input": "app.core.saliency:GradientXInput",
+    "integrated_gradients": "app.core.saliency:IntegratedGradients",
+    "lime": "app.core.saliency:Lime",
+    "occlusion": "app.core.saliency:Occlusion",
+}
+OUTPUTS = ("prob", "logit")
+# counterfactual generators on one input, and over a dataset (with the edit each makes to every example)
+DATASET_GENERATORS = {"dataset_flip_rate": "word_replacement", "dataset_wordnet_synonym": "wordnet_synonym",
+                      "dataset_wordnet_antonym": "wordnet_antonym"}
+GENERATORS = ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
+              *DATASET_GENERATORS)
+PROJECTIONS = ("umap", "pca")
+POOLINGS = ("cls", "mean")
+LAYER_POOLINGS = (*POOLINGS, "words")
+SLICE_METRICS = ("accuracy", "agreement")
+
+_TARGET = Option("target", str, "", "the class both models explain (empty or 'predicted': the first model's "
+                 "prediction)")
+_TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this "
+                    "server's smallest to 1)", validator=tolerance)
+_OUTPUT = Option("output", str, "prob", "what is explained: the class's probability, or its logit, which a "
+                 "confident prediction does not flatten", choices=OUTPUTS)
+
+register(Capability(
+    "saliency", "Per-word saliency of both models, aligned, with faithfulness and agreement.",
+    "app.core.explanation:explain_batch", runner="app.core.api:saliency",
+    result="app.core.results:SaliencyResult", needs_gradients=True, options=(
+        Option("method", str, "integrated_gradients", "the attribution method", choices=tuple(SALIENCY_METHODS)),
+        _TARGET, _TOLERANCE, _OUTPUT)))
+register(Capability(
+    "saliency_methods", "Every saliency method on one input, each map with its faithfulness: where the methods "
+    "agree on a model's reasons, and which to trust.", "app.core.explanation:explain_batch",
+    runner="app.core.api:saliency_methods",
+    result="app.core.results:SaliencyMethodsResult", needs_gradients=True, options=(_TARGET, _TOLERANCE, _OUTPUT)))
+register(Capability(
+    "counterfactual", "Edit an input (or every example of a dataset) and compare both models before and after.",
+    "app.core.counterfactuals:flip_rate", runner="app.core.api:counterfactual",
+    result="app.core.results:CounterfactualResult", inputs="either",
+    needs_gradients=True, options=(
+        Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
+               "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
+               choices=GENERATORS),
+        Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (word_replacement, "
+               "dataset_flip_rate)"))))
+register(Capability(
+    "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
+    "app.core.projection:vectors_batch", runner="app.core.api:project",
+    result="app.core.results:ProjectionResult", inputs="dataset", options=(
+        Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
+        Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
+        Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))))
+register(Capability(
+    "similarity", "Linear CKA between every layer of the two models, in bounded memory.",
+    "app.core.similarity:similarity_batch", runner="app.core.api:similarity",
+    result="app.core.results:SimilarityResult", inputs="dataset", options=(
+        Option("pooling", str, "cls", "a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' "
+               "mean)", choices=LAYER_POOLINGS),
+        Option("batch", int, 128, "rows per minibatch of the unbiased estimator", high=1024, clamp=True))))
+register(Capability(
+    "attention", "Both models' attention on one input, word to word, at one layer.",
+    "app.core.attention:word_attention", runner="app.core.api:attention",
+    result="app.core.results:AttentionResult", options=(
+        Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
+        Option("head", int, None, "one head (from 0); not given: the mean of the layer's heads", low=0, high=1000,
+               optional=True))))
+register(Capability(
+    "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
+    "fool the other.", "app.core.attacks:attack_batch", runner="app.core.api:attack",
+    result="app.core.results:AttackResult", inputs="either", options=(
+        Option("recipe", str, "deepwordbug", "the TextAttack recipe (deepwordbug, pruthi, input-reduction, pwws, "
+               "leap, textfooler-offline, ...)"),
+        Option("label", str, "", "the input's gold label, which the attack tries to move the models off"),
+        Option("n", int, 5, "first N labelled examples of the dataset", cap="max_attack_examples"),
+        Option("query_budget", int, 200, "model queries per example and model", cap="max_query_budget"),
+        Option("time_limit", float, 30.0, "seconds per example and model", low=0, cap="max_attack_seconds"))))
+register(Capability(
+    "checklist", "A released CheckList suite on both models, test by test, with the paired difference.",
+    "app.core.inference:logits_batch", runner="app.core.api:checklist",
+    result="app.core.results:ChecklistResult", inputs="dataset", options=(
+        Option("suite", str, "", "a CheckList suite export (*_suite.json.gz) or a released suite's name"),
+        Option("sample", int, 20, "cases per test, the release's run_idxs first (at most this server's cap)",
+               cap="max_checklist_sample"))))
+register(Capability(
+    "slices", "Slices of a labelled dataset (by length, negation, overlap, embedding cluster ...) where the two "
+    "models differ, tested with a false-discovery rate over them all.", "app.core.slices:slices_batch",
+    runner="app.core.api:slices",
+    result="app.core.results:SlicesResult", inputs="dataset", options=(
+        Option("metric", str, "accuracy", "accuracy: McNemar's test on the examples one model gets right; "
+               "agreement: Fisher's test of the slice's disagreements against the rest's", choices=SLICE_METRICS),
+        Option("min_size", int, 20, "the smallest slice tested", low=5, high=10_000, clamp=True),
+        Option("clusters", int, 8, "k-means clusters of each model's embeddings as candidates (0: none)", low=0,
+               high=20))))

@@ -8,6 +8,7 @@ import torch
 
 from . import cls_path, jobs
 from .alignment import align
+from .capabilities import LAYER_POOLINGS, POOLINGS  # noqa: F401 - as the capabilities declare them
 from .data import Example
 from .errors import InputError
 from .inference import (
@@ -27,9 +28,7 @@ from .inference import (
 from .loading import Classifier
 from .precision import autocast
 
-POOLINGS = ("cls", "mean")
 # a sentence vector per example, or a vector per word (its tokens' mean): the unit two tokenizers share
-LAYER_POOLINGS = (*POOLINGS, "words")
 
 
 def n_layers(clf: Classifier) -> int:

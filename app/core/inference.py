@@ -33,9 +33,15 @@ def batch_for(clf: Classifier, batch_size: int) -> int:
 
 
 def check_examples(task: Task, examples: Sequence[Example]) -> list[Example]:
-    """Every example has one text per task field and none is empty; messages name the field."""
+    """Every example has one text per task field and none is empty; messages name the field. An example is
+    checked once: one that passed is marked (for its number of fields), and the techniques that receive it again
+    (each model's encoding, its predictions) pass it on unread."""
     out = []
+    n_fields = len(task.fields)
     for i, ex in enumerate(examples):
+        if isinstance(ex, Example) and getattr(ex, "_checked_fields", None) == n_fields:
+            out.append(ex)
+            continue
         where = f"example {i + 1}: " if len(examples) > 1 else ""
         if not isinstance(ex, Example):
             ex = Example(ex if isinstance(ex, tuple | list) else (str(ex),))
@@ -51,6 +57,7 @@ def check_examples(task: Task, examples: Sequence[Example]) -> list[Example]:
                 raise InputError(f"{where}field {name!r} must be text, got {type(text).__name__}")
             if (why := blank_reason(text)) is not None:
                 raise InputError(f"{where}field {name!r} {why}")
+        object.__setattr__(ex, "_checked_fields", n_fields)  # not a field: equality, hashing and copies ignore it
         out.append(ex)
     return out
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .capabilities import PROJECTIONS
 from .data import Example
 from .embeddings import embed, embed_and_predict
 from .errors import InputError
@@ -26,7 +27,7 @@ from .loading import Classifier, ModelHead
 from .policy import integer
 from .runtime import cache_dir
 
-METHODS = ("umap", "pca")
+METHODS = PROJECTIONS  # as the capability declares them
 
 
 log = logging.getLogger("albert_lens.projection")

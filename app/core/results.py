@@ -4,20 +4,255 @@ Each is a frozen dataclass whose fields say what a front end may read; `to_dict(
 `gradio_client` users and the CLI's `--json` receive (plain lists, numbers, strings). A result is also a read-only
 mapping (`res["n"]`, `res.get("comparison")`), so code written against the JSON reads the typed result the same
 way.
-Nested rows stay dictionaries: their keys are written where they are made (`inference.Prediction.record`,
-`attacks.summarize`, `checklist.to_dict`, ...), and the field comments name those places.
+Nested rows are dictionaries declared as `TypedDict`s below (a dict at run time, so the JSON is unchanged): a row
+with a key its type doesn't declare is refused when the result is made, as a top-level field is, so every key a
+front end may read is written here.
 """
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict, get_args, get_origin, get_type_hints, is_typeddict
+
+
+# ----------------------------------------------------------------------------- nested rows, declared
+class ModelAnswer(TypedDict, total=False):
+    """One model's answer to one input (`inference.Prediction.record`); a regression model gives `score`."""
+    model: str
+    label: str
+    probabilities: dict[str, float]
+    score: float
+    latency_ms: float
+
+
+class SaliencyMap(TypedDict, total=False):
+    """One model's per-word map (`saliency.WordSaliency.to_dict`)."""
+    model: str
+    method: str
+    words: list[str]
+    fields: list[int]  # per word: which of the task's fields it is in
+    scores: list[float]  # per word; signed methods: + supports the explained class
+    target: int
+    target_label: str | None
+    probability: float | None  # the explained class's probability on the input
+    tokens: list[str]
+    token_scores: list[float]
+    note: str
+    delta: float | None  # integrated gradients: completeness error
+    n_steps: int | None
+    seconds: float
+    output: str
+    unread: list[int]  # words past the model's max length
+    spans: list[list[int]]  # per word: [start, end) in its field's text
+
+
+class Faithfulness(TypedDict, total=False):
+    """A map's ERASER scores (`faithfulness.faithfulness`)."""
+    comprehensiveness: float | None
+    sufficiency: float | None
+    bins: list[float]
+
+
+class MethodRow(TypedDict):
+    """One method's map of one model, in the methods table."""
+    method: str
+    model: str
+    scores: list[float]
+    unread: list[int]
+    comprehensiveness: float | None
+    sufficiency: float | None
+    seconds: float
+    delta: float | None
+
+
+class Estimate(TypedDict, total=False):
+    """A mean over examples with its 95% bootstrap interval."""
+    model: str
+    mean: float | None
+    interval: list[float] | None
+    n: int
+
+
+class ExplainedExample(TypedDict, total=False):
+    """One example of a dataset's saliency run."""
+    index: int
+    texts: list[str]
+    label: str | None
+    top_words: list[list[str]]  # per model
+    comprehensiveness: list[float | None]
+    sufficiency: list[float | None]
+    random_comprehensiveness: list[float | None]
+    agreement: float | None
+
+
+class Change(TypedDict, total=False):
+    """One edit and both models before and after it (`counterfactuals.Change.to_dict`)."""
+    original: list[str]
+    edited: list[str]
+    edits: list[list[str]]  # (old, new) word pairs
+    generator: str
+    before: list[dict]  # per model: `ModelAnswer` without latency
+    after: list[dict]
+    deltas: list[dict]  # per model: the change of each class's probability
+    flipped: list[bool]
+    validity: float | None  # WordNet: whether the edit keeps the meaning (`meaning.validity`)
+
+
+class ModelSearch(TypedDict, total=False):
+    """One model's own search for a flip (ablation flip, HotFlip)."""
+    model: str
+    edited: list[str] | None
+    flipped: bool
+    before: dict
+    after: dict | None
+    removed: list[str]  # ablation flip: the words taken out
+    size: int
+    swap: list[str]  # HotFlip: (old, new)
+    target_prob_before: float
+    target_prob_after: float
+    note: str
+
+
+class AttentionMap(TypedDict):
+    """One model's word-to-word attention at one layer."""
+    model: str
+    units: list[str]
+    layer: int
+    map: list[list[float]]
+    heads: list[list[list[float]]]
+
+
+class HeadStats(TypedDict):
+    """One model's attention statistics per layer and head over a dataset."""
+    model: str
+    n: int
+    entropy: list[list[float]]
+    cls: list[list[float]]
+    sep: list[list[float]]
+    punct: list[list[float]]
+    neighbour_js: list[list[float]]
+
+
+class ScoredModel(TypedDict, total=False):
+    """One model on a labelled dataset (`benchmark.benchmark`): accuracy, or Pearson and Spearman for a
+    regression, with its speed and size."""
+    model: str
+    source: str
+    n: int
+    accuracy: float
+    pearson: float
+    spearman: float
+    seconds: float
+    throughput_per_s: float
+    latency_ms_median: float
+    latency_ms_p95: float
+    parameters: int
+    parameters_embeddings: int
+    parameters_encoder: int
+    parameters_head: int
+
+
+class ModelFacts(TypedDict, total=False):
+    """One model's facts (`facts.model_facts`) and speed."""
+    model: str
+    source: str
+    family: str
+    tokenizer: str
+    vocab_size: int
+    hidden_size: int
+    embedding_size: int
+    layers: int
+    shares_layers: bool
+    parameters: int
+    parameters_embeddings: int
+    parameters_encoder: int
+    parameters_head: int
+    transitions: list[float]  # cosine similarity of each layer's output to the one before
+    linear_layers: str
+    precision: str
+    device: str
+    device_name: str
+    cuda_graphs: bool
+    latency_ms: dict
+    throughput_per_s: float
+
+
+class Slice(TypedDict, total=False):
+    """One candidate slice of a dataset and the paired test of the models on it (`slices.find`)."""
+    name: str
+    kind: str
+    size: int
+    indices: list[int]
+    rows: list[int]  # as the dataset numbers them, from 1
+    examples: list[list[str]]
+    gold: list[str]
+    accuracy: list[float]
+    agreement: float
+    only_first_right: int
+    only_second_right: int
+    gap_examples: list[int]
+    effect: float
+    p: float
+    q: float
+
+
+class AttackedExample(TypedDict, total=False):
+    """One example attacked on every model (`attacks.attack_pair`)."""
+    index: int
+    texts: list[str]
+    gold: str
+    results: list[dict]  # per model: TextAttack's outcome, queries, perturbed text
+    transfer: list[dict]  # each model's adversarial text given to the other
+
+
+_ROW_TYPES: dict[type, dict[str, tuple[type, int]]] = {}
+
+
+def _row_types(cls: type) -> dict[str, tuple[type, int]]:
+    """Per field of a result class: the TypedDict its rows are and how deep in lists they sit
+    (`list[Change]`: 1, `list[list[Change]]`: 2), for the fields that have one."""
+    if cls not in _ROW_TYPES:
+        found = {}
+        for name, hint in get_type_hints(cls).items():
+            depth = 0
+            while True:
+                args = [a for a in get_args(hint) if a is not type(None)]
+                if get_origin(hint) is list and args:
+                    hint, depth = args[0], depth + 1
+                elif args and get_origin(hint) is not list and len(args) == 1 and not is_typeddict(hint):
+                    hint = args[0]  # X | None
+                else:
+                    break
+            if depth and is_typeddict(hint):
+                found[name] = (hint, depth)
+        _ROW_TYPES[cls] = found
+    return _ROW_TYPES[cls]
+
+
+def _rows(value, depth: int):
+    if value is None:
+        return
+    if depth == 0:
+        yield value
+        return
+    for item in value:
+        yield from _rows(item, depth - 1)
 
 
 @dataclass(frozen=True)
 class Result(Mapping):
     """Base: a declared answer read by attribute or, as its JSON, by key."""
+
+    def __post_init__(self) -> None:
+        """Every nested row's keys are declared by its row type: a key made somewhere and declared nowhere is a
+        failure here, where it is made, not a field the front ends silently never see."""
+        for name, (row_type, depth) in _row_types(type(self)).items():
+            allowed = row_type.__annotations__
+            for row in _rows(getattr(self, name), depth):
+                if isinstance(row, Mapping) and not set(row) <= set(allowed):
+                    raise TypeError(f"{type(self).__name__}.{name}: undeclared key(s) "
+                                    f"{sorted(set(row) - set(allowed))}; declare them in {row_type.__name__}")
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._present():  # as the JSON reads: a field that doesn't apply is absent
@@ -65,7 +300,7 @@ class PredictResult(Result):
     task: str
     fields: list[str]  # the task's input fields, in order
     input: list[str]  # the texts as the models read them (NUL characters become spaces)
-    models: list[dict]  # per model: `Prediction.record` (label, probabilities; or score) and latency_ms
+    models: list[ModelAnswer]
 
 
 @dataclass(frozen=True)
@@ -74,8 +309,8 @@ class SaliencyResult(Result):
     method: str
     output: str  # what was explained: "prob" or "logit"
     fields: list[str]
-    maps: list[dict]  # per model: `saliency.Saliency.to_dict` (words, scores, explained label, ...)
-    faithfulness: list[dict]  # per model: comprehensiveness and sufficiency of its own ranking
+    maps: list[SaliencyMap]  # per model
+    faithfulness: list[Faithfulness]  # per model: of its own ranking
     agreement: float | None  # rank correlation of the two maps over shared words
     agreement_label: str | None  # the class both maps explain when compared
     signed: bool = True  # the method's scores say for (+) or against (-); False: a magnitude (gradient norm)
@@ -89,7 +324,7 @@ class SaliencyMethodsResult(Result):
     words: list[str]  # the input's words (the same for both models: maps are aligned to words)
     target_label: str | None  # the class every map explains (None: a regression score)
     output: str
-    rows: list[dict]  # per method and model: method, model, scores, comprehensiveness, sufficiency, seconds, delta
+    rows: list[MethodRow]  # per method and model
     agreement: dict  # method -> the two models' rank agreement with it
 
 
@@ -101,11 +336,11 @@ class SaliencyDatasetResult(Result):
     method: str
     n: int  # examples explained (fewer than asked when the job was stopped)
     models: list[str]
-    comprehensiveness: list[dict]  # per model: mean and 95% bootstrap interval
-    sufficiency: list[dict]
-    random_comprehensiveness: list[dict]  # the same words ranked at random: the floor to beat
+    comprehensiveness: list[Estimate]  # per model
+    sufficiency: list[Estimate]
+    random_comprehensiveness: list[Estimate]  # the same words ranked at random: the floor to beat
     agreement: dict  # mean and interval of the two models' rank agreement
-    examples: list[dict]
+    examples: list[ExplainedExample]
     stopped: dict | None  # `jobs.cut`: where and why the work was cut, when it was
     comprehensiveness_comparison: dict | None = None  # paired test of the two models (two models only)
     lowest_agreement: list[int] | None = None  # indices of the examples the models agree least on
@@ -116,8 +351,8 @@ class CounterfactualResult(Result):
     """Edited inputs and what they did to each model: one input's edits, or a flip rate over a dataset."""
     generator: str
     models: list[str]
-    changes: list[dict] | None = None  # one input: `counterfactuals.Change.to_dict` per edit
-    per_model: list[dict] | None = None  # ablation_flip / hotflip: each model's own search
+    changes: list[Change] | None = None  # one input: each edit
+    per_model: list[ModelSearch] | None = None  # ablation_flip / hotflip: each model's own search
     dataset: str | None = None  # over a dataset (the dataset_* generators), with the fields below
     edits: str | None = None
     changed: int | None = None  # edited copies scored
@@ -127,8 +362,8 @@ class CounterfactualResult(Result):
     valid_edits: int | None = None  # WordNet synonyms: the edits that keep the meaning, which the rates count
     flip_rate_all_edits: list[float | None] | None = None  # WordNet synonyms: per model, over every edit
     both: int | None = None  # edits that flip both models
-    only: list[list[dict]] | None = None  # per model: edits that flip it alone
-    examples: list[dict] | None = None
+    only: list[list[Change]] | None = None  # per model: edits that flip it alone
+    examples: list[Change] | None = None
     comparison: dict | None = None  # paired test of the flip rates, edits of one example together
 
 
@@ -172,7 +407,7 @@ class AttentionResult(Result):
     fields: list[str]
     layer: int  # 1 .. the model's layers (a model with fewer is read at its own top)
     head: int | None  # None: the mean of the heads
-    models: list[dict]  # per model: model, units, layer, map (units × units, rows sum to 1), heads
+    models: list[AttentionMap]  # per model; a map is units × units, its rows sum to 1
 
 
 @dataclass(frozen=True)
@@ -182,7 +417,7 @@ class AttentionStatsResult(Result):
     the Jensen-Shannon divergence of a head's attention from the layer before."""
     dataset: str
     n: int
-    models: list[dict]  # per model: model, n, entropy, cls, sep, punct, neighbour_js
+    models: list[HeadStats]
 
 
 @dataclass(frozen=True)
@@ -191,7 +426,7 @@ class BenchmarkResult(Result):
     pair: str
     dataset: str
     n: int
-    models: list[dict]  # per model: accuracy (or pearson/spearman), throughput, latency, parameters
+    models: list[ScoredModel]
     engine: dict  # where it ran (local, or the Ray cluster and its wall time)
     comparison: dict  # the paired test of the gap between the two
     disagreements: dict  # {"total", "examples"}: inputs the two answer differently
@@ -211,7 +446,7 @@ class SlicesResult(Result):
     candidates_tested: int  # every candidate counts in the false-discovery rate
     findings: int  # slices with q < alpha
     overall: dict  # both accuracies and the agreement on the whole dataset
-    slices: list[dict]  # findings first, by the gap they explain; each with its examples' indices and texts
+    slices: list[Slice]  # findings first, by the gap they explain; each with its examples' indices and texts
 
 
 @dataclass(frozen=True)
@@ -228,7 +463,7 @@ class EmbedResult(Result):
 @dataclass(frozen=True)
 class FactsResult(Result):
     """Model facts measured now: sizes, layer-to-layer transitions, speed."""
-    models: list[dict]  # per model: `facts.model_facts`
+    models: list[ModelFacts]
     n_inputs: int
     latency_comparison: dict  # the paired latency test, one input at a time, models in turns
     ratios: dict  # second over first: parameters, latency, throughput
@@ -239,7 +474,7 @@ class AttackResult(Result):
     """A TextAttack recipe run on both models, with transfer of each one's adversarial examples."""
     recipe: str
     models: list[str]
-    examples: list[dict]  # per example: index, texts, label and each model's result (`attacks.attack_pair`)
+    examples: list[AttackedExample]  # per example, each model's result
     stopped: dict | None
     resumed: int  # examples read back from the resume file, not attacked again
     settings: dict  # n, query_budget, time_limit as validated

@@ -13,8 +13,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-from . import quadrature
+from . import capabilities, quadrature
 from .alignment import Alignment, edit_texts
+from .capabilities import SALIENCY_METHODS, resolve
 from .data import Example
 from .errors import InputError
 from .gradients import (
@@ -79,7 +80,7 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 # The explained output. A probability saturates: on a confident prediction its gradient all but vanishes, and
 # gradient x input then ranks noise; the logit keeps the evidence. Faithfulness is measured on the probability
 # whatever is explained (ERASER's definition).
-OUTPUTS = ("prob", "logit")
+OUTPUTS = capabilities.OUTPUTS
 
 
 def check_output(output: str) -> str:
@@ -330,9 +331,11 @@ class Lime(Method):
         return self._result(al, tgt, scores, note=f"{self.n_samples} samples")
 
 
-METHODS: dict[str, type[Method]] = {
-    m.name: m for m in (GradientNorm, GradientXInput, IntegratedGradients, Occlusion, Lime)
-}
+# the methods as the capabilities' catalogue declares them (`capabilities.SALIENCY_METHODS`): a method is its class
+# plus its line there
+METHODS: dict[str, type[Method]] = {name: resolve(path) for name, path in SALIENCY_METHODS.items()}
+if any(cls.name != name for name, cls in METHODS.items()):
+    raise ImportError(f"saliency methods declared under another name than their own: {METHODS}")
 
 
 def check_method(name: str) -> None:

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .capabilities import SLICE_METRICS
 from .errors import InputError
 from .significance import mcnemar_exact
 
-METRICS = ("accuracy", "agreement")
+METRICS = SLICE_METRICS  # as the capability declares them
 MARKERS = {  # word groups a researcher would look at first (CheckList's capabilities, the study's negation rows)
     "negation": {"not", "n't", "no", "never", "nothing", "none", "nobody", "neither", "nor", "without", "hardly",
                  "cannot", "isn't", "doesn't", "don't", "didn't", "wasn't", "aren't", "won't", "can't"},
