@@ -1,5 +1,6 @@
 """One real browser session: headless Chromium (Debian) driven by Selenium opens the app, runs a prediction and a
 saliency map, and saves a screenshot."""
+import functools
 import os
 import shutil
 import time
@@ -149,6 +150,17 @@ def _cells(drv, longer_than=0):
                               longer_than)  # Gradio keeps an aria-hidden copy of each table to measure columns
 
 
+def _broken_numbers(drv):
+    """Visible table cells holding one number whose text is laid out on more than one line ("-0.00090" above
+    "4")."""
+    return drv.execute_script(
+        "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]') && "
+        "/^[-+\u2212]?[0-9][0-9.,e+\u2212-]*%?$/.test(c.textContent.trim())).filter(c => { const w = "
+        "document.createTreeWalker(c, NodeFilter.SHOW_TEXT); const tops = new Set(); while (w.nextNode()) { "
+        "const r = document.createRange(); r.selectNodeContents(w.currentNode); for (const x of r.getClientRects()) "
+        "if (x.width > 0) tops.add(Math.round(x.top)); } return tops.size > 1; }).map(c => c.textContent.trim())")
+
+
 def _click(drv, element):
     """A click where a person would: the middle of the element, whichever child is there (a table cell's text)."""
     from selenium.webdriver.common.action_chains import ActionChains
@@ -277,6 +289,14 @@ def _every_tab(drv, app_url, offline_pair, size):
     titles = _wait(lambda: (lambda ts: ts if len(ts) == 2 else None)(
         [t for t in (e.text for e in _visible(drv, "[data-testid='block-label']")) if "explains" in t]))
     assert titles == [f"{n} · explains negative" for n in names], titles  # BERT's class, in both panels
+    # each model's largest bar in the chart is the deepest-coloured word of its highlight
+    deepest = drv.execute_script("""return [...document.querySelectorAll('[data-testid="block-label"]')]
+        .filter(l => l.offsetParent && l.textContent.includes('explains')).map(l => {
+          const spans = [...l.closest('.block').querySelectorAll('.score-text')].map(s => [s.textContent.trim(),
+            (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3]) : (c ? 1 : 0))(s.style.backgroundColor)]);
+          return spans.reduce((a, b) => (b[1] > a[1] ? b : a))[0]; });""")
+    said = _wait(lambda: _visible(drv, "#largest-bars")[0].text)
+    assert said == "largest bar: " + " · ".join(f"{n} {w}" for n, w in zip(names, deepest)), (said, deepest)
     # every method side by side: words are rows, a table per model, no sideways scroll on a desktop, and on a
     # phone no cell narrower than six characters
     _button(drv, "All methods side by side").click()
@@ -345,11 +365,26 @@ def _every_tab(drv, app_url, offline_pair, size):
     _type(drv, "textarea", "the film was long but the food was lovely")
     _button(drv, "Generate").click()
     _wait(lambda: _says(drv, "label flips"))
+    _wait(lambda: _cells(drv, 3))
+    assert not _broken_numbers(drv), _broken_numbers(drv)  # a Δp such as -0.000904 reads on one line
     _shot(drv, f"{size}-counterfactuals")
 
     _tab(drv, "Model facts")
-    _button(drv, "Measure").click()
-    _wait(lambda: _says(drv, "measured now on"))  # the summary's words ("parameters" is on the first screen too)
+    with pytest.MonkeyPatch.context() as patch:  # an injected clock: the paired measurement finds ALBERT 3x slower
+        from app.core import timing
+
+        clock, real_predict, real_comparison = {"t": 0.0}, timing.predict, timing.latency_comparison
+
+        def timed_predict(clf, exs, **kw):
+            clock["t"] += 0.003 if clf.name == names[1] else 0.001
+            return real_predict(clf, exs, **kw)
+
+        patch.setattr(timing, "predict", timed_predict)
+        patch.setattr(timing, "latency_comparison", functools.partial(real_comparison, clock=lambda: clock["t"]))
+        _button(drv, "Measure").click()
+        _wait(lambda: _says(drv, "measured now on"))  # the summary's words ("parameters" is on the first screen too)
+    # the headline ratio and the verdict: one measurement, pointing the same way
+    assert _says(drv, "latency 3.00×") and _says(drv, f"{names[1]}'s latency (ms) is higher beyond chance")
     assert not _headers_fit(drv), _headers_fit(drv)
     _shot(drv, f"{size}-facts")
 
@@ -390,8 +425,16 @@ def _every_tab(drv, app_url, offline_pair, size):
     _button(drv, "Project").click()
     _wait(lambda: _says(drv, "examples · shared") or _errors(drv))
     assert not _errors(drv), _errors(drv)
-    if size == "phone":  # a range is drawn with a mouse; the emulated phone has a touch screen
+    # each plot's legend (drawn at its bottom) inside its box: a label above the chart once pushed it out of sight
+    time.sleep(1.5)
+    clipped = drv.execute_script("return [...document.querySelectorAll('.square-plot')].filter(b => b.offsetParent)"
+                                 ".map(b => b.scrollHeight - b.clientHeight)")
+    assert len(clipped) == 3 and max(clipped) <= 8, clipped
+    if size == "phone":  # a range is drawn with a mouse; the emulated phone has a touch screen: a tap picks
         _shot(drv, f"{size}-projection")
+        _tab(drv, "Compare")
+        first = _wait(lambda: _probabilities(drv))
+        _click_a_point(drv, first)
         return
     time.sleep(1.5)
     plot = _visible(drv, ".vega-embed canvas, .vega-embed svg")[0]
@@ -400,13 +443,70 @@ def _every_tab(drv, app_url, offline_pair, size):
     from selenium.webdriver.common.action_chains import ActionChains
 
     width = plot.size["width"]
+    def second():  # the second model's plot as drawn now (a new value is drawn on a new canvas)
+        return drv.execute_script("return arguments[0].toDataURL()",
+                                  _visible(drv, ".vega-embed canvas, .vega-embed svg")[1])
+
+    before = second()
     ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).click_and_hold() \
         .move_by_offset(2 * width // 3, 0).release().perform()
     cell = _wait(lambda: _cells(drv, 25)[0])
+    # a range drawn on the first plot colours the same examples as picked on the second one too
+    assert _wait(lambda: second() != before)
     _shot(drv, f"{size}-projection")
     text = cell.get_attribute("textContent").strip()
     _click(drv, cell)
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:20] == text[:20])
+    first = _wait(lambda: _probabilities(drv))
+
+    _click_a_point(drv, first)
+
+
+def _click_a_point(drv, first):
+    """A click on a point (press and release, no range) makes it the example and has Compare answer for it
+    (`first`: Compare's answer before)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    _tab(drv, "Projection")
+    time.sleep(1)
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})",
+                       _visible(drv, ".vega-embed canvas, .vega-embed svg")[1])
+    time.sleep(1)
+    other = _visible(drv, ".vega-embed canvas, .vega-embed svg")[1]
+    found = drv.execute_script(_POINT_UNDER, other)
+    assert found, "no point found under the pointer on the second plot"
+    x, y, row, said = found
+    ActionChains(drv).move_to_element_with_offset(other, x - other.size["width"] // 2,
+                                                  y - other.size["height"] // 2).pause(0.5).click().perform()
+    assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:15] == said[:15]), (row, said)
+    assert _wait(lambda: _says(drv, f"the projection, point {row}"))
+    assert _wait(lambda: _probabilities(drv) not in (None, first))  # Compare answered for it
+
+
+# the first point found under a pointer moved across a plot, as the plot's tooltip names it: [x, y, row, text]
+_POINT_UNDER = """const plot = arguments[0], r = plot.getBoundingClientRect();
+let tip = null;
+const field = (name) => { for (const k of (tip ? tip.querySelectorAll('td.key') : [])) {
+    if (k.textContent.trim().replace(/:$/, '') === name) return k.nextElementSibling.textContent.trim(); }
+  return null; };
+for (let y = 12; y < r.height - 12; y += 3) for (let x = 12; x < r.width - 12; x += 3) {
+  const shown = document.getElementById('vg-tooltip-element');
+  if (shown) shown.classList.remove('visible');  // only a tooltip this move opens counts
+  for (const kind of ['pointermove', 'mousemove']) {
+    const Ev = kind.startsWith('pointer') ? PointerEvent : MouseEvent;
+    plot.dispatchEvent(new Ev(kind, {clientX: r.left + x, clientY: r.top + y, bubbles: true}));
+  }
+  tip = document.getElementById('vg-tooltip-element');
+  if (tip && tip.classList.contains('visible') && field('row')) {
+    const found = [x, y, field('row'), field('text')];
+    for (const kind of ['pointermove', 'mousemove']) {  // off the point again: the real pointer enters it anew
+      const Ev = kind.startsWith('pointer') ? PointerEvent : MouseEvent;
+      plot.dispatchEvent(new Ev(kind, {clientX: r.left + 1, clientY: r.top + 1, bubbles: true}));
+    }
+    return found;
+  }
+}
+return null;"""
 
 
 _DEEP = """const css = arguments[0], out = [];

@@ -31,7 +31,7 @@ def test_predict_answers_the_pages_direct_route_with_the_same_json(client):
 
 
 def test_saliency_api_keeps_html_as_text(client):
-    res, hl_a, hl_b, summary, bars = client.predict("<b>great</b> film", "", "gradient_x_input", "predicted",
+    res, hl_a, hl_b, summary, bars, largest = client.predict("<b>great</b> film", "", "gradient_x_input", "predicted",
                                                     api_name="/saliency")
     assert res["maps"][0]["words"] == ["<", "b", ">", "great", "</", "b", ">", "film"]
     shown = "".join(d["token"] for d in hl_a)
@@ -39,7 +39,7 @@ def test_saliency_api_keeps_html_as_text(client):
 
 
 def test_saliency_api_takes_the_ig_tolerance(client):
-    res, *_ , summary, _ = client.predict("a gorgeous , witty , seductive movie .", "", "integrated_gradients",
+    res, *_, summary, _, _ = client.predict("a gorgeous , witty , seductive movie .", "", "integrated_gradients",
                                           "predicted", "1e-05", api_name="/saliency")
     assert all(m["delta"] <= 1e-5 for m in res["maps"])
     assert "IG delta" in summary
@@ -52,7 +52,7 @@ def test_saliency_api_explains_the_logit_when_asked(client, tiny_pair):
     probability, as before it existed."""
     from app.core import api
 
-    res, *_, summary, _ = client.predict("a fine film", "", "occlusion", "positive", "1e-03", "logit",
+    res, *_, summary, _, _ = client.predict("a fine film", "", "occlusion", "positive", "1e-03", "logit",
                                          api_name="/saliency")
     direct = api.saliency(tiny_pair, "a fine film", method="occlusion", target="positive", output="logit")
     assert res["output"] == "logit" and "the logit of *positive*" in summary
@@ -338,17 +338,19 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair)
     every_box = [b for b in demo.blocks.values() if isinstance(b, gr.Textbox) and b.label and
                  b.label.split(" ·")[0] in tiny_pair.task.fields]
     assert every_box == boxes[:1]  # no tab has a text box of its own any more
-    picks = {f._id: f for f in demo.fns.values() if f.collects_event_data and f.outputs
-             and any(isinstance(o, gr.Tabs) for o in f.outputs)}
+    click = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "projection-click")
+    picks = {f._id: f for f in demo.fns.values() if f.outputs and any(isinstance(o, gr.Tabs) for o in f.outputs)
+             and (f.collects_event_data or [t[0] for t in f.targets] == [click._id])}
     answered = [f for f in demo.fns.values() if f.trigger_after in picks and f.trigger_only_on_success]
-    # benchmark rows, slices, CheckList failures, projection points, counterfactual edits; an attack's rows set
-    # the example but keep the Attacks tab (its panels show the picked row); each pick also sets the note under it
-    assert len(picks) == 6 and len(answered) == 5 and len({f.trigger_after for f in answered}) == 5
+    # benchmark rows, slices, CheckList failures, picked projection points, counterfactual edits, a point clicked on
+    # the projection (its row, from the page's script); an attack's rows set the example but keep the Attacks tab
+    # (its panels show the picked row); each pick also sets the note under it
+    assert len(picks) == 7 and len(answered) == 6 and len({f.trigger_after for f in answered}) == 6
     assert all(f.outputs[-1].elem_id == "example-note" for f in picks.values())
     # a slice picked in Benchmark or points brushed on the projection become every dataset field's value
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     slicers = [f for f in demo.fns.values() if len(f.outputs) > 1 and f.outputs[-1].elem_id == "example-note"
-               and not f.collects_event_data]
+               and f._id not in picks]
     assert len(slicers) == 2 and len(fields) >= 6
     for f in slicers:
         assert {o._id for o in f.outputs[:-1]} == {b._id for b in fields}

@@ -38,7 +38,7 @@ def test_saliency_panels_explain_one_class_and_say_which(offline_pair):
     ctx = Ctx.of(offline_pair)
     preds = [m["label"] for m in api.predict(offline_pair, DISAGREE)["models"]]
     assert preds[0] != preds[1]  # the case in question
-    res, map_a, map_b, summary, _ = saliency.saliency(ctx, DISAGREE, None, "gradient_x_input")
+    res, map_a, map_b, summary, _, largest = saliency.saliency(ctx, DISAGREE, None, "gradient_x_input")
     assert [m["target_label"] for m in res["maps"]] == [preds[0]] * 2 == [res["agreement_label"]] * 2
     titles = [u["label"] for u in saliency.headers(res)]
     assert titles == [f"{n} · explains {preds[0]}" for n in ctx.names]
@@ -46,6 +46,10 @@ def test_saliency_panels_explain_one_class_and_say_which(offline_pair):
     assert res["maps"][1]["scores"] == pytest.approx(asked["maps"][1]["scores"], abs=1e-6)
     assert [w for w, _ in map_a if w.strip()] == res["maps"][0]["words"]
     assert summary.count(f"*{preds[0]}*") >= 2
+    # the chart's largest bar and the highlight's deepest word are one word per model
+    for name, shown in zip(ctx.names, (map_a, map_b)):
+        deepest = max((s for s in shown if s[1] is not None), key=lambda s: abs(s[1]))[0]
+        assert f"**{name}** {deepest}" in largest, (largest, deepest)
 
 
 def test_saliency_asked_for_another_class_explains_it_in_both(offline_pair):
@@ -249,6 +253,17 @@ def test_a_range_drawn_on_a_projection_lists_its_points_nearest_first(ctx):
         assert plot["color"] == "picked" and set(frame.model) == {name}
         assert sorted(frame[frame.picked == projection.PICKED]["index"]) == [3, 4, 5]
     assert projection.points_in(ctx, state, ctx.names[0], None)[2] == {"__type__": "update"}
+
+
+def test_a_point_clicked_on_a_projection_is_read_by_its_row():
+    """The page's script sends "<row>/<click time>" (the tooltip's row, 1-based): that example's texts and a note
+    saying where it came from; anything else (no row, row 0, past the end, a stray value) loads nothing."""
+    state = {"points": [{"index": 2, "gold": "positive"}], "texts": [["t0"], ["t1"], ["t2", "u2"]], "picked": []}
+    assert projection.clicked_texts(state, "3/1795736171641") == ["t2", "u2"]
+    assert "point 3 · gold label **positive**" in projection.clicked_note(state, "3/17")
+    for value in ("0/17", "4/17", "x/17", "", "-1/2", None):
+        assert projection.clicked_texts(state, value) is None, value
+    assert projection.clicked_texts(None, "1/1") is None
 
 
 def test_a_projections_exports_are_kept_only_for_the_latest_requests(monkeypatch):

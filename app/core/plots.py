@@ -84,6 +84,11 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
                        ylim=(-1.05, 1.05) if res.get("signed", True) else (0, 1.05))
     mark_fields(fig.axes[0], res.get("fields") or [], [maps[0]["fields"][i] for i in shown] if maps and
                 maps[0].get("fields") else [])
+    # per model, the word of its largest bar (|score|; the first in text order on a tie), as drawn: the app says
+    # it under the chart (`views.largest_bars`), where it can be read against the highlight
+    fig.largest = [(m["model"], max(((r["word"].split(":", 1)[1], abs(r["score"])) for r in rows
+                                     if r["model"] == who(m)), key=lambda wr: wr[1], default=("", 0.0))[0])
+                   for m in maps]
     return fig
 
 

@@ -40,6 +40,12 @@ def clip(text: str, what: str = "") -> str:
     return f"{text[:UNREAD_SHOWN]} … [{len(text) - UNREAD_SHOWN:,} more characters{what}]"
 
 
+def largest_bars(largest: list[tuple[str, str]]) -> str:
+    """Under the saliency chart: each model's largest bar, in words."""
+    return "<small>largest bar: " + " · ".join(f"**{html.escape(m)}** {html.escape(w)}" for m, w in largest if w) + \
+        "</small>" if any(w for _, w in largest) else ""
+
+
 def highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
     """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
     text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
@@ -567,6 +573,9 @@ def attack_views(res: dict, names: list[str], labels: list[str], shown: int = 0
 
 METHOD_NAMES = {"gradient_norm": "gradient norm", "gradient_x_input": "gradient × input", "occlusion": "occlusion",
                 "lime": "LIME", "integrated_gradients": "integrated gradients"}
+# the options' values as people read them (the controls' labels)
+OUTPUT_NAMES = {"prob": "probability", "logit": "logit"}
+POOLING_NAMES = {"cls": "[CLS]", "mean": "mean", "words": "words"}
 SHOWN_WORDS = 40  # word columns of the method table; the JSON has every word
 
 

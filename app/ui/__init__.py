@@ -47,7 +47,13 @@ log = logging.getLogger("albert_lens.ui")
 # Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words;
 # table headers wrap instead of ending in "...": "albert-sst2 before" fits no column of a side-by-side table
 CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n"
+       # a box only the page's script writes (CLICK_JS): in the page, never seen
+       ".offscreen { position: absolute !important; left: -10000px !important; width: 1px !important; "
+       "height: 1px !important; overflow: hidden !important; opacity: 0 !important; }\n"
        ".square-plot { max-width: 500px; }\n"  # with its 420 px height and legend: a square drawing area
+       # Gradio's cells break anywhere, so a narrow column split a number mid-digit ("-0.00090" over "4"): a word
+       # or number breaks only where it can't fit whole, and a column sized to its content holds it whole
+       ".table-wrap td, .table-wrap td span { overflow-wrap: break-word !important; word-break: normal !important; }\n"
        "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }\n"
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
@@ -57,12 +63,55 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "  .tab-wrapper, .tab-container { height: auto !important; } .tab-container { flex-wrap: wrap !important; }\n"
        "  .tab-container button { padding: 4px 8px !important; }\n"
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
+       # a table of ten columns (the counterfactuals' edits): wide enough that a Δp such as -0.000904 fits whole
+       "  .wide-table .table-wrap table { min-width: 980px !important; }\n"
        "  .table-wrap thead { table-layout: auto !important; } .table-container { overflow-x: auto; }\n"
        "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; }\n"
        # a table wider than the phone scrolls with its first column (the row's name: a model, a word, a text) held
        "  .table-wrap td:first-child, .table-wrap th:first-child, .prose td:first-child, .prose th:first-child,\n"
        "  .methods-table td:first-child, .methods-table th:first-child { position: sticky; left: 0; z-index: 1;\n"
        "    background: var(--table-even-background-fill, var(--background-fill-primary, white)); } }")
+# A click on a projection's point (a press and release within 4 px, not a brush) makes it the example: the plots'
+# tooltip names the point under the pointer, its "row" first (a tap with no hover before it asks the plot with a
+# move of its own); the script hands that row to the hidden
+# #projection-click box, whose input event loads the example and runs Compare (`projection.clicked_texts`).
+CLICK_JS = """() => {
+  if (window.albertLensClicks) return;
+  window.albertLensClicks = true;
+  let down = null;
+  const tooltipRow = () => {
+    const tip = document.getElementById("vg-tooltip-element");
+    if (!tip || !tip.classList.contains("visible")) return null;
+    for (const key of tip.querySelectorAll("td.key")) {
+      if (key.textContent.trim().replace(/:$/, "") === "row") {
+        return key.nextElementSibling ? key.nextElementSibling.textContent.trim() : null;
+      }
+    }
+    return null;
+  };
+  document.addEventListener("pointerdown", (e) => {
+    const plot = e.target.closest ? e.target.closest(".square-plot") : null;
+    if (!plot) { down = null; return; }
+    let row = tooltipRow();
+    if (!row) {  // no hover before the press (a tap on a touch screen): the plot is asked what lies under it
+      for (const Ev of [PointerEvent, MouseEvent]) {
+        e.target.dispatchEvent(new Ev(Ev === PointerEvent ? "pointermove" : "mousemove",
+                                      { clientX: e.clientX, clientY: e.clientY, bubbles: true }));
+      }
+      row = tooltipRow();
+    }
+    down = { x: e.clientX, y: e.clientY, row };
+  }, true);
+  document.addEventListener("pointerup", (e) => {
+    const d = down;
+    down = null;
+    if (!d || !d.row || Math.hypot(e.clientX - d.x, e.clientY - d.y) > 4) return;
+    const box = document.querySelector("#projection-click textarea, #projection-click input");
+    if (!box) return;
+    box.value = d.row + "/" + Date.now();
+    box.dispatchEvent(new Event("input", { bubbles: true }));
+  }, true);
+}"""
 TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, inside, attacks, checklist)
 
 
@@ -73,14 +122,15 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     heavy = Heavy(api.worker_pools(pair, {"single": SINGLE["concurrency_limit"],
                                           "batch": BATCH["concurrency_limit"]}) if workers else None)
     ctx = Ctx.of(pair, heavy)
-    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS) as demo:
+    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS, js=CLICK_JS) as demo:
         gr.Markdown(banner(pair))
         gr.Markdown(views.first_screen(api.overview(pair)))
         common.text_inputs(ctx)  # one example, above the tabs: every tab reads it
         with gr.Tabs() as tabs:
             for tab in TABS:
                 tab.tab(ctx)
-            declared.tab(ctx, served=set())  # every declared capability: none has a tab of its own yet
+            # the declared capabilities without a tab of their own (those answered by a facade function have one)
+            declared.tab(ctx, served={c.name for c in api.capabilities.declared() if c.runner})
         common.wire_links(ctx, tabs)
         common.wire_slice_buttons(ctx)
     # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its

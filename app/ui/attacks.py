@@ -15,6 +15,7 @@ from .common import (
     describe,
     json_out,
     on_select,
+    option,
     shipped,
     stop_session,
     text_inputs,
@@ -81,9 +82,9 @@ def tab(ctx: Ctx) -> None:
             # a "none" choice, or a hosted dropdown (no typing) could never go back to attacking the text
             ads = dataset_field(ctx, "or a dataset", "shipped name or path", value="", extra=[(NO_DATASET, "")])
         with gr.Row():
-            n = gr.Number(value=5, label="examples from the dataset")
-            budget = gr.Number(value=200, label="query budget")
-            tlimit = gr.Number(value=30, label="seconds per example and model")
+            n = gr.Number(value=option("attack", "n").default, label="examples from the dataset")
+            budget = gr.Number(value=option("attack", "query_budget").default, label="query budget")
+            tlimit = gr.Number(value=option("attack", "time_limit").default, label="seconds per example and model")
         with gr.Row():
             go = gr.Button("Attack both models", variant="primary")
             stop = gr.Button("Stop")

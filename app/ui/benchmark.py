@@ -97,9 +97,12 @@ def tab(ctx: Ctx) -> None:
                  "embeddings in the dataset above, tested for a paired difference between the models; q is the "
                  "false-discovery rate over all of them, so a slice with q < 0.05 differs beyond chance.")
         with gr.Row():
-            metric = gr.Radio(["accuracy", "agreement"], value="accuracy", label="metric")
-            min_size = gr.Number(value=20, label="smallest slice", precision=0)
-            clusters = gr.Number(value=8, label="embedding clusters per model (0: none)", precision=0)
+            declared = common.option("slices", "metric")
+            metric = gr.Radio(list(declared.choices), value=declared.default, label="metric")
+            min_size = gr.Number(value=common.option("slices", "min_size").default, label="smallest slice",
+                                 precision=0)
+            clusters = gr.Number(value=common.option("slices", "clusters").default,
+                                 label="embedding clusters per model (0: none)", precision=0)
         find = gr.Button("Find slices")
         slice_summary = gr.Markdown(label="slices")
         slice_plot = gr.Plot(label="slices")

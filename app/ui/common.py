@@ -200,7 +200,8 @@ class Ctx:
     def link(self, table, source, texts_of: Callable, switch: bool = True, note_of: Callable | None = None) -> None:
         """Picking a row of `table` loads `texts_of(res, row)` (`res`: the value of `source`, the tab's JSON or
         state) into every tab's text boxes, `note_of(res, row)` (`views.picked_note`: where it came from, its
-        gold label) under them, and, with `switch`, opens Compare."""
+        gold label) under them, and, with `switch`, opens Compare. `table` may be a Textbox the page's script
+        fills (`CLICK_JS`: a point clicked on a plot): `row` is then its value."""
         self.links.append((table, source, texts_of, switch, note_of))
 
     @classmethod
@@ -285,8 +286,12 @@ def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
             note = note_of(res, row) if texts and note_of is not None else ""
             return load_texts(texts, len(ctx_.inputs), switch, note)
 
-        picked = table.select(on_select(load, ctx), source, [*ctx.inputs, tabs, ctx.note], api_name=False,
-                              queue=False)
+        if isinstance(table, gr.Textbox):  # a box the page's script fills (a point clicked on a plot)
+            picked = table.input(lambda res, value, load=load: load(ctx, res, value), [source, table],
+                                 [*ctx.inputs, tabs, ctx.note], api_name=False, queue=False)
+        else:
+            picked = table.select(on_select(load, ctx), source, [*ctx.inputs, tabs, ctx.note], api_name=False,
+                                  queue=False)
         if switch:
             for fn, inputs, outputs in ctx.on_pick:
                 picked.success(when_given(fn, len(outputs)), inputs, outputs, api_name=False, queue=False)
@@ -402,6 +407,12 @@ def shipped(pair: api.Pair) -> tuple:
 def examples(pair: api.Pair) -> list[list[str]]:
     return [list(e.texts) for e in shipped(pair)]
 
+
+
+def option(capability: str, name: str):
+    """An option as its capability declares it (`app.core.capabilities`): a tab's control takes its choices and
+    its default from here, so a method or generator declared there is offered here."""
+    return api.capabilities.get(capability).option(name)
 
 
 def slider(*args, **kwargs) -> gr.Slider:

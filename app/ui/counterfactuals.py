@@ -63,7 +63,8 @@ def tab(ctx: Ctx) -> None:
                  "the model gave the original; over a dataset, the flip rate is the share of edits that change it.")
         c1, c2 = text_inputs(ctx)
         with gr.Row():
-            gen = gr.Dropdown([(GENERATOR_NAMES.get(g, g), g) for g in api.GENERATORS], value="word_replacement",
+            declared = common.option("counterfactual", "generator")
+            gen = gr.Dropdown([(GENERATOR_NAMES.get(g, g), g) for g in declared.choices], value=declared.default,
                               label="generator")
             repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=default_swaps(ctx.pair),
                               lines=2)
@@ -77,8 +78,10 @@ def tab(ctx: Ctx) -> None:
         ctable = gr.Dataframe(
             headers=["flips", "edited", "edits", "generator",
                      *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
-            label="changes", wrap=True,
-            column_widths=["9%", "27%", "12%", "8%", *[f"{44 / (3 * len(names)):.2f}%"] * (3 * len(names))],
+            label="changes", wrap=True, elem_classes=["wide-table"],
+            # a label column fits "positive", a Δp column a signed number to 3 significant digits ("-0.000904")
+            column_widths=["7%", "23%", "11%", "8%",
+                           *[f"{w / len(names):.2f}%" for _ in names for w in (14, 14, 23)]],
         )
         craw = json_out()
         action(go, bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],

@@ -5,7 +5,7 @@ import html
 
 import gradio as gr
 
-from app.core import api
+from app.core import api, views
 from app.core.plots import attention_figure, similarity_figure
 
 from .common import (
@@ -17,6 +17,7 @@ from .common import (
     dataset_field,
     describe,
     json_out,
+    option,
     progress_of,
     slider,
     stop_button,
@@ -63,7 +64,9 @@ def tab(ctx: Ctx) -> None:
             ds = dataset_field(ctx, "dataset for CKA", "shipped name or path",
                                value=ctx.dev or api.default_dataset(pair))
             limit = gr.Number(value=500, label="max examples")
-            pooling = gr.Radio([("[CLS]", "cls"), ("mean", "mean"), ("words", "words")], value="cls", label="pooling",
+            declared = option("similarity", "pooling")
+            pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,
+                               label="pooling",
                                info="a vector per sentence, or per word (the two tokenizers compare word for word)")
         go = gr.Button("Compare the layers", variant="primary")
         summary = gr.Markdown(label="summary")

@@ -38,6 +38,7 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = "
     frame = pd.DataFrame(res["points"])
     out_dir = export_dir()
     frame.to_csv(out_dir / "projection.csv", index=False)
+    frame = shown(res["points"])
     plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method})")
     # sorted by the colour column so the classes get the same colours as in the PNG
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # the same axes in all three
@@ -48,6 +49,14 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = "
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
             {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims, "dataset": spec,
              "name": res["dataset"]})
+
+
+def shown(points: list[dict]) -> pd.DataFrame:
+    """The points as the plots draw them: with their row, 1-based as every table numbers rows, which the tooltip
+    shows first and a click reads."""
+    frame = pd.DataFrame(points)
+    frame.insert(0, "row", frame["index"] + 1)
+    return frame
 
 
 EXPORTS_KEPT = 32  # a request's CSV and PNG stay until this many newer ones exist (Gradio copies them when sent)
@@ -91,7 +100,7 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
              **{f"{n} prediction": p.get(f"{n} prediction", "") for n in ctx.names}} for p in hits]
     columns = ["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
     chosen = {p["index"] for p in hits}
-    frame = pd.DataFrame(state["points"])
+    frame = shown(state["points"])
     frame["picked"] = [PICKED if i in chosen else OTHER for i in frame["index"]]
     plots = [gr.update(value=frame[frame.model == n].sort_values("picked", kind="stable"), color="picked",
                        **state.get("lims", {})) for n in ctx.names]
@@ -109,6 +118,28 @@ def picked_dataset(state: dict | None) -> tuple[str, str] | None:
         return None
     rows = [i + 1 for i in state["picked"]]
     return f"{len(rows)} points picked on the projection of {state['name']}", api.slice_spec(state["dataset"], rows)
+
+
+def clicked_index(state: dict | None, value: str | None) -> int | None:
+    """The dataset index of the point the page's script says was clicked ("<row>/<click time>", `CLICK_JS`): the
+    tooltip's row, 1-based as the tables number rows; None for anything else."""
+    if not state or not isinstance(value, str):
+        return None
+    row = value.split("/")[0].strip()
+    if not row.isdigit() or not 1 <= int(row) <= len(state.get("texts") or ()):
+        return None
+    return int(row) - 1
+
+
+def clicked_texts(state: dict, value: str) -> list[str] | None:
+    index = clicked_index(state, value)
+    return None if index is None else state["texts"][index]
+
+
+def clicked_note(state: dict, value: str) -> str:
+    index = clicked_index(state, value)
+    gold = next((p["gold"] for p in state["points"] if p["index"] == index), None)
+    return views.picked_note(f"the projection, point {index + 1}", gold)
 
 
 def picked_note(state: dict, row: int) -> str:
@@ -129,8 +160,11 @@ def tab(ctx: Ctx) -> None:
             pds = dataset_field(ctx, "dataset", "shipped name, local path or datasets id", value=first)
             upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
         with gr.Row():
-            method = gr.Radio(["umap", "pca"], value="umap", label="projection")
-            pooling = gr.Radio(["cls", "mean"], value="cls", label="pooling")
+            declared = common.option("project", "method")
+            method = gr.Radio(list(declared.choices), value=declared.default, label="projection")
+            declared = common.option("project", "pooling")
+            pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,
+                               label="pooling")
             layer = slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
                               label="layer (-1 = top, 0 = embeddings)")
             colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
@@ -138,20 +172,26 @@ def tab(ctx: Ctx) -> None:
             limit = gr.Number(value=500, label="max examples")
         go = gr.Button("Project", variant="primary")
         summary = gr.Markdown(label="summary")
-        tooltip = ["text", "gold", *[f"{n} prediction" for n in ctx.names]]
+        # the row first: a click on a point reads it from the tooltip (`CLICK_JS`)
+        tooltip = ["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
         with gr.Row():
             # square (CSS `.square-plot`): a projection's two axes are in the same units, and a wide, flat plot
             # overplotted SST-2 dev's 872 points
-            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=tooltip, label=n, height=420, min_width=320,
-                                      elem_classes=["square-plot"]) for n in ctx.names]
+            # the name as the chart's own title, not the block's label: Gradio sizes the chart to the whole block,
+            # so a label above it pushed the chart's bottom, where its legend is, out of sight
+            scatter = [gr.ScatterPlot(x="x", y="y", color="gold", tooltip=tooltip, label=n, show_label=False, title=n,
+                                      height=420, min_width=320, elem_classes=["square-plot"]) for n in ctx.names]
         overlay = gr.ScatterPlot(x="x", y="y", color="model", tooltip=["model", "text"], height=420,
-                                 label="overlay", elem_classes=["square-plot"])
+                                 label="overlay", show_label=False, title="overlay: the second aligned to the first",
+                                 elem_classes=["square-plot"])
         with gr.Row():
             csv_out = gr.File(label="CSV")
             png_out = gr.Image(label="PNG", type="filepath")
-        describe("Draw a range across either plot: its points are coloured as picked on both and listed below; pick "
-                 "one to make it the example and open it in Compare. The overlay shows the second model's cloud "
-                 "aligned to the first's.")
+        describe("Click a point to make it the example and open it in Compare. Draw a range across either plot: "
+                 "its points are coloured as picked on both and listed below, and a row picked there opens in "
+                 "Compare too. The overlay shows the second model's cloud aligned to the first's.")
+        clicked = gr.Textbox(elem_id="projection-click", elem_classes=["offscreen"], show_label=False,
+                             container=False)
         picked = gr.Dataframe(headers=["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]], wrap=True,
                               label="picked points")
         raw = json_out()
@@ -162,6 +202,7 @@ def tab(ctx: Ctx) -> None:
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
                         queue=False)
         ctx.link(picked, state, picked_texts, note_of=picked_note)
+        ctx.link(clicked, state, clicked_texts, note_of=clicked_note)
         use = gr.Button("Make the picked points every tab's dataset", size="sm")
         common.use_as_dataset(ctx, use, [state], picked_dataset)
         stop_button(summary)

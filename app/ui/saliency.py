@@ -17,7 +17,8 @@ def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = "integ
     res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method, target, tolerance, output)
     texts = [text] + ([text2] if ctx.pair.task.is_pair else [])
     maps = [views.highlight(m, texts) for m in res["maps"]]
-    return res.to_dict(), *maps, views.saliency_summary(res), saliency_figure(res)
+    figure = saliency_figure(res)
+    return res.to_dict(), *maps, views.saliency_summary(res), figure, views.largest_bars(figure.largest)
 
 
 def saliency_methods(ctx: Ctx, text: str, text2: str | None = None, target: str | None = "predicted",
@@ -51,14 +52,17 @@ def tab(ctx: Ctx) -> None:
                  "sufficiency: the drop with only them kept (lower is better).")
         s1, s2 = common.text_inputs(ctx)
         with gr.Row():
-            method = gr.Dropdown([(views.METHOD_NAMES.get(m, m), m) for m in sorted(api.METHODS)],
-                                 value="integrated_gradients", label="method")
+            declared = common.option("saliency", "method")
+            method = gr.Dropdown([(views.METHOD_NAMES.get(m, m), m) for m in sorted(declared.choices)],
+                                 value=declared.default, label="method")
             target = gr.Dropdown(["predicted", *(pair.task.labels or [])], value="predicted",
                                  label="explain class (predicted: the first model's)")
             tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES if t >= api.limits()["min_ig_tolerance"]],
-                                    value="1e-03", label="integrated gradients: delta tolerance")
+                                    value=f"{common.option('saliency', 'tolerance').default:.0e}",
+                                    label="integrated gradients: delta tolerance")
             # a confident prediction's probability is flat: gradients of the logit still show the evidence
-            output = gr.Radio([("probability", "prob"), ("logit", "logit")], value="prob",
+            declared = common.option("saliency", "output")
+            output = gr.Radio([(views.OUTPUT_NAMES.get(o, o), o) for o in declared.choices], value=declared.default,
                               label="explain the class's", visible=not pair.task.is_regression)
         method.change(lambda m: gr.update(visible=m == "integrated_gradients"), method, tolerance,
                       api_name=False, queue=False)
@@ -72,11 +76,13 @@ def tab(ctx: Ctx) -> None:
                     "share of that model's largest |score|</small>")
         summary = gr.Markdown(label="summary")
         bars = gr.Plot(label="per-word scores")
+        largest = gr.Markdown(elem_id="largest-bars")
         table = gr.HTML()  # all methods side by side
         raw = json_out()
         mraw = json_out("all methods")
-        action(go, bind(saliency, ctx), [s1, s2, method, target, tolerance, output], [raw, *maps, summary, bars],
-                 api_name="saliency", **SINGLE).success(headers, raw, maps, api_name=False, queue=False)
+        action(go, bind(saliency, ctx), [s1, s2, method, target, tolerance, output],
+               [raw, *maps, summary, bars, largest], api_name="saliency", **SINGLE).success(
+            headers, raw, maps, api_name=False, queue=False)
         action(every, bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
                     api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
