@@ -176,7 +176,9 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_ru
     for r in by_name["single positive words"].results:
         assert r["fail_rate"] < 0.5, r
     assert all(r.results[0]["n"] > 0 for r in res if r.name != "single neutral words")
-    md = cl.table_markdown(res, [m.name for m in offline_pair.models])
+    from app.core.views import checklist_table_markdown
+
+    md = checklist_table_markdown(cl.to_dict(res), [m.name for m in offline_pair.models])
     assert md.count("\n") == len(res) + 2 and "| p (McNemar) | p (Holm) |" in md.splitlines()[0]
 
 
@@ -211,7 +213,9 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair, offline_suit
     names = [m.name for m in offline_pair.models]
     differ = cl.differing_tests(res)
     assert differ, "30 cases per test: the offline pair differs on some ('used to, but now', 'Q & A: no')"
-    text = cl.summary(res, names)
+    from app.core.views import checklist_summary
+
+    text = checklist_summary(cl.to_dict(res), names)
     assert text.startswith(f"{len(differ)} of {len(res)} tests differ beyond chance")
     assert all(t.name in text for t in differ)
 

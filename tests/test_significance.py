@@ -7,7 +7,8 @@ import pytest
 from scipy.stats import pearsonr
 
 from app.core.errors import InputError
-from app.core.significance import compare_accuracy, compare_correlation, mcnemar_exact, verdict
+from app.core.significance import compare_accuracy, compare_correlation, mcnemar_exact
+from app.core.views import verdict
 
 
 def _labels(rng, n, acc, gold):

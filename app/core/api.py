@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from . import attacks, capabilities, jobs, policy, projection
+from . import attacks, capabilities, jobs, policy, projection, views
 from . import attention as attn
 from . import checklist as cl
 from . import counterfactuals as cf
@@ -804,6 +804,9 @@ def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progres
         for k, n in enumerate(names):
             rates = [t.results[k]["fail_rate"] for t in tests if t.results[k]["fail_rate"] is not None]
             caps[cap_name][n] = float(sum(rates) / len(rates)) if rates else None
-    return ChecklistResult(suite=s.name, kind=s.kind, sample=sample, models=names, tests=cl.to_dict(results),
-                           capabilities=caps, markdown=cl.table_markdown(results, names),
-                           differing=[t.name for t in cl.differing_tests(results)], summary=cl.summary(results, names))
+    tests = cl.to_dict(results)
+    # the table and the verdict in words, as the front ends show them (`views`), kept in the JSON for scripts
+    return ChecklistResult(suite=s.name, kind=s.kind, sample=sample, models=names, tests=tests, capabilities=caps,
+                           markdown=views.checklist_table_markdown(tests, names),
+                           differing=[t.name for t in cl.differing_tests(results)],
+                           summary=views.checklist_summary(tests, names))

@@ -408,49 +408,9 @@ def by_capability(results: list[TestResult]) -> dict[str, list[TestResult]]:
     return groups
 
 
-def table_markdown(results: list[TestResult], models: Sequence[str]) -> str:
-    """The study's Tables 2/3 layout: capability, test, type, then fail rate per model."""
-    paired = all(t.paired for t in results)
-    head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |"
-    head += " p (McNemar) | p (Holm) |\n" if paired else "\n"
-    head += "|---|---|---|" + "---|" * len(models) + "---|" + ("---|---|\n" if paired else "\n")
-    rows = []
-    for cap, tests in by_capability(results).items():
-        for t in tests:
-            rates = " | ".join("n/a" if r["fail_rate"] is None else f"{100 * r['fail_rate']:.1f}" for r in t.results)
-            p = f" {_p(t.paired['p_value'])} | {_p(t.paired.get('p_holm'))} |" if paired else ""
-            rows.append(f"| {cap} | {t.name.replace('|', '/')} | {t.type} | {rates} | {t.results[0]['n']} |{p}")
-    return head + "\n".join(rows) + "\n"
-
-
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.2g}" if p >= 0.001 else "<0.001"
-
-
 def differing_tests(results: list[TestResult], alpha: float = 0.05) -> list[TestResult]:
     """Tests on which the two models' fail rates differ beyond chance across the whole suite (Holm)."""
     return [t for t in results if t.paired.get("p_holm") is not None and t.paired["p_holm"] < alpha]
-
-
-def summary(results: list[TestResult], models: Sequence[str], alpha: float = 0.05) -> str:
-    """Which differences between the two models' fail rates are more than chance: a gap of 70% against 40% on
-    20 cases often is not, and "less fair" should rest on the tests where it is."""
-    if len(models) != 2 or not results or not all(t.paired for t in results):
-        return ""
-    differ = differing_tests(results, alpha)
-    if not differ:
-        return (f"No test's fail rates differ beyond chance between {models[0]} and {models[1]} (McNemar's exact "
-                f"test on the cases both were tested on, Holm-corrected over {len(results)} tests, {alpha}); more "
-                "cases per test give the test more power.")
-    parts = []
-    for t in differ:
-        a, b = (r["fail_rate"] for r in t.results)
-        worse = models[0] if t.paired["only_failed"][0] > t.paired["only_failed"][1] else models[1]
-        p = _p(t.paired["p_holm"])
-        parts.append(f"{t.name} ({t.capability}: {100 * a:.0f}% vs {100 * b:.0f}%, {worse} fails more, "
-                     f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
-    return (f"{len(differ)} of {len(results)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
-            f"{alpha}): " + "; ".join(parts) + ".")
 
 
 def to_dict(results: list[TestResult]) -> list[dict]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from .views import edits_text, own_delta, unread_by_all
+
 
 def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = "",
                  ylim: tuple[float, float] | None = None, interval: str | None = None):
@@ -44,11 +46,6 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
 
 
 SALIENCY_BARS = 60  # words per chart: a 512-token input's bars would draw a figure too wide to encode or read
-
-
-def unread_by_all(maps: Sequence[dict]) -> set[int]:
-    """Indices of the words past every model's cut in an `api.saliency` result's maps: no model read them."""
-    return set.intersection(*(set(m.get("unread", ())) for m in maps)) if maps else set()
 
 
 def saliency_figure(res: dict, most: int = SALIENCY_BARS):
@@ -106,17 +103,6 @@ def mark_fields(ax, names: Sequence[str], field_of: Sequence[int]) -> None:
             ax.axvline(j - 0.5, color="#555", linestyle="--", linewidth=0.8)
         ax.text(j - 0.4, 0.97, names[field_of[j]], transform=on_top, va="top", fontsize=8, color="#555",
                 style="italic")
-
-
-def own_delta(change: dict, k: int) -> tuple[str, float]:
-    """(label, change) of model k's probability of the label it gave the original (its score for regression)."""
-    b = change["before"][k]
-    key = b.get("label") if "label" in b else "score"
-    return key, float(change["deltas"][k].get(key, 0.0))
-
-
-def edits_text(change: dict) -> str:
-    return ", ".join(f"{a}→{b or '∅'}" for a, b in change["edits"])
 
 
 def counterfactual_figure(res: dict, names: Sequence[str]):

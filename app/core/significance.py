@@ -204,11 +204,6 @@ def mean_interval(values: Sequence[float], *, resamples: int = RESAMPLES, confid
     return {"mean": float(v.mean()), "interval": _interval(draws, confidence), "n": int(len(v))}
 
 
-def format_mean(m: dict) -> str:
-    """A `mean_interval` as "mean [low, high]" (the CLI, the report and the app write it alike)."""
-    return "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
-
-
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment: a suite of 38 tests at 0.05 each would call about two differences real by
     chance alone; adjusted p-values below 0.05 keep the chance of any false call under 0.05."""
@@ -218,30 +213,3 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[i]))
         out[i] = running
     return out
-
-
-def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: float = 0.05) -> str:
-    """One sentence a reader can act on: the gap, its interval, and whether it is more than chance."""
-    metric, (a, b), d = cmp["metric"], names, cmp["difference"]
-    lo, hi = cmp["difference_interval"]
-    pct = f"{int(round(100 * cmp['confidence']))}%"
-    lead = f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}); p = {cmp['p_value']:.3g} ({cmp['test']})"
-    if cmp["p_value"] < alpha:
-        return f"{lead}: {b if d > 0 else a}'s {metric} is higher beyond chance on these {cmp['n']:,} {unit}"
-    return f"{lead}: not distinguishable from chance on these {cmp['n']:,} {unit}"
-
-
-def describe(cmp: dict, names: Sequence[str]) -> list[str]:
-    """A benchmark's paired comparison as sentences, the same in the CLI, the report and the app: the verdict,
-    then who was right (accuracy) or how the two models' scores correlate (regression)."""
-    if "undefined" in cmp:
-        return [f"No paired test: {cmp['undefined']}"]
-    lines = [verdict(cmp, names) + "."]
-    if cmp["metric"] == "pearson":
-        lines.append(f"The two models' scores correlate at {cmp['agreement']:.3f}.")
-    elif "both_right" in cmp:
-        kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
-        lines.append(f"Right: both {cmp['both_right']:,}, only {names[0]} {cmp['only_right'][0]:,}, only {names[1]} "
-                     f"{cmp['only_right'][1]:,}, neither {cmp['both_wrong']:,}; the models give the same answer on "
-                     f"{100 * cmp['agreement']:.1f}% (Cohen's kappa {kappa}).")
-    return lines

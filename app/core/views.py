@@ -5,13 +5,61 @@ from __future__ import annotations
 
 import html
 import os
+from collections.abc import Sequence
 
 import pandas as pd
 
 from .alignment import Word, split_words
 from .meaning import MIN_COSINE
-from .plots import edits_text, own_delta, unread_by_all
-from .significance import describe, format_mean, verdict
+
+
+# ---------------------------------------------------------------- the paired tests and edits, in words
+def format_mean(m: dict) -> str:
+    """A `mean_interval` as "mean [low, high]" (the CLI, the report and the app write it alike)."""
+    return "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
+
+
+def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: float = 0.05) -> str:
+    """One sentence a reader can act on: the gap, its interval, and whether it is more than chance."""
+    metric, (a, b), d = cmp["metric"], names, cmp["difference"]
+    lo, hi = cmp["difference_interval"]
+    pct = f"{int(round(100 * cmp['confidence']))}%"
+    lead = f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}); p = {cmp['p_value']:.3g} ({cmp['test']})"
+    if cmp["p_value"] < alpha:
+        return f"{lead}: {b if d > 0 else a}'s {metric} is higher beyond chance on these {cmp['n']:,} {unit}"
+    return f"{lead}: not distinguishable from chance on these {cmp['n']:,} {unit}"
+
+
+def describe(cmp: dict, names: Sequence[str]) -> list[str]:
+    """A benchmark's paired comparison as sentences, the same in the CLI, the report and the app: the verdict,
+    then who was right (accuracy) or how the two models' scores correlate (regression)."""
+    if "undefined" in cmp:
+        return [f"No paired test: {cmp['undefined']}"]
+    lines = [verdict(cmp, names) + "."]
+    if cmp["metric"] == "pearson":
+        lines.append(f"The two models' scores correlate at {cmp['agreement']:.3f}.")
+    elif "both_right" in cmp:
+        kappa = "n/a" if cmp["kappa"] is None else f"{cmp['kappa']:.2f}"
+        lines.append(f"Right: both {cmp['both_right']:,}, only {names[0]} {cmp['only_right'][0]:,}, only {names[1]} "
+                     f"{cmp['only_right'][1]:,}, neither {cmp['both_wrong']:,}; the models give the same answer on "
+                     f"{100 * cmp['agreement']:.1f}% (Cohen's kappa {kappa}).")
+    return lines
+
+
+def unread_by_all(maps: Sequence[dict]) -> set[int]:
+    """Indices of the words past every model's cut in an `api.saliency` result's maps: no model read them."""
+    return set.intersection(*(set(m.get("unread", ())) for m in maps)) if maps else set()
+
+
+def own_delta(change: dict, k: int) -> tuple[str, float]:
+    """(label, change) of model k's probability of the label it gave the original (its score for regression)."""
+    b = change["before"][k]
+    key = b.get("label") if "label" in b else "score"
+    return key, float(change["deltas"][k].get(key, 0.0))
+
+
+def edits_text(change: dict) -> str:
+    return ", ".join(f"{a}→{b or '∅'}" for a, b in change["edits"])
 
 
 def percent(x: float | None, digits: int = 0) -> str:
@@ -812,3 +860,49 @@ def slice_note(name: str) -> str:
     """Under the example once a slice is every tab's dataset."""
     return (f"<small>every dataset field now reads {html.escape(name, quote=False)}: the dataset-level actions "
             "(benchmark, saliency and counterfactuals over a dataset, projection, CKA, attacks) run on it</small>")
+
+
+def _p(p: float | None) -> str:
+    return "n/a" if p is None else f"{p:.2g}" if p >= 0.001 else "<0.001"
+
+
+def checklist_table_markdown(tests: list[dict], models: Sequence[str]) -> str:
+    """A CheckList run (its tests, `checklist.to_dict`) in the study's Tables 2/3 layout: capability, test, type,
+    then fail rate per model, with the paired test's p-values."""
+    paired = all(t["paired"] for t in tests)
+    head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |"
+    head += " p (McNemar) | p (Holm) |\n" if paired else "\n"
+    head += "|---|---|---|" + "---|" * len(models) + "---|" + ("---|---|\n" if paired else "\n")
+    groups: dict[str, list[dict]] = {}
+    for t in tests:
+        groups.setdefault(t["capability"], []).append(t)
+    rows = []
+    for cap, group in groups.items():
+        for t in group:
+            rates = " | ".join("n/a" if r["fail_rate"] is None else f"{100 * r['fail_rate']:.1f}"
+                               for r in t["results"])
+            p = f" {_p(t['paired']['p_value'])} | {_p(t['paired'].get('p_holm'))} |" if paired else ""
+            rows.append(f"| {cap} | {t['name'].replace('|', '/')} | {t['type']} | {rates} | "
+                        f"{t['results'][0]['n']} |{p}")
+    return head + "\n".join(rows) + "\n"
+
+
+def checklist_summary(tests: list[dict], models: Sequence[str], alpha: float = 0.05) -> str:
+    """Which differences between the two models' fail rates are more than chance: a gap of 70% against 40% on
+    20 cases often is not, and "less fair" should rest on the tests where it is."""
+    if len(models) != 2 or not tests or not all(t["paired"] for t in tests):
+        return ""
+    differ = [t for t in tests if t["paired"].get("p_holm") is not None and t["paired"]["p_holm"] < alpha]
+    if not differ:
+        return (f"No test's fail rates differ beyond chance between {models[0]} and {models[1]} (McNemar's exact "
+                f"test on the cases both were tested on, Holm-corrected over {len(tests)} tests, {alpha}); more "
+                "cases per test give the test more power.")
+    parts = []
+    for t in differ:
+        a, b = (r["fail_rate"] for r in t["results"])
+        worse = models[0] if t["paired"]["only_failed"][0] > t["paired"]["only_failed"][1] else models[1]
+        p = _p(t["paired"]["p_holm"])
+        parts.append(f"{t['name']} ({t['capability']}: {100 * a:.0f}% vs {100 * b:.0f}%, {worse} fails more, "
+                     f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
+    return (f"{len(differ)} of {len(tests)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
+            f"{alpha}): " + "; ".join(parts) + ".")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gradio as gr
 
 from app.core import api, views
-from app.core.plots import counterfactual_figure, edits_text
+from app.core.plots import counterfactual_figure
 
 from . import common
 from .common import SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out, text_inputs
@@ -46,7 +46,7 @@ def edited_texts(res: dict, row: int) -> list[str] | None:
 
 def edited_note(res: dict, row: int) -> str:
     c = views.changes_in_order(res, res["models"])[row]
-    return views.picked_note(f"{views.generator_name(c['generator'])}: {edits_text(c)}", None,
+    return views.picked_note(f"{views.generator_name(c['generator'])}: {views.edits_text(c)}", None,
                              f"flips {views.flips(c, res['models'])}")
 
 
