@@ -122,13 +122,13 @@ def _run_runner(cap: capabilities.Capability, pair: Pair, **given):
     progress, engine and the visitor flag where its signature has them."""
     from inspect import signature
 
-    unknown = sorted(set(given) - {o.name for o in cap.options} - capabilities.RESERVED)
+    names = {o.name for o in cap.options}
+    unknown = sorted(set(given) - names - capabilities.RESERVED)
     if unknown:
-        raise InputError(f"{unknown[0]}: {cap.name} takes no such option; it takes "
-                         f"{sorted(o.name for o in cap.options) or 'none'}")
+        raise InputError(f"{unknown[0]}: {cap.name} takes no such option; it takes {sorted(names) or 'none'}")
     runner = capabilities.resolve(cap.runner)
     params = signature(runner).parameters
-    passed = {k: v for k, v in given.items() if k in params and (v is not None or k in {o.name for o in cap.options})}
+    passed = {k: v for k, v in given.items() if k in params and (v is not None or k in names)}
     return runner(pair, **passed)
 
 
@@ -247,13 +247,17 @@ def _on(name: str, pair: Pair) -> Pair:
     return pair.fp32 if capabilities.get(name).needs_gradients else pair
 
 
-def _target(target):
-    """The class asked for: a label's name (checked against the models' labels where they are), a class index,
-    or none (the first model's prediction)."""
+def _named(target):
+    """A target as the declaration checks it: a class index passes by (`inference.class_index` checks it)."""
+    return None if isinstance(target, int) and not isinstance(target, bool) else target
+
+
+def _target(target, checked: str):
+    """The class asked for: a class index as given, else the checked label's name, or none (empty or
+    "predicted": the first model's prediction)."""
     if isinstance(target, int) and not isinstance(target, bool):
         return target
-    target = _options("saliency", target=target)["target"]
-    return None if target in ("", "predicted") else target
+    return None if checked in ("", "predicted") else checked
 
 
 def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "integrated_gradients",
@@ -262,10 +266,10 @@ def saliency(pair: Pair, text: str, text2: str | None = None, method: str = "int
     """Per-word maps of both models; `tolerance` bounds integrated gradients' convergence delta (default 1e-3);
     `output` is what they explain, the class's probability (default) or its logit."""
     pair = _on("saliency", pair)
-    opts = _options("saliency", method=method, tolerance=tolerance, output=output)
+    opts = _options("saliency", method=method, target=_named(target), tolerance=tolerance, output=output)
     method, options = opts["method"], _method_options(opts["method"], opts["tolerance"], opts["output"])
     ex = example_from(pair, text, text2)
-    out = explain(pair.models, ex, method, _target(target), **options)
+    out = explain(pair.models, ex, method, _target(target, opts["target"]), **options)
     return SaliencyResult(method=method, output=options["output"], fields=list(pair.task.fields),
                           maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
                           agreement=out["agreement"], agreement_label=out["agreement_label"],
@@ -279,9 +283,9 @@ def saliency_methods(pair: Pair, text: str, text2: str | None = None, target: st
     with each map's faithfulness: where the methods agree on a model's reasons, and which to trust.
     `progress`: methods done."""
     pair = _on("saliency_methods", pair)
-    opts = _options("saliency_methods", tolerance=tolerance, output=output)
+    opts = _options("saliency_methods", target=_named(target), tolerance=tolerance, output=output)
     ex = example_from(pair, text, text2)
-    tgt = _target(target)
+    tgt = _target(target, opts["target"])
     rows, agreement, words, label, explained = [], {}, [], None, "prob"
     for name in sorted(METHODS):
         options = _method_options(name, opts["tolerance"], opts["output"])
