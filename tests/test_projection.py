@@ -91,6 +91,21 @@ def test_projection_methods_and_errors():
         project(x[:3], "pca")
 
 
+def test_a_umap_fit_leaves_pytorchs_thread_count_as_it_was():
+    """numba's OpenMP loops share PyTorch's libgomp, and UMAP's set the calling thread's team to every core: a
+    worker given one core's share ran its products on two threads from its first projection on."""
+    import torch
+
+    x = np.random.default_rng(3).standard_normal((60, 16)).astype(np.float32)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        project(x, "umap")
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_embeddings_are_cached(tiny_pair):
     exs = [Example((s,)) for s in SENTENCES]
     a, cached_a = cached_embeddings(tiny_pair.models[0], exs, layer=1, pooling="mean")

@@ -7,12 +7,13 @@ models have in common. Embeddings are cached on disk per model, dataset, layer a
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -225,7 +226,31 @@ def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed:
     _cache_umap_kernels()
     reducer = umap.UMAP(n_components=2, metric="cosine", random_state=seed, transform_seed=seed,
                         n_neighbors=min(n_neighbors, len(x) - 1), n_jobs=1)
-    return reducer.fit_transform(x).astype(np.float32)
+    with _torch_threads_kept():
+        return reducer.fit_transform(x).astype(np.float32)
+
+
+@contextlib.contextmanager
+def _torch_threads_kept() -> Iterator[None]:
+    """UMAP's numba loops on PyTorch's thread count, and PyTorch's count as it was afterwards. numba's OpenMP
+    layer shares PyTorch's libgomp, and each parallel loop it starts sets the calling thread's OpenMP team to
+    numba's own count (every core): after a process's first UMAP, PyTorch's products ran on every core, so a
+    worker given one core's share (an app worker, a test worker) ran two threads beside the others' for the rest
+    of its life, and its spinning team slowed them too (benchmarks/README.md, the test suite)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        import numba  # deferred: umap-learn's compiler, loaded with it
+
+        numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))
+    except (ImportError, ValueError, RuntimeError) as exc:  # numba's count is only a share; PyTorch's is kept below
+        log.debug("numba threads: %s", exc)
+    try:
+        yield
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
 
 
 _UMAP_CACHED = False
