@@ -303,3 +303,19 @@ def test_a_model_first_loaded_inside_inference_mode_still_gives_gradients(tiny_d
     assert not any(p.is_inference() for p in clf.model.parameters())
     g = input_gradients(clf, Example(("a fine film",)))
     assert g.gradients.shape[0] == len(g.tokens) and abs(g.gradients).sum() > 0
+
+
+def test_an_albert_as_textattacks_zoo_ships_it_reads_its_sentencepiece_model(tiny_dirs, tmp_path):
+    """TextAttack's ALBERTs come with `spiece.model` and no `tokenizer.json`: the tokenizer is the SentencePiece
+    model's, piece for piece. transformers 5 reads that file through protobuf (a declared dependency): without it
+    the load failed ("`tiktoken` is required"), the study's ALBERTs unusable on the modern stack."""
+    import sentencepiece as spm
+
+    zoo = tmp_path / "albert-zoo"
+    shutil.copytree(tiny_dirs["albert"], zoo)
+    (zoo / "tokenizer.json").unlink(missing_ok=True)
+    sp = spm.SentencePieceProcessor(model_file=str(zoo / "spiece.model"))
+    clf = load(ModelSpec("ALBERT", str(zoo), "albert", TASKS["sst2"]))
+    text = "the cities were beautiful but the hotel was dreadful ."
+    assert len(clf.tokenizer.get_vocab()) == sp.get_piece_size()
+    assert clf.tokenizer(text)["input_ids"] == [sp.piece_to_id("[CLS]"), *sp.encode(text), sp.piece_to_id("[SEP]")]
