@@ -234,9 +234,10 @@ def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed:
 def _torch_threads_kept() -> Iterator[None]:
     """UMAP's numba loops on PyTorch's thread count, and PyTorch's count as it was afterwards. numba's OpenMP
     layer shares PyTorch's libgomp, and each parallel loop it starts sets the calling thread's OpenMP team to
-    numba's own count (every core): after a process's first UMAP, PyTorch's products ran on every core, so a
-    worker given one core's share (an app worker, a test worker) ran two threads beside the others' for the rest
-    of its life, and its spinning team slowed them too (benchmarks/README.md, the test suite)."""
+    numba's own count (every core unless NUMBA_NUM_THREADS says less): after a process's first UMAP, a process
+    that held PyTorch to fewer threads with `torch.set_num_threads` alone (a test worker; the app's workers also
+    get NUMBA_NUM_THREADS) ran PyTorch on every core for the rest of its life, its spinning team slowing the
+    processes beside it (benchmarks/README.md, the test suite)."""
     import torch
 
     threads = torch.get_num_threads()
