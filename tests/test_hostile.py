@@ -13,7 +13,7 @@ import pytest
 
 from app.core import jobs, policy
 
-from .conftest import free_port
+from .conftest import free_port, gradio_client
 
 pytestmark = pytest.mark.slow
 
@@ -24,8 +24,6 @@ COUNTS = [-1, 0, -10**9, 2.5, "nan", "inf", "-inf", "1e999", "abc", "", 10**9, 1
 
 
 def _serve(pair, hosted: bool):
-    from gradio_client import Client
-
     from app.ui import build, serve
 
     with pytest.MonkeyPatch.context() as mp:
@@ -37,7 +35,7 @@ def _serve(pair, hosted: bool):
         demo = build(pair)
         _, url, _ = serve(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
         try:
-            yield demo, url, Client(url, verbose=False)
+            yield demo, url, gradio_client(url)
         finally:
             demo.close()
 

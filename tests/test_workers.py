@@ -10,7 +10,7 @@ import pytest
 from app.core import api, jobs, policy, workers
 from app.core.errors import InputError
 
-from .conftest import free_port
+from .conftest import free_port, gradio_client
 
 pytestmark = pytest.mark.slow
 
@@ -166,7 +166,7 @@ def test_the_facade_in_a_worker_answers_as_here(tiny_pair, tmp_path, monkeypatch
 def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatch):
     """Hosted mode's app: explanations and batch jobs run in its workers, an upload included, and answer as the
     facade does in this process; a worker's error reaches the visitor as its message."""
-    from gradio_client import Client, handle_file
+    from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
     from app.ui import build
@@ -184,7 +184,7 @@ def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatc
     assert set(demo.heavy.pools) == {"single", "batch"}
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
-        client = Client(url, verbose=False)
+        client = gradio_client(url)
         res = client.predict("a fine film", "", "gradient_x_input", "predicted", api_name="/saliency")[0]
         here = api.saliency(tiny_pair, "a fine film", "", "gradient_x_input", "predicted")
         for a, b in zip(here["maps"], res["maps"]):
