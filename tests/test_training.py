@@ -155,3 +155,24 @@ def test_epochs_left_out_fit_the_training_set_size():
     assert (rte.bert_epochs, rte.albert_epochs) == (4.0, 6.0)
     given = resolve_epochs(TrainSettings(bert_epochs=1.0, albert_epochs=0.5), 2490)
     assert (given.bert_epochs, given.albert_epochs) == (1.0, 0.5)
+
+
+def test_the_final_dev_accuracy_is_the_last_epochs_own_not_a_second_prediction(tmp_path, monkeypatch):
+    """Training ends with dev evaluated on its last step, and the final results take those numbers instead of
+    predicting dev twice more. (A resumed run that trains nothing predicts dev itself and must find the same:
+    test_offline's seeded, resumable run checks that.)"""
+    from app.core import training
+
+    calls, real = [], training.accuracy
+    monkeypatch.setattr(training, "accuracy", lambda model, enc, labels: calls.append(type(model).__name__)
+                        or real(model, enc, labels))
+    dev = tmp_path / "dev.tsv"
+    dev.write_text("".join(shared("glue", "sst2", "dev.tsv").read_text().splitlines(keepends=True)[:25]))
+    res = training.train_offline(shared("glue", "sst2", "train.tsv"), tmp_path / "run", dev_path=dev,
+                                 settings=TrainSettings(train_limit=32, max_len=16, batch_size=16, bert_epochs=1,
+                                                        albert_epochs=2, layer_probe=8))
+    # one evaluation per epoch, none after: BERT's one epoch, ALBERT's two
+    assert calls == ["BertForSequenceClassification"] + ["AlbertForSequenceClassification"] * 2, calls
+    assert res["final"]["bert_dev_accuracy"] == res["bert"]["history"][-1]["dev_accuracy"]
+    assert res["final"]["albert_dev_accuracy"] == res["albert"]["history"][-1]["dev_accuracy"]
+    assert res["final"]["dev_n"] == 24

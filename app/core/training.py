@@ -275,6 +275,13 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         dev_enc = encode(tok, dev_texts, 128)
 
     results: dict = json.loads((out / "results.json").read_text()) if (out / "results.json").is_file() else {}
+    # a model's dev accuracy as last measured in this process: a training loop's last evaluation is at its last
+    # step, on the weights it returns, so the final results reuse it instead of predicting dev again
+    measured: dict[str, float] = {}
+
+    def dev_accuracy(name: str, model) -> dict:
+        measured[name] = accuracy(model, dev_enc, dev_labels)
+        return {"dev_accuracy": measured[name]}
 
     def save_results():
         (out / "results.json").write_text(json.dumps(results, indent=2))
@@ -291,7 +298,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         hist = _train_loop(
             bert, enc, labels, settings, epochs=settings.bert_epochs, lr=settings.bert_lr, ckpt=out / "bert_ckpt.pt",
             loss_fn=lambda logits, idx: F.cross_entropy(logits, y[idx]), desc="bert",
-            eval_fn=(lambda: {"dev_accuracy": accuracy(bert, dev_enc, dev_labels)}) if dev_enc else None,
+            eval_fn=(lambda: dev_accuracy("bert", bert)) if dev_enc else None,
         )
         torch.save(bert.state_dict(), bert_final)
         results["bert"] = {"history": hist, "parameters": count_parameters(bert)}
@@ -325,7 +332,7 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         hist = _train_loop(
             albert, enc, labels, settings, epochs=settings.albert_epochs, lr=settings.albert_lr,
             ckpt=out / "albert_ckpt.pt", loss_fn=distil, desc="albert",
-            eval_fn=(lambda: {"dev_accuracy": accuracy(albert, dev_enc, dev_labels)}) if dev_enc else None,
+            eval_fn=(lambda: dev_accuracy("albert", albert)) if dev_enc else None,
         )
         torch.save(albert.state_dict(), albert_final)
         results["albert"] = {"history": hist, "parameters": count_parameters(albert)}
@@ -333,8 +340,9 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
 
     if dev_enc:
         results["final"] = {
-            "bert_dev_accuracy": accuracy(bert, dev_enc, dev_labels),
-            "albert_dev_accuracy": accuracy(albert, dev_enc, dev_labels),
+            "bert_dev_accuracy": measured["bert"] if "bert" in measured else accuracy(bert, dev_enc, dev_labels),
+            "albert_dev_accuracy": (measured["albert"] if "albert" in measured
+                                    else accuracy(albert, dev_enc, dev_labels)),
             "dev_n": len(dev_labels),
             "bert_parameters": count_parameters(bert),
             "albert_parameters": count_parameters(albert),
