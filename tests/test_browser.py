@@ -59,8 +59,31 @@ def _wait(fn, timeout=90):
                 return value
         except Exception:  # noqa: BLE001 - the page is still rendering
             pass
-        time.sleep(0.5)
+        time.sleep(0.25)
     raise AssertionError("timed out waiting for the page")
+
+
+def _settled(drv):
+    """Two animation frames after the last change: the page has laid out and painted it (a fixed half second
+    after each tab and picture was ~18 s of each size's run)."""
+    drv.execute_async_script("const done = arguments[arguments.length - 1]; "
+                             "requestAnimationFrame(() => requestAnimationFrame(() => done(true)));")
+
+
+def _steady(fn, timeout=60):
+    """fn()'s value once two readings a few frames apart agree and are not empty: a plot still being drawn, or a
+    scroll still moving, changes it between them."""
+    end, last = time.time() + timeout, None
+    while time.time() < end:
+        try:
+            now = fn()
+        except Exception:  # noqa: BLE001 - the page is still rendering
+            now = None
+        if now and now == last:
+            return now
+        last = now
+        time.sleep(0.2)
+    raise AssertionError(f"the page did not settle: {last!r}")
 
 
 # An element is shown when it has a box and is not hidden by its style (what jQuery's :visible and most of
@@ -125,7 +148,17 @@ def _tab(drv, name):
         _visible(drv, ".overflow-menu button")[0].click()
         shown = _wait(lambda: [b for b in _visible(drv, ".overflow-dropdown button") if b.text.strip() == name])
     shown[0].click()
-    time.sleep(0.5)
+    # its panel shown (every tab's button stays in the page, a phone's hidden ones too) and its content built: a
+    # tab's components are made at its first visit, so the panel's count of elements stops changing
+    _steady(lambda: drv.execute_script(_PANEL, name))
+    _settled(drv)
+
+
+_PANEL = """const b = [...document.querySelectorAll("button[role='tab']")]
+    .find(b => b.textContent.trim() === arguments[0]);
+const p = b && document.getElementById(b.getAttribute('aria-controls'));
+return b && b.getAttribute('aria-selected') === 'true' && p && p.offsetParent
+    ? p.getElementsByTagName('*').length : 0;"""
 
 
 def _type(drv, css, text, index=0):
@@ -203,7 +236,9 @@ def _shot(drv, name):
                                                                   "deviceScaleFactor": 1, "mobile": True})
     else:
         drv.set_window_size(w, max(h, full))
-    time.sleep(0.5)
+    _settled(drv)
+    if DOC_IMAGES_WANTED:  # the README's pictures: plots redrawn at the new size too
+        time.sleep(0.5)
     path = SHOTS / f"{name}.png"
     drv.save_screenshot(str(path))
     if phone:
@@ -272,8 +307,7 @@ def _every_tab(drv, app_url, offline_pair, size):
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
     names = [m.name for m in offline_pair.models]
     # every tab's name is on the page, a phone's included (Gradio put all but two in a "..." menu there)
-    time.sleep(0.5)
-    tabs = [t.text.strip() for t in _visible(drv, "button[role='tab']")]
+    tabs = _steady(lambda: [t.text.strip() for t in _visible(drv, "button[role='tab']")])
     assert len(tabs) == 10 and "Behavioural" in tabs and "More" in tabs, tabs
 
     _type(drv, "textarea", DISAGREE)  # typed once, above the tabs: every tab's input from here on
@@ -393,7 +427,6 @@ def _every_tab(drv, app_url, offline_pair, size):
     assert _says(drv, "latency 3.00×") and _says(drv, f"{names[1]}'s latency (ms) is higher beyond chance")
     assert not _headers_fit(drv), _headers_fit(drv)
     _button(drv, "Measure").click()  # measured again on the real clock: the picture shows this machine's figures
-    time.sleep(1)
     _wait(lambda: _says(drv, "measured now on") and not _says(drv, "latency 3.00×") and not _busy(drv))
     _shot(drv, f"{size}-facts")
 
@@ -405,7 +438,8 @@ def _every_tab(drv, app_url, offline_pair, size):
     _button(drv, "Show attention").click()
     _wait(lambda: len(_visible(drv, "[data-testid='block-label']")) and _visible(drv, ".js-plotly-plot, img, canvas")
           and not _errors(drv))
-    time.sleep(2)
+    _wait(lambda: not _busy(drv))  # every output answered, an error's message included
+    _settled(drv)
     assert not _errors(drv), _errors(drv)
     _shot(drv, f"{size}-inside")
 
@@ -435,9 +469,11 @@ def _every_tab(drv, app_url, offline_pair, size):
     _wait(lambda: _says(drv, "examples · shared") or _errors(drv))
     assert not _errors(drv), _errors(drv)
     # each plot's legend (drawn at its bottom) inside its box: a label above the chart once pushed it out of sight
-    time.sleep(1.5)
-    clipped = drv.execute_script("return [...document.querySelectorAll('.square-plot')].filter(b => b.offsetParent)"
-                                 ".map(b => b.scrollHeight - b.clientHeight)")
+    # (measured once the three are drawn and their boxes stay put)
+    clipped = _steady(lambda: drv.execute_script(
+        "const c = [...document.querySelectorAll('.square-plot')].filter(b => b.offsetParent)"
+        ".map(b => b.querySelector('.vega-embed canvas, .vega-embed svg') ? b.scrollHeight - b.clientHeight : null);"
+        "return c.length === 3 && !c.includes(null) ? c : null;"))
     assert len(clipped) == 3 and max(clipped) <= 8, clipped
     if size == "phone":  # a range is drawn with a mouse; the emulated phone has a touch screen: a tap picks
         _shot(drv, f"{size}-projection")
@@ -445,7 +481,7 @@ def _every_tab(drv, app_url, offline_pair, size):
         first = _wait(lambda: _probabilities(drv))
         _click_a_point(drv, first)
         return
-    time.sleep(1.5)
+    _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, ".vega-embed canvas, .vega-embed svg")])
     plot = _visible(drv, ".vega-embed canvas, .vega-embed svg")[0]
     # a projection's axes share their units: its plot is about square, not a wide, flat strip
     assert 0.7 < plot.size["width"] / plot.size["height"] < 1.4, plot.size
@@ -477,11 +513,11 @@ def _click_a_point(drv, first):
     from selenium.webdriver.common.action_chains import ActionChains
 
     _tab(drv, "Projection")
-    time.sleep(1)
-    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})",
-                       _visible(drv, ".vega-embed canvas, .vega-embed svg")[1])
-    time.sleep(1)
-    other = _visible(drv, ".vega-embed canvas, .vega-embed svg")[1]
+    plots = ".vega-embed canvas, .vega-embed svg"
+    _steady(lambda: len(_visible(drv, plots)) >= 2 and _visible(drv, plots)[1].rect)  # drawn again, and still
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", _visible(drv, plots)[1])
+    _steady(lambda: _visible(drv, plots)[1].rect)  # scrolled, and still
+    other = _visible(drv, plots)[1]
     found = drv.execute_script(_POINT_UNDER, other)
     assert found, "no point found under the pointer on the second plot"
     x, y, row, said = found
