@@ -208,7 +208,7 @@ def _train_loop(model, enc, labels, settings: TrainSettings, *, epochs: float, l
             sched.step()
             opt.zero_grad(set_to_none=True)
             step += 1
-            losses.append(float(loss))
+            losses.append(float(loss.detach()))
             bar.update(1)
             if step % 50 == 0:
                 bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}")
