@@ -283,6 +283,9 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
         measured[name] = accuracy(model, dev_enc, dev_labels)
         return {"dev_accuracy": measured[name]}
 
+    def final_accuracy(name: str, model) -> float:
+        return measured[name] if name in measured else accuracy(model, dev_enc, dev_labels)
+
     def save_results():
         (out / "results.json").write_text(json.dumps(results, indent=2))
 
@@ -340,9 +343,8 @@ def train_offline(train_path: str | Path, out: str | Path, *, dev_path: str | Pa
 
     if dev_enc:
         results["final"] = {
-            "bert_dev_accuracy": measured["bert"] if "bert" in measured else accuracy(bert, dev_enc, dev_labels),
-            "albert_dev_accuracy": (measured["albert"] if "albert" in measured
-                                    else accuracy(albert, dev_enc, dev_labels)),
+            "bert_dev_accuracy": final_accuracy("bert", bert),
+            "albert_dev_accuracy": final_accuracy("albert", albert),
             "dev_n": len(dev_labels),
             "bert_parameters": count_parameters(bert),
             "albert_parameters": count_parameters(albert),
