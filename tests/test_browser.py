@@ -137,6 +137,7 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     assert len(heads) == 2 and cut == [], cut
 
 
+PLOTS = ".vega-embed canvas, .vega-embed svg"  # a projection's plots as vega draws them
 DISAGREE = "The cities were beautiful but the hotel was dreadful."  # offline BERT: negative, ALBERT: positive
 SIZES = {"desktop": (1400, 1000), "phone": (390, 844)}
 
@@ -472,8 +473,8 @@ def _every_tab(drv, app_url, offline_pair, size):
     # (measured once the three are drawn and their boxes stay put)
     clipped = _steady(lambda: drv.execute_script(
         "const c = [...document.querySelectorAll('.square-plot')].filter(b => b.offsetParent)"
-        ".map(b => b.querySelector('.vega-embed canvas, .vega-embed svg') ? b.scrollHeight - b.clientHeight : null);"
-        "return c.length === 3 && !c.includes(null) ? c : null;"))
+        ".map(b => b.querySelector(arguments[0]) ? b.scrollHeight - b.clientHeight : null);"
+        "return c.length === 3 && !c.includes(null) ? c : null;", PLOTS))
     assert len(clipped) == 3 and max(clipped) <= 8, clipped
     if size == "phone":  # a range is drawn with a mouse; the emulated phone has a touch screen: a tap picks
         _shot(drv, f"{size}-projection")
@@ -481,8 +482,8 @@ def _every_tab(drv, app_url, offline_pair, size):
         first = _wait(lambda: _probabilities(drv))
         _click_a_point(drv, first)
         return
-    _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, ".vega-embed canvas, .vega-embed svg")])
-    plot = _visible(drv, ".vega-embed canvas, .vega-embed svg")[0]
+    _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, PLOTS)])
+    plot = _visible(drv, PLOTS)[0]
     # a projection's axes share their units: its plot is about square, not a wide, flat strip
     assert 0.7 < plot.size["width"] / plot.size["height"] < 1.4, plot.size
     from selenium.webdriver.common.action_chains import ActionChains
@@ -490,7 +491,7 @@ def _every_tab(drv, app_url, offline_pair, size):
     width = plot.size["width"]
     def second():  # the second model's plot as drawn now (a new value is drawn on a new canvas)
         return drv.execute_script("return arguments[0].toDataURL()",
-                                  _visible(drv, ".vega-embed canvas, .vega-embed svg")[1])
+                                  _visible(drv, PLOTS)[1])
 
     before = second()
     ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).click_and_hold() \
@@ -513,11 +514,10 @@ def _click_a_point(drv, first):
     from selenium.webdriver.common.action_chains import ActionChains
 
     _tab(drv, "Projection")
-    plots = ".vega-embed canvas, .vega-embed svg"
-    _steady(lambda: len(_visible(drv, plots)) >= 2 and _visible(drv, plots)[1].rect)  # drawn again, and still
-    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", _visible(drv, plots)[1])
-    _steady(lambda: _visible(drv, plots)[1].rect)  # scrolled, and still
-    other = _visible(drv, plots)[1]
+    _steady(lambda: (lambda shown: len(shown) >= 2 and shown[1].rect)(_visible(drv, PLOTS)))  # drawn again, still
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", _visible(drv, PLOTS)[1])
+    _steady(lambda: _visible(drv, PLOTS)[1].rect)  # scrolled, and still
+    other = _visible(drv, PLOTS)[1]
     found = drv.execute_script(_POINT_UNDER, other)
     assert found, "no point found under the pointer on the second plot"
     x, y, row, said = found
