@@ -462,7 +462,6 @@ def _every_tab(drv, app_url, offline_pair, size):
     assert not _errors(drv) and not _visible(drv, ".json-holder")
     _shot(drv, f"{size}-attacks")
 
-    # last: a page with projections keeps the browser's renderer at ~40% of a core
     _tab(drv, "Projection")
     [r for r in _visible(drv, "label") if r.text.strip() == "pca"][0].click()
     _number(drv, "max examples", 40)
@@ -476,6 +475,8 @@ def _every_tab(drv, app_url, offline_pair, size):
         ".map(b => b.querySelector(arguments[0]) ? b.scrollHeight - b.clientHeight : null);"
         "return c.length === 3 && !c.includes(null) ? c : null;", PLOTS))
     assert len(clipped) == 3 and max(clipped) <= 8, clipped
+    # and once drawn, the page rests: Gradio's plots echoed their shared axis limits back every frame (LIMITS_JS)
+    assert _idle_updates(drv) == {}, "the idle page keeps updating its components"
     if size == "phone":  # a range is drawn with a mouse; the emulated phone has a touch screen: a tap picks
         _shot(drv, f"{size}-projection")
         _tab(drv, "Compare")
@@ -506,6 +507,19 @@ def _every_tab(drv, app_url, offline_pair, size):
     first = _wait(lambda: _probabilities(drv))
 
     _click_a_point(drv, first)
+
+
+def _idle_updates(drv, frames=30):
+    """The components' own updates (Gradio's `prop_change` events, by property) over `frames` animation frames of
+    a page nobody touches: each one has Gradio lay the page out again."""
+    return drv.execute_async_script(
+        "const done = arguments[arguments.length - 1], seen = {};"
+        "const count = e => { const p = e.detail && e.detail.prop; seen[p] = (seen[p] || 0) + 1; };"
+        "document.addEventListener('prop_change', count, true);"
+        "let left = arguments[0];"
+        "const tick = () => { if (--left > 0) return requestAnimationFrame(tick);"
+        "  document.removeEventListener('prop_change', count, true); done(seen); };"
+        "requestAnimationFrame(tick);", frames)
 
 
 def _click_a_point(drv, first):

@@ -112,6 +112,20 @@ CLICK_JS = """() => {
     box.dispatchEvent(new Event("input", { bubbles: true }));
   }, true);
 }"""
+# Gradio 5.50's plots echo their axis limits back to the page forever: NativePlot's `$: x_lim = x_lim || null`
+# reports the array it was given, Blocks copies it (`[...value]`) into a new array and hands it back, and the plot
+# reports that again, one round a frame. A page holding a projection (its three plots share axes through `x_lim` and
+# `y_lim`) kept the visitor's browser re-laying out every component at ~0.6 of a core while nobody touched it. The
+# limits only ever come from the server, so the plots' own reports of them are dropped before Blocks hears them.
+LIMITS_JS = """() => {
+  if (window.albertLensLimits) return;
+  window.albertLensLimits = true;
+  window.addEventListener("prop_change", (e) => {
+    const prop = e.detail && e.detail.prop;
+    if (prop === "x_lim" || prop === "y_lim") e.stopImmediatePropagation();
+  }, true);
+}"""
+PAGE_JS = f"() => {{ ({CLICK_JS})(); ({LIMITS_JS})(); }}"
 TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, inside, attacks, checklist)
 
 
@@ -122,7 +136,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     heavy = Heavy(api.worker_pools(pair, {"single": SINGLE["concurrency_limit"],
                                           "batch": BATCH["concurrency_limit"]}) if workers else None)
     ctx = Ctx.of(pair, heavy)
-    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS, js=CLICK_JS) as demo:
+    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS, js=PAGE_JS) as demo:
         gr.Markdown(banner(pair))
         gr.Markdown(views.first_screen(api.overview(pair)))
         common.text_inputs(ctx)  # one example, above the tabs: every tab reads it
