@@ -149,3 +149,38 @@ def test_the_mask_asks_the_device_nothing_off_the_cpu():
     padded[1, 3:] = 0
     m = _additive_mask(padded, 2, torch.float32)
     assert m[1, 0, 0, 3] == torch.finfo(torch.float32).min and m[0].abs().max() == 0
+    # what the batch's maker knew on the host (`inference.Batch.padded`) decides off the CPU too: no padding,
+    # no mask (SDPA without one); padding, the mask, without the CPU's question; a CUDA graph's always has one
+    assert _additive_mask(ones.to("meta"), 2, torch.float32, padded=False) is None
+    assert torch.equal(_additive_mask(padded, 2, torch.float32, padded=True), m)
+    assert _additive_mask(ones, 2, torch.float32, always=True, padded=False) is not None
+
+
+@pytest.mark.parametrize("pair_name,which", [("tiny_pair", 0), ("tiny_pair", 1), ("tiny_nli_pair", 0)])
+def test_a_batch_that_says_it_is_unpadded_runs_without_a_mask(request, pair_name, which, monkeypatch):
+    """`inference.pad` says whether its batch has padding; the [CLS] path then builds no mask for one without
+    (the GPU's SDPA runs unmasked) and the logits are the model's own, for a batch of equal lengths and for one
+    of mixed lengths, through `inputs_logits`, `hidden_state` and `inputs_logits_and_state`."""
+    from app.core import inference
+
+    clf = request.getfixturevalue(pair_name).models[which]
+    texts = ["a film .", "the plot .", "a gorgeous , witty , seductive movie that never once loses its nerve ."]
+    exs = [Example((t, "A cat is sitting.")) if clf.task.is_pair else Example((t,)) for t in texts]
+    enc = inference.tokenize(clf, exs)
+    same, mixed = inference.pad(clf, enc, [0, 1]), inference.pad(clf, enc, [0, 1, 2])
+    assert int(enc.lengths[0]) == int(enc.lengths[1]) != int(enc.lengths[2])
+    assert same.padded is False and mixed.padded is True
+    asked = []
+    real = cls_path._additive_mask
+    monkeypatch.setattr(cls_path, "_additive_mask",
+                        lambda m, *a, **k: asked.append(k.get("padded")) or real(m, *a, **k))
+    with torch.no_grad():
+        for batch in (same, mixed):
+            asked.clear()
+            full = clf.model(**batch, output_hidden_states=True)
+            torch.testing.assert_close(cls_path.inputs_logits(clf, batch), full.logits, atol=2e-5, rtol=0)
+            torch.testing.assert_close(cls_path.hidden_state(clf, batch, 2), full.hidden_states[2], atol=2e-5, rtol=0)
+            logits, state = cls_path.inputs_logits_and_state(clf, batch, 1)
+            torch.testing.assert_close(logits, full.logits, atol=2e-5, rtol=0)
+            torch.testing.assert_close(state, full.hidden_states[1], atol=2e-5, rtol=0)
+            assert asked == [batch.padded] * 3  # each path passed on what the batch said

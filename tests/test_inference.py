@@ -94,6 +94,7 @@ def test_padding_gives_the_tokenizers_own_tensors(tiny_pair, tiny_nli_pair, fami
             assert sorted(got) == sorted(k for k in want if k in ("input_ids", "attention_mask", "token_type_ids"))
             for k in got:
                 assert torch.equal(got[k], want[k]), (clf.name, side, k)
+            assert got.padded is (not bool(want["attention_mask"].all()))  # said on the host, as the mask says
 
 
 def test_results_gathered_on_a_device_come_back_in_order_once():

@@ -72,15 +72,16 @@ def _last_layer_cls(family: str, layer, h: torch.Tensor, mask: torch.Tensor | No
     return layer.full_layer_layer_norm(layer.ff_chunk(a) + a)
 
 
-def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype, always: bool = False
-                   ) -> torch.Tensor | None:
+def _additive_mask(attention_mask: torch.Tensor | None, rows: int, dtype, always: bool = False,
+                   padded: bool | None = None) -> torch.Tensor | None:
     """The (rows, 1, 1, tokens) mask the models add to attention scores: 0 where attended, dtype's min at
-    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded. Only a mask on the CPU
-    is asked that: on a GPU the answer waits for every queued batch (the CPU could not pad the next batch while
-    the GPU computes), and a recorded CUDA graph may not ask at all (`always`)."""
-    if attention_mask is None:
+    padding (what BERT and ALBERT build from a 0/1 mask); None when nothing is padded. `padded` is what the
+    batch's maker knew on the host (`inference.Batch`); where it is not known, only a mask on the CPU is asked:
+    on a GPU the answer waits for every queued batch (the CPU could not pad the next batch while the GPU
+    computes), and a recorded CUDA graph may not ask at all (`always`)."""
+    if attention_mask is None or (padded is False and not always):
         return None
-    if not always and attention_mask.device.type == "cpu" and bool(attention_mask.all()):
+    if not always and padded is None and attention_mask.device.type == "cpu" and bool(attention_mask.all()):
         return None
     m = attention_mask.expand(rows, -1)[:, None, None, :].to(dtype)
     return (1.0 - m) * torch.finfo(dtype).min
@@ -107,10 +108,15 @@ def _head(clf: Classifier, family: str, cls: torch.Tensor) -> torch.Tensor:
     return clf.model.classifier(pooled)
 
 
+def _padded(inputs: dict) -> bool | None:
+    """Whether a batch has padding, where its maker said (`inference.Batch.padded`); None: not known."""
+    return getattr(inputs, "padded", None)
+
+
 def _logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask: torch.Tensor | None,
-            always_mask: bool = False) -> torch.Tensor:
+            always_mask: bool = False, padded: bool | None = None) -> torch.Tensor:
     family, layers, mapping_in = found
-    mask = _additive_mask(attention_mask, states.shape[0], states.dtype, always_mask)
+    mask = _additive_mask(attention_mask, states.shape[0], states.dtype, always=always_mask, padded=padded)
     h = states if mapping_in is None else mapping_in(states)
     return _head(clf, family, _encode(family, layers, h, mask, cls_last=True)[:, 0])
 
@@ -127,7 +133,7 @@ def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Ten
     found = supported(clf)
     if found is None:
         return None
-    return _logits(clf, found, _embedding_output(clf, inputs), inputs.get("attention_mask"))
+    return _logits(clf, found, _embedding_output(clf, inputs), inputs.get("attention_mask"), padded=_padded(inputs))
 
 
 def padded_logits(clf: Classifier, found: tuple, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -149,7 +155,7 @@ def hidden_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, c
     h = states if mapping_in is None else mapping_in(states)
     if layer == 0:
         return h[:, :1] if cls_only else h
-    mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype)
+    mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype, padded=_padded(inputs))
     return _encode(family, layers[: layer * inner], h, mask, cls_last=cls_only)
 
 
@@ -165,7 +171,7 @@ def inputs_logits_and_state(clf: Classifier, inputs: dict[str, torch.Tensor], la
     depth = layer * (len(layers) // clf.model.config.num_hidden_layers)  # ALBERT: a group's inner layers
     states = _embedding_output(clf, inputs)
     h = states if mapping_in is None else mapping_in(states)
-    mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype)
+    mask = _additive_mask(inputs.get("attention_mask"), h.shape[0], h.dtype, padded=_padded(inputs))
     if depth >= len(layers):
         state = _encode(family, layers, h, mask, cls_last=cls_only)
         return _head(clf, family, state[:, 0]), state
