@@ -10,6 +10,9 @@
 - deepwordbug per example against TextAttack's stock HuggingFaceModelWrapper (where TextAttack is installed);
 - a projection of AG News test (UMAP where umap-learn is installed, else PCA) from a cold cache;
 - the released CheckList sentiment suite, every case, both models, in fp32 and in half precision;
+- two probes for the targets still missed: a CheckList batch's forward unmasked, masked, as the model's own and
+  replayed from a CUDA graph, with its costliest kernels (`batches`); one integrated-gradients call's kernels,
+  host waits and device time (`ig_anatomy`);
 - the GPU's peak memory.
 
 Targets (issue 40): embeddings >= 1.5x sentence-transformers fp16 with every vector at cosine >= 0.999 to fp32;
@@ -249,6 +252,114 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
     return row
 
 
+def _median_ms(dev: str, fn, reps: int) -> float:
+    fn()
+    return 1000 * statistics.median(sync_timed(dev, fn)[1] for _ in range(reps))
+
+
+def _costliest(dev: str, fn, top: int = 10) -> list[dict]:
+    """The device's (the CPU's, on a CPU) costliest operations of three calls of `fn` by self time, from
+    torch.profiler: on a GPU the kernel names say which attention kernel SDPA chose."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = not devices.is_cpu(dev)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
+        for _ in range(3):
+            fn()
+        devices.synchronize(dev)
+    rows = []
+    for e in prof.key_averages():
+        us = getattr(e, "self_device_time_total", 0) if gpu else e.self_cpu_time_total
+        if us > 0 and (not gpu or getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)):
+            rows.append({"name": e.key[:90], "calls": e.count // 3, "us_per_call": round(us / e.count, 1)})
+    return sorted(rows, key=lambda r: -r["us_per_call"] * r["calls"])[:top]
+
+
+def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict:
+    """Where a CheckList batch's time goes: `rows` of the suite's inputs of its commonest length (no padding,
+    as 594 of its 644 batches of 256 are), per model and precision, the median milliseconds of one forward
+    through the [CLS] path unmasked (as `predict` runs such a batch since the batch says it is unpadded), the
+    same with the all-zero mask it built before, the model's own forward, and on CUDA one recorded graph of
+    the masked path; and the costliest kernels of the first two. The questions the twenty-fifth session's
+    profile left (benchmarks/README.md): which attention kernel SDPA takes for these batches, and whether a
+    launch-bound batch would gain from a graph."""
+    from app.core import checklist as cl
+    from app.core import cls_path
+    from app.core.inference import pad, tokenize
+    from app.core.precision import autocast
+
+    suite = cl.load_suite(SUITE)
+    texts = sorted({x for t in suite.tests for i in range(len(t.data)) for x in cl.case_inputs(t, i, suite.kind)})
+    out: dict = {"rows": rows}
+    for label, p in (("fp32", pair), (half, pair.with_precision(half))):
+        for clf in p.models:
+            enc = tokenize(clf, [Example((x,)) for x in texts[: 40 * rows]])
+            lengths, counts = np.unique(enc.lengths, return_counts=True)
+            width = int(lengths[counts.argmax()])
+            idx = np.flatnonzero(enc.lengths == width)[:rows]
+            unmasked = pad(clf, enc, idx)
+            masked = unmasked.like(dict(unmasked))
+            masked.padded = True  # the mask built and applied, as every GPU batch had it before
+            found = cls_path.supported(clf)
+
+            def run(batch, clf=clf):
+                with torch.inference_mode(), autocast(clf):
+                    return cls_path.inputs_logits(clf, batch)
+
+            def full(clf=clf, batch=unmasked):
+                with torch.inference_mode(), autocast(clf):
+                    return clf.model(**batch).logits
+
+            diff = (run(unmasked).float() - run(masked).float()).abs().max()
+            row = {"tokens": width, "rows": int(len(idx)), "unmasked_vs_masked_max_diff": float(diff),
+                   "unmasked_ms": _median_ms(dev, lambda b=unmasked: run(b), reps),
+                   "masked_ms": _median_ms(dev, lambda b=masked: run(b), reps),
+                   "model_forward_ms": _median_ms(dev, full, reps)}
+            if dev.startswith("cuda") and found is not None:
+                static = {k: v.clone() for k, v in unmasked.items()}
+
+                def forward(clf=clf, found=found, static=static):
+                    with autocast(clf):
+                        return cls_path.padded_logits(clf, found, static)
+
+                with torch.inference_mode():
+                    replay, _, _ = graphs.cuda_capture(forward)
+                row["graph_ms"] = _median_ms(dev, replay, reps)
+            row["kernels_unmasked"] = _costliest(dev, lambda b=unmasked: run(b))
+            row["kernels_masked"] = _costliest(dev, lambda b=masked: run(b))
+            out.setdefault(label, {})[clf.name] = row
+    return out
+
+
+def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
+    """One integrated-gradients call per model (the app's tolerance) taken apart: wall milliseconds, the
+    operations and device kernels it launched, the host waits (synchronisations and copies back), and how much
+    of the wall the device spent computing: a launch-bound call has many kernels and little device time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    gpu = not devices.is_cpu(dev)
+    out = {}
+    for clf in pair.models:
+        ig = IntegratedGradients(clf)
+        ex = Example((sentence,))
+        wall = _median_ms(dev, lambda ig=ig, ex=ex: ig.attribute(ex), 5)
+        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
+            ig.attribute(ex)
+            devices.synchronize(dev)
+        events = prof.key_averages()
+        count = {e.key: e.count for e in events}
+        row = {"wall_ms": wall, "aten_ops": sum(n for k, n in count.items() if k.startswith("aten::")),
+               "steps": ig.attribute(ex).n_steps}
+        if gpu:
+            row["kernels"] = count.get("cudaLaunchKernel", 0) + count.get("cuLaunchKernel", 0)
+            row["syncs"] = sum(n for k, n in count.items() if "Synchronize" in k)
+            row["copies"] = sum(n for k, n in count.items() if k.startswith("cudaMemcpy"))
+            row["device_busy_ms"] = sum(getattr(e, "self_device_time_total", 0) for e in events
+                                        if "CUDA" in str(getattr(e, "device_type", ""))) / 1000
+        out[clf.name] = row
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--device", default="auto")
@@ -284,6 +395,8 @@ def main() -> None:
     except ImportError:
         pass
     steps = {  # the longest last: a run cut short keeps the others
+        "batches": lambda: batch_anatomy(pair, dev, half, 8 if args.tiny else 256, 3 if args.tiny else 20),
+        "ig_anatomy": lambda: ig_anatomy(pair, sst2[0], dev),
         "integrated_gradients": lambda: integrated_gradients(pair, sst2[:3 if args.tiny else args.sentences], dev),
         "tokenizers": lambda: tokenizers(pair, news[:200]),
         "graphs": lambda: replayed(pair, sst2[:64]),

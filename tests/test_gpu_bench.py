@@ -15,8 +15,8 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     res = json.loads(out.read_text())
     assert res["device"]["device"] == "cpu" and res["half"] == "bf16" and res["tiny"]
-    for section in ("integrated_gradients", "tokenizers", "graphs", "compare", "checklist", "projection",
-                    "embeddings"):
+    for section in ("batches", "ig_anatomy", "integrated_gradients", "tokenizers", "graphs", "compare", "checklist",
+                    "projection", "embeddings"):
         assert "error" not in res[section], res[section]
     emb = res["embeddings"]
     assert emb["texts"] == 256 and emb["fidelity_sample"]["precision"] == "bf16"
@@ -32,3 +32,8 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         assert res["graphs"][name]["max_abs_logit_diff"] == 0.0 and res["graphs"][name]["cuda_graphs"] is False
     assert res["compare"]["calls"] == 10 and res["compare"]["p50_ms"] > 0
     assert res["projection"]["n"] == 200
+    for precision in ("fp32", "bf16"):  # a batch of the suite's commonest length gives the same logits unmasked
+        for name in ("bert", "albert"):
+            row = res["batches"][precision][name]
+            assert row["rows"] == 8 and row["unmasked_vs_masked_max_diff"] <= (1e-5 if precision == "fp32" else 1e-2)
+    assert all(res["ig_anatomy"][name]["steps"] == 16 for name in ("bert", "albert"))
