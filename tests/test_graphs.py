@@ -2,6 +2,7 @@
 tests record with `eager`, which runs the forward again into the same output tensor at each replay, as a graph
 does. On a GPU, benchmarks/gpu.py and the device run of this file record real graphs (see the last test)."""
 import copy
+import os
 
 import numpy as np
 import pytest
@@ -15,11 +16,14 @@ from .conftest import SENTENCES
 
 
 def eager(fn):
-    """A stand-in for recording: the output tensor is kept, and each replay writes the forward's answer into it."""
+    """A stand-in for recording: the output tensor (or tuple of them) is kept, and each replay writes the
+    forward's answer into it."""
     out = fn()
 
     def replay():
-        out.copy_(fn())
+        new = fn()
+        for kept, fresh in zip(out, new) if isinstance(out, tuple) else [(out, new)]:
+            kept.copy_(fresh)
 
     return replay, out
 
@@ -128,6 +132,63 @@ def test_predict_takes_the_graph_for_small_batches_only(tiny_pair, monkeypatch):
         assert graphs.status(clf) == {"cuda_graphs": True, "cuda_graph_buckets": want_buckets}
 
 
+def _ig(clf, text, **kw):
+    from app.core.saliency import IntegratedGradients
+
+    return IntegratedGradients(clf, **kw).attribute(Example((text,)))
+
+
+@pytest.mark.parametrize("which", [0, 1])
+def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_pair, monkeypatch, which):
+    """With graphs on (the CPU standing in for CUDA, recording with `eager`): every round of integrated gradients
+    comes from a graph of its (nodes, token bucket, class, score), padded to the bucket, with the eager
+    attributions, delta and steps; a second input of another length in the same bucket refills it and gets its
+    own answer; a tighter tolerance's larger rounds get graphs of their own."""
+    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
+    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+    from app.core.saliency import IntegratedGradients
+
+    clf = _own(tiny_pair.models[which])
+    texts = [SENTENCES[0], SENTENCES[0] + " truly so ."]
+    with monkeypatch.context() as off:
+        off.setattr(graphs, "enabled", lambda clf: False)
+        want = [_ig(clf, t) for t in texts] + [_ig(clf, texts[0], tolerance=1e-7, max_steps=60)]
+    got = [_ig(clf, t) for t in texts] + [_ig(clf, texts[0], tolerance=1e-7, max_steps=60)]
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.scores, w.scores, rtol=1e-4, atol=1e-7)
+        assert g.n_steps == w.n_steps and g.delta == pytest.approx(w.delta, abs=1e-6)
+    widths = {len(clf.tokenizer(t)["input_ids"]) for t in texts}
+    bucket = next(n for n in (16, 32, 64) if n >= max(widths))
+    assert len(widths) == 2 and bucket == next(n for n in (16, 32, 64) if n >= min(widths))  # one bucket
+    rounds = sorted({k[:2] for k in clf.graphs.paths})
+    first = IntegratedGradients.first_round  # 16 nodes at the app's tolerance, 40 at 1e-7
+    assert {(first(1e-3), bucket), (first(1e-7), bucket)} <= set(rounds) and {w for _, w in rounds} == {bucket}
+    assert graphs.status(clf)["cuda_graph_ig_rounds"] == rounds
+
+
+def test_an_integrated_gradients_round_too_large_or_failing_runs_eagerly(tiny_pair, monkeypatch):
+    """A round past `PATH_ROW_TOKENS` is not recorded; a failed recording turns the rounds' graphs off (Model
+    facts says why) and leaves the small-batch forwards' graphs on; the attributions are the eager ones."""
+    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
+    clf = _own(tiny_pair.models[0])
+    rep = graphs.Replayer(clf, capture=eager)
+    x, b = torch.randn(1, 9, clf.model.config.hidden_size), torch.zeros(1, 9, clf.model.config.hidden_size)
+    nodes = graphs.PATH_ROW_TOKENS // 16 + 1
+    assert rep.path_round(x, b, None, torch.linspace(0, 1, nodes), torch.ones(nodes, dtype=torch.float64),
+                          lambda lg: lg[:, 0], (0, "logit")) is None
+    assert rep.paths == {} and not rep.paths_off
+
+    def broken(fn):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    want = _ig(clf, SENTENCES[1])
+    clf.graphs = graphs.Replayer(clf, capture=broken)
+    got = _ig(clf, SENTENCES[1])
+    np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6, atol=1e-9)
+    assert clf.graphs.paths_off and "capture failed" in clf.graphs.why_paths_off and not clf.graphs.off
+    assert "capture failed" in graphs.status(clf)["cuda_graphs_ig_off"]
+
+
 def test_graphs_are_for_cuda_devices_and_can_be_turned_off(tiny_pair, monkeypatch):
     from types import SimpleNamespace
 
@@ -154,3 +215,14 @@ def test_recorded_cuda_graphs_give_the_eager_logits(tiny_pair):
                 (idx,) = length_batches(enc, 256)
                 want = cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
             np.testing.assert_allclose(got[idx], want, atol=1e-4, rtol=1e-4)
+        # integrated gradients' rounds recorded too, with the eager attributions
+        from app.core.saliency import IntegratedGradients
+
+        replayed = IntegratedGradients(clf).attribute(Example((SENTENCES[0],)))
+        assert clf.graphs.paths and not clf.graphs.paths_off, clf.graphs.why_paths_off
+        os.environ[graphs.ENV] = "0"
+        try:
+            eager_ig = IntegratedGradients(clf).attribute(Example((SENTENCES[0],)))
+        finally:
+            os.environ.pop(graphs.ENV)
+        np.testing.assert_allclose(replayed.scores, eager_ig.scores, rtol=1e-3, atol=1e-6)

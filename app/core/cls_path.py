@@ -128,6 +128,12 @@ def logits(clf: Classifier, states: torch.Tensor, attention_mask: torch.Tensor |
     return None if found is None else _logits(clf, found, states, attention_mask)
 
 
+def states_logits(clf: Classifier, found: tuple, states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """`logits` with `found` = `supported(clf)` and the mask always applied, asking the device nothing (what a
+    recorded CUDA graph of integrated gradients' rounds runs: `graphs.Replayer.path_round`)."""
+    return _logits(clf, found, states, attention_mask, always_mask=True)
+
+
 def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
     """Logits for a tokenised batch (input_ids, attention_mask, token_type_ids), as `clf.model(**inputs)`."""
     found = supported(clf)

@@ -10,6 +10,11 @@ fits its bucket, and its logits are the unpadded batch's up to float rounding (t
 Each graph is captured the first time its bucket is asked for, checked once against the eager forward of the
 same batch, and kept with the model; a capture that fails or a check that differs turns graphs off for that
 model, which then answers eagerly as before. `ALBERT_LENS_CUDA_GRAPHS=0` turns them off everywhere.
+
+Integrated gradients' rounds are recorded the same way (`Replayer.path_round`): a round is a forward and a backward
+of its nodes' rows, some thousands of small kernels, so a graph per (nodes, token bucket, class, score) replays
+it in one launch; the input's states are padded to the bucket with the mask over the padding (a masked token
+changes neither the [CLS] score nor, being multiplied by a zero attention weight, any real token's gradient).
 """
 from __future__ import annotations
 
@@ -29,9 +34,12 @@ ENV = "ALBERT_LENS_CUDA_GRAPHS"
 ROWS = (1, 2, 4, 8)
 LENGTHS = (16, 32, 64, 128, 256, 512)
 CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-3  # the graph's first answer against the eager forward's (fp16 rounding fits)
+PATH_ROW_TOKENS = 8192  # rows x bucket tokens of a recorded integrated-gradients round (IG's own chunk size)
 log = logging.getLogger(__name__)
 
 # capture(fn) -> (replay, out): records `fn` once; replay() recomputes `out` in place from the static inputs
+# score(logits) -> (rows,): the class score integrated gradients differentiates (`gradients.class_score`)
+Score = Callable[[torch.Tensor], torch.Tensor]
 Capture = Callable[[Callable[[], torch.Tensor]], tuple[Callable[[], None], torch.Tensor]]
 
 
@@ -67,10 +75,12 @@ class Replayer:
         self.clf, self.found = clf, cls_path.supported(clf)
         self.capture = capture
         self.graphs: dict[tuple[int, int], tuple[Callable[[], None], dict[str, torch.Tensor], torch.Tensor]] = {}
+        self.paths: dict[tuple, tuple[Callable[[], None], dict[str, torch.Tensor], tuple]] = {}
         self.lock = threading.Lock()
         self.pool = None
         self.off = self.found is None
         self.why_off = "" if not self.off else "a layout the [CLS] path does not know"
+        self.paths_off, self.why_paths_off = self.off, self.why_off
 
     def bucket(self, inputs: dict[str, torch.Tensor]) -> tuple[int, int] | None:
         rows, width = inputs["input_ids"].shape
@@ -134,6 +144,76 @@ class Replayer:
         self.graphs[key] = (replay, static, out)
         return True
 
+    # -------------------------------------------------------------- integrated gradients' rounds
+    def path_round(self, x: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None, alphas: torch.Tensor,
+                   weights: torch.Tensor, score: Score, what: tuple) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """One round of integrated gradients from its graph: (the nodes' weighted gradient sum (tokens, E) in
+        float64, each node's d/dalpha F (nodes,)), as `saliency.IntegratedGradients.path_integral` sums them
+        eagerly; None where no graph applies (graphs off, a model in training, a round too large to record).
+        `score` is recorded into the graph: `what` names it (the class and the kind of score) in the key."""
+        if self.paths_off or self.clf.model.training:
+            return None
+        tokens, nodes = x.shape[1], alphas.shape[0]
+        width = _bucket(tokens, tuple(n for n in LENGTHS if n < self.clf.max_length) + (self.clf.max_length,))
+        if width is None or nodes * width > PATH_ROW_TOKENS:
+            return None
+        key = (nodes, width, *what)
+        with self.lock, _on(self.clf.device):
+            inputs = self._path_inputs(x, b, mask, alphas, weights, width)
+            if key not in self.paths and not self._record_path(key, inputs, tokens, score):
+                return None
+            replay, static, out = self.paths[key]
+            for name, value in inputs.items():
+                static[name].copy_(value)
+            replay()
+            return out[0][:tokens].clone(), out[1].clone()
+
+    @staticmethod
+    def _path_inputs(x, b, mask, alphas, weights, width: int) -> dict[str, torch.Tensor]:
+        """A round's inputs with the states padded (zeros) to `width` tokens and the mask covering the padding."""
+        extra = width - x.shape[1]
+        if mask is None:
+            mask = torch.ones(x.shape[:2], dtype=torch.long, device=x.device)
+        return {"x": F.pad(x, (0, 0, 0, extra)), "b": F.pad(b, (0, 0, 0, extra)),
+                "mask": F.pad(mask[:1], (0, extra), value=0), "alphas": alphas, "weights": weights}
+
+    def _round(self, inputs: dict[str, torch.Tensor], score: Score) -> tuple[torch.Tensor, torch.Tensor]:
+        x, b = inputs["x"], inputs["b"]
+        diff = x - b
+        states = (b + inputs["alphas"][:, None, None] * diff).requires_grad_(True)
+        with torch.enable_grad():
+            logits = cls_path.states_logits(self.clf, self.found, states, inputs["mask"])
+            (grad,) = torch.autograd.grad(score(logits).sum(), states)
+        return (inputs["weights"][:, None, None] * grad.double()).sum(0), (grad * diff).sum((1, 2))
+
+    def _record_path(self, key: tuple, inputs: dict[str, torch.Tensor], tokens: int, score: Score) -> bool:
+        """Capture a round's graph and check its first answer against the same round run eagerly, unpadded."""
+        static = {name: value.clone() for name, value in inputs.items()}
+        try:
+            if self.capture is None:
+                replay, out, self.pool = cuda_capture(lambda: self._round(static, score), self.pool)
+            else:
+                replay, out = self.capture(lambda: self._round(static, score))
+            replay()
+            unpadded = {**inputs, "x": inputs["x"][:, :tokens], "b": inputs["b"][:, :tokens],
+                        "mask": inputs["mask"][:, :tokens]}
+            total, slope = self._round(unpadded, score)
+            same = all(torch.allclose(got.double(), want.double(), rtol=CHECK_RTOL,
+                                      atol=CHECK_ATOL * float(want.abs().max()) + 1e-12)
+                       for got, want in ((out[0][:tokens], total), (out[1], slope)))
+        except Exception as exc:  # noqa: BLE001 - any failure to record leaves the eager rounds, which work
+            return self._paths_off(f"capture failed ({type(exc).__name__}: {str(exc)[:200]})")
+        if not same:
+            return self._paths_off("a replayed round's gradients differed from the eager round's")
+        self.paths[key] = (replay, static, out)
+        return True
+
+    def _paths_off(self, why: str) -> bool:
+        self.paths_off, self.why_paths_off = True, why
+        self.paths.clear()
+        log.warning("CUDA graphs off for %s's integrated gradients: %s; its rounds run eagerly", self.clf.name, why)
+        return False
+
     def _turn_off(self, why: str) -> bool:
         self.off, self.why_off = True, why
         self.graphs.clear()
@@ -165,10 +245,22 @@ def logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Tensor | N
     return None if found is None else found.logits(inputs)
 
 
+def path_round(clf: Classifier, x: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None, alphas: torch.Tensor,
+               weights: torch.Tensor, score: Score, what: tuple) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """An integrated-gradients round on a CUDA device from a replayed graph (`Replayer.path_round`); None: run
+    it eagerly."""
+    found = replayer(clf)
+    return None if found is None else found.path_round(x, b, mask, alphas, weights, score, what)
+
+
 def status(clf: Classifier) -> dict:
-    """What Model facts says of the model's graphs: on or off (and why), and the buckets captured so far."""
+    """What Model facts says of the model's graphs: on or off (and why), the buckets captured so far, and the
+    integrated-gradients rounds recorded (nodes, tokens) once there are any."""
     found = clf.graphs if enabled(clf) else None
     if found is None:
         return {"cuda_graphs": False}
+    rounds = sorted({k[:2] for k in found.paths})
     return {"cuda_graphs": not found.off, "cuda_graph_buckets": sorted(found.graphs),
-            **({"cuda_graphs_off": found.why_off} if found.off else {})}
+            **({"cuda_graphs_off": found.why_off} if found.off else {}),
+            **({"cuda_graph_ig_rounds": rounds} if rounds else {}),
+            **({"cuda_graphs_ig_off": found.why_paths_off} if found.paths_off and not found.off else {})}

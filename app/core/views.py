@@ -477,6 +477,8 @@ FACT_LABELS = {  # Model facts' rows as people read them; a key not here reads w
     "gpu_memory_mb": "GPU memory held (MB)", "gpu_peak_memory_mb": "GPU memory at peak (MB)",
     "cuda_graphs": "small batches replayed from CUDA graphs", "cuda_graph_buckets": "CUDA graph buckets",
     "cuda_graphs_off": "why CUDA graphs are off",
+    "cuda_graph_ig_rounds": "integrated-gradients rounds replayed (nodes, tokens)",
+    "cuda_graphs_ig_off": "why integrated gradients' CUDA graphs are off",
 }
 FOOTNOTED = ("linear_layers",)  # long implementation notes: under the table, not in a column of their own
 
