@@ -14,6 +14,9 @@
 
     python benchmarks/int8.py [--pair offline | --models A B --task sst2] [--json out.json]
 
+int8 is measured even on a CPU where the app would answer in fp32 (`ALBERT_LENS_INT8=always`); the JSON records
+the CPU and the app's own load-time choice there (`precision.int8_speed`).
+
 At base size, `--models` takes the tests' fixtures (tests/base_fixtures.py builds them).
 """
 from __future__ import annotations
@@ -61,6 +64,9 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.set_num_threads(2)
+    import os
+
+    os.environ["ALBERT_LENS_INT8"] = "always"  # int8 itself is measured; what the app would choose is recorded
     fp = Pair.resolve(None if args.models else args.pair, args.models, args.task)
     q = fp.with_precision("int8")
     load_s = [_timed(lambda c=c: c.models) for c in (fp, q)]
@@ -108,7 +114,11 @@ def main() -> None:
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    res = {"pair": fp.name, "load_s": {"fp32": load_s[0], "int8": load_s[1]},
+    from app.core.device import cpu_name
+    from app.core.precision import int8_speed
+
+    res = {"pair": fp.name, "cpu": cpu_name(), "int8_speed": int8_speed(),  # the load-time choice on this CPU
+           "load_s": {"fp32": load_s[0], "int8": load_s[1]},
            "linear_layers_fp32": kernels.describe(), "quantized_engine":
            torch.backends.quantized.engine, "models": rows}
     if args.json:
