@@ -152,6 +152,27 @@ def test_direct_tokenizing_gives_the_wrappers_ids(tiny_pair, tiny_nli_pair):
             assert got.lengths.tolist() == [len(x) for x in want["input_ids"]]
 
 
+def test_single_texts_whose_segment_ids_are_not_all_zero_keep_the_wrappers_ids(tiny_pair):
+    """The direct path writes a single text's segment ids as zeros without reading them; a tokenizer whose
+    template gives [CLS] segment 1 (here rewritten so) fails the check and keeps the wrapper's own ids."""
+    from tokenizers.processors import TemplateProcessing
+
+    from app.core.inference import tokenize
+
+    clf = _fresh(tiny_pair.models[0])
+    tok = clf.base_tokenizer
+    cls, sep = tok.cls_token, tok.sep_token
+    tok._tokenizer.post_processor = TemplateProcessing(
+        single=f"{cls}:1 $A:0 {sep}:0", pair=f"{cls}:1 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, tok.cls_token_id), (sep, tok.sep_token_id)])
+    exs = [Example((s,)) for s in SENTENCES]
+    got = tokenize(clf, exs)
+    assert tok._albert_lens_direct is False
+    want = tok([e.texts[0] for e in exs], truncation=True, max_length=clf.max_length)
+    assert [list(x) for x in got["token_type_ids"]] == [list(x) for x in want["token_type_ids"]]
+    assert all(x[0] == 1 for x in got["token_type_ids"])
+
+
 def test_a_tokenizer_whose_wrapper_differs_keeps_the_wrappers_ids(tiny_pair):
     """Where the wrapper's ids differ from the Rust tokenizer's (here a wrapper that adds to every id), the
     check sends that tokenizer down the wrapper's path, and predictions use the wrapper's ids."""

@@ -138,16 +138,24 @@ def _direct(tok, columns: list[tuple[str, ...]], max_length: int) -> Ragged | No
     batch = list(columns[0]) if len(columns) == 1 else list(zip(columns[0], columns[1]))
     encodings = backend.encode_batch_fast(batch, add_special_tokens=True)
     lists = {"input_ids": [e.ids for e in encodings]}
-    if "token_type_ids" in names:
+    segments = "token_type_ids" in names
+    if segments and len(columns) == 2:
         lists["token_type_ids"] = [e.type_ids for e in encodings]
+    # one text per input: its segment ids are all 0 (checked below), written as zeros rather than read one list
+    # per input (tokenising CheckList's 164,771 inputs, one model, Zen 5, median of 6: 4.46 -> 4.11 s)
     if not hasattr(tok, "_albert_lens_direct"):
         k = min(len(batch), _DIRECT_CHECK)
         sample = tok(*[list(c[:k]) for c in columns], truncation=True, max_length=max_length)
-        same = all(list(sample[n][i]) == list(lists[n][i]) for n in lists if n in sample for i in range(k))
+        want = {**lists, **({} if "token_type_ids" in lists or not segments else
+                            {"token_type_ids": [[0] * len(ids) for ids in lists["input_ids"][:k]]})}
+        same = all(list(sample[n][i]) == list(want[n][i]) for n in want if n in sample for i in range(k))
         tok._albert_lens_direct = same
         if not same:
             return None
-    return Ragged.from_lists(lists, names)
+    out = Ragged.from_lists(lists, names)
+    if segments and "token_type_ids" not in out.columns:
+        out.columns["token_type_ids"] = np.zeros(int(out.lengths.sum()), dtype=np.int64)
+    return out
 
 
 def model_inputs(batch) -> dict[str, torch.Tensor]:
