@@ -142,7 +142,7 @@ def _direct(tok, columns: list[tuple[str, ...]], max_length: int) -> Ragged | No
     if segments and len(columns) == 2:
         lists["token_type_ids"] = [e.type_ids for e in encodings]
     # one text per input: its segment ids are all 0 (checked below), written as zeros rather than read one list
-    # per input (tokenising CheckList's 164,771 inputs, one model, Zen 5, median of 6: 4.46 -> 4.11 s)
+    # per input (benchmarks/README.md, the GPU section: CheckList's tokenising)
     if not hasattr(tok, "_albert_lens_direct"):
         k = min(len(batch), _DIRECT_CHECK)
         sample = tok(*[list(c[:k]) for c in columns], truncation=True, max_length=max_length)
@@ -170,7 +170,7 @@ def length_batches(enc: Ragged, batch_size: int) -> list[np.ndarray]:
 class Batch(dict):
     """A padded batch's tensors, as the model's forward takes them, and whether any row of it is padded: known
     on the host when the batch is cut, so the [CLS] path on a GPU skips the attention mask of a batch with none
-    (most of a length-sorted run: 594 of CheckList's 644 batches of 256) without asking the device."""
+    (most batches of a length-sorted run, benchmarks/README.md) without asking the device."""
 
     padded: bool | None = None  # None: not known
 
