@@ -115,8 +115,9 @@ CLICK_JS = """() => {
 # Gradio 5.50's plots echo their axis limits back to the page forever: NativePlot's `$: x_lim = x_lim || null`
 # reports the array it was given, Blocks copies it (`[...value]`) into a new array and hands it back, and the plot
 # reports that again, one round a frame. A page holding a projection (its three plots share axes through `x_lim` and
-# `y_lim`) kept the visitor's browser re-laying out every component at ~0.6 of a core while nobody touched it. The
-# limits only ever come from the server, so the plots' own reports of them are dropped before Blocks hears them.
+# `y_lim`) kept the visitor's browser re-laying out every component while nobody touched it (benchmarks/README.md,
+# the test suite's section). The limits only ever come from the server, so the plots' own reports of them are
+# dropped before Blocks hears them.
 LIMITS_JS = """() => {
   if (window.albertLensLimits) return;
   window.albertLensLimits = true;
