@@ -176,6 +176,11 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_ru
     for r in by_name["single positive words"].results:
         assert r["fail_rate"] < 0.5, r
     assert all(r.results[0]["n"] > 0 for r in res if r.name != "single neutral words")
+    # a failure shown says what went wrong in words, whichever kind of test: a label, a move, predictions
+    shown = {r.type: e["detail"] for r in res for m in r.results for e in m["examples"]}
+    assert set(shown) == {"MFT", "INV", "DIR"}, shown
+    assert shown["MFT"].startswith("expected ") and shown["INV"].startswith("predictions ") and \
+        shown["DIR"].startswith("confidence in "), shown
     from app.core.views import checklist_table_markdown
 
     md = checklist_table_markdown(cl.to_dict(res), [m.name for m in offline_pair.models])
@@ -233,10 +238,10 @@ def test_failure_details_name_labels_not_indices():
     """A researcher reads "expected neutral, got positive", not "expected 1, got [2]"."""
     fn, how = cl.expectation(_t("MFT", "single neutral words", ["x"], 1), "sentiment")
     sp = space([0.9])
-    assert fn(sp.preds, sp.confs)[1] == "expected neutral, got positive"
+    assert cl.detail_text(fn(sp.preds, sp.confs)[1]) == "expected neutral, got positive"
     assert how == "label neutral (from the suite)"
     fn, _ = cl.expectation(_t("DIR", "add negative phrases", [["a", "b"]]), "sentiment")
     sp = space([0.5, 0.8])
-    assert fn(sp.preds, sp.confs)[1] == "confidence in negative moved by -0.300"
+    assert cl.detail_text(fn(sp.preds, sp.confs)[1]) == "confidence in negative moved by -0.300"
     fn, _ = cl.expectation(_t("DIR", "Testing implications", []), "qqp")
-    assert fn(np.array([1, 1, 0]), None, [1, 1, 1])[1] == "f(a, b) = not_duplicate, expected duplicate"
+    assert cl.detail_text(fn(np.array([1, 1, 0]), None, [1, 1, 1])[1]) == "f(a, b) = not_duplicate, expected duplicate"

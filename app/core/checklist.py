@@ -183,7 +183,14 @@ def qqp_space(clf: ModelHead, probs: np.ndarray) -> Space:
 # ------------------------------------------------------------------ expectations
 
 
-Outcome = tuple[bool | None, str]  # (passed; None = filtered out), detail
+# (passed; None = filtered out), detail: a string, or a function that writes it, called only for the failures a
+# result shows (every case wrote its sentence, 154,104 of them for the sentiment suite, and few are shown)
+Outcome = tuple[bool | None, str | Callable[[], str]]
+
+
+def detail_text(detail: str | Callable[[], str]) -> str:
+    """An outcome's detail as words (written only now where the check left a function)."""
+    return detail() if callable(detail) else detail
 
 
 def label_names(kind: str) -> tuple[str, ...]:
@@ -197,7 +204,7 @@ def _said(preds, names: Sequence[str]) -> str:
 
 def _mft_label(label: int, names: Sequence[str]) -> Callable:
     def check(preds, confs, case_labels=None) -> Outcome:
-        return bool((preds == label).all()), f"expected {names[label]}, got {_said(preds, names)}"
+        return bool((preds == label).all()), lambda: f"expected {names[label]}, got {_said(preds, names)}"
     return check
 
 
@@ -207,13 +214,13 @@ def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: f
         delta = confs[1:, k] - confs[0, k]
         ok = (delta >= -tol) if increasing else (delta <= tol)
         moved = delta.min() if increasing else delta.max()
-        return bool(ok.all()), f"confidence in {names[k]} moved by {moved:+.3f}"
+        return bool(ok.all()), lambda: f"confidence in {names[k]} moved by {moved:+.3f}"
     return check
 
 
 def _inv(names: Sequence[str]) -> Callable:
     def check(preds, confs, case_labels=None) -> Outcome:
-        return bool((preds[1:] == preds[0]).all()), f"predictions {_said(preds, names)}"
+        return bool((preds[1:] == preds[0]).all()), lambda: f"predictions {_said(preds, names)}"
     return check
 
 
@@ -222,7 +229,7 @@ def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool
         if only_if_original is not None and preds[0] != only_if_original:
             return None, "original not predicted as the test requires"
         rest = preds[1:] if skip_first else preds
-        return bool((rest == value).all()), f"predictions {_said(preds, QQP)}"
+        return bool((rest == value).all()), lambda: f"predictions {_said(preds, QQP)}"
     return check
 
 
@@ -250,7 +257,7 @@ def expectation(test: Test, kind: str) -> tuple[Callable, str]:
         if kind == "sentiment" and ("not negative" in name or "negative, but it was not" in name
                                     or "negation of negative" in name):
             def not_negative(preds, confs, case_labels=None) -> Outcome:
-                return bool((preds != 0).all()), f"expected neutral or positive, got {_said(preds, names)}"
+                return bool((preds != 0).all()), lambda: f"expected neutral or positive, got {_said(preds, names)}"
             return not_negative, "rule 'not negative' (re-implemented from the test name)"
         raise InputError(f"suite: no expectation known for MFT test {test.name!r}")
     if test.type == "INV":
@@ -369,7 +376,7 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
                 labels = test.labels[i] if isinstance(test.labels, list) else test.labels
                 if fn is None:  # per-example MFT label
                     ok = bool((preds == labels).all())
-                    detail = f"expected {names[labels]}, got {_said(preds, names)}"
+                    detail = lambda preds=preds, labels=labels: f"expected {names[labels]}, got {_said(preds, names)}"  # noqa: E731
                 else:
                     ok, detail = fn(preds, confs, labels)
                 if ok is None:
@@ -379,7 +386,8 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
                 if not ok:
                     failed += 1
                     if len(examples) < n_examples:
-                        examples.append({"inputs": [list(k) for k in keys], "detail": detail})
+                        examples.append({"inputs": [list(k) for k in keys],
+                                         "detail": detail_text(detail)})
             tr.results.append({"model": clf.name, "n": tested, "failed": failed,
                                "fail_rate": failed / tested if tested else None, "examples": examples})
             outcomes.append(passed)
