@@ -127,22 +127,35 @@ class Replayer:
     def _record(self, key: tuple[int, int], inputs: dict[str, torch.Tensor]) -> bool:
         """Capture the bucket's graph and check its first answer against the eager forward of `inputs`."""
         static = {name: value.clone() for name, value in self._padded(inputs, key).items()}
+        rows = inputs["input_ids"].shape[0]
+
+        def same(out: torch.Tensor) -> bool:
+            eager = cls_path.inputs_logits(self.clf, inputs)
+            return eager is not None and torch.allclose(out[:rows].float(), eager.float(), rtol=CHECK_RTOL,
+                                                        atol=CHECK_ATOL)
+
+        got = self._checked(lambda: self._forward(static), same, "a replayed graph's logits differed from the "
+                                                                 "eager forward's")
+        if isinstance(got, str):
+            return self._turn_off(got)
+        self.graphs[key] = (got[0], static, got[1])
+        return True
+
+    def _checked(self, fn: Callable, same: Callable, differs: str) -> tuple | str:
+        """`fn` recorded (by CUDA graphs, or the tests' stand-in) and replayed once: (replay, out) when
+        `same(out)` agrees with the eager answer, else why not, in words (any failure to record leaves the eager
+        path, which works)."""
         try:
             if self.capture is None:
-                replay, out, self.pool = cuda_capture(lambda: self._forward(static), self.pool)
+                replay, out, self.pool = cuda_capture(fn, self.pool)
             else:
-                replay, out = self.capture(lambda: self._forward(static))
+                replay, out = self.capture(fn)
             replay()
-            eager = cls_path.inputs_logits(self.clf, inputs)
-            rows = inputs["input_ids"].shape[0]
-            same = eager is not None and torch.allclose(out[:rows].float(), eager.float(), rtol=CHECK_RTOL,
-                                                        atol=CHECK_ATOL)
-        except Exception as exc:  # noqa: BLE001 - any failure to record leaves the eager forward, which works
-            return self._turn_off(f"capture failed ({type(exc).__name__}: {str(exc)[:200]})")
-        if not same:
-            return self._turn_off("a replayed graph's logits differed from the eager forward's")
-        self.graphs[key] = (replay, static, out)
-        return True
+            if not same(out):
+                return differs
+        except Exception as exc:  # noqa: BLE001 - reported, and the eager path answers
+            return f"capture failed ({type(exc).__name__}: {str(exc)[:200]})"
+        return replay, out
 
     # -------------------------------------------------------------- integrated gradients' rounds
     def path_round(self, x: torch.Tensor, b: torch.Tensor, mask: torch.Tensor | None, alphas: torch.Tensor,
@@ -189,23 +202,20 @@ class Replayer:
     def _record_path(self, key: tuple, inputs: dict[str, torch.Tensor], tokens: int, score: Score) -> bool:
         """Capture a round's graph and check its first answer against the same round run eagerly, unpadded."""
         static = {name: value.clone() for name, value in inputs.items()}
-        try:
-            if self.capture is None:
-                replay, out, self.pool = cuda_capture(lambda: self._round(static, score), self.pool)
-            else:
-                replay, out = self.capture(lambda: self._round(static, score))
-            replay()
+
+        def same(out: tuple[torch.Tensor, torch.Tensor]) -> bool:
             unpadded = {**inputs, "x": inputs["x"][:, :tokens], "b": inputs["b"][:, :tokens],
                         "mask": inputs["mask"][:, :tokens]}
             total, slope = self._round(unpadded, score)
-            same = all(torch.allclose(got.double(), want.double(), rtol=CHECK_RTOL,
+            return all(torch.allclose(got.double(), want.double(), rtol=CHECK_RTOL,
                                       atol=CHECK_ATOL * float(want.abs().max()) + 1e-12)
                        for got, want in ((out[0][:tokens], total), (out[1], slope)))
-        except Exception as exc:  # noqa: BLE001 - any failure to record leaves the eager rounds, which work
-            return self._paths_off(f"capture failed ({type(exc).__name__}: {str(exc)[:200]})")
-        if not same:
-            return self._paths_off("a replayed round's gradients differed from the eager round's")
-        self.paths[key] = (replay, static, out)
+
+        got = self._checked(lambda: self._round(static, score), same,
+                            "a replayed round's gradients differed from the eager round's")
+        if isinstance(got, str):
+            return self._paths_off(got)
+        self.paths[key] = (got[0], static, got[1])
         return True
 
     def _paths_off(self, why: str) -> bool:
