@@ -344,29 +344,35 @@ def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict
 def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
     """One integrated-gradients call per model (the app's tolerance) taken apart: wall milliseconds, the
     operations and device kernels it launched, the host waits (synchronisations and copies back), and how much
-    of the wall the device spent computing: a launch-bound call has many kernels and little device time."""
+    of the wall the device spent computing: a launch-bound call has many kernels and little device time. Each
+    model eagerly (ALBERT_LENS_CUDA_GRAPHS=0) and with its rounds replayed from graphs (the default on a GPU;
+    the same on a CPU)."""
     from torch.profiler import ProfilerActivity, profile
 
     gpu = not devices.is_cpu(dev)
-    out = {}
-    for clf in pair.models:
-        ig = IntegratedGradients(clf)
-        ex = Example((sentence,))
-        wall = _median_ms(dev, lambda ig=ig, ex=ex: ig.attribute(ex), 5)
-        with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
-            ig.attribute(ex)
-            devices.synchronize(dev)
-        events = prof.key_averages()
-        count = {e.key: e.count for e in events}
-        row = {"wall_ms": wall, "aten_ops": sum(n for k, n in count.items() if k.startswith("aten::")),
-               "steps": ig.attribute(ex).n_steps}
-        if gpu:
-            row["kernels"] = count.get("cudaLaunchKernel", 0) + count.get("cuLaunchKernel", 0)
-            row["syncs"] = sum(n for k, n in count.items() if "Synchronize" in k)
-            row["copies"] = sum(n for k, n in count.items() if k.startswith("cudaMemcpy"))
-            row["device_busy_ms"] = sum(getattr(e, "self_device_time_total", 0) for e in events
-                                        if "CUDA" in str(getattr(e, "device_type", ""))) / 1000
-        out[clf.name] = row
+    out: dict = {}
+    for mode, flag in (("eager", "0"), ("graphs", "1")):
+        os.environ[graphs.ENV] = flag
+        for clf in pair.models:
+            ig = IntegratedGradients(clf)
+            ex = Example((sentence,))
+            wall = _median_ms(dev, lambda ig=ig, ex=ex: ig.attribute(ex), 5)
+            with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
+                ig.attribute(ex)
+                devices.synchronize(dev)
+            events = prof.key_averages()
+            count = {e.key: e.count for e in events}
+            row = {"wall_ms": wall, "aten_ops": sum(n for k, n in count.items() if k.startswith("aten::")),
+                   "steps": ig.attribute(ex).n_steps}
+            if gpu:
+                row["kernels"] = count.get("cudaLaunchKernel", 0) + count.get("cuLaunchKernel", 0)
+                row["graph_launches"] = count.get("cudaGraphLaunch", 0)  # a replayed round is one of these
+                row["syncs"] = sum(n for k, n in count.items() if "Synchronize" in k)
+                row["copies"] = sum(n for k, n in count.items() if k.startswith("cudaMemcpy"))
+                row["device_busy_ms"] = sum(getattr(e, "self_device_time_total", 0) for e in events
+                                            if "CUDA" in str(getattr(e, "device_type", ""))) / 1000
+            out.setdefault(mode, {})[clf.name] = row
+    os.environ.pop(graphs.ENV, None)
     return out
 
 
