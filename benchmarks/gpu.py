@@ -365,7 +365,8 @@ def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
             row = {"wall_ms": wall, "aten_ops": sum(n for k, n in count.items() if k.startswith("aten::")),
                    "steps": ig.attribute(ex).n_steps}
             if gpu:
-                row["kernels"] = count.get("cudaLaunchKernel", 0) + count.get("cuLaunchKernel", 0)
+                row["kernels"] = sum(n for k, n in count.items()  # cudaLaunchKernel, cudaLaunchKernelExC, ...
+                                     if k.startswith(("cudaLaunchKernel", "cuLaunchKernel")))
                 row["graph_launches"] = count.get("cudaGraphLaunch", 0)  # a replayed round is one of these
                 row["syncs"] = sum(n for k, n in count.items() if "Synchronize" in k)
                 row["copies"] = sum(n for k, n in count.items() if k.startswith("cudaMemcpy"))
