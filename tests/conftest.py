@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "data"
+# where the core reads it too (`runtime.SHARED_DATA`): ALBERT_LENS_SHARED_DATA, else ../shared/data
+SHARED = Path(os.environ.get("ALBERT_LENS_SHARED_DATA") or ROOT.parent / "shared" / "data")
 
 
 def _scratch(prefix: str) -> str:
@@ -132,7 +133,8 @@ def stop_lit(server) -> None:
 def shared(*parts: str) -> Path:
     path = SHARED.joinpath(*parts)
     if not path.exists():
-        pytest.fail(f"shared data missing: {path} (tests need ../shared/data beside the checkout)")
+        pytest.fail(f"shared data missing: {path} (tests need ../shared/data beside the checkout, or "
+                    "ALBERT_LENS_SHARED_DATA)")
     return path
 
 
