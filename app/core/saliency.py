@@ -265,7 +265,7 @@ class IntegratedGradients(Method):
         ids = enc["input_ids"]
         states, logits = ctx  # from _prepare
         x, b = states[:1], states[1:]
-        f_x, f_b = (float(v) for v in class_score(clf, logits.double(), tgt, self.output))
+        f_x, f_b = class_score(clf, logits.double(), tgt, self.output).tolist()  # one copy back, not two
         best, spent, n, rule = None, 0, self.start_steps, self._even_rule(self.start_steps)
         while True:
             attr, slope = self.path_integral(enc, tgt, *rule, x, b)
