@@ -146,8 +146,9 @@ def _direct(tok, columns: list[tuple[str, ...]], max_length: int) -> Ragged | No
     if not hasattr(tok, "_albert_lens_direct"):
         k = min(len(batch), _DIRECT_CHECK)
         sample = tok(*[list(c[:k]) for c in columns], truncation=True, max_length=max_length)
-        want = {**lists, **({} if "token_type_ids" in lists or not segments else
-                            {"token_type_ids": [[0] * len(ids) for ids in lists["input_ids"][:k]]})}
+        want = dict(lists)
+        if segments and "token_type_ids" not in want:  # the zeros single texts are given below
+            want["token_type_ids"] = [[0] * len(ids) for ids in lists["input_ids"][:k]]
         same = all(list(sample[n][i]) == list(want[n][i]) for n in want if n in sample for i in range(k))
         tok._albert_lens_direct = same
         if not same:
