@@ -172,17 +172,23 @@ def word_layers(clf: Classifier, examples: Sequence[Example], *,
     out = np.zeros((n_layers(clf) + 1, first[-1], clf.model.config.hidden_size), dtype=np.float32)
     seen = np.zeros(first[-1], dtype=bool)
     for idx, _, states in _every_layer(clf, Ragged.from_lists(enc, model_input_names(clf.tokenizer)), batch_size):
+        width = states[0].shape[1]
+        cells, word_of, weights, rows = [], [], [], []  # each word's tokens, as cells of the batch's flat states
         for row, i in enumerate(idx):
-            toks = alignments[i].word_tokens
-            words = [w for w, t in enumerate(toks) if t]
-            if not words:
-                continue
-            average = torch.zeros(len(words), states[0].shape[1])  # (words, tokens): each word's tokens' mean
-            for k, w in enumerate(words):
-                average[k, toks[w]] = 1.0 / len(toks[w])
-            average = average.to(states[0].device)
-            rows = first[i] + np.asarray(words)
-            for k, h in enumerate(states):  # layer by layer, not a stacked copy of every layer's states
-                out[k, rows] = host(average @ h[row].float())
-            seen[rows] = True
+            for w, toks in enumerate(alignments[i].word_tokens):
+                if toks:
+                    cells.extend(row * width + t for t in toks)
+                    word_of.extend([len(rows)] * len(toks))
+                    weights.extend([1.0 / len(toks)] * len(toks))
+                    rows.append(first[i] + w)
+        if not rows:
+            continue
+        where = states[0].device
+        cells_t, word_t = (torch.as_tensor(a, device=where) for a in (cells, word_of))
+        weights_t = torch.as_tensor(weights, dtype=torch.float32, device=where)[:, None]
+        for k, h in enumerate(states):  # layer by layer, not a stacked copy of every layer's states
+            flat = h.reshape(-1, h.shape[-1])[cells_t].float() * weights_t
+            # each word's tokens' mean for the whole batch at once: one copy back per layer, not one per example
+            out[k, rows] = host(torch.zeros(len(rows), h.shape[-1], device=where).index_add_(0, word_t, flat))
+        seen[rows] = True
     return out, seen
