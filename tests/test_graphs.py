@@ -166,6 +166,24 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
     assert graphs.status(clf)["cuda_graph_ig_rounds"] == rounds
 
 
+def test_integrated_gradients_rounds_replayed_for_a_pair_task(tiny_nli_pair, monkeypatch):
+    """Two texts with segment ids and three classes: every class's rounds from graphs of their own, with the
+    eager attributions (the segments live in the embedding layer's output the rounds interpolate)."""
+    from app.core.saliency import IntegratedGradients
+
+    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
+    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+    clf = _own(tiny_nli_pair.models[0])
+    ex = Example((SENTENCES[0], SENTENCES[3]))
+    for target in range(len(clf.labels)):
+        with monkeypatch.context() as off:
+            off.setattr(graphs, "enabled", lambda clf: False)
+            want = IntegratedGradients(clf).attribute(ex, target=target)
+        got = IntegratedGradients(clf).attribute(ex, target=target)
+        np.testing.assert_allclose(got.scores, want.scores, rtol=1e-4, atol=1e-7)
+    assert {k[2] for k in clf.graphs.paths} == set(range(len(clf.labels)))
+
+
 def test_an_integrated_gradients_round_too_large_or_failing_runs_eagerly(tiny_pair, monkeypatch):
     """A round past `PATH_ROW_TOKENS` is not recorded; a failed recording turns the rounds' graphs off (Model
     facts says why) and leaves the small-batch forwards' graphs on; the attributions are the eager ones."""
