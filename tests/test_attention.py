@@ -121,3 +121,15 @@ def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys)
     assert printed == json.loads(json.dumps(res.to_dict()))
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "a text"]) == 2
     assert "text: give either an input or --dataset, not both" in capsys.readouterr().err
+
+
+def test_attention_over_a_dataset_prints_no_warning_per_example(offline_pair, capfd):
+    """transformers 4 cannot switch BERT's or ALBERT's attention implementation after loading (their layers
+    fall back to eager by themselves) and warned on every attempt: `attention --dataset` wrote a line per example
+    and model to stderr. The same answer now, and stderr says nothing of it."""
+    from app import cli
+
+    assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "4", "--json"]) == 0
+    out, err = capfd.readouterr()
+    assert json.loads(out)["n"] == 4
+    assert "does not support setting its attention implementation" not in err, err[-500:]

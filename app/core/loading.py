@@ -536,6 +536,11 @@ def eager_attention(model: torch.nn.Module):
 
 
 def _set_attention(model: torch.nn.Module, implementation: str) -> None:
+    can = getattr(model, "_can_set_attn_implementation", None)
+    if callable(can) and not can():
+        # transformers 4's BERT and ALBERT: their layers fall back to eager by themselves when weights are asked
+        # for, and the setter only warns (once per call: a line per example of `attention --dataset`)
+        return
     setter = getattr(model, "set_attn_implementation", None)
     if setter is not None:
         try:
