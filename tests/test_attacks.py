@@ -275,3 +275,24 @@ def test_importing_textattack_leaves_the_processs_logging_alone():
 
     assert probe(True) == "False True True True"  # the operator's file is still open
     assert probe(False) == "True True True True"
+
+
+def test_textattacks_info_lines_stay_out_of_the_progress_bar_unless_verbose():
+    """TextAttack logs "Goal function ... compatible with model ..." at INFO for every attack it builds, between
+    the CLI's progress bar updates; it is quiet unless the CLI runs with --verbose (the root logger at DEBUG)."""
+    import logging
+
+    from app.core import attacks
+
+    ta = attacks._textattack()
+    log, root = ta.shared.utils.logger, logging.getLogger()
+    assert not log.isEnabledFor(logging.INFO)
+    kept = root.level
+    try:
+        log.setLevel(logging.INFO)  # as TextAttack sets it on import
+        root.setLevel(logging.DEBUG)  # --verbose
+        attacks._textattack()
+        assert log.isEnabledFor(logging.INFO)
+    finally:
+        root.setLevel(kept)
+        log.setLevel(logging.WARNING)

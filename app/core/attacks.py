@@ -42,6 +42,13 @@ def _textattack():
     with logging_kept():
         import textattack  # noqa: PLC0415 - heavy; imported on first attack
 
+    import logging
+
+    quiet = textattack.shared.utils.logger  # "textattack.shared.utils.install", set to INFO by TextAttack
+    if quiet.level < logging.WARNING and not logging.getLogger().isEnabledFor(logging.DEBUG):
+        # its INFO lines ("Goal function ... compatible with model ...", one per attack built) broke the progress
+        # bar of `attack` and `report`; the CLI's --verbose keeps them
+        quiet.setLevel(logging.WARNING)
     return textattack
 
 
