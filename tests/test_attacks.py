@@ -254,7 +254,7 @@ else:
     import textattack
 closed = log_file.stream is None or log_file.stream.closed
 print(closed, log_file in logging.getLogger().handlers,
-      logging.getLogger("textattack.shared.utils.install").level == logging.INFO,
+      logging.getLogger("textattack.shared.utils.install").level,
       bool(logging.getLogger("flair").handlers))
 """
 
@@ -273,8 +273,10 @@ def test_importing_textattack_leaves_the_processs_logging_alone():
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout.strip().splitlines()[-1]
 
-    assert probe(True) == "False True True True"  # the operator's file is still open
-    assert probe(False) == "True True True True"
+    # the operator's file is still open; TextAttack's logger set, at WARNING through the core (its INFO lines,
+    # one per attack built, broke the progress bar), at its own INFO by the bare import
+    assert probe(True) == "False True 30 True"
+    assert probe(False) == "True True 20 True"
 
 
 def test_textattacks_info_lines_stay_out_of_the_progress_bar_unless_verbose():
