@@ -133,3 +133,36 @@ def test_attention_over_a_dataset_prints_no_warning_per_example(offline_pair, ca
     out, err = capfd.readouterr()
     assert json.loads(out)["n"] == 4
     assert "does not support setting its attention implementation" not in err, err[-500:]
+
+
+def test_dataset_statistics_batch_within_their_budget_and_read_either_padding_side(offline_pair, monkeypatch):
+    """Inputs go in length-sorted batches whose attention weights fit the budget (one long input alone); the
+    statistics are the same however the inputs are batched; each padded cell finds its token's flags on either
+    padding side (a left-padding tokenizer shifts every input to the right of its row)."""
+    from types import SimpleNamespace
+
+    from app.core import attention
+    from app.core.attention import _cells, _stat_batches, attention_stats
+    from app.core.inference import Ragged
+
+    lengths = np.array([5, 40, 12, 12, 3, 40, 7])
+    batches = _stat_batches(lengths, 2, budget=2 * 40 * 40 * 2)  # two rows of 40 tokens fit, or more shorter ones
+    assert sorted(np.concatenate(batches).tolist()) == list(range(7))
+    assert all(len(b) * 2 * int(lengths[b].max()) ** 2 <= 2 * 40 * 40 * 2 or len(b) == 1 for b in batches)
+    assert [lengths[b].tolist() for b in batches][0] == [40, 40]
+    assert [len(b) for b in _stat_batches(np.array([50, 50]), 1, budget=10)] == [1, 1]  # one input at the least
+
+    enc = Ragged({"input_ids": np.arange(8)}, np.array([3, 5]))  # tokens 0-2, then 3-7
+    right = _cells(SimpleNamespace(padding_side="right"), enc, np.array([1, 0]), 5, 8)
+    left = _cells(SimpleNamespace(padding_side="left"), enc, np.array([1, 0]), 5, 8)
+    assert right.tolist() == [[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]]  # the shorter row's last two cells are padding
+    assert left.tolist() == [[3, 4, 5, 6, 7], [0, 0, 0, 1, 2]]  # its first two are
+
+    clf = offline_pair.models[0]
+    exs = [EX, Example(("A warm, funny film.",)), Example(("Dull.",)),
+           Example(("It is what it is, no more; no less!",))]
+    want = attention_stats(clf, exs)
+    monkeypatch.setitem(attention.ATT_CELLS, "cpu", 1)  # one input a batch: no padding at all
+    alone = attention_stats(clf, exs)
+    for key in ("entropy", "cls", "sep", "punct", "neighbour_js"):
+        np.testing.assert_allclose(alone[key], want[key], atol=1e-6, err_msg=key)

@@ -12,9 +12,10 @@ import logging
 import numpy as np
 import torch
 
+from . import jobs
 from .data import Example
 from .errors import InputError
-from .inference import encode_one
+from .inference import check_examples, encode_one, pad, tokenize
 from .loading import Classifier, eager_attention
 
 
@@ -93,33 +94,99 @@ def _js(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return (kl(p, m) + kl(q, m)) / 2
 
 
+# attention weights of one batch held at once (float64), layers x heads x rows x tokens^2. On the CPU the
+# statistics run over every padded cell and are bound by memory: small batches (less padding, tensors that stay in
+# cache) were fastest (benchmarks/README.md); a GPU takes larger ones (fewer launches; not yet timed on one).
+ATT_CELLS = {"cpu": 1 << 20, "gpu": 1 << 24}
+
+
+def _stat_batches(lengths: np.ndarray, cells_per_row_token2: int, budget: int) -> list[np.ndarray]:
+    """Length-sorted batches (longest first) whose attention weights fit `budget` cells: a batch of long inputs
+    holds fewer rows, one input at the least."""
+    order = np.argsort(-lengths, kind="stable")
+    out, i = [], 0
+    while i < len(order):
+        width = int(lengths[order[i]])
+        rows = max(1, budget // (cells_per_row_token2 * width * width))
+        out.append(order[i : i + rows])
+        i += rows
+    return out
+
+
 @torch.inference_mode()
 def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     """Per layer and head over examples (Clark et al., 2019): the mean entropy of a token's attention, the
     share of attention on [CLS], on [SEP] and on punctuation, and how far each head's attention moves from one
-    layer to the next (Jensen-Shannon divergence, per token; ALBERT applies one set of weights at every layer)."""
-    tok = clf.tokenizer
-    sums = None
-    n = 0
-    for k, ex in enumerate(examples):
-        _, _, enc = units(clf, ex)
-        tokens = tok.convert_ids_to_tokens(enc["input_ids"][0].tolist())
-        att = _attentions(clf, enc).double().cpu().numpy()
-        cls = np.array([t == tok.cls_token for t in tokens], dtype=float)
-        sep = np.array([t == tok.sep_token for t in tokens], dtype=float)
-        punct = np.array([t.lstrip("▁#") in PUNCT and t.lstrip("▁#") != "" for t in tokens], dtype=float)
-        stats = {
-            "entropy": -np.sum(att * np.log(np.maximum(att, 1e-12)), -1).mean(-1),
-            "cls": (att @ cls).mean(-1), "sep": (att @ sep).mean(-1), "punct": (att @ punct).mean(-1),
-            "neighbour_js": _js(att[1:], att[:-1]).mean(-1),
-        }
-        sums = stats if sums is None else {key: sums[key] + v for key, v in stats.items()}
-        n += 1
-        if progress:
-            progress(k + 1, len(examples))
-    if not n:
+    layer to the next (Jensen-Shannon divergence, per token; ALBERT applies one set of weights at every layer).
+
+    Length-sorted batches, each moved to the device once; every statistic is taken there in float64 over each
+    input's own tokens (a padded key holds no attention, a padded query is left out), summed over the inputs, and
+    copied back once at the end."""
+    examples = check_examples(clf.task, examples)
+    if not examples:
         raise InputError("dataset: no examples")
-    return {"model": clf.name, "n": n, **{key: (v / n).tolist() for key, v in sums.items()}}
+    tok = clf.tokenizer
+    enc = tokenize(clf, examples)
+    words = [t.lstrip("▁#") for t in tok.convert_ids_to_tokens(enc.columns["input_ids"].tolist())]
+    flags = np.stack([enc.columns["input_ids"] == tok.cls_token_id, enc.columns["input_ids"] == tok.sep_token_id,
+                      np.array([w in PUNCT and w != "" for w in words], dtype=bool)], 1).astype(np.float64)
+    cfg = clf.model.config
+    sums = js_sum = None
+    done = 0
+    budget = ATT_CELLS["cpu" if torch.device(clf.device).type == "cpu" else "gpu"]
+    for idx in _stat_batches(enc.lengths, cfg.num_hidden_layers * cfg.num_attention_heads, budget):
+        jobs.check(done, len(examples), "examples")
+        batch = pad(clf, enc, idx)
+        att = _attentions_batch(clf, batch).double()  # (layers, rows, heads, tokens, tokens)
+        valid = batch["attention_mask"].bool()
+        query = valid.double()[None, :, None, :] / valid.sum(1).double()[None, :, None, None]  # mean over own tokens
+        cells = torch.as_tensor(_cells(tok, enc, idx, valid.shape[1], len(flags)), device=att.device)
+        marks = torch.as_tensor(flags, device=att.device)[cells] * valid.double()[..., None]  # (rows, tokens, 3)
+        logs = torch.log(att.clamp_min(1e-12))
+        stats = torch.stack([-(att * logs).sum(-1), *torch.einsum("lbhqk,bkf->flbhq", att, marks)])
+        stats = (stats * query).sum(-1).sum(2)  # (5, layers, heads): each input's mean over its tokens, summed
+        js = (_js_torch(att[1:], att[:-1], logs[1:], logs[:-1]) * query).sum(-1).sum(1)
+        sums = stats if sums is None else sums + stats
+        js_sum = js if js_sum is None else js_sum + js
+        done += len(idx)
+        if progress:
+            progress(done, len(examples))
+    n = len(examples)
+    means = (sums / n).cpu().numpy()
+    return {"model": clf.name, "n": n, "entropy": means[0].tolist(), "cls": means[1].tolist(),
+            "sep": means[2].tolist(), "punct": means[3].tolist(), "neighbour_js": (js_sum / n).cpu().numpy().tolist()}
+
+
+def _cells(tok, enc, idx: np.ndarray, width: int, total: int) -> np.ndarray:
+    """(rows, width): where each cell of the padded batch sits in the flat token arrays, as `inference.pad` lays
+    the batch out (padding on the tokenizer's side; a padded cell points at some token and is masked anyway)."""
+    lengths = enc.lengths[idx]
+    shift = (width - lengths)[:, None] if getattr(tok, "padding_side", "right") == "left" else 0
+    return np.clip(enc.starts[idx][:, None] + np.arange(width)[None, :] - shift, 0, max(total - 1, 0))
+
+
+def _js_torch(p: torch.Tensor, q: torch.Tensor, log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """`_js` on the device: Jensen-Shannon divergence (nats) between attention rows, over the last axis."""
+    m = (p + q) / 2
+    log_m = torch.log(m.clamp_min(1e-12))
+    kl_p = torch.where(p > 0, p * (log_p - log_m), 0.0).sum(-1)
+    kl_q = torch.where(q > 0, q * (log_q - log_m), 0.0).sum(-1)
+    return (kl_p + kl_q) / 2
+
+
+def _attentions_batch(clf: Classifier, batch) -> torch.Tensor:
+    """(layers, rows, heads, tokens, tokens) attention of a padded batch."""
+    quiet = logging.getLogger("transformers.models")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # "SDPA falls back to eager attention for output_attentions": expected here
+    try:
+        with eager_attention(clf.model):
+            out = clf.model(**batch, output_attentions=True)
+    finally:
+        quiet.setLevel(level)
+    if not out.attentions:
+        raise InputError(f"model: {clf.name} returns no attention weights")
+    return torch.stack(out.attentions)
 
 
 def attention_stats_batch(pair, batch: list, progress=None) -> list[dict]:
