@@ -47,17 +47,7 @@ def to_units(att: np.ndarray, unit_of: list[int], n_units: int) -> np.ndarray:
 
 def _attentions(clf: Classifier, enc) -> torch.Tensor:
     """(layers, heads, tokens, tokens) attention of one encoded input."""
-    quiet = logging.getLogger("transformers.models")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # "SDPA falls back to eager attention for output_attentions": expected here
-    try:
-        with eager_attention(clf.model):
-            out = clf.model(**{k: v for k, v in enc.items() if k != "offset_mapping"}, output_attentions=True)
-    finally:
-        quiet.setLevel(level)
-    if not out.attentions:
-        raise InputError(f"model: {clf.name} returns no attention weights")
-    return torch.stack(out.attentions)[:, 0]
+    return _attentions_batch(clf, {k: v for k, v in enc.items() if k != "offset_mapping"})[:, 0]
 
 
 @torch.inference_mode()
@@ -82,16 +72,6 @@ def pick(maps: np.ndarray, layer: int, head: int | None) -> tuple[int, np.ndarra
 
 
 PUNCT = set(".,;:!?'\"()-`")
-
-
-def _js(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    """Jensen-Shannon divergence (nats) between attention rows, over the last axis."""
-    m = (p + q) / 2
-
-    def kl(a, b):
-        return np.sum(np.where(a > 0, a * (np.log(np.maximum(a, 1e-12)) - np.log(np.maximum(b, 1e-12))), 0.0), -1)
-
-    return (kl(p, m) + kl(q, m)) / 2
 
 
 # attention weights of one batch held at once (float64), layers x heads x rows x tokens^2. On the CPU the
@@ -166,7 +146,8 @@ def _cells(tok, enc, idx: np.ndarray, width: int, total: int) -> np.ndarray:
 
 
 def _js_torch(p: torch.Tensor, q: torch.Tensor, log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
-    """`_js` on the device: Jensen-Shannon divergence (nats) between attention rows, over the last axis."""
+    """Jensen-Shannon divergence (nats) between attention rows, over the last axis (`log_p`, `log_q`: their logs,
+    zero rows skipped as 0 * log 0)."""
     m = (p + q) / 2
     log_m = torch.log(m.clamp_min(1e-12))
     kl_p = torch.where(p > 0, p * (log_p - log_m), 0.0).sum(-1)
