@@ -142,8 +142,8 @@ def test_dataset_statistics_batch_within_their_budget_and_read_either_padding_si
     from types import SimpleNamespace
 
     from app.core import attention
-    from app.core.attention import _cells, _stat_batches, attention_stats
-    from app.core.inference import Ragged
+    from app.core.attention import _stat_batches, attention_stats
+    from app.core.inference import Ragged, cells
 
     lengths = np.array([5, 40, 12, 12, 3, 40, 7])
     batches = _stat_batches(lengths, 2, budget=2 * 40 * 40 * 2)  # two rows of 40 tokens fit, or more shorter ones
@@ -153,10 +153,12 @@ def test_dataset_statistics_batch_within_their_budget_and_read_either_padding_si
     assert [len(b) for b in _stat_batches(np.array([50, 50]), 1, budget=10)] == [1, 1]  # one input at the least
 
     enc = Ragged({"input_ids": np.arange(8)}, np.array([3, 5]))  # tokens 0-2, then 3-7
-    right = _cells(SimpleNamespace(padding_side="right"), enc, np.array([1, 0]), 5, 8)
-    left = _cells(SimpleNamespace(padding_side="left"), enc, np.array([1, 0]), 5, 8)
+    right, right_valid = cells(SimpleNamespace(padding_side="right"), enc, np.array([1, 0]))
+    left, left_valid = cells(SimpleNamespace(padding_side="left"), enc, np.array([1, 0]))
     assert right.tolist() == [[3, 4, 5, 6, 7], [0, 1, 2, 3, 4]]  # the shorter row's last two cells are padding
+    assert right_valid.tolist() == [[True] * 5, [True] * 3 + [False] * 2]
     assert left.tolist() == [[3, 4, 5, 6, 7], [0, 0, 0, 1, 2]]  # its first two are
+    assert left_valid.tolist() == [[True] * 5, [False] * 2 + [True] * 3]
 
     clf = offline_pair.models[0]
     exs = [EX, Example(("A warm, funny film.",)), Example(("Dull.",)),

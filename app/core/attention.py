@@ -15,7 +15,7 @@ import torch
 from . import jobs
 from .data import Example
 from .errors import InputError
-from .inference import check_examples, encode_one, pad, tokenize
+from .inference import cells, check_examples, encode_one, pad, tokenize
 from .loading import Classifier, eager_attention
 
 
@@ -120,8 +120,8 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
         att = _attentions_batch(clf, batch).double()  # (layers, rows, heads, tokens, tokens)
         valid = batch["attention_mask"].bool()
         query = valid.double()[None, :, None, :] / valid.sum(1).double()[None, :, None, None]  # mean over own tokens
-        cells = torch.as_tensor(_cells(tok, enc, idx, valid.shape[1], len(flags)), device=att.device)
-        marks = torch.as_tensor(flags, device=att.device)[cells] * valid.double()[..., None]  # (rows, tokens, 3)
+        at = torch.as_tensor(cells(tok, enc, idx)[0], device=att.device)  # each cell's token, as `pad` laid them
+        marks = torch.as_tensor(flags, device=att.device)[at] * valid.double()[..., None]  # (rows, tokens, 3)
         logs = torch.log(att.clamp_min(1e-12))
         stats = torch.stack([-(att * logs).sum(-1), *torch.einsum("lbhqk,bkf->flbhq", att, marks)])
         stats = (stats * query).sum(-1).sum(2)  # (5, layers, heads): each input's mean over its tokens, summed
@@ -135,14 +135,6 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     means = (sums / n).cpu().numpy()
     return {"model": clf.name, "n": n, "entropy": means[0].tolist(), "cls": means[1].tolist(),
             "sep": means[2].tolist(), "punct": means[3].tolist(), "neighbour_js": (js_sum / n).cpu().numpy().tolist()}
-
-
-def _cells(tok, enc, idx: np.ndarray, width: int, total: int) -> np.ndarray:
-    """(rows, width): where each cell of the padded batch sits in the flat token arrays, as `inference.pad` lays
-    the batch out (padding on the tokenizer's side; a padded cell points at some token and is masked anyway)."""
-    lengths = enc.lengths[idx]
-    shift = (width - lengths)[:, None] if getattr(tok, "padding_side", "right") == "left" else 0
-    return np.clip(enc.starts[idx][:, None] + np.arange(width)[None, :] - shift, 0, max(total - 1, 0))
 
 
 def _js_torch(p: torch.Tensor, q: torch.Tensor, log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:

@@ -188,22 +188,28 @@ def pad(clf: Classifier, enc: Ragged, idx) -> Batch:
     tok = clf.tokenizer
     fills = {"input_ids": tok.pad_token_id or 0, "token_type_ids": getattr(tok, "pad_token_type_id", 0) or 0}
     idx = np.asarray(idx, dtype=np.int64)
-    lengths = enc.lengths[idx]
-    width = int(lengths.max())
-    pos = np.arange(width, dtype=np.int64)[None, :]
-    shift = (width - lengths)[:, None] if getattr(tok, "padding_side", "right") == "left" else 0
-    src = pos - shift  # each cell's position within its input; outside [0, length) is padding
-    valid = (src >= 0) & (src < lengths[:, None])
+    at, valid = cells(tok, enc, idx)
     out = Batch()
-    out.padded = bool((lengths < width).any())
+    out.padded = not bool(valid.all())
     for name in model_input_names(tok):
         if name == "attention_mask":
             out[name] = torch.from_numpy(valid.astype(np.int64))
         elif name in enc.columns:
-            flat = enc.columns[name]
-            cells = np.clip(enc.starts[idx][:, None] + src, 0, max(len(flat) - 1, 0))
-            out[name] = torch.from_numpy(np.where(valid, flat[cells], fills[name]))
+            out[name] = torch.from_numpy(np.where(valid, enc.columns[name][at], fills[name]))
     return to_device(clf, out)
+
+
+def cells(tok, enc: Ragged, idx) -> tuple[np.ndarray, np.ndarray]:
+    """The layout of a padded batch of `enc`'s inputs `idx` (rows, longest input's length), padded on the
+    tokenizer's side: where each cell's token sits in the flat arrays (a padding cell points at some token, in
+    range), and which cells are tokens rather than padding."""
+    idx = np.asarray(idx, dtype=np.int64)
+    lengths = enc.lengths[idx]
+    width = int(lengths.max())
+    shift = (width - lengths)[:, None] if getattr(tok, "padding_side", "right") == "left" else 0
+    src = np.arange(width, dtype=np.int64)[None, :] - shift  # each cell's position within its input
+    valid = (src >= 0) & (src < lengths[:, None])
+    return np.clip(enc.starts[idx][:, None] + src, 0, max(int(enc.lengths.sum()) - 1, 0)), valid
 
 
 def model_input_names(tok) -> list[str]:
