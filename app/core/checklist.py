@@ -374,11 +374,8 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             for i, keys, rows in cases:
                 preds, confs = sp.preds[rows], sp.confs[rows]
                 labels = test.labels[i] if isinstance(test.labels, list) else test.labels
-                if fn is None:  # per-example MFT label
-                    ok = bool((preds == labels).all())
-                    detail = lambda preds=preds, labels=labels: f"expected {names[labels]}, got {_said(preds, names)}"  # noqa: E731
-                else:
-                    ok, detail = fn(preds, confs, labels)
+                check = _mft_label(labels, names) if fn is None else fn  # None: the case's own MFT label
+                ok, detail = check(preds, confs, labels)
                 if ok is None:
                     continue
                 passed[i] = ok
