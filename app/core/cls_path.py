@@ -145,7 +145,7 @@ def inputs_logits(clf: Classifier, inputs: dict[str, torch.Tensor]) -> torch.Ten
 def padded_logits(clf: Classifier, found: tuple, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
     """`inputs_logits` for a padded batch with `found` = `supported(clf)`, with no question to the device on
     the way (what `graphs` records): the mask is applied whether or not anything is padded."""
-    return _logits(clf, found, _embedding_output(clf, inputs), inputs["attention_mask"], always_mask=True)
+    return states_logits(clf, found, _embedding_output(clf, inputs), inputs["attention_mask"])
 
 
 def hidden_state(clf: Classifier, inputs: dict[str, torch.Tensor], layer: int, cls_only: bool = False
