@@ -248,12 +248,9 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
     row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
     row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
     if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)
-        from app.core import checklist as cl
         from app.core.inference import tokenize
 
-        suite = cl.load_suite(SUITE)
-        texts = {x for t in suite.tests for i in range(len(t.data)) for x in cl.case_inputs(t, i, suite.kind)}
-        exs = [Example((x,)) for x in texts]
+        exs = [Example((x,)) for x in suite_inputs()]
         t0 = time.perf_counter()
         for clf in pair.models:
             tokenize(clf, exs)
@@ -267,20 +264,38 @@ def _median_ms(dev: str, fn, reps: int) -> float:
     return 1000 * statistics.median(sync_timed(dev, fn)[1] for _ in range(reps))
 
 
+def suite_inputs() -> list[str]:
+    """Every distinct input of the released CheckList sentiment suite, sorted."""
+    from app.core import checklist as cl
+
+    suite = cl.load_suite(SUITE)
+    return sorted({x for t in suite.tests for i in range(len(t.data)) for x in cl.case_inputs(t, i, suite.kind)})
+
+
+def _profiled(dev: str, fn, calls: int) -> list:
+    """torch.profiler's averages over `calls` calls of `fn` (the host's operations, and on a GPU its kernels),
+    the device's queue drained before the profile closes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU] + ([] if devices.is_cpu(dev) else [ProfilerActivity.CUDA])) as p:
+        for _ in range(calls):
+            fn()
+        devices.synchronize(dev)
+    return p.key_averages()
+
+
+def _on_device(event) -> bool:
+    return "CUDA" in str(getattr(event, "device_type", ""))
+
+
 def _costliest(dev: str, fn, top: int = 10) -> list[dict]:
     """The device's (the CPU's, on a CPU) costliest operations of three calls of `fn` by self time, from
     torch.profiler: on a GPU the kernel names say which attention kernel SDPA chose."""
-    from torch.profiler import ProfilerActivity, profile
-
     gpu = not devices.is_cpu(dev)
-    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
-        for _ in range(3):
-            fn()
-        devices.synchronize(dev)
     rows = []
-    for e in prof.key_averages():
+    for e in _profiled(dev, fn, 3):
         us = getattr(e, "self_device_time_total", 0) if gpu else e.self_cpu_time_total
-        if us > 0 and (not gpu or getattr(e, "device_type", None) is not None and "CUDA" in str(e.device_type)):
+        if us > 0 and (not gpu or _on_device(e)):
             rows.append({"name": e.key[:90], "calls": e.count // 3, "us_per_call": round(us / e.count, 1)})
     return sorted(rows, key=lambda r: -r["us_per_call"] * r["calls"])[:top]
 
@@ -293,13 +308,11 @@ def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict
     the masked path; and the costliest kernels of the first two. The questions the twenty-fifth session's
     profile left (benchmarks/README.md): which attention kernel SDPA takes for these batches, and whether a
     launch-bound batch would gain from a graph."""
-    from app.core import checklist as cl
     from app.core import cls_path
     from app.core.inference import pad, tokenize
     from app.core.precision import autocast
 
-    suite = cl.load_suite(SUITE)
-    texts = sorted({x for t in suite.tests for i in range(len(t.data)) for x in cl.case_inputs(t, i, suite.kind)})
+    texts = suite_inputs()
     out: dict = {"rows": rows}
     for label, p in (("fp32", pair), (half, pair.with_precision(half))):
         for clf in p.models:
@@ -347,8 +360,6 @@ def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
     of the wall the device spent computing: a launch-bound call has many kernels and little device time. Each
     model eagerly (ALBERT_LENS_CUDA_GRAPHS=0) and with its rounds replayed from graphs (the default on a GPU;
     the same on a CPU)."""
-    from torch.profiler import ProfilerActivity, profile
-
     gpu = not devices.is_cpu(dev)
     out: dict = {}
     for mode, flag in (("eager", "0"), ("graphs", "1")):
@@ -357,10 +368,7 @@ def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
             ig = IntegratedGradients(clf)
             ex = Example((sentence,))
             wall = _median_ms(dev, lambda ig=ig, ex=ex: ig.attribute(ex), 5)
-            with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if gpu else [])) as prof:
-                ig.attribute(ex)
-                devices.synchronize(dev)
-            events = prof.key_averages()
+            events = _profiled(dev, lambda ig=ig, ex=ex: ig.attribute(ex), 1)
             count = {e.key: e.count for e in events}
             row = {"wall_ms": wall, "aten_ops": sum(n for k, n in count.items() if k.startswith("aten::")),
                    "steps": ig.attribute(ex).n_steps}
@@ -370,8 +378,7 @@ def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
                 row["graph_launches"] = count.get("cudaGraphLaunch", 0)  # a replayed round is one of these
                 row["syncs"] = sum(n for k, n in count.items() if "Synchronize" in k)
                 row["copies"] = sum(n for k, n in count.items() if k.startswith("cudaMemcpy"))
-                row["device_busy_ms"] = sum(getattr(e, "self_device_time_total", 0) for e in events
-                                            if "CUDA" in str(getattr(e, "device_type", ""))) / 1000
+                row["device_busy_ms"] = sum(e.self_device_time_total for e in events if _on_device(e)) / 1000
             out.setdefault(mode, {})[clf.name] = row
     os.environ.pop(graphs.ENV, None)
     return out
