@@ -28,6 +28,12 @@ def eager(fn):
     return replay, out
 
 
+def graphs_on_the_cpu(monkeypatch) -> None:
+    """Graphs on for the CPU as if it were a CUDA device, recorded with `eager`."""
+    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
+    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+
+
 def _batch(clf, texts):
     enc = tokenize(clf, [Example(t if isinstance(t, tuple) else (t,)) for t in texts])
     return pad(clf, enc, np.arange(len(texts)))
@@ -114,8 +120,7 @@ def test_predict_takes_the_graph_for_small_batches_only(tiny_pair, monkeypatch):
     """Through `inference.predict` with graphs on (the CPU standing in for CUDA, recording with `eager`): a one-
     input prediction and a batch of five come from graphs with the same probabilities as graphs off; a batch
     of twenty runs eagerly."""
-    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
-    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+    graphs_on_the_cpu(monkeypatch)
     for clf in tiny_pair.models:
         clf = _own(clf)
         one, five = [Example((SENTENCES[3],))], [Example((s,)) for s in SENTENCES[:5]]
@@ -144,8 +149,7 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
     comes from a graph of its (nodes, token bucket, class, score), padded to the bucket, with the eager
     attributions, delta and steps; a second input of another length in the same bucket refills it and gets its
     own answer; a tighter tolerance's larger rounds get graphs of their own."""
-    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
-    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+    graphs_on_the_cpu(monkeypatch)
     from app.core.saliency import IntegratedGradients
 
     clf = _own(tiny_pair.models[which])
@@ -171,8 +175,7 @@ def test_integrated_gradients_rounds_replayed_for_a_pair_task(tiny_nli_pair, mon
     eager attributions (the segments live in the embedding layer's output the rounds interpolate)."""
     from app.core.saliency import IntegratedGradients
 
-    monkeypatch.setattr(graphs, "enabled", lambda clf: True)
-    monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+    graphs_on_the_cpu(monkeypatch)
     clf = _own(tiny_nli_pair.models[0])
     ex = Example((SENTENCES[0], SENTENCES[3]))
     for target in range(len(clf.labels)):
