@@ -1,8 +1,7 @@
 """CUDA graphs for small batches (app/core/graphs.py). Everything but the recording runs here on the CPU: the
 tests record with `eager`, which runs the forward again into the same output tensor at each replay, as a graph
-does. On a GPU, benchmarks/gpu.py and the device run of this file record real graphs (see the last test)."""
+does. On a GPU, benchmarks/gpu.py and the device run of this file record real graphs (the tests run "cuda" too)."""
 import copy
-import os
 
 import numpy as np
 import pytest
@@ -12,7 +11,7 @@ from app.core import cls_path, graphs
 from app.core.data import Example
 from app.core.inference import length_batches, pad, predict, tokenize
 
-from .conftest import SENTENCES
+from .conftest import SENTENCES, shared
 
 
 def eager(fn):
@@ -92,6 +91,64 @@ def test_batches_past_the_largest_bucket_run_eagerly(tiny_pair):
     assert rep.bucket({"input_ids": torch.zeros(1, clf.max_length + 1, dtype=torch.long)}) is None
     assert rep.bucket({"input_ids": torch.zeros(1, clf.max_length, dtype=torch.long)}) == (1, clf.max_length)
     assert rep.graphs == {}
+
+
+@torch.inference_mode()
+def test_large_batches_are_recorded_only_when_asked(tiny_pair, monkeypatch):
+    """ALBERT_LENS_CUDA_GRAPHS=large: a batch of 9 to 256 rows and up to 128 tokens is padded to 256 rows and the
+    next multiple of 8 tokens, and answers as the unpadded batch does; two batches of one bucket each get their
+    own answer; a batch past either limit, or any large batch without the setting, runs eagerly."""
+    clf = tiny_pair.models[1]
+    rep = graphs.Replayer(clf, capture=eager)
+    twenty, nine = _batch(clf, (SENTENCES * 4)[:20]), _batch(clf, (SENTENCES * 2)[1:10])
+    assert twenty["input_ids"].shape[0] == 20 and nine["input_ids"].shape[0] == 9
+    assert rep.logits(twenty) is None and rep.graphs == {}  # the default: small batches only
+    monkeypatch.setenv(graphs.ENV, "large")
+    for batch in (twenty, nine):
+        width = batch["input_ids"].shape[1]
+        assert rep.bucket(batch) == (256, -(-width // 8) * 8)
+        got = rep.logits(batch)
+        torch.testing.assert_close(got, cls_path.inputs_logits(clf, batch), atol=1e-5, rtol=1e-5)
+    assert rep.bucket(_batch(clf, SENTENCES[:1] * 257)) is None
+    assert rep.bucket({"input_ids": torch.zeros(20, 129, dtype=torch.long)}) is None
+    assert rep.bucket({"input_ids": torch.zeros(20, 121, dtype=torch.long)}) == (256, 128)
+    assert rep.bucket({"input_ids": torch.zeros(3, 20, dtype=torch.long)}) == (4, 32)  # small batches as before
+
+
+def test_predict_takes_large_graphs_when_asked(tiny_pair, monkeypatch):
+    """Through `inference.predict` (the CPU standing in for CUDA): with the setting, a batch of 28 comes from
+    a 256-row graph with graphs-off probabilities, and Model facts lists that bucket."""
+    graphs_on_the_cpu(monkeypatch)
+    monkeypatch.setenv(graphs.ENV, "large")
+    clf = _own(tiny_pair.models[0])
+    many = [Example((s,)) for s in SENTENCES * 4]
+    with monkeypatch.context() as off:
+        off.setattr(graphs, "enabled", lambda clf: False)
+        want = predict(clf, many).probs
+    np.testing.assert_allclose(predict(clf, many).probs, want, atol=1e-6)
+    width = _batch(clf, SENTENCES * 4)["input_ids"].shape[1]
+    assert graphs.status(clf)["cuda_graph_buckets"] == [(256, -(-width // 8) * 8)]
+
+
+def test_half_precision_graphs_stay_on(offline_pair, tiny_pair, monkeypatch):
+    """bf16 (autocast here, half weights on a GPU): a padded bucket sums in another order, so the offline BERT's
+    logits for seven SST-2 sentences move by 0.02 from the unpadded batch's; the check allows bf16 rounding, so
+    the graphs stay on (with fp32's 1e-3 they were turned off), and the answers match eager to that rounding."""
+    graphs_on_the_cpu(monkeypatch)
+    from app.core.data import load_dataset
+
+    exs = [Example(e.texts) for e in load_dataset(shared("glue", "sst2", "dev.tsv"), limit=7).examples]
+    for clf in offline_pair.with_precision("bf16").models:
+        clf = _own(clf)
+        with monkeypatch.context() as off:
+            off.setattr(graphs, "enabled", lambda clf: False)
+            want = predict(clf, exs).logits
+        got = predict(clf, exs).logits
+        assert not clf.graphs.off, clf.graphs.why_off
+        rtol, atol = graphs.check_tolerance(clf)
+        assert rtol == atol == 8 * torch.finfo(torch.bfloat16).eps and graphs.check_tolerance(tiny_pair.models[0]) \
+            == (1e-3, 1e-3)
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
 
 
 @torch.inference_mode()
@@ -220,12 +277,26 @@ def test_graphs_are_for_cuda_devices_and_can_be_turned_off(tiny_pair, monkeypatc
     assert not graphs.enabled(on_gpu)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="records real CUDA graphs: a GPU machine only")
-def test_recorded_cuda_graphs_give_the_eager_logits(tiny_pair):
-    """On a GPU (the device run): real recordings, each bucket checked against the eager forward."""
-    from app.core.pair import Pair
+ON_CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                         reason="records real CUDA graphs: a GPU machine only"))
 
-    pair = Pair.resolve(models=[m.path for m in tiny_pair.spec.models], task="sst2", device="cuda")
+
+def _recording_on(where: str, monkeypatch) -> None:
+    """Real CUDA graphs on "cuda" (the device run); on "cpu", the same test with the stand-in recorder, so its
+    own code runs in every suite and can't rot before a GPU comes."""
+    if where == "cpu":
+        graphs_on_the_cpu(monkeypatch)
+
+
+@pytest.mark.parametrize("where", ["cpu", ON_CUDA])
+def test_recorded_graphs_give_the_eager_logits(tiny_pair, monkeypatch, where):
+    """Each bucket checked against the eager forward, and integrated gradients' rounds recorded too, with the
+    eager attributions."""
+    from app.core.pair import Pair
+    from app.core.saliency import IntegratedGradients
+
+    _recording_on(where, monkeypatch)
+    pair = Pair.resolve(models=[m.source for m in tiny_pair.spec.models], task="sst2", device=where)
     for clf in pair.models:
         for texts in ([SENTENCES[0]], SENTENCES[:3], [SENTENCES[2]] * 8):
             exs = [Example((t,)) for t in texts]
@@ -236,14 +307,35 @@ def test_recorded_cuda_graphs_give_the_eager_logits(tiny_pair):
                 (idx,) = length_batches(enc, 256)
                 want = cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
             np.testing.assert_allclose(got[idx], want, atol=1e-4, rtol=1e-4)
-        # integrated gradients' rounds recorded too, with the eager attributions
-        from app.core.saliency import IntegratedGradients
-
         replayed = IntegratedGradients(clf).attribute(Example((SENTENCES[0],)))
         assert clf.graphs.paths and not clf.graphs.paths_off, clf.graphs.why_paths_off
-        os.environ[graphs.ENV] = "0"
-        try:
+        with monkeypatch.context() as off:
+            off.setattr(graphs, "enabled", lambda clf: False)
             eager_ig = IntegratedGradients(clf).attribute(Example((SENTENCES[0],)))
-        finally:
-            os.environ.pop(graphs.ENV)
         np.testing.assert_allclose(replayed.scores, eager_ig.scores, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("where,precision", [("cpu", "bf16"), pytest.param("cuda", "fp16", marks=ON_CUDA.marks),
+                                             pytest.param("cuda", "bf16", marks=ON_CUDA.marks)])
+def test_half_precision_and_large_graphs_stay_on(tiny_pair, monkeypatch, where, precision):
+    """Half precision (weights on a GPU, autocast on the CPU), small buckets and, with
+    ALBERT_LENS_CUDA_GRAPHS=large, a 256-row bucket: each passes its check and matches the eager forward to the
+    check's tolerance."""
+    from app.core.pair import Pair
+    from app.core.precision import autocast
+
+    _recording_on(where, monkeypatch)
+    monkeypatch.setenv(graphs.ENV, "large")
+    pair = Pair.resolve(models=[m.source for m in tiny_pair.spec.models], task="sst2", device=where)
+    for clf in pair.with_precision(precision).models:
+        rtol, atol = graphs.check_tolerance(clf)
+        for texts in ([SENTENCES[0]], (SENTENCES * 4)[:20]):
+            exs = [Example((t,)) for t in texts]
+            got = predict(clf, exs).logits
+            assert clf.graphs is not None and not clf.graphs.off, clf.graphs and clf.graphs.why_off
+            with torch.inference_mode(), autocast(clf):
+                enc = tokenize(clf, exs)
+                (idx,) = length_batches(enc, 256)
+                want = cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
+            np.testing.assert_allclose(got[idx], want, atol=atol, rtol=rtol)
+        assert any(rows == graphs.LARGE_ROWS for rows, _ in clf.graphs.graphs)

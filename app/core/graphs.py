@@ -11,6 +11,11 @@ Each graph is captured the first time its bucket is asked for, checked once agai
 same batch, and kept with the model; a capture that fails or a check that differs turns graphs off for that
 model, which then answers eagerly as before. `ALBERT_LENS_CUDA_GRAPHS=0` turns them off everywhere.
 
+`ALBERT_LENS_CUDA_GRAPHS=large` also records a dataset's batches of up to 256 rows (`inference.GPU_BATCH`) and 128
+tokens, in buckets of 8 tokens (length-sorted batches are nearly all of one length, so a finer bucket wastes less
+arithmetic): a CheckList run's 644 batches per model then come from a few graphs. Not the default: whether those
+batches are bound by launching or by their kernels is what gpu.py's `batches` probe measures on a GPU.
+
 Integrated gradients' rounds are recorded the same way (`Replayer.path_round`): a round is a forward and a backward
 of its nodes' rows, some thousands of small kernels, so a graph per (nodes, token bucket, class, score) replays
 it in one launch; the input's states are padded to the bucket with the mask over the padding (a masked token
@@ -29,12 +34,15 @@ import torch.nn.functional as F
 
 from . import cls_path
 from .loading import Classifier
+from .precision import HALF
 
 ENV = "ALBERT_LENS_CUDA_GRAPHS"
 ROWS = (1, 2, 4, 8)
 LENGTHS = (16, 32, 64, 128, 256, 512)
-CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-3  # the graph's first answer against the eager forward's (fp16 rounding fits)
+CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-3  # an fp32 graph's first answer against the eager forward's
+HALF_CHECK_EPS = 8  # in half precision: this many of the dtype's epsilons, for both (benchmarks/README.md, GPU)
 PATH_ROW_TOKENS = 8192  # rows x bucket tokens of a recorded integrated-gradients round (IG's own chunk size)
+LARGE_ROWS, LARGE_TOKENS, LARGE_STEP = 256, 128, 8  # `ALBERT_LENS_CUDA_GRAPHS=large`: a dataset's batches
 log = logging.getLogger(__name__)
 
 # capture(fn) -> (replay, out): records `fn` once; replay() recomputes `out` in place from the static inputs
@@ -83,7 +91,12 @@ class Replayer:
         self.paths_off, self.why_paths_off = self.off, self.why_off
 
     def bucket(self, inputs: dict[str, torch.Tensor]) -> tuple[int, int] | None:
+        """The (rows, tokens) graph a batch is padded to; None: none serves it (run it eagerly)."""
         rows, width = inputs["input_ids"].shape
+        if rows > ROWS[-1]:
+            if not large() or rows > LARGE_ROWS or width > min(LARGE_TOKENS, self.clf.max_length):
+                return None
+            return LARGE_ROWS, min(-(-width // LARGE_STEP) * LARGE_STEP, self.clf.max_length)
         tokens = _bucket(width, tuple(n for n in LENGTHS if n < self.clf.max_length) + (self.clf.max_length,))
         row_bucket = _bucket(rows, ROWS)
         return None if tokens is None or row_bucket is None else (row_bucket, tokens)
@@ -129,10 +142,11 @@ class Replayer:
         static = {name: value.clone() for name, value in self._padded(inputs, key).items()}
         rows = inputs["input_ids"].shape[0]
 
+        rtol, atol = check_tolerance(self.clf)
+
         def same(out: torch.Tensor) -> bool:
             eager = cls_path.inputs_logits(self.clf, inputs)
-            return eager is not None and torch.allclose(out[:rows].float(), eager.float(), rtol=CHECK_RTOL,
-                                                        atol=CHECK_ATOL)
+            return eager is not None and torch.allclose(out[:rows].float(), eager.float(), rtol=rtol, atol=atol)
 
         got = self._checked(lambda: self._forward(static), same, "a replayed graph's logits differed from the "
                                                                  "eager forward's")
@@ -231,9 +245,25 @@ class Replayer:
         return False
 
 
+def check_tolerance(clf: Classifier) -> tuple[float, float]:
+    """(rtol, atol) of a graph's first logits against the eager forward's. The bucket's padding makes the
+    products sum in another order, so a half-precision model's logits move by about an epsilon of its dtype
+    (fp16 ~1e-3, bf16 ~8e-3): a fixed 1e-3 turned every bf16 graph off."""
+    half = HALF.get(getattr(clf, "precision", "fp32"))
+    if half is None:
+        return CHECK_RTOL, CHECK_ATOL
+    tol = HALF_CHECK_EPS * torch.finfo(half).eps
+    return tol, tol
+
+
 def enabled(clf: Classifier) -> bool:
     """Graphs for a model on a CUDA device, unless ALBERT_LENS_CUDA_GRAPHS=0."""
     return torch.device(clf.device).type == "cuda" and os.environ.get(ENV, "1") != "0"
+
+
+def large() -> bool:
+    """Whether a dataset's batches (up to LARGE_ROWS rows) are recorded too: ALBERT_LENS_CUDA_GRAPHS=large."""
+    return os.environ.get(ENV, "1").strip().lower() == "large"
 
 
 _REPLAYERS_LOCK = threading.Lock()
