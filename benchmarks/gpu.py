@@ -11,7 +11,8 @@
 - a projection of AG News test (UMAP where umap-learn is installed, else PCA) from a cold cache;
 - the released CheckList sentiment suite, every case, both models, in fp32 and in half precision;
 - two probes for the targets still missed: a CheckList batch's forward unmasked, masked, as the model's own and
-  replayed from a CUDA graph, with its costliest kernels (`batches`); one integrated-gradients call's kernels,
+  replayed from a CUDA graph, the host's time to issue it, under each attention backend forced in turn and in
+  TF32, with its costliest kernels (`batches`); one integrated-gradients call's kernels,
   host waits and device time (`ig_anatomy`);
 - the GPU's peak memory.
 
@@ -237,14 +238,25 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
 
 
 def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
-    """The whole suite in fp32 and in half precision (forward-only batch work), and how far the half-precision
-    fail rates move from fp32's."""
+    """The whole suite in fp32 and in half precision (forward-only batch work), on CUDA once more in half
+    precision with its batches replayed from graphs (ALBERT_LENS_CUDA_GRAPHS=large), and how far each run's fail
+    rates move from fp32's."""
     row = {}
     rates = {}
-    for label, p in (("fp32", pair), (half, pair.with_precision(half))):
-        res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample)
+    runs = [("fp32", pair, "1"), (half, pair.with_precision(half), "1")]
+    if graphs.enabled(pair.models[0]):  # and once more with the suite's batches replayed from graphs too
+        runs.append((f"{half}_large_graphs", pair.with_precision(half), "large"))
+    for label, p, flag in runs:
+        _ = p.models  # loaded (or found loaded) before the clock starts: each run times the suite alone
+        os.environ[graphs.ENV] = flag
+        try:
+            res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample)
+        finally:
+            os.environ.pop(graphs.ENV, None)
         rates[label] = [r["fail_rate"] or 0.0 for t in res["tests"] for r in t["results"]]
         row[label] = {"both_models_s": s}
+        if flag == "large":
+            row[label]["graphs"] = {clf.name: graphs.status(clf) for clf in p.models}
     row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
     row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
     if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)
@@ -255,7 +267,9 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
         for clf in pair.models:
             tokenize(clf, exs)
         row["distinct_inputs"], row["tokenize_both_models_s"] = len(exs), time.perf_counter() - t0
-    row[f"{half}_max_fail_rate_change"] = float(max(abs(a - b) for a, b in zip(rates["fp32"], rates[half])))
+    for label in rates:
+        if label != "fp32":
+            row[f"{label}_max_fail_rate_change"] = float(max(abs(a - b) for a, b in zip(rates["fp32"], rates[label])))
     return row
 
 
@@ -305,9 +319,11 @@ def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict
     as 594 of its 644 batches of 256 are), per model and precision, the median milliseconds of one forward
     through the [CLS] path unmasked (as `predict` runs such a batch since the batch says it is unpadded), the
     same with the all-zero mask it built before, the model's own forward, and on CUDA one recorded graph of
-    the masked path; and the costliest kernels of the first two. The questions the twenty-fifth session's
-    profile left (benchmarks/README.md): which attention kernel SDPA takes for these batches, and whether a
-    launch-bound batch would gain from a graph."""
+    the masked path; the host's time to issue the unmasked batch; both batches under each attention backend
+    forced in turn, and on CUDA fp32 with TF32 products; and the costliest kernels of the first two. The
+    questions the twenty-fifth session's profile left (benchmarks/README.md): which attention kernel SDPA takes
+    for these batches, whether another would be faster, and whether the batch is launch-bound (then a graph
+    would gain) or bound by its kernels."""
     from app.core import cls_path
     from app.core.inference import pad, tokenize
     from app.core.precision import autocast
@@ -348,10 +364,77 @@ def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict
                 with torch.inference_mode():
                     replay, _, _ = graphs.cuda_capture(forward)
                 row["graph_ms"] = _median_ms(dev, replay, reps)
+            row["issue_unmasked_ms"] = _issue_ms(dev, lambda b=unmasked: run(b), reps)
+            row["sdpa_backends"] = _sdpa_backends(dev, run, {"unmasked": unmasked, "masked": masked}, reps)
+            if dev.startswith("cuda") and label == "fp32":
+                row["tf32_unmasked_ms"] = _tf32_ms(dev, lambda b=unmasked: run(b), reps)
             row["kernels_unmasked"] = _costliest(dev, lambda b=unmasked: run(b))
             row["kernels_masked"] = _costliest(dev, lambda b=masked: run(b))
             out.setdefault(label, {})[clf.name] = row
     return out
+
+
+def _issue_ms(dev: str, fn, reps: int) -> float:
+    """Median host milliseconds to issue `fn`'s work onto an idle device (the queue drained before each call,
+    not after): near the device time when the call is launch-bound, far below it when kernels bind. On a CPU,
+    its wall time."""
+    fn()
+    times = []
+    for _ in range(reps):
+        devices.synchronize(dev)
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    devices.synchronize(dev)
+    return 1000 * statistics.median(times)
+
+
+SDPA = ("math", "efficient", "flash", "cudnn")  # torch.nn.attention.SDPBackend's members, by their short names
+
+
+def _sdpa_backends(dev: str, run, batches: dict, reps: int) -> dict:
+    """The batch's median milliseconds with each of PyTorch's attention backends forced in turn
+    (`torch.nn.attention.sdpa_kernel`), or why one can't take it ("unavailable: ..."), and each one's first call
+    at a token count not run before (`*_first_ms`, the unmasked batch cut shorter: a backend that builds a plan
+    per shape, as cuDNN's does, pays for it there, and a length-sorted suite meets dozens of shapes); with
+    PyTorch's own order of preference. Which backend SDPA picks by itself is in the kernel names."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    members = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+               "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    out: dict = {"priority": [SDPBackend(i).name.lower().removesuffix("_attention")
+                              for i in torch._C._get_sdp_priority_order()]}
+    unmasked = batches["unmasked"]
+    width = unmasked["input_ids"].shape[1]
+
+    def first(batch, tokens: int) -> float | None:
+        if tokens < 2:
+            return None
+        return 1000 * sync_timed(dev, run, batch.like({k: v[:, :tokens] for k, v in batch.items()}))[1]
+
+    out["default_first_ms"] = first(unmasked, width - 1)
+    for k, name in enumerate(SDPA):
+        for label, batch in batches.items():
+            try:
+                with sdpa_kernel(members[name]):
+                    out[f"{name}_{label}_ms"] = _median_ms(dev, lambda b=batch: run(b), reps)
+            except RuntimeError as exc:  # "No available kernel": this backend can't serve the call here
+                out[f"{name}_{label}_ms"] = f"unavailable: {str(exc).strip().splitlines()[0][:160]}"
+        if isinstance(out[f"{name}_unmasked_ms"], float):
+            with sdpa_kernel(members[name]):
+                out[f"{name}_first_ms"] = first(unmasked, width - 2 - k)
+    return out
+
+
+def _tf32_ms(dev: str, fn, reps: int) -> float:
+    """`fn`'s median milliseconds with fp32 products on TF32 tensor cores (`torch.backends.cuda.matmul`), the
+    flag put back after: what an fp32 batch would gain from giving up 13 bits of its products' inputs."""
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        return _median_ms(dev, fn, reps)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
 
 
 def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:

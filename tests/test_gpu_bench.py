@@ -36,5 +36,14 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         for name in ("bert", "albert"):
             row = res["batches"][precision][name]
             assert row["rows"] == 8 and row["unmasked_vs_masked_max_diff"] <= (1e-5 if precision == "fp32" else 1e-2)
+            assert row["issue_unmasked_ms"] > 0 and "tf32_unmasked_ms" not in row  # TF32 is a CUDA question
+            backends = row["sdpa_backends"]  # every backend forced in turn: timed, or why it can't serve
+            timed = {f"{b}_{m}_ms": backends[f"{b}_{m}_ms"] for b in ("math", "efficient", "flash", "cudnn")
+                     for m in ("unmasked", "masked")}
+            assert all(isinstance(v, float) or v.startswith("unavailable: ") for v in timed.values())
+            assert timed["math_unmasked_ms"] > 0 and timed["math_masked_ms"] > 0  # the CPU has math
+            assert isinstance(timed["cudnn_masked_ms"], str) and "cudnn_first_ms" not in backends  # not on a CPU
+            assert backends["math_first_ms"] > 0 and backends["default_first_ms"] > 0
+            assert set(backends["priority"]) >= {"math", "flash", "efficient", "cudnn"}
     anatomy = res["ig_anatomy"]
     assert all(anatomy[mode][name]["steps"] == 16 for mode in ("eager", "graphs") for name in ("bert", "albert"))
