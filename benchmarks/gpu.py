@@ -238,14 +238,13 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
 
 
 def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
-    """The whole suite in fp32 and in half precision (forward-only batch work), on CUDA once more in half
-    precision with its batches replayed from graphs (ALBERT_LENS_CUDA_GRAPHS=large), and how far each run's fail
-    rates move from fp32's."""
+    """The whole suite in fp32 and in half precision (forward-only batch work), once more in half precision with
+    its batches replayed from CUDA graphs (ALBERT_LENS_CUDA_GRAPHS=large; graphs status says whether they were),
+    and how far each run's fail rates move from fp32's."""
     row = {}
     rates = {}
-    runs = [("fp32", pair, "1"), (half, pair.with_precision(half), "1")]
-    if graphs.enabled(pair.models[0]):  # and once more with the suite's batches replayed from graphs too
-        runs.append((f"{half}_large_graphs", pair.with_precision(half), "large"))
+    runs = [("fp32", pair, "1"), (half, pair.with_precision(half), "1"),  # and with the batches from graphs
+            (f"{half}_large_graphs", pair.with_precision(half), "large")]  # (CUDA only: a CPU repeats the 2nd)
     for label, p, flag in runs:
         _ = p.models  # loaded (or found loaded) before the clock starts: each run times the suite alone
         os.environ[graphs.ENV] = flag

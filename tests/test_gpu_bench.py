@@ -27,6 +27,9 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         assert ig["ours_delta_max"] <= 1e-3 and ig["ours_ms"] > 0 and ig["captum_tutorial_ms"] > 0
     assert res["checklist"]["tests"] == 38 and res["checklist"]["cases"] == 38 * 2
     assert res["checklist"]["bf16_max_fail_rate_change"] <= 0.5  # 2 cases a test: one flip moves a rate by 0.5
+    large = res["checklist"]["bf16_large_graphs"]  # the CUDA-graph run: on a CPU, graphs off and the same rates
+    assert large["both_models_s"] > 0 and res["checklist"]["bf16_large_graphs_max_fail_rate_change"] <= 0.5
+    assert large["graphs"] == {"bert": {"cuda_graphs": False}, "albert": {"cuda_graphs": False}}
     assert res["tokenizers"]["albert"]["vocabulary"] == res["tokenizers"]["albert"]["spiece_pieces"]
     for name in ("bert", "albert"):  # on the CPU graphs are off: the same logits both ways
         assert res["graphs"][name]["max_abs_logit_diff"] == 0.0 and res["graphs"][name]["cuda_graphs"] is False
