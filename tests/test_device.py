@@ -151,3 +151,66 @@ def test_ray_workers_ask_for_gpus_only_where_the_cluster_has_them():
     assert worker_device(on_gpu, 4.0, 2)[1] == 1.0  # one whole GPU each: a worker runs on one device
     got, share = worker_device(on_gpu, 0.0, 2)
     assert share == 0.0 and {(m.device, m.precision) for m in got.models} == {("cpu", "fp32")}
+
+
+class _Float64Watch(torch.overrides.TorchFunctionMode):
+    """Records every torch call that makes a float64 tensor out of a float32 one, or from nothing, outside
+    `devices.wide` / `devices.wide_tensor`: on Apple's MPS, which has no float64, each such call would fail
+    (sums over tensors already in float64, at their home, are fine)."""
+
+    def __init__(self):
+        super().__init__()
+        self.outside, self.inside = [], 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.inside:
+            return out
+        outs = out if isinstance(out, tuple | list) else [out]
+        if any(isinstance(o, torch.Tensor) and o.dtype == torch.float64 for o in outs):
+            ins = [a for a in torch.utils._pytree.tree_leaves((args, kwargs or {})) if isinstance(a, torch.Tensor)]
+            if not ins or any(a.is_floating_point() and a.dtype != torch.float64 for a in ins):
+                self.outside.append(getattr(func, "__name__", str(func)))
+        return out
+
+
+def test_float64_sums_go_where_the_device_has_float64(tiny_pair, monkeypatch):
+    """Integrated gradients' attributions and the attention statistics are summed in float64; on MPS (no
+    float64) that happens on the CPU. Here on the CPU: every float64 tensor of both techniques is made through
+    `devices.wide` (which sends it to `float64_home`), none by a cast or factory of its own, and the answers
+    are the same."""
+    from app.core.attention import attention_stats
+    from app.core.data import Example
+    from app.core.saliency import IntegratedGradients
+
+    assert devices.float64_home("mps") == torch.device("cpu")
+    assert devices.float64_home("cuda:1") == torch.device("cuda:1") and devices.float64_home("cpu").type == "cpu"
+    clf = tiny_pair.models[1]
+    exs = [Example((s,)) for s in SENTENCES[:4]]
+    want_ig = IntegratedGradients(clf).attribute(exs[0])
+    want_att = attention_stats(clf, exs)
+    watch = _Float64Watch()
+    for name in ("wide", "wide_tensor"):
+        real = getattr(devices, name)
+
+        def counted(*a, real=real, **k):
+            watch.inside += 1
+            try:
+                return real(*a, **k)
+            finally:
+                watch.inside -= 1
+
+        monkeypatch.setattr(devices, name, counted)
+    with watch:
+        got_ig = IntegratedGradients(clf).attribute(exs[0])
+        got_att = attention_stats(clf, exs)
+    assert watch.outside == []
+    np.testing.assert_array_equal(got_ig.scores, want_ig.scores)
+    assert got_att == want_att
+
+
+def test_gpu_memory_is_reported_for_cuda_and_mps_only(monkeypatch):
+    """Model facts' GPU memory: none on the CPU; MPS's allocated bytes (its own counter, no peak) in MB."""
+    assert devices.memory("cpu") == {}
+    monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 3 * 2**20 + 2**19)
+    assert devices.memory("mps") == {"gpu_memory_mb": 3.5}

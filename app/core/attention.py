@@ -12,6 +12,7 @@ import logging
 import numpy as np
 import torch
 
+from . import device as devices
 from . import jobs
 from .data import Example
 from .errors import InputError
@@ -99,9 +100,9 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     share of attention on [CLS], on [SEP] and on punctuation, and how far each head's attention moves from one
     layer to the next (Jensen-Shannon divergence, per token; ALBERT applies one set of weights at every layer).
 
-    Length-sorted batches, each moved to the device once; every statistic is taken there in float64 over each
-    input's own tokens (a padded key holds no attention, a padded query is left out), summed over the inputs, and
-    copied back once at the end."""
+    Length-sorted batches, each moved to the device once; every statistic is taken there in float64 (on Apple's
+    MPS, which has none, on the CPU) over each input's own tokens (a padded key holds no attention, a padded query
+    is left out), summed over the inputs, and copied back once at the end."""
     examples = check_examples(clf.task, examples)
     if not examples:
         raise InputError("dataset: no examples")
@@ -109,19 +110,20 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     enc = tokenize(clf, examples)
     words = [t.lstrip("▁#") for t in tok.convert_ids_to_tokens(enc.columns["input_ids"].tolist())]
     flags = np.stack([enc.columns["input_ids"] == tok.cls_token_id, enc.columns["input_ids"] == tok.sep_token_id,
-                      np.array([w in PUNCT and w != "" for w in words], dtype=bool)], 1).astype(np.float64)
+                      np.array([w in PUNCT and w != "" for w in words], dtype=bool)], 1)
     cfg = clf.model.config
     sums = js_sum = None
     done = 0
-    budget = ATT_CELLS["cpu" if torch.device(clf.device).type == "cpu" else "gpu"]
+    home = devices.float64_home(clf.device)  # where the float64 statistics are taken (MPS has no float64)
+    budget = ATT_CELLS["cpu" if home.type == "cpu" else "gpu"]
     for idx in _stat_batches(enc.lengths, cfg.num_hidden_layers * cfg.num_attention_heads, budget):
         jobs.check(done, len(examples), "examples")
         batch = pad(clf, enc, idx)
-        att = _attentions_batch(clf, batch).double()  # (layers, rows, heads, tokens, tokens)
-        valid = batch["attention_mask"].bool()
-        query = valid.double()[None, :, None, :] / valid.sum(1).double()[None, :, None, None]  # mean over own tokens
-        at = torch.as_tensor(cells(tok, enc, idx)[0], device=att.device)  # each cell's token, as `pad` laid them
-        marks = torch.as_tensor(flags, device=att.device)[at] * valid.double()[..., None]  # (rows, tokens, 3)
+        att = devices.wide(_attentions_batch(clf, batch))  # (layers, rows, heads, tokens, tokens)
+        valid = devices.wide(batch["attention_mask"])  # 1.0 at a token, 0.0 at padding
+        query = valid[None, :, None, :] / valid.sum(1)[None, :, None, None]  # each input's mean over its own tokens
+        at = torch.as_tensor(cells(tok, enc, idx)[0], device=home)  # each cell's token, as `pad` laid them
+        marks = torch.as_tensor(flags, device=home)[at] * valid[..., None]  # (rows, tokens, 3)
         logs = torch.log(att.clamp_min(1e-12))
         stats = torch.stack([-(att * logs).sum(-1), *torch.einsum("lbhqk,bkf->flbhq", att, marks)])
         stats = (stats * query).sum(-1).sum(2)  # (5, layers, heads): each input's mean over its tokens, summed

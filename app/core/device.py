@@ -55,6 +55,24 @@ def is_cpu(device: str | torch.device) -> bool:
     return torch.device(device).type == "cpu"
 
 
+def float64_home(device: str | torch.device) -> torch.device:
+    """Where float64 sums over `device`'s results are taken: the device itself, or the CPU for Apple's MPS,
+    which has no float64 (integrated gradients' attributions and the attention statistics are summed in float64
+    so that their checks show the method's error, not float32's rounding)."""
+    dev = torch.device(device)
+    return torch.device("cpu") if dev.type == "mps" else dev
+
+
+def wide(t: torch.Tensor) -> torch.Tensor:
+    """`t` in float64 at its device's `float64_home` (on MPS, a copy to the CPU; elsewhere a cast in place)."""
+    return t.to(float64_home(t.device), torch.float64)
+
+
+def wide_tensor(values, device: str | torch.device) -> torch.Tensor:
+    """Host values (quadrature weights) as a float64 tensor at `device`'s `float64_home`."""
+    return torch.tensor(values, dtype=torch.float64, device=float64_home(device))
+
+
 def synchronize(device: str | torch.device) -> None:
     """Wait for the device's queued work: a timer read before it would time the queueing, not the work."""
     kind = torch.device(device).type
@@ -76,8 +94,10 @@ def describe(device: str | torch.device) -> dict:
 
 
 def memory(device: str | torch.device) -> dict:
-    """A GPU's memory held by this process now and at its peak, in MB (empty on the CPU)."""
+    """A GPU's memory held by this process now and (CUDA) at its peak, in MB (empty on the CPU)."""
     dev = torch.device(device)
+    if dev.type == "mps":  # what this process's tensors hold there (MPS keeps no peak)
+        return {"gpu_memory_mb": round(torch.mps.current_allocated_memory() / 2**20, 1)}
     if dev.type != "cuda":
         return {}
     return {"gpu_memory_mb": round(torch.cuda.memory_allocated(dev) / 2**20, 1),

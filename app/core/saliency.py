@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from . import capabilities, graphs, quadrature
+from . import device as devices
 from .alignment import Alignment, edit_texts
 from .capabilities import SALIENCY_METHODS, resolve
 from .data import Example
@@ -233,13 +234,13 @@ class IntegratedGradients(Method):
         fp32_only(self.clf)
         rows = max(1, self.ROW_TOKENS // ids.shape[1])
         a_all = torch.tensor(alphas, dtype=torch.float32, device=x.device)  # the nodes, moved once per round
-        w_all = torch.tensor(weights, dtype=torch.float64, device=x.device)
+        w_all = devices.wide_tensor(weights, x.device)  # float64 (on MPS, which has none, on the CPU)
         replayed = graphs.path_round(self.clf, x, b, mask, a_all, w_all,  # on a GPU: the round in one launch
                                      lambda logits: class_score(self.clf, logits, tgt, self.output), (tgt, self.output))
         if replayed is not None:
             total, slope_t = replayed
-            return (total * (x - b)[0].double()).detach().cpu(), host(slope_t)
-        total = torch.zeros(x.shape[1:], dtype=torch.float64, device=x.device)
+            return (total * devices.wide((x - b)[0])).detach().cpu(), host(slope_t)
+        total = None
         slope = []
         for i in range(0, len(alphas), rows):
             a, w = a_all[i : i + rows], w_all[i : i + rows]
@@ -247,9 +248,10 @@ class IntegratedGradients(Method):
             with torch.enable_grad():
                 score = class_score(self.clf, forward_from_layer(self.clf, states, ids, mask, tt), tgt, self.output)
                 (grad,) = torch.autograd.grad(score.sum(), states)
-            total += (w[:, None, None] * grad.double()).sum(0)
+            part = (w[:, None, None] * devices.wide(grad)).sum(0)
+            total = part if total is None else total + part
             slope.append((grad * (x - b)).sum((1, 2)))
-        return (total * (x - b)[0].double()).detach().cpu(), host(torch.cat(slope))
+        return (total * devices.wide((x - b)[0])).detach().cpu(), host(torch.cat(slope))
 
     def _prepare(self, example, enc):
         """One forward pass over the input and the baseline gives the endpoints F(x), F(baseline) and the
@@ -265,7 +267,7 @@ class IntegratedGradients(Method):
         ids = enc["input_ids"]
         states, logits = ctx  # from _prepare
         x, b = states[:1], states[1:]
-        f_x, f_b = class_score(clf, logits.double(), tgt, self.output).tolist()  # one copy back, not two
+        f_x, f_b = class_score(clf, devices.wide(logits), tgt, self.output).tolist()  # one copy back, not two
         best, spent, n, rule = None, 0, self.start_steps, self._even_rule(self.start_steps)
         while True:
             attr, slope = self.path_integral(enc, tgt, *rule, x, b)
