@@ -364,7 +364,7 @@ def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict
                     replay, _, _ = graphs.cuda_capture(forward)
                 row["graph_ms"] = _median_ms(dev, replay, reps)
             row["issue_unmasked_ms"] = _issue_ms(dev, lambda b=unmasked: run(b), reps)
-            row["sdpa_backends"] = _sdpa_backends(dev, run, {"unmasked": unmasked, "masked": masked}, reps)
+            row["sdpa_backends"] = _sdpa_backends(dev, run, {"unmasked": unmasked, "masked": masked}, reps, label)
             if dev.startswith("cuda") and label == "fp32":
                 row["tf32_unmasked_ms"] = _tf32_ms(dev, lambda b=unmasked: run(b), reps)
             row["kernels_unmasked"] = _costliest(dev, lambda b=unmasked: run(b))
@@ -389,9 +389,10 @@ def _issue_ms(dev: str, fn, reps: int) -> float:
 
 
 SDPA = ("math", "efficient", "flash", "cudnn")  # torch.nn.attention.SDPBackend's members, by their short names
+_FIRST_SEEN: set = set()  # (precision, tokens) of the first-call timings so far: each times a new shape
 
 
-def _sdpa_backends(dev: str, run, batches: dict, reps: int) -> dict:
+def _sdpa_backends(dev: str, run, batches: dict, reps: int, precision: str) -> dict:
     """The batch's median milliseconds with each of PyTorch's attention backends forced in turn
     (`torch.nn.attention.sdpa_kernel`), or why one can't take it ("unavailable: ..."), and each one's first call
     at a token count not run before (`*_first_ms`, the unmasked batch cut shorter: a backend that builds a plan
@@ -406,13 +407,16 @@ def _sdpa_backends(dev: str, run, batches: dict, reps: int) -> dict:
     unmasked = batches["unmasked"]
     width = unmasked["input_ids"].shape[1]
 
-    def first(batch, tokens: int) -> float | None:
-        if tokens < 2:
+    def first() -> float | None:
+        """One call on the batch cut to the longest length no earlier call in this precision has run."""
+        tokens = next((t for t in range(width - 1, 1, -1) if (precision, t) not in _FIRST_SEEN), None)
+        if tokens is None:
             return None
-        return 1000 * sync_timed(dev, run, batch.like({k: v[:, :tokens] for k, v in batch.items()}))[1]
+        _FIRST_SEEN.add((precision, tokens))
+        return 1000 * sync_timed(dev, run, unmasked.like({k: v[:, :tokens] for k, v in unmasked.items()}))[1]
 
-    out["default_first_ms"] = first(unmasked, width - 1)
-    for k, name in enumerate(SDPA):
+    out["default_first_ms"] = first()
+    for name in SDPA:
         for label, batch in batches.items():
             try:
                 with sdpa_kernel(members[name]):
@@ -421,7 +425,7 @@ def _sdpa_backends(dev: str, run, batches: dict, reps: int) -> dict:
                 out[f"{name}_{label}_ms"] = f"unavailable: {str(exc).strip().splitlines()[0][:160]}"
         if isinstance(out[f"{name}_unmasked_ms"], float):
             with sdpa_kernel(members[name]):
-                out[f"{name}_first_ms"] = first(unmasked, width - 2 - k)
+                out[f"{name}_first_ms"] = first()
     return out
 
 
