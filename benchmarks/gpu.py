@@ -440,12 +440,45 @@ def _tf32_ms(dev: str, fn, reps: int) -> float:
         torch.backends.cuda.matmul.allow_tf32 = before
 
 
+def _ig_phases(dev: str, ig: IntegratedGradients, ex: Example) -> dict:
+    """One call's milliseconds by phase, the device drained at each border: tokenising and aligning the input
+    (`encode_one`), the forward over input and baseline (`_prepare`), the quadrature rounds (`path_integral`, with
+    their count), and the rest (host copies, the delta check, words from tokens)."""
+    from app.core import saliency
+
+    spent = {"encode": 0.0, "prepare": 0.0, "rounds": 0.0}
+    calls = {"rounds": 0}
+
+    def timed(name: str, fn):
+        def run(*a, **k):
+            devices.synchronize(dev)
+            t0 = time.perf_counter()
+            out = fn(*a, **k)
+            devices.synchronize(dev)
+            spent[name] += 1000 * (time.perf_counter() - t0)
+            calls[name] = calls.get(name, 0) + 1
+            return out
+
+        return run
+
+    real_encode = saliency.encode_one
+    saliency.encode_one = timed("encode", real_encode)
+    ig._prepare, ig.path_integral = timed("prepare", ig._prepare), timed("rounds", ig.path_integral)
+    try:
+        total = 1000 * sync_timed(dev, ig.attribute, ex)[1]
+    finally:
+        saliency.encode_one = real_encode
+        del ig._prepare, ig.path_integral  # the class's own methods again
+    return {**{k: round(v, 3) for k, v in spent.items()}, "round_count": calls["rounds"],
+            "rest": round(total - sum(spent.values()), 3), "total": round(total, 3)}
+
+
 def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
     """One integrated-gradients call per model (the app's tolerance) taken apart: wall milliseconds, the
     operations and device kernels it launched, the host waits (synchronisations and copies back), and how much
-    of the wall the device spent computing: a launch-bound call has many kernels and little device time. Each
-    model eagerly (ALBERT_LENS_CUDA_GRAPHS=0) and with its rounds replayed from graphs (the default on a GPU;
-    the same on a CPU)."""
+    of the wall the device spent computing: a launch-bound call has many kernels and little device time; and
+    one call's time by phase (`_ig_phases`). Each model eagerly (ALBERT_LENS_CUDA_GRAPHS=0) and with its rounds
+    replayed from graphs (the default on a GPU; the same on a CPU)."""
     gpu = not devices.is_cpu(dev)
     out: dict = {}
     for mode, flag in (("eager", "0"), ("graphs", "1")):
@@ -457,7 +490,7 @@ def ig_anatomy(pair: Pair, sentence: str, dev: str) -> dict:
             events = _profiled(dev, lambda ig=ig, ex=ex: ig.attribute(ex), 1)
             count = {e.key: e.count for e in events}
             row = {"wall_ms": wall, "aten_ops": sum(n for k, n in count.items() if k.startswith("aten::")),
-                   "steps": ig.attribute(ex).n_steps}
+                   "steps": ig.attribute(ex).n_steps, "phases_ms": _ig_phases(dev, ig, ex)}
             if gpu:
                 row["kernels"] = sum(n for k, n in count.items()  # cudaLaunchKernel, cudaLaunchKernelExC, ...
                                      if k.startswith(("cudaLaunchKernel", "cuLaunchKernel")))

@@ -50,3 +50,8 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
             assert set(backends["priority"]) >= {"math", "flash", "efficient", "cudnn"}
     anatomy = res["ig_anatomy"]
     assert all(anatomy[mode][name]["steps"] == 16 for mode in ("eager", "graphs") for name in ("bert", "albert"))
+    for mode in ("eager", "graphs"):  # one call by phase: one round of 16 nodes, the phases inside the whole
+        for name in ("bert", "albert"):
+            phases = anatomy[mode][name]["phases_ms"]
+            assert phases["round_count"] == 1 and min(phases["encode"], phases["prepare"], phases["rounds"]) > 0
+            assert phases["encode"] + phases["prepare"] + phases["rounds"] <= phases["total"]
