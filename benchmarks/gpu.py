@@ -13,7 +13,7 @@
 - two probes for the targets still missed: a CheckList batch's forward unmasked, masked, as the model's own and
   replayed from a CUDA graph, the host's time to issue it, under each attention backend forced in turn and in
   TF32, with its costliest kernels (`batches`); one integrated-gradients call's kernels,
-  host waits and device time (`ig_anatomy`);
+  host waits, device time and phases (`ig_anatomy`);
 - the GPU's peak memory.
 
 Targets (issue 40): embeddings >= 1.5x sentence-transformers fp16 with every vector at cosine >= 0.999 to fp32;
