@@ -9,7 +9,8 @@
 - CUDA graphs against the eager forward (largest logit difference), and each model's vocabulary;
 - deepwordbug per example against TextAttack's stock HuggingFaceModelWrapper (where TextAttack is installed);
 - a projection of AG News test (UMAP where umap-learn is installed, else PCA) from a cold cache;
-- the released CheckList sentiment suite, every case, both models, in fp32 and in half precision;
+- the released CheckList sentiment suite, every case, both models, in fp32 and in half precision, and in half
+  precision with its batches replayed from CUDA graphs (ALBERT_LENS_CUDA_GRAPHS=large);
 - two probes for the targets still missed: a CheckList batch's forward unmasked, masked, as the model's own and
   replayed from a CUDA graph, the host's time to issue it, under each attention backend forced in turn and in
   TF32, with its costliest kernels (`batches`); one integrated-gradients call's kernels,
