@@ -248,7 +248,7 @@ class Replayer:
 def check_tolerance(clf: Classifier) -> tuple[float, float]:
     """(rtol, atol) of a graph's first logits against the eager forward's. The bucket's padding makes the
     products sum in another order, so a half-precision model's logits move by about an epsilon of its dtype
-    (fp16 ~1e-3, bf16 ~8e-3): a fixed 1e-3 turned every bf16 graph off."""
+    (fp16 ~1e-3, bf16 ~8e-3), past the fixed 1e-3 an fp32 graph is held to."""
     half = HALF.get(getattr(clf, "precision", "fp32"))
     if half is None:
         return CHECK_RTOL, CHECK_ATOL
