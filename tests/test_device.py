@@ -214,3 +214,54 @@ def test_gpu_memory_is_reported_for_cuda_and_mps_only(monkeypatch):
     assert devices.memory("cpu") == {}
     monkeypatch.setattr(torch.mps, "current_allocated_memory", lambda: 3 * 2**20 + 2**19)
     assert devices.memory("mps") == {"gpu_memory_mb": 3.5}
+
+
+_NOT_ANSWERS = ("latency", "seconds", "throughput", "_ms", "per_s", "device", "hardware")  # timings, places
+
+
+def _same_answers(got, want, tol: float, where: str = "") -> None:
+    """`got` equals `want` key by key, floats and arrays to `tol` (relative, with an absolute floor), timings and
+    the device's name left out."""
+    if isinstance(want, dict):
+        assert got.keys() == want.keys(), where
+        for k in want:
+            if not any(c in str(k) for c in _NOT_ANSWERS):
+                _same_answers(got[k], want[k], tol, f"{where}.{k}")
+    elif isinstance(want, list | tuple):
+        assert len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            _same_answers(g, w, tol, f"{where}[{i}]")
+    elif isinstance(want, np.ndarray):
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=where)
+    elif isinstance(want, float):
+        assert abs(got - want) <= tol * (1 + abs(want)), (where, got, want)
+    else:
+        assert got == want, (where, got, want)
+
+
+@pytest.mark.parametrize("where", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="the device run: every capability on a GPU against the CPU's answers"))])
+def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
+    """The facade's capabilities with the tiny pair loaded on `where`, against the same pair on the CPU: the
+    device run (a GPU) finds any path that only breaks there (a tensor left on the device, a dtype it lacks);
+    here, on the CPU, the sweep's own code runs in every suite and each answer repeats exactly."""
+    from app.core import api
+    from app.core.pair import Pair
+
+    data, text = str(shared("glue", "sst2", "dev.tsv")), SENTENCES[2]
+    calls = {
+        "predict": lambda p: api.predict(p, text),
+        "saliency_methods": lambda p: api.saliency_methods(p, text),
+        "hotflip": lambda p: api.counterfactual(p, text, generator="hotflip").to_dict()["changes"][0]["before"],
+        "attention": lambda p: api.attention(p, text),
+        "attention_stats": lambda p: api.attention_stats(p, data, limit=16),
+        "similarity": lambda p: api.similarity(p, data, limit=16),
+        "embed": lambda p: api.embed(p, data, limit=16),
+        "benchmark": lambda p: api.benchmark(p, data, limit=32),
+    }
+    on_device = Pair.resolve(models=[m.source for m in tiny_pair.spec.models], task="sst2", device=where)
+    assert {m.device for m in on_device.models} == {where if where == "cpu" else "cuda:0"}
+    for name, call in calls.items():
+        got, want = call(on_device), call(tiny_pair)
+        got, want = (r.to_dict() if hasattr(r, "to_dict") else r for r in (got, want))
+        _same_answers(got, want, 0.0 if where == "cpu" else 1e-3, name)
