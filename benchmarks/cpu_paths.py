@@ -7,7 +7,7 @@ offline pair (one process; the threads PyTorch is given):
 - bf16 autocast against fp32: [CLS] embeddings of the first 500 AG News test texts, alternating, two rounds, with
   the smallest cosine to fp32;
 - tokenising CheckList's sentiment suite (every distinct input, one model), and the suite's bookkeeping with the
-  predictions stubbed;
+  predictions stubbed, its checks over all of a test's cases at once against one case at a time (the baseline);
 - the word rows CKA reads (`embeddings.word_layers`) for 400 SST-2 dev sentences.
 
     python benchmarks/cpu_paths.py [--threads 1] [--json out.json]
@@ -104,7 +104,12 @@ def main() -> None:
         rng = np.random.default_rng(0)
         return [(lambda p: p / p.sum(1, keepdims=True))(rng.random((len(inputs), len(m.labels)))) for m in pair.models]
 
+    cl.VECTORISED = False  # the baseline: every case's check one at a time, as before the checks over all cases
+    _, res["checklist_bookkeeping_per_case_s"] = timed(lambda: cl.run_suite(suite, pair.models, probabilities=stubbed))
+    cl.VECTORISED = True
     _, res["checklist_bookkeeping_stubbed_s"] = timed(lambda: cl.run_suite(suite, pair.models, probabilities=stubbed))
+    res["checklist_bookkeeping_speedup"] = (res["checklist_bookkeeping_per_case_s"]
+                                            / res["checklist_bookkeeping_stubbed_s"])
     print(json.dumps(res, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2), encoding="utf-8")

@@ -245,3 +245,46 @@ def test_failure_details_name_labels_not_indices():
     assert cl.detail_text(fn(sp.preds, sp.confs)[1]) == "confidence in negative moved by -0.300"
     fn, _ = cl.expectation(_t("DIR", "Testing implications", []), "qqp")
     assert cl.detail_text(fn(np.array([1, 1, 0]), None, [1, 1, 1])[1]) == "f(a, b) = not_duplicate, expected duplicate"
+
+
+def _random_heads(kind: str, inputs: list, seed: int) -> tuple[list, list]:
+    """Two stand-in models (a binary and a three-class sentiment head, or two QQP heads) and random
+    probabilities for `inputs`, a third of them near the boundaries where the checks' comparisons flip."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(seed)
+    if kind == "sentiment":
+        label_sets, fields = [("negative", "positive"), ("negative", "neutral", "positive")], ("sentence",)
+    else:
+        label_sets, fields = [("not_duplicate", "duplicate")] * 2, ("question1", "question2")
+    heads, probs = [], []
+    for k, labels in enumerate(label_sets):
+        heads.append(SimpleNamespace(name=f"m{k}", labels=labels, task=SimpleNamespace(fields=fields)))
+        p = rng.dirichlet(np.ones(len(labels)), size=len(inputs))
+        near = rng.random(len(inputs)) < 1 / 3
+        p[near] = np.full(len(labels), 1 / len(labels)) + rng.normal(0, 0.02, (int(near.sum()), len(labels)))
+        p = np.clip(p, 1e-6, None)
+        probs.append(p / p.sum(1, keepdims=True))
+    return heads, probs
+
+
+@pytest.mark.parametrize("kind,sample", [("sentiment", None), ("qqp", 300)])
+def test_checks_over_all_cases_match_the_checks_one_case_at_a_time(kind, sample, monkeypatch):
+    """The released suites (every sentiment case; 300 cases a QQP test, implications included) on random
+    predictions: fail counts, shown failures and their details, and the paired tests are the same whether each
+    check runs over all of a test's cases at once or one case at a time, as it did."""
+    suite = cl.load_suite(shared("checklist", f"{kind}_suite.json.gz"))
+    def probabilities(inputs):
+        return _random_heads(kind, inputs, seed=7)[1]
+
+    heads = _random_heads(kind, [0], seed=7)[0]
+    vector = cl.to_dict(cl.run_suite(suite, heads, sample=sample, probabilities=probabilities))
+    monkeypatch.setattr(cl, "VECTORISED", False)
+    one_by_one = cl.to_dict(cl.run_suite(suite, heads, sample=sample, probabilities=probabilities))
+    assert vector == one_by_one
+    tested = sum(m["n"] for t in vector for m in t["results"])
+    failed = sum(m["failed"] for t in vector for m in t["results"])
+    assert 0 < failed < tested and any(t["results"][0]["examples"] for t in vector)
+    if kind == "qqp":
+        implications = [t for t in vector if "implications" in t["name"].lower()]
+        assert implications and all(0 < m["n"] < 300 for t in implications for m in t["results"])

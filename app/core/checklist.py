@@ -202,10 +202,51 @@ def _said(preds, names: Sequence[str]) -> str:
     return ", ".join(names[int(p)] for p in np.atleast_1d(preds))
 
 
+@dataclass
+class Cases:
+    """A test's cases laid end to end for one model: each row an input of a case (a case's original first),
+    `starts` where each case begins, `case` each row's case, `labels` each case's own label(s) or None. Every
+    case has at least one input."""
+
+    preds: np.ndarray  # (rows,)
+    confs: np.ndarray  # (rows, classes)
+    starts: np.ndarray  # (cases,)
+    case: np.ndarray  # (rows,): each row's case
+    labels: list | None
+
+    @property
+    def first(self) -> np.ndarray:
+        return self.starts[self.case]
+
+    def every(self, good: np.ndarray) -> np.ndarray:
+        """Per case: whether `good` holds on every one of its rows."""
+        return np.logical_and.reduceat(good, self.starts)
+
+
+# A check's twin over all cases at once (`Cases` -> passed per case, and which cases are tested; None: take the
+# cases one at a time), attached to the per-case check as `.over`: the sentiment suite's 172,840 per-case calls
+# for two models were most of its bookkeeping.
+Over = Callable[[Cases], tuple[np.ndarray, np.ndarray] | None]
+
+
+def _with_over(check: Callable, over: Over) -> Callable:
+    check.over = over
+    return check
+
+
+def _all_tested(c: Cases) -> np.ndarray:
+    return np.ones(len(c.starts), dtype=bool)
+
+
 def _mft_label(label: int, names: Sequence[str]) -> Callable:
     def check(preds, confs, case_labels=None) -> Outcome:
         return bool((preds == label).all()), lambda: f"expected {names[label]}, got {_said(preds, names)}"
-    return check
+    return _with_over(check, lambda c: (c.every(c.preds == label), _all_tested(c)))
+
+
+def _mft_own_labels(c: Cases) -> tuple[np.ndarray, np.ndarray]:
+    """MFT with a label per case (`test.labels` a list): every input of a case must get its label."""
+    return c.every(c.preds == np.asarray(c.labels)[c.case]), _all_tested(c)
 
 
 def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: float = TOLERANCE) -> Callable:
@@ -215,13 +256,19 @@ def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: f
         ok = (delta >= -tol) if increasing else (delta <= tol)
         moved = delta.min() if increasing else delta.max()
         return bool(ok.all()), lambda: f"confidence in {names[k]} moved by {moved:+.3f}"
-    return check
+
+    def over(c: Cases) -> tuple[np.ndarray, np.ndarray]:
+        k = c.preds[c.first] if label is None else np.full(len(c.preds), label)
+        rows = np.arange(len(c.preds))
+        delta = c.confs[rows, k] - c.confs[c.first, k]  # 0 on each case's first row, which passes either way
+        return c.every((delta >= -tol) if increasing else (delta <= tol)), _all_tested(c)
+    return _with_over(check, over)
 
 
 def _inv(names: Sequence[str]) -> Callable:
     def check(preds, confs, case_labels=None) -> Outcome:
         return bool((preds[1:] == preds[0]).all()), lambda: f"predictions {_said(preds, names)}"
-    return check
+    return _with_over(check, lambda c: (c.every(c.preds == c.preds[c.first]), _all_tested(c)))
 
 
 def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool = False) -> Callable:
@@ -230,7 +277,14 @@ def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool
             return None, "original not predicted as the test requires"
         rest = preds[1:] if skip_first else preds
         return bool((rest == value).all()), lambda: f"predictions {_said(preds, QQP)}"
-    return check
+
+    def over(c: Cases) -> tuple[np.ndarray, np.ndarray]:
+        good = c.preds == value
+        if skip_first:
+            good[c.starts] = True
+        tested = _all_tested(c) if only_if_original is None else c.preds[c.starts] == only_if_original
+        return c.every(good), tested
+    return _with_over(check, over)
 
 
 def _implications(preds, confs, case_labels=None) -> Outcome:
@@ -243,6 +297,20 @@ def _implications(preds, confs, case_labels=None) -> Outcome:
     if la != lb:
         return bool(preds[2] == 0), f"f(a, b) = {QQP[preds[2]]}, expected {QQP[0]}"
     return None, "no implication when both are 0"
+
+
+def _implications_over(c: Cases) -> tuple[np.ndarray, np.ndarray] | None:
+    """`_implications` on every case at once, where each case has its three inputs f(x, a), f(x, b), f(a, b)
+    (else None: one case at a time)."""
+    if c.labels is None or len(c.preds) != 3 * len(c.starts) or (np.diff(c.starts) != 3).any():
+        return None
+    la, lb = (np.asarray([lab[j] for lab in c.labels]) for j in (0, 1))
+    p0, p1, p2 = (c.preds[c.starts + j] for j in range(3))
+    tested = (p0 == la) & (p1 == lb) & ((la != lb) | ((la == 1) & (lb == 1)))
+    return np.where(la == lb, p2 == 1, p2 == 0), tested
+
+
+_implications.over = _implications_over
 
 
 def expectation(test: Test, kind: str) -> tuple[Callable, str]:
@@ -258,7 +326,8 @@ def expectation(test: Test, kind: str) -> tuple[Callable, str]:
                                     or "negation of negative" in name):
             def not_negative(preds, confs, case_labels=None) -> Outcome:
                 return bool((preds != 0).all()), lambda: f"expected neutral or positive, got {_said(preds, names)}"
-            return not_negative, "rule 'not negative' (re-implemented from the test name)"
+            return _with_over(not_negative, lambda c: (c.every(c.preds != 0), _all_tested(c))), \
+                "rule 'not negative' (re-implemented from the test name)"
         raise InputError(f"suite: no expectation known for MFT test {test.name!r}")
     if test.type == "INV":
         return _inv(names), "prediction unchanged (INV)"
@@ -369,25 +438,22 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
     for test, fn, cases in plan:
         tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation)
         outcomes = []  # per model, case index -> passed, for the paired test
+        layout = _layout(cases)
         for clf, sp in zip(models, spaces):
-            failed, tested, examples, passed = 0, 0, [], {}
-            for i, keys, rows in cases:
-                preds, confs = sp.preds[rows], sp.confs[rows]
-                labels = test.labels[i] if isinstance(test.labels, list) else test.labels
+            ok, tested = _judged(test, fn, cases, layout, sp, names)
+            at = np.flatnonzero(tested)
+            failing = at[~ok[at]]
+            examples = []
+            for pos in failing[:n_examples]:  # the failures a result shows, with their details in words
+                i, keys, rows = cases[pos]
+                labels = _case_labels(test, i)
                 check = _mft_label(labels, names) if fn is None else fn  # None: the case's own MFT label
-                ok, detail = check(preds, confs, labels)
-                if ok is None:
-                    continue
-                passed[i] = ok
-                tested += 1
-                if not ok:
-                    failed += 1
-                    if len(examples) < n_examples:
-                        examples.append({"inputs": [list(k) for k in keys],
-                                         "detail": detail_text(detail)})
-            tr.results.append({"model": clf.name, "n": tested, "failed": failed,
-                               "fail_rate": failed / tested if tested else None, "examples": examples})
-            outcomes.append(passed)
+                examples.append({"inputs": [list(k) for k in keys],
+                                 "detail": detail_text(check(sp.preds[rows], sp.confs[rows], labels)[1])})
+            n, failed = len(at), len(failing)
+            tr.results.append({"model": clf.name, "n": n, "failed": failed,
+                               "fail_rate": failed / n if n else None, "examples": examples})
+            outcomes.append({cases[pos][0]: bool(ok[pos]) for pos in at})
         if len(outcomes) == 2:
             tr.paired = paired_failures(*outcomes)
         out.append(tr)
@@ -395,6 +461,44 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
         for r, adj in zip(out, holm([r.paired["p_value"] for r in out])):
             r.paired["p_holm"] = adj
     return out
+
+
+def _case_labels(test: Test, i: int):
+    return test.labels[i] if isinstance(test.labels, list) else test.labels
+
+
+def _layout(cases: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A test's cases' rows laid end to end: (rows, where each case starts, each row's case); None when a case
+    has no input (the per-case checks say what is wrong with it)."""
+    lengths = np.fromiter((len(rows) for _, _, rows in cases), dtype=np.int64, count=len(cases))
+    if not len(cases) or not lengths.all():
+        return None
+    flat = np.fromiter((r for _, _, rows in cases for r in rows), dtype=np.int64, count=int(lengths.sum()))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return flat, starts, np.repeat(np.arange(len(cases)), lengths)
+
+
+VECTORISED = True  # off: one case at a time, the reference the tests hold the checks over all cases to
+
+
+def _judged(test: Test, fn, cases: list, layout, sp: Space, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(passed, tested) per case for one model: every case at once where the check has its `over` twin, else
+    one case at a time."""
+    over = _mft_own_labels if fn is None else getattr(fn, "over", None)
+    if VECTORISED and over is not None and layout is not None:
+        flat, starts, case = layout
+        labels = [_case_labels(test, i) for i, _, _ in cases] if isinstance(test.labels, list) else None
+        judged = over(Cases(sp.preds[flat], sp.confs[flat], starts, case, labels))
+        if judged is not None:
+            return judged
+    ok, tested = np.zeros(len(cases), dtype=bool), np.zeros(len(cases), dtype=bool)
+    for pos, (i, _, rows) in enumerate(cases):
+        labels = _case_labels(test, i)
+        check = _mft_label(labels, names) if fn is None else fn
+        passed = check(sp.preds[rows], sp.confs[rows], labels)[0]
+        if passed is not None:
+            ok[pos], tested[pos] = passed, True
+    return ok, tested
 
 
 def paired_failures(first: dict[int, bool], second: dict[int, bool]) -> dict:
