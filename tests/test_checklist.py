@@ -288,3 +288,33 @@ def test_checks_over_all_cases_match_the_checks_one_case_at_a_time(kind, sample,
     if kind == "qqp":
         implications = [t for t in vector if "implications" in t["name"].lower()]
         assert implications and all(0 < m["n"] < 300 for t in implications for m in t["results"])
+
+
+def _over_and_per_case(check, preds: list, sizes: list[int], confs: list | None = None, labels: list | None = None):
+    """`check.over` on hand-made cases of `sizes` inputs each, and the per-case check on each case."""
+    preds_a = np.asarray(preds)
+    confs_a = np.zeros((len(preds), 3)) if confs is None else np.asarray(confs, dtype=float)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    case = np.repeat(np.arange(len(sizes)), sizes)
+    over = check.over(cl.Cases(preds_a, confs_a, starts, case, labels))
+    one = [check(preds_a[s:s + n], confs_a[s:s + n], None if labels is None else labels[k])[0]
+           for k, (s, n) in enumerate(zip(starts, sizes))]
+    return over, one
+
+
+def test_every_check_over_all_cases_agrees_on_the_edges():
+    """Hand-made cases where the two paths could part: every QQP implication (labels and predictions, 32 cases,
+    the both-0 filter among them) and a DIR move of exactly the tolerance (passes) or just past it (fails)."""
+    import itertools
+
+    fn, _ = cl.expectation(_t("DIR", "Testing implications", []), "qqp")
+    combos = list(itertools.product([0, 1], repeat=5))  # la, lb, f(x,a), f(x,b), f(a,b)
+    (ok, tested), one = _over_and_per_case(fn, [p for c in combos for p in c[2:]], [3] * len(combos),
+                                           labels=[list(c[:2]) for c in combos])
+    assert [bool(t) for t in tested] == [o is not None for o in one]
+    assert [bool(a) for a, t in zip(ok, tested) if t] == [o for o in one if o is not None]
+    assert 0 < sum(tested) < len(combos)
+    move = cl._monotonic(0, True, cl.SENTIMENT, tol=0.25)  # exactly representable: the edge is a real edge
+    confs = [[0.5, 0, 0], [0.25, 0, 0], [0.5, 0, 0], [0.24, 0, 0], [0.5, 0, 0], [0.75, 0, 0]]
+    (ok, _), one = _over_and_per_case(move, [0] * 6, [2, 2, 2], confs)
+    assert ok.tolist() == one == [True, False, True]
