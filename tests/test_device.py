@@ -260,9 +260,13 @@ def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
         "project": lambda p: api.project(p, data, method="pca", limit=16),
         "benchmark": lambda p: api.benchmark(p, data, limit=32),
     }
+    # rank statistics of numbers compared here jump where two of them nearly tie: the numbers are held, not these
+    ranks = {"saliency_methods": ("agreement",), "similarity": ("best_a_for_b", "best_b_for_a")}
     on_device = Pair.resolve(models=[m.source for m in tiny_pair.spec.models], task="sst2", device=where)
     assert {m.device for m in on_device.models} == {where if where == "cpu" else "cuda:0"}
     for name, call in calls.items():
         got, want = call(on_device), call(tiny_pair)
         got, want = (r.to_dict() if hasattr(r, "to_dict") else r for r in (got, want))
+        for key in ranks.get(name, ()):
+            got.pop(key), want.pop(key)
         _same_answers(got, want, 0.0 if where == "cpu" else 1e-3, name)
