@@ -244,7 +244,9 @@ def _same_answers(got, want, tol: float, where: str = "") -> None:
 def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
     """The facade's capabilities with the tiny pair loaded on `where`, against the same pair on the CPU: the
     device run (a GPU) finds any path that only breaks there (a tensor left on the device, a dtype it lacks);
-    here, on the CPU, the sweep's own code runs in every suite and each answer repeats exactly."""
+    here, on the CPU, the sweep's own code runs in every suite, and each answer repeats to float32 rounding (two
+    loads of one model agree exactly alone, but 3e-8 apart once the modern stack's earlier tests had run in the
+    same worker)."""
     from app.core import api
     from app.core.pair import Pair
 
@@ -269,4 +271,4 @@ def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
         got, want = (r.to_dict() if hasattr(r, "to_dict") else r for r in (got, want))
         for key in ranks.get(name, ()):
             got.pop(key), want.pop(key)
-        _same_answers(got, want, 0.0 if where == "cpu" else 1e-3, name)
+        _same_answers(got, want, 1e-6 if where == "cpu" else 1e-3, name)
