@@ -1,6 +1,7 @@
-"""CUDA graphs for small batches (app/core/graphs.py). Everything but the recording runs here on the CPU: the
-tests record with `eager`, which runs the forward again into the same output tensor at each replay, as a graph
-does. On a GPU, benchmarks/gpu.py and the device run of this file record real graphs (the tests run "cuda" too)."""
+"""CUDA graphs (app/core/graphs.py): small batches, integrated gradients' rounds, and a dataset's batches when
+asked. Everything but the recording runs here on the CPU: the tests record with `eager`, which runs the forward
+again into the same output tensor at each replay, as a graph does. On a GPU, benchmarks/gpu.py and the device run of
+this file record real graphs (the tests run "cuda" too)."""
 import copy
 
 import numpy as np
