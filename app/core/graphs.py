@@ -97,9 +97,13 @@ class Replayer:
             if not large() or rows > LARGE_ROWS or width > min(LARGE_TOKENS, self.clf.max_length):
                 return None
             return LARGE_ROWS, min(-(-width // LARGE_STEP) * LARGE_STEP, self.clf.max_length)
-        tokens = _bucket(width, tuple(n for n in LENGTHS if n < self.clf.max_length) + (self.clf.max_length,))
+        tokens = self._tokens(width)
         row_bucket = _bucket(rows, ROWS)
         return None if tokens is None or row_bucket is None else (row_bucket, tokens)
+
+    def _tokens(self, width: int) -> int | None:
+        """The token bucket of `width` (16, 32, 64, ... up to the model's length); None past the model's length."""
+        return _bucket(width, tuple(n for n in LENGTHS if n < self.clf.max_length) + (self.clf.max_length,))
 
     def logits(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor | None:
         """The batch's logits from its bucket's graph (a fresh tensor, not the graph's own output); None when
@@ -181,7 +185,7 @@ class Replayer:
         if self.paths_off or self.clf.model.training:
             return None
         tokens, nodes = x.shape[1], alphas.shape[0]
-        width = _bucket(tokens, tuple(n for n in LENGTHS if n < self.clf.max_length) + (self.clf.max_length,))
+        width = self._tokens(tokens)
         if width is None or nodes * width > PATH_ROW_TOKENS:
             return None
         key = (nodes, width, *what)
