@@ -237,21 +237,22 @@ class IntegratedGradients(Method):
         w_all = devices.wide_tensor(weights, x.device)  # float64 (on MPS, which has none, on the CPU)
         replayed = graphs.path_round(self.clf, x, b, mask, a_all, w_all,  # on a GPU: the round in one launch
                                      lambda logits: class_score(self.clf, logits, tgt, self.output), (tgt, self.output))
+        diff = x - b
         if replayed is not None:
             total, slope_t = replayed
-            return (total * devices.wide((x - b)[0])).detach().cpu(), host(slope_t)
+            return (total * devices.wide(diff[0])).detach().cpu(), host(slope_t)
         total = None
         slope = []
         for i in range(0, len(alphas), rows):
             a, w = a_all[i : i + rows], w_all[i : i + rows]
-            states = (b + a[:, None, None] * (x - b)).requires_grad_(True)
+            states = (b + a[:, None, None] * diff).requires_grad_(True)
             with torch.enable_grad():
                 score = class_score(self.clf, forward_from_layer(self.clf, states, ids, mask, tt), tgt, self.output)
                 (grad,) = torch.autograd.grad(score.sum(), states)
             part = (w[:, None, None] * devices.wide(grad)).sum(0)
             total = part if total is None else total + part
-            slope.append((grad * (x - b)).sum((1, 2)))
-        return (total * devices.wide((x - b)[0])).detach().cpu(), host(torch.cat(slope))
+            slope.append((grad * diff).sum((1, 2)))
+        return (total * devices.wide(diff[0])).detach().cpu(), host(torch.cat(slope))
 
     def _prepare(self, example, enc):
         """One forward pass over the input and the baseline gives the endpoints F(x), F(baseline) and the
