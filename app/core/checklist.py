@@ -258,9 +258,9 @@ def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: f
         return bool(ok.all()), lambda: f"confidence in {names[k]} moved by {moved:+.3f}"
 
     def over(c: Cases) -> tuple[np.ndarray, np.ndarray]:
-        k = c.preds[c.first] if label is None else np.full(len(c.preds), label)
-        rows = np.arange(len(c.preds))
-        delta = c.confs[rows, k] - c.confs[c.first, k]  # 0 on each case's first row, which passes either way
+        first = c.first
+        k = c.preds[first] if label is None else np.full(len(c.preds), label)
+        delta = c.confs[np.arange(len(c.preds)), k] - c.confs[first, k]  # 0 on a case's first row: passes
         return c.every((delta >= -tol) if increasing else (delta <= tol)), _all_tested(c)
     return _with_over(check, over)
 
@@ -446,10 +446,8 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             examples = []
             for pos in failing[:n_examples]:  # the failures a result shows, with their details in words
                 i, keys, rows = cases[pos]
-                labels = _case_labels(test, i)
-                check = _mft_label(labels, names) if fn is None else fn  # None: the case's own MFT label
                 examples.append({"inputs": [list(k) for k in keys],
-                                 "detail": detail_text(check(sp.preds[rows], sp.confs[rows], labels)[1])})
+                                 "detail": detail_text(_case_outcome(test, fn, i, rows, sp, names)[1])})
             n, failed = len(at), len(failing)
             tr.results.append({"model": clf.name, "n": n, "failed": failed,
                                "fail_rate": failed / n if n else None, "examples": examples})
@@ -465,6 +463,13 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
 
 def _case_labels(test: Test, i: int):
     return test.labels[i] if isinstance(test.labels, list) else test.labels
+
+
+def _case_outcome(test: Test, fn, i: int, rows, sp: Space, names: Sequence[str]) -> Outcome:
+    """Case `i`'s outcome by its per-case check (`fn`; None: the case's own MFT label)."""
+    labels = _case_labels(test, i)
+    check = _mft_label(labels, names) if fn is None else fn
+    return check(sp.preds[rows], sp.confs[rows], labels)
 
 
 def _layout(cases: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -493,9 +498,7 @@ def _judged(test: Test, fn, cases: list, layout, sp: Space, names: Sequence[str]
             return judged
     ok, tested = np.zeros(len(cases), dtype=bool), np.zeros(len(cases), dtype=bool)
     for pos, (i, _, rows) in enumerate(cases):
-        labels = _case_labels(test, i)
-        check = _mft_label(labels, names) if fn is None else fn
-        passed = check(sp.preds[rows], sp.confs[rows], labels)[0]
+        passed = _case_outcome(test, fn, i, rows, sp, names)[0]
         if passed is not None:
             ok[pos], tested[pos] = passed, True
     return ok, tested
