@@ -2,6 +2,7 @@
 asked. Everything but the recording runs here on the CPU: the tests record with `eager`, which runs the forward
 again into the same output tensor at each replay, as a graph does. On a GPU, benchmarks/gpu.py and the device run of
 this file record real graphs (the tests run "cuda" too)."""
+import contextlib
 import copy
 
 import numpy as np
@@ -32,6 +33,24 @@ def graphs_on_the_cpu(monkeypatch) -> None:
     """Graphs on for the CPU as if it were a CUDA device, recorded with `eager`."""
     monkeypatch.setattr(graphs, "enabled", lambda clf: True)
     monkeypatch.setattr(graphs, "cuda_capture", lambda fn, pool: (*eager(fn), None))
+
+
+@contextlib.contextmanager
+def graphs_off(monkeypatch):
+    """Graphs off for the calls inside: the eager answers the replayed ones are held to."""
+    with monkeypatch.context() as off:
+        off.setattr(graphs, "enabled", lambda clf: False)
+        yield
+
+
+def _eager_logits(clf, exs) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows of `exs` in their one length-sorted batch, that batch's logits from the [CLS] path, eagerly)."""
+    from app.core.precision import autocast
+
+    with torch.inference_mode(), autocast(clf):
+        enc = tokenize(clf, exs)
+        (idx,) = length_batches(enc, 256)
+        return idx, cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
 
 
 def _batch(clf, texts):
@@ -123,8 +142,7 @@ def test_predict_takes_large_graphs_when_asked(tiny_pair, monkeypatch):
     monkeypatch.setenv(graphs.ENV, "large")
     clf = _own(tiny_pair.models[0])
     many = [Example((s,)) for s in SENTENCES * 4]
-    with monkeypatch.context() as off:
-        off.setattr(graphs, "enabled", lambda clf: False)
+    with graphs_off(monkeypatch):
         want = predict(clf, many).probs
     np.testing.assert_allclose(predict(clf, many).probs, want, atol=1e-6)
     width = _batch(clf, SENTENCES * 4)["input_ids"].shape[1]
@@ -141,8 +159,7 @@ def test_half_precision_graphs_stay_on(offline_pair, tiny_pair, monkeypatch):
     exs = [Example(e.texts) for e in load_dataset(shared("glue", "sst2", "dev.tsv"), limit=7).examples]
     for clf in offline_pair.with_precision("bf16").models:
         clf = _own(clf)
-        with monkeypatch.context() as off:
-            off.setattr(graphs, "enabled", lambda clf: False)
+        with graphs_off(monkeypatch):
             want = predict(clf, exs).logits
         got = predict(clf, exs).logits
         assert not clf.graphs.off, clf.graphs.why_off
@@ -183,8 +200,7 @@ def test_predict_takes_the_graph_for_small_batches_only(tiny_pair, monkeypatch):
         clf = _own(clf)
         one, five = [Example((SENTENCES[3],))], [Example((s,)) for s in SENTENCES[:5]]
         many = [Example((s,)) for s in SENTENCES * 4]
-        with monkeypatch.context() as off:
-            off.setattr(graphs, "enabled", lambda clf: False)
+        with graphs_off(monkeypatch):
             want = [predict(clf, exs).probs for exs in (one, five, many)]
         got = [predict(clf, exs).probs for exs in (one, five, many)]
         for g, w in zip(got, want):
@@ -212,8 +228,7 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
 
     clf = _own(tiny_pair.models[which])
     texts = [SENTENCES[0], SENTENCES[0] + " truly so ."]
-    with monkeypatch.context() as off:
-        off.setattr(graphs, "enabled", lambda clf: False)
+    with graphs_off(monkeypatch):
         want = [_ig(clf, t) for t in texts] + [_ig(clf, texts[0], tolerance=1e-7, max_steps=60)]
     got = [_ig(clf, t) for t in texts] + [_ig(clf, texts[0], tolerance=1e-7, max_steps=60)]
     for g, w in zip(got, want):
@@ -237,8 +252,7 @@ def test_integrated_gradients_rounds_replayed_for_a_pair_task(tiny_nli_pair, mon
     clf = _own(tiny_nli_pair.models[0])
     ex = Example((SENTENCES[0], SENTENCES[3]))
     for target in range(len(clf.labels)):
-        with monkeypatch.context() as off:
-            off.setattr(graphs, "enabled", lambda clf: False)
+        with graphs_off(monkeypatch):
             want = IntegratedGradients(clf).attribute(ex, target=target)
         got = IntegratedGradients(clf).attribute(ex, target=target)
         np.testing.assert_allclose(got.scores, want.scores, rtol=1e-4, atol=1e-7)
@@ -303,15 +317,11 @@ def test_recorded_graphs_give_the_eager_logits(tiny_pair, monkeypatch, where):
             exs = [Example((t,)) for t in texts]
             got = predict(clf, exs).logits
             assert clf.graphs is not None and not clf.graphs.off, clf.graphs and clf.graphs.why_off
-            with torch.inference_mode():
-                enc = tokenize(clf, exs)
-                (idx,) = length_batches(enc, 256)
-                want = cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
+            idx, want = _eager_logits(clf, exs)
             np.testing.assert_allclose(got[idx], want, atol=1e-4, rtol=1e-4)
         replayed = IntegratedGradients(clf).attribute(Example((SENTENCES[0],)))
         assert clf.graphs.paths and not clf.graphs.paths_off, clf.graphs.why_paths_off
-        with monkeypatch.context() as off:
-            off.setattr(graphs, "enabled", lambda clf: False)
+        with graphs_off(monkeypatch):
             eager_ig = IntegratedGradients(clf).attribute(Example((SENTENCES[0],)))
         np.testing.assert_allclose(replayed.scores, eager_ig.scores, rtol=1e-3, atol=1e-6)
 
@@ -323,7 +333,6 @@ def test_half_precision_and_large_graphs_stay_on(tiny_pair, monkeypatch, where, 
     ALBERT_LENS_CUDA_GRAPHS=large, a 256-row bucket: each passes its check and matches the eager forward to the
     check's tolerance."""
     from app.core.pair import Pair
-    from app.core.precision import autocast
 
     _recording_on(where, monkeypatch)
     monkeypatch.setenv(graphs.ENV, "large")
@@ -334,9 +343,6 @@ def test_half_precision_and_large_graphs_stay_on(tiny_pair, monkeypatch, where, 
             exs = [Example((t,)) for t in texts]
             got = predict(clf, exs).logits
             assert clf.graphs is not None and not clf.graphs.off, clf.graphs and clf.graphs.why_off
-            with torch.inference_mode(), autocast(clf):
-                enc = tokenize(clf, exs)
-                (idx,) = length_batches(enc, 256)
-                want = cls_path.inputs_logits(clf, pad(clf, enc, idx)).float().cpu().numpy()
+            idx, want = _eager_logits(clf, exs)
             np.testing.assert_allclose(got[idx], want, atol=atol, rtol=rtol)
         assert any(rows == graphs.LARGE_ROWS for rows, _ in clf.graphs.graphs)
