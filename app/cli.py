@@ -94,8 +94,8 @@ _HARDWARE: dict = {}  # the device and dtype that answer this command, added to 
 
 def _dumps(obj, **kw) -> str:
     """A command's JSON, saying which device and precision computed it."""
-    if isinstance(obj, dict) and _HARDWARE:
-        obj = {**obj, "hardware": _HARDWARE}
+    if isinstance(obj, dict) and _HARDWARE:  # which device answered, and which precision and why (at the top too)
+        obj = {"precision": _HARDWARE["precision"], **obj, "hardware": _HARDWARE}
     return json.dumps(obj, **kw)
 
 
@@ -103,12 +103,9 @@ def _pair(args):
     pair = _api().Pair.resolve(args.pair, args.models, getattr(args, "task", None), getattr(args, "device", None))
     precision = getattr(args, "precision", None)
     if precision and precision != "fp32":
-        pair = pair.with_precision(precision)
-        if pair.precision_note:
-            print(f"precision: {pair.precision_note}", file=sys.stderr)
-        else:
-            how = "dynamically quantised linear layers" if precision == "int8" else "half-precision forward passes"
-            print(f"precision: {pair.precision} ({how}; gradient work stays in fp32)", file=sys.stderr)
+        pair = pair.with_precision(precision, force=True if getattr(args, "force_precision", False) else None)
+        # the command's first line: which precision answers, and why (never slower than fp32 without a word)
+        print(_api().views.precision_line(pair.precision_asked), file=sys.stderr)
     _HARDWARE.clear()
     _HARDWARE.update(pair.hardware())
     return pair
@@ -116,9 +113,13 @@ def _pair(args):
 
 def _precision_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--precision", choices=["fp32", "int8", "bf16", "fp16"], default="fp32",
-                   help="for this forward-only batch work: int8, dynamically quantised encoder layers on the CPU "
-                        "(how close its answers stay to fp32, and its speed by CPU: benchmarks/README.md); bf16 or "
-                        "fp16, half precision on a GPU (bf16 also as autocast on a CPU)")
+                   help="for this forward-only batch work: int8, dynamically quantised encoder layers on the CPU; "
+                        "bf16 or fp16, half precision on a GPU (bf16 also on a CPU). On a CPU the models' forward "
+                        "passes are timed once per machine, and fp32 answers where the asked precision is slower "
+                        "(benchmarks/README.md, CPUs); the first line says which answered and why")
+    p.add_argument("--force-precision", action="store_true",
+                   help="answer in --precision even where it is slower than fp32 here (also "
+                        "ALBERT_LENS_FORCE_PRECISION=1); bf16 without bf16 instructions then runs emulated")
 
 
 UNSAFE_PUBLIC = ("bind a non-loopback --host without hosted mode (ALBERT_LENS_HOSTED=1): whoever connects can "
@@ -438,6 +439,11 @@ def cmd_embed(args) -> int:
         res = api.embed(pair, args.dataset, args.limit, args.layer, args.pooling, step, engine=engine, visitor=False)
     out = Path(args.out)
     np.savez_compressed(out, **res["embeddings"])
+    if args.json:
+        print(_dumps({"out": str(out), "n": res["n"], "dataset": res["dataset"],
+                      "shapes": {name: list(a.shape) for name, a in res["embeddings"].items()},
+                      "fidelity": res.fidelity}))
+        return 0
     print(f"{out}: {res['n']:,} examples of {res['dataset']}: "
           + ", ".join(f"{name} {a.shape}" for name, a in res["embeddings"].items()))
     return 0
@@ -553,6 +559,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("app", help="start the Gradio app (default http://127.0.0.1:7860)")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--host", default="127.0.0.1", help="interface to bind; 0.0.0.0 only when you mean it")
     p.add_argument("--port", type=int, default=7860)
     p.add_argument("--unsafe-public", action="store_true", help=UNSAFE_PUBLIC)
@@ -560,6 +567,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("lit", help="start a LIT server with both models (default http://127.0.0.1:5432)")
     _pair_args(p)
+    _precision_args(p)
     p.add_argument("--dataset", nargs="*", help="dataset files or ids (default: the shipped examples)")
     p.add_argument("--limit", type=int, default=1000, help="first N examples of each dataset")
     p.add_argument("--host", default="127.0.0.1")
@@ -611,6 +619,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooling", choices=["cls", "mean"], default="cls")
     p.add_argument("--limit", type=int)
     p.add_argument("--batch", type=int, default=256, help="examples per batch sent to a worker")
+    p.add_argument("--json", action="store_true", help="print what was embedded, where, and in which precision")
     _engine_args(p)
     p.set_defaults(func=cmd_embed)
     _declared_commands(sub)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from app.core import api, plots
+from app.core import api, plots, views
 from app.core.api import Pair, default_suites
 from app.core.errors import LensError
 from app.core.plots import grouped_bars, saliency_dataset_figure, transitions_figure
@@ -174,8 +174,9 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
     md = [f"# albert-lens report: {pair.name}", "",
           "Models: " + "; ".join(f"**{m.name}** `{m.source}`" for m in pair.spec.models), ""]
     hw = pair.hardware()
-    md += [f"Computed on **{hw['device']}** ({hw['device_name']}), {hw['precision']}."
-           + (f" {pair.precision_note}." if pair.precision_note else ""), ""]
+    md += [f"Computed on **{hw['device']}** ({hw['device_name']}), {pair.precision}.", ""]
+    if pair.precision_asked["asked"] != "fp32":
+        md += [f"{views.precision_line(pair.precision_asked).capitalize()}.", ""]
     if pair.precision != "fp32":
         how = "dynamically quantised encoder layers" if pair.precision == "int8" else "half-precision forward passes"
         md += [f"Precision: **{pair.precision}** ({how}) for the forward-only sections; saliency ran in fp32 "

@@ -61,8 +61,10 @@ class LensModel(lit_model.BatchedModel):
     def task(self) -> Task:
         return self.clf.task
 
+    precision = ""  # which precision answers and why, when the pair's was chosen (`models_for`)
+
     def description(self) -> str:
-        return self.clf.describe()
+        return self.clf.describe() + (f" · {self.precision}" if self.precision else "")
 
     def max_minibatch_size(self) -> int:
         return self.batch_size
@@ -167,5 +169,9 @@ class LensModel(lit_model.BatchedModel):
         return [str(v) for v in vocab], table
 
 
-def models_for(classifiers: Iterable[Classifier]) -> dict[str, LensModel]:
-    return {clf.name: LensModel.from_classifier(clf) for clf in classifiers}
+def models_for(classifiers: Iterable[Classifier], precision: str = "") -> dict[str, LensModel]:
+    """LIT's models for the pair's classifiers; `precision` (`views.precision_line`) joins each description."""
+    out = {clf.name: LensModel.from_classifier(clf) for clf in classifiers}
+    for m in out.values():
+        m.precision = precision
+    return out

@@ -27,6 +27,7 @@ from app.core.api import (
     public_message,
     resolve_dataset,
     running,
+    views,
 )
 from app.core.errors import LensError
 
@@ -230,7 +231,7 @@ def measure_cost(model: LensModel, example: dict, repeats: int = 3) -> float:
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
                 limit: int | None = None, **kw) -> dev_server.Server:
     bounded_log_lines()  # a visitor's request is logged by LIT at most LOG_LINE_CHARS long
-    models = models_for(pair.models)
+    models = models_for(pair.models, views.precision_line(pair.precision_asked))
     for clf in pair.models:  # LIT answers from its server thread, not the main one
         clf.reserve_tokenizer()
     data = datasets_for(pair, datasets, limit)

@@ -39,9 +39,9 @@ os.environ["HF_HOME"] = _scratch("albert-lens-test-hf-")
 # The CPU unless a run asks for another device: the suite's references are CPU figures, and tests of the device
 # plumbing name their device (tests/test_device.py).
 os.environ.setdefault("ALBERT_LENS_DEVICE", "cpu")
-# int8 where asked, on any CPU: the int8 tests check int8's answers; the choice of fp32 on a CPU whose int8 products
-# are slower is tested on its own (tests/test_precision.py)
-os.environ.setdefault("ALBERT_LENS_INT8", "always")
+# int8 and bf16 where asked, on any CPU: their tests check their answers; the choice of fp32 on a CPU where they are
+# slower is tested on its own (tests/test_precision.py)
+os.environ.setdefault("ALBERT_LENS_FORCE_PRECISION", "1")
 if (SHARED / "nltk_data").is_dir():
     os.environ["NLTK_DATA"] = str(SHARED / "nltk_data")
 

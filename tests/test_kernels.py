@@ -17,15 +17,6 @@ def _layer(inner=384, outer=400, bias=True, seed=0) -> torch.nn.Linear:
     return layer
 
 
-def test_calibration_times_both_products_and_checks_they_agree():
-    """Which one wins depends on the CPU (oneDNN on this AMD Zen 5, MKL on an Intel host) and on the load, so
-    no test asserts it: the calibration must time both and compare their answers."""
-    assert kernels._usable()
-    timing = kernels.calibrate()
-    assert timing["agrees"]
-    assert timing["onednn_s"] > 0 and timing["blas_s"] > 0
-
-
 @pytest.mark.parametrize("shape,bias,strided", [  # each above MIN_MACS, so oneDNN runs
     ((17, 384), True, False), ((3, 11, 384), True, False), ((3, 11, 384), False, False), ((4, 22, 384), True, True),
 ])
@@ -82,7 +73,7 @@ def test_weights_that_need_gradients_take_the_stock_path():
 def forced(model, backend: str):
     """`model` switched as `backend` would switch it, whatever this process chose; restored after."""
     with kernels.stock(model), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(kernels, "_CHOSEN", {"backend": backend, "chosen_by": "test"})
+        mp.setattr(kernels, "_CHOSEN", {"backend": backend})
         n = kernels.accelerate(model)
         try:
             yield n
@@ -113,49 +104,85 @@ def fresh_choice(monkeypatch, tmp_path):
     """A process that has chosen nothing yet, on a machine that has cached no choice."""
     monkeypatch.setattr(kernels, "_CHOSEN", {})
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv(kernels.ENV, raising=False)
     return monkeypatch
 
 
-@pytest.mark.parametrize("timing,chosen", [
-    ({"blas_s": 1.0, "onednn_s": 0.5, "agrees": True}, "onednn"),
-    ({"blas_s": 1.0, "onednn_s": 0.95, "agrees": True}, "blas"),  # within noise: stock layers stay
-    ({"blas_s": 1.0, "onednn_s": 0.5, "agrees": False}, "blas"),  # faster but wrong: never
-    ({"blas_s": 1.0, "onednn_s": None, "agrees": False}, "blas"),  # the op failed on this build
+def _batches(rows: int = 4, tokens: int = 12):
+    return [{"input_ids": torch.randint(5, 100, (rows, tokens)),
+             "attention_mask": torch.ones(rows, tokens, dtype=torch.long)}]
+
+
+def test_tune_times_the_models_own_forward_and_checks_onednn_agrees(fresh_choice):
+    """Which option wins depends on the CPU and its load, so no test asserts it: every option is timed on the
+    model's forward, oneDNN's logits are checked against the stock ones, and the model is left as chosen."""
+    model = _albert("gelu_new")
+    choice = kernels.tune(model, "tiny albert", _batches())
+    assert set(choice["timing"]) == {"stock", "fused", "onednn"} and all(t > 0 for t in choice["timing"].values())
+    assert choice["agrees"] and choice["chosen_by"] == "timed on this model"
+    assert bool(kernels.switched(model)) == choice["onednn"] and bool(kernels.fused(model)) == choice["fused"]
+    assert kernels.chosen(model) == choice
+    plain = _albert("gelu")  # nothing to fuse: not timed
+    assert set(kernels.tune(plain, "tiny albert, gelu", _batches())["timing"]) == {"stock", "onednn"}
+
+
+@pytest.mark.parametrize("times,onednn,fused", [
+    ({"stock": 1.0, "fused": 0.95, "onednn": 0.5}, True, True),
+    ({"stock": 1.0, "fused": 0.8, "onednn": 0.95}, False, True),
+    ({"stock": 1.0, "fused": 0.95, "onednn": 0.95}, False, False),  # within noise: stock layers stay
+    ({"stock": 1.0, "fused": 0.7, "onednn": 0.75}, False, True),  # the fastest of those that clear the bar
 ])
-def test_auto_takes_onednn_only_when_clearly_faster_and_equal(fresh_choice, timing, chosen):
-    fresh_choice.delenv(kernels.ENV, raising=False)
-    fresh_choice.setattr(kernels, "calibrate", lambda: timing)
-    assert kernels.backend() == chosen
-    model = torch.nn.Sequential(torch.nn.Linear(4, 4))
-    assert kernels.accelerate(model) == (1 if chosen == "onednn" else 0)
+def test_an_option_is_taken_only_with_a_margin_over_the_stock_layers(fresh_choice, times, onednn, fused):
+    from app.core import tuning
+
+    fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: {k: times[k] for k in runs})
+    model = _albert("gelu_new")
+    choice = kernels.tune(model, "tiny albert", _batches())
+    assert (choice["onednn"], choice["fused"]) == (onednn, fused)
+    assert (len(kernels.switched(model)) > 0, len(kernels.fused(model)) > 0) == (onednn, fused)
 
 
-def test_the_first_processs_choice_is_every_later_ones_on_the_same_cpu(fresh_choice):
-    """Two processes timing the products on one CPU could land either side of the bar (seen on an Intel Xeon):
-    the first one's choice is cached per CPU model, PyTorch version and thread count, and later ones take it."""
-    fresh_choice.delenv(kernels.ENV, raising=False)
-    timings = iter([{"blas_s": 1.0, "onednn_s": 0.5, "agrees": True},
-                    {"blas_s": 1.0, "onednn_s": 0.95, "agrees": True}])
-    fresh_choice.setattr(kernels, "calibrate", lambda: next(timings))
-    assert kernels.backend() == "onednn" and kernels.describe()["chosen_by"] == "auto"
-    fresh_choice.setattr(kernels, "_CHOSEN", {})  # a second process: its own timing would say blas
-    assert kernels.backend() == "onednn" and kernels.describe()["chosen_by"] == "auto (cached for this CPU)"
-    assert kernels.describe()["onednn_speedup"] == 2.0  # the timing that decided, shown as before
-    fresh_choice.setattr(kernels, "_CHOSEN", {})
-    fresh_choice.setattr(kernels, "_choice_key", lambda: "another CPU | torch x | 2 threads")
-    assert kernels.backend() == "blas"  # another CPU times for itself (the second timing)
-    fresh_choice.setattr(kernels, "_CHOSEN", {})
-    (kernels.runtime_cache() / "matmul-choice.json").write_text("{not json")
-    fresh_choice.setattr(kernels, "calibrate", lambda: {"blas_s": 1.0, "onednn_s": 0.5, "agrees": True})
-    assert kernels.backend() == "onednn"  # a damaged cache file is measured over, not trusted
+def test_onednn_is_never_taken_where_its_answer_differs(fresh_choice):
+    from app.core import tuning
+
+    fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: {k: {"onednn": 0.1}.get(k, 1.0) for k in runs})
+    fresh_choice.setattr(kernels, "_onednn", lambda x, w, b: torch.nn.functional.linear(x, w, b) + 1.0)
+    choice = kernels.tune(_albert("gelu_new"), "tiny albert", _batches(64, 40))  # products oneDNN runs
+    assert not choice["agrees"] and not choice["onednn"] and "onednn" not in choice["timing"]
+
+
+def test_the_first_processs_choice_is_every_later_ones_on_the_same_machine(fresh_choice):
+    """Two processes timing one model could land either side of the bar (seen on an Intel Xeon): the first
+    one's choice is kept per machine key (CPU, instruction-set caps, PyTorch, threads) and model."""
+    from app.core import tuning
+
+    timings = iter([{"stock": 1.0, "fused": 1.0, "onednn": 0.5}, {"stock": 1.0, "fused": 1.0, "onednn": 0.95}])
+    fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: next(timings))
+    assert kernels.tune(_albert("gelu_new"), "m", _batches())["onednn"]
+    again = kernels.tune(_albert("gelu_new"), "m", _batches())  # a second process: its own timing would say no
+    assert again["onednn"] and again["chosen_by"] == "timed on this model (kept for this machine)"
+    assert kernels.describe(_albert_tuned := _albert("gelu_new")) == {
+        "matmul": "PyTorch default (BLAS)", "fused_gelu": False, "chosen_by": "auto"}  # not tuned: as loaded
+    kernels.tune(_albert_tuned, "m", _batches())
+    assert kernels.describe(_albert_tuned)["onednn_speedup"] == 2.0  # the timing that decided
+    fresh_choice.setattr(tuning, "machine_key", lambda: "another CPU | aten AVX2")
+    assert not kernels.tune(_albert("gelu_new"), "m", _batches())["onednn"]  # another machine times for itself
+    fresh_choice.setattr(tuning, "machine_key", lambda: "a third")
+    (tuning._cache() / "kernel-choice.json").write_text("{not json")
+    fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: {"stock": 1.0, "fused": 1.0, "onednn": 0.5})
+    assert kernels.tune(_albert("gelu_new"), "m", _batches())["onednn"]  # a damaged file is measured over
 
 
 def test_the_environment_chooses_and_a_bad_value_is_named(fresh_choice):
     fresh_choice.setenv(kernels.ENV, "blas")
-    assert kernels.backend() == "blas"
-    assert kernels.describe()["matmul"].startswith("PyTorch default")
+    model = _albert("gelu_new")
+    assert kernels.tune(model, "m", _batches()) == {"onednn": False, "fused": True, "chosen_by": "blas",
+                                                     "timing": {}}
+    assert kernels.describe(model)["matmul"].startswith("PyTorch default") and not kernels.switched(model)
     fresh_choice.setenv(kernels.ENV, "onednn")  # read once: a later change does not rewrite what decided
     assert kernels.describe()["chosen_by"] == "blas"
+    fresh_choice.setattr(kernels, "_CHOSEN", {})
+    assert kernels.tune(model, "m", _batches())["onednn"] and kernels.switched(model)
     fresh_choice.setattr(kernels, "_CHOSEN", {})
     fresh_choice.setenv(kernels.ENV, "cuda")
     with pytest.raises(LensError, match="ALBERT_LENS_MATMUL: 'cuda' is not one of auto, onednn, blas"):

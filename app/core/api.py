@@ -694,7 +694,7 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progre
     # the latency ratio from the paired measurement its verdict is tested on: from each model's own timing, a busy
     # machine printed "latency 3.69x" (the second slower) above "the first's latency is higher beyond chance"
     first, second = latency["values"]
-    return FactsResult(models=models, n_inputs=len(exs), latency_comparison=latency,
+    return FactsResult(models=models, n_inputs=len(exs), latency_comparison=latency, precision=pair.precision_asked,
                        ratios={"parameters": b["parameters"] / a["parameters"],
                                "latency": second / first,
                                "throughput": b["throughput_per_s"] / a["throughput_per_s"]})

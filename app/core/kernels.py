@@ -13,17 +13,17 @@ its own backward; it made ALBERT's integrated-gradients round 1.3x BERT's at bas
 fused operator). `fuse_activations` gives such a model PyTorch's fused `gelu(approximate="tanh")`, the same
 formula (equal to float32 rounding), whatever the matrix product.
 
-Which product a process uses is decided once: `ALBERT_LENS_MATMUL=onednn` or `blas`, or by default (`auto`) a
-few milliseconds of timing both on a BERT-sized product; oneDNN is chosen only when clearly faster, so a CPU
-whose MKL is already AVX-512 keeps the stock layers. Only inference models are switched (`accelerate`, called
-when the core loads a model): a weight that needs its gradient (training) takes the stock path.
+Which kernels a model uses is decided by timing the model's own forward pass on this CPU (`tune`, once per
+machine and model, kept for every process: `tuning.decided`); a one-layer product's timing had sat on its
+threshold on an Intel Xeon, so two processes of one app chose differently. `ALBERT_LENS_MATMUL=onednn` or
+`blas` decides instead. Only inference models are switched (the core freezes their weights): a weight that needs
+its gradient (training) takes the stock path.
 """
 from __future__ import annotations
 
 import contextlib
 import os
 import threading
-import time
 
 import torch
 import torch.nn.functional as F
@@ -53,114 +53,104 @@ def _usable() -> bool:
     return _OP is not None and torch.backends.mkldnn.is_available()
 
 
-def _best_of(fn, reps: int = 5) -> float:
-    fn()
-    best = float("inf")
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
-def calibrate(rows: int = 256, inner: int = 384, outer: int = 1536) -> dict:
-    """Times both products on one (rows x inner) @ (inner x outer) float32 product, best of five each, and
-    checks oneDNN's result against the stock one."""
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, inner, generator=gen)
-    w = torch.randn(outer, inner, generator=gen) / inner**0.5
-    b = torch.randn(outer, generator=gen)
-    blas = _best_of(lambda: F.linear(x, w, b))
-    try:
-        y = _onednn(x, w, b)
-        agrees = bool(torch.allclose(y, F.linear(x, w, b), rtol=1e-4, atol=1e-4))
-        dnn = _best_of(lambda: _onednn(x, w, b))
-    except Exception:  # noqa: BLE001 - an op this build can't run is simply not chosen
-        return {"blas_s": blas, "onednn_s": None, "agrees": False}
-    return {"blas_s": blas, "onednn_s": dnn, "agrees": agrees}
-
-
 def backend() -> str:
-    """"onednn" or "blas", decided once per process (see the module's docstring)."""
+    """"onednn", "blas" (ALBERT_LENS_MATMUL, read once per process) or "auto": each model's own choice, timed on
+    its forward pass (`tune`)."""
     with _LOCK:
         if "backend" in _CHOSEN:
             return _CHOSEN["backend"]  # type: ignore[return-value]
         asked = os.environ.get(ENV, "auto").strip().lower() or "auto"
-        by = asked
         if asked not in CHOICES:
             raise LensError(f"{ENV}: {asked!r} is not one of {', '.join(CHOICES)}")
         if asked == "onednn" and not _usable():
             raise LensError(f"{ENV}: onednn was asked for, but this PyTorch build has no oneDNN linear op")
-        if asked == "auto":
-            asked, timing, by = _auto_choice()
-            _CHOSEN["timing"] = timing
-        _CHOSEN["backend"], _CHOSEN["chosen_by"] = asked, by
+        _CHOSEN["backend"] = asked
         return asked
 
 
-def runtime_cache():
-    """The project's cache folder (where the choice is kept)."""
-    from .runtime import cache_dir
-
-    return cache_dir()
-
-
-def _choice_key() -> str:
-    """What a cached choice holds for: this CPU's model, PyTorch's version and the threads a product uses."""
-    from .device import cpu_name
-
-    return f"{cpu_name()} | torch {torch.__version__} | {torch.get_num_threads()} threads"
+def _set(model: torch.nn.Module, onednn: bool, fused: bool) -> None:
+    """The model's linear layers on oneDNN or PyTorch's default, its `gelu_new` fused or transformers' own."""
+    gelu, fast = _new_gelu_class(), _fused_gelu_class()
+    for m in model.modules():
+        if type(m) in (torch.nn.Linear, OneDNNLinear):
+            m.__class__ = OneDNNLinear if onednn else torch.nn.Linear
+        elif gelu is not None and type(m) in (gelu, fast):
+            m.__class__ = fast if fused else gelu
 
 
-def per_cpu(name: str, measure, valid) -> tuple[dict, bool]:
-    """(a measurement, whether it came from the cache): `measure()` once per CPU model, PyTorch version and thread
-    count, kept in the cache folder as `name`.json and taken by every later process; `valid(entry)` says whether a
-    kept entry can be used (a damaged file is measured over)."""
-    import json
-
-    path = runtime_cache() / f"{name}.json"
-    key = _choice_key()
-    try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        known = {}
-    known = known if isinstance(known, dict) else {}
-    hit = known.get(key)
-    if isinstance(hit, dict) and valid(hit):
-        return hit, True
-    known[key] = hit = measure()
-    try:
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(known, indent=1), encoding="utf-8")
-        tmp.replace(path)  # whole, or not at all: a process reading it meanwhile sees the old file or the new
-    except OSError:
-        pass  # a read-only cache: this process still uses its own measurement
-    return hit, False
+def _has_gelu_new(model: torch.nn.Module) -> bool:
+    gelu, fast = _new_gelu_class(), _fused_gelu_class()
+    return gelu is not None and any(type(m) in (gelu, fast) for m in model.modules())
 
 
-def _auto_choice() -> tuple[str, dict, str]:
-    """(product, its timing, how it was chosen). Timed once per CPU model (`per_cpu`): on an Intel Xeon oneDNN
-    measured 1.08-1.31x the default product across fresh processes, against the 1.11x bar, so two processes of one
-    app chose differently; now the first process's choice is every later one's."""
+def tune(model: torch.nn.Module, key: str, batches: list[dict]) -> dict:
+    """Chooses the model's kernels on this CPU by timing its own forward pass on `batches` (those a precision is
+    timed on, `precision.work_batches`): PyTorch's stock layers, the fused GELU (models with `gelu_new`) and
+    oneDNN's linear layers (with the fused GELU), in turns (`tuning.alternated`). An option is taken only when it
+    is `tuning.MARGIN` times faster than the stock layers, and oneDNN only when its logits equal theirs to float32
+    rounding. Kept per machine and model (`tuning.decided`): every process on the machine takes the first one's
+    choice. ALBERT_LENS_MATMUL=onednn or blas decides instead (with the fused GELU). Returns {"onednn", "fused",
+    "chosen_by", "timing"}, also kept on the model (`chosen`)."""
+    from . import tuning
 
-    def measure() -> dict:
-        timing = calibrate() if _usable() else {"blas_s": None, "onednn_s": None, "agrees": False}
-        fast = timing["onednn_s"] is not None and timing["onednn_s"] < 0.9 * timing["blas_s"]
-        return {"backend": "onednn" if fast and timing["agrees"] else "blas", "timing": timing}
+    def run() -> torch.Tensor:
+        with torch.inference_mode():
+            return [model(**b).logits for b in batches][0]
 
-    hit, cached = per_cpu("matmul-choice", measure, lambda h: h.get("backend") in ("onednn", "blas")
-                          and isinstance(h.get("timing"), dict))
-    return hit["backend"], hit["timing"], "auto (cached for this CPU)" if cached else "auto"
+    asked = backend()
+    if asked != "auto":
+        choice = {"onednn": asked == "onednn", "fused": True, "chosen_by": asked, "timing": {}}
+    else:
+        def measure() -> dict:
+            runs = {"stock": lambda: (_set(model, False, False), run())}
+            if _has_gelu_new(model):
+                runs["fused"] = lambda: (_set(model, False, True), run())
+            agrees = False
+            if _usable():
+                try:
+                    _set(model, False, True)
+                    ref = run()
+                    _set(model, True, True)
+                    agrees = bool(torch.allclose(run(), ref, rtol=1e-4, atol=1e-4))
+                except Exception:  # noqa: BLE001 - an op this build can't run is simply not chosen
+                    agrees = False
+            if agrees:
+                runs["onednn"] = lambda: (_set(model, True, True), run())
+            times = tuning.alternated(runs)
+            best = "stock"
+            for name, t in times.items():
+                if name != "stock" and tuning.wins(t, times["stock"]) and t < times[best]:
+                    best = name
+            return {"onednn": best == "onednn", "fused": best != "stock", "agrees": agrees,
+                    "timing": {k: round(v, 5) for k, v in times.items()}}
+
+        hit, cached = tuning.decided("kernel-choice", key, measure,
+                                     lambda h: isinstance(h.get("onednn"), bool) and isinstance(h.get("fused"), bool))
+        choice = {**hit, "chosen_by": "timed on this model (kept for this machine)" if cached
+                  else "timed on this model"}
+    _set(model, choice["onednn"] and _usable(), choice["fused"])
+    model._lens_kernels = choice
+    return choice
 
 
-def describe() -> dict:
-    """What the model-facts panel shows: the product in use and, when timed, both products' times."""
-    chosen = backend()
-    timing = _CHOSEN.get("timing") or {}
-    out = {"matmul": "oneDNN (CPU-feature kernels)" if chosen == "onednn" else "PyTorch default (BLAS)",
-           "chosen_by": _CHOSEN["chosen_by"]}
-    if timing.get("onednn_s") and timing.get("blas_s"):
-        out["onednn_speedup"] = round(timing["blas_s"] / timing["onednn_s"], 2)
+def chosen(model: torch.nn.Module) -> dict:
+    """The model's kernel choice (`tune`), {} where none was made (a GPU, int8)."""
+    return getattr(model, "_lens_kernels", {})
+
+
+def describe(model: torch.nn.Module | None = None) -> dict:
+    """What the model-facts panel and the benchmarks show: the product in use and how it was chosen, with the
+    timing that decided where the model's was timed."""
+    asked = backend()
+    if model is None:
+        return {"matmul": {"onednn": "oneDNN (CPU-feature kernels)", "blas": "PyTorch default (BLAS)"}.get(
+            asked, "per model, timed on its forward pass"), "chosen_by": asked}
+    c = chosen(model)
+    out = {"matmul": "oneDNN (CPU-feature kernels)" if switched(model) else "PyTorch default (BLAS)",
+           "fused_gelu": bool(fused(model)), "chosen_by": c.get("chosen_by", asked)}
+    t = c.get("timing") or {}
+    if t.get("onednn") and t.get("stock"):
+        out["onednn_speedup"] = round(t["stock"] / t["onednn"], 2)
     return out
 
 
@@ -243,10 +233,11 @@ def fused(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if isinstance(m, _Fused)]
 
 
-def accelerate(model: torch.nn.Module) -> int:
-    """Switches the model's plain `nn.Linear` layers to `OneDNNLinear` when oneDNN is this process's product;
-    returns how many were switched. The model's weights must not need gradients (the core freezes them)."""
-    if backend() != "onednn":
+def accelerate(model: torch.nn.Module, force: bool = False) -> int:
+    """Switches the model's plain `nn.Linear` layers to `OneDNNLinear` when ALBERT_LENS_MATMUL=onednn (or
+    `force`: the benchmarks' own models); returns how many were switched. The model's weights must not need
+    gradients (the core freezes them)."""
+    if not (force and _usable()) and backend() != "onednn":
         return 0
     n = 0
     for module in model.modules():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
+import json
 import os
 import re
 import threading
@@ -23,7 +24,7 @@ import torch
 from . import device as devices
 from . import kernels, offline
 from .errors import ModelLoadError
-from .precision import check_on, quantize_int8, to_half
+from .precision import check_on, quantize_int8, to_half, work_batches
 from .registry import TASKS, ModelSpec, Task, with_task
 from .runtime import hub_reachable
 
@@ -429,7 +430,8 @@ def _load(spec: ModelSpec) -> Classifier:
     model.eval()
     model.requires_grad_(False)  # an inference model: gradients are taken with respect to inputs only
     check_on(spec.precision, spec.device)
-    kernels.fuse_activations(model)  # one fused operator instead of seven: on a GPU as on the CPU
+    if not devices.is_cpu(spec.device) or spec.precision != "fp32":
+        kernels.fuse_activations(model)  # one fused operator instead of seven (fp32 on a CPU: timed, below)
     if not devices.is_cpu(spec.device):
         model.to(spec.device)  # PyTorch's own kernels there (SDPA attention); oneDNN and int8 are CPU paths
         to_half(model, spec.precision, spec.device)
@@ -438,14 +440,15 @@ def _load(spec: ModelSpec) -> Classifier:
         os.environ["TOKENIZERS_PARALLELISM"] = "true"
     elif spec.precision == "int8":
         quantize_int8(model)
-    elif spec.precision == "fp32":
-        kernels.accelerate(model)
     spec = _answering(spec, model.config, id_position_pad(model))
     try:
         _warm_up(model, tok)
     except Exception as exc:  # noqa: BLE001 - a model and tokenizer that don't fit: say so at load, not later
         raise ModelLoadError(f"model {spec.source!r}: a test forward pass on its tokenizer's output failed "
                              f"({type(exc).__name__}: {_short(exc)})") from exc
+    if devices.is_cpu(spec.device) and spec.precision == "fp32":  # oneDNN's layers, the fused GELU: where they pay
+        kernels.tune(model, json.dumps([spec.source, str(path), read_weights_stamp(str(path))]),
+                     work_batches(tok, spec.task.max_length))
     return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
 
 
@@ -467,7 +470,8 @@ def max_cached_models() -> int:
 
 def _cache_key(spec: ModelSpec) -> tuple:
     """What makes two specs the same loaded model (the family is a guess until the config is read, so not it)."""
-    return spec.source, spec.task, spec.labels, spec.name, spec.untrained_head_ok, spec.precision, spec.device
+    return spec.source, spec.task, spec.labels, spec.name, spec.untrained_head_ok, spec.precision, spec.device, \
+        spec.emulated
 
 
 def get_classifier(spec: ModelSpec) -> Classifier:

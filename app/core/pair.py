@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 from collections.abc import Sequence
 
 from . import device as devices
@@ -12,7 +11,7 @@ from .errors import InputError, PairError
 from .inference import DEFAULT_BATCH, Prediction, Progress, predict
 from .loading import Classifier, ModelHead, get_classifier, get_head
 from .policy import limits
-from .precision import PRECISIONS, check_on, int8_speed
+from .precision import FORCE_ENV, PRECISIONS, check_on, choose, forced
 from .registry import PRESETS, PairSpec, custom_pair, get_pair
 from .runtime import hub_reachable
 
@@ -65,26 +64,40 @@ class Pair:
         spec, reason = default_pair_spec()
         return cls(spec, reason)
 
-    def with_precision(self, precision: str | None) -> "Pair":
-        """The same models at `precision`: "fp32" (the default, and the only one gradients use), "int8"
-        (dynamically quantised linear layers: forward-only batch work on a CPU whose int8 products are faster,
-        else fp32 with `precision_note` saying why; ALBERT_LENS_INT8=always takes int8 regardless), or "bf16" /
-        "fp16" (half precision)."""
+    def with_precision(self, precision: str | None, force: bool | None = None) -> "Pair":
+        """The same models at `precision`: "fp32" (the default, and the only one gradients use), or "int8" /
+        "bf16" / "fp16" for forward-only batch work. On a CPU a reduced precision answers only where the models'
+        own forward passes, timed here once per machine and model, are faster in it than in fp32
+        (`precision.choose`); else fp32 answers. `force` (else ALBERT_LENS_FORCE_PRECISION=1) insists on it.
+        `precision_choice` says which answered and why."""
         precision = "fp32" if precision in (None, "") else str(precision)
         if precision not in PRECISIONS:
             raise InputError(f"precision: {precision[:20]!r} is not one of {list(PRECISIONS)}")
         check_on(precision, self.device)
-        if precision == "int8" and os.environ.get("ALBERT_LENS_INT8", "").strip().lower() != "always":
-            speed = int8_speed()
-            if not speed["wins"]:  # never slower than fp32 without a word: fp32 answers, and says why
-                fp32 = self.with_precision("fp32")
-                twin = Pair(fp32.spec, fp32.reason)
-                twin.precision_note = (f"int8 asked for, but on this CPU its products run at {speed['speedup']}x "
-                                       "fp32's (int8 pays from 1.1x): fp32 answered")
-                return twin
-        if all(m.precision == precision for m in self.spec.models):
-            return self
-        models = tuple(dataclasses.replace(m, precision=precision) for m in self.spec.models)
+        if precision == "fp32":
+            return self._at("fp32", False) if self.precision != "fp32" or self.precision_choice else self
+        insist = forced(force)
+        if not devices.is_cpu(self.device):
+            twin = self._at(precision, False)
+            twin.precision_choice = {"asked": precision, "used": precision, "forced": insist,
+                                     "why": f"{precision} weights on {self.device} (not timed: GPUs' fast path)"}
+            return twin
+        if insist and precision == "int8":  # nothing to choose between: int8's layers, however fast
+            twin = self._at("int8", False)
+            twin.precision_choice = {"asked": "int8", "used": "int8", "forced": True,
+                                     "why": f"forced ({FORCE_ENV} or --force-precision), not timed"}
+            return twin
+        choice = choose(self.fp32.models, self._at(precision, False).models, precision, insist)
+        twin = self._at(choice["used"], choice.get("emulated", False))
+        twin.precision_choice = choice
+        if choice["used"] == "fp32":
+            twin.precision_note = f"{precision} asked for, but {choice['why']}"
+        return twin
+
+    def _at(self, precision: str, emulated: bool) -> "Pair":
+        """A new Pair of the same models at `precision` (no choosing; the loaded models are shared through the
+        loading cache)."""
+        models = tuple(dataclasses.replace(m, precision=precision, emulated=emulated) for m in self.spec.models)
         return Pair(dataclasses.replace(self.spec, models=models), self.reason)
 
     def with_device(self, device: str | None) -> "Pair":
@@ -106,11 +119,22 @@ class Pair:
         return self.spec.models[0].device
 
     precision_note = ""  # why the precision answering is not the one asked for (`with_precision`)
+    precision_choice: dict | None = None  # {"asked", "used", "why", ...}: set by `with_precision`
+
+    @property
+    def precision_asked(self) -> dict:
+        """{"asked", "used", "why"} (and "forced", "emulated", "timing" where a choice was timed): which precision
+        answers and why, for every `--json`, the banner, Model facts, the report and LIT."""
+        if self.precision_choice:
+            return dict(self.precision_choice)
+        return {"asked": self.precision, "used": self.precision,
+                "why": "fp32, the default" if self.precision == "fp32" else f"{self.precision} as loaded"}
 
     def hardware(self) -> dict:
         """The device and dtype that answer, for every `--json`, the banner, Model facts and the report."""
         note = {"precision_note": self.precision_note} if self.precision_note else {}
-        return {**devices.describe(self.device), "precision": self.precision, **note}
+        said = {k: v for k, v in self.precision_asked.items() if k in ("asked", "used", "why", "forced")}
+        return {**devices.describe(self.device), "precision": said, **note}
 
     @property
     def fp32(self) -> "Pair":

@@ -17,8 +17,12 @@ project pins still ships it, kernels included.
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 
 import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 from .errors import InputError
 
@@ -50,6 +54,8 @@ def autocast(clf) -> contextlib.AbstractContextManager:
     precision = getattr(clf, "precision", "fp32")
     if precision not in HALF:
         return contextlib.nullcontext()
+    if getattr(getattr(clf, "spec", None), "emulated", False):
+        return EmulatedBF16()
     return torch.autocast(torch.device(clf.device).type, dtype=HALF[precision])
 
 
@@ -150,42 +156,115 @@ def int8_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
     return [m for m in model.modules() if isinstance(m, _dynamic_linear())]
 
 
-INT8_MARGIN = 1.1  # int8 is taken only when its product is at least this much faster than fp32's here
+FORCE_ENV = "ALBERT_LENS_FORCE_PRECISION"  # 1: the asked precision answers even where it is slower than fp32
 
 
-def int8_speed() -> dict:
-    """int8 against fp32 on a BERT-sized layer on this CPU (256 tokens x 768 -> 3,072, best of five each, after
-    the core's own fp32 product choice), timed once per CPU model, PyTorch version and thread count and kept
-    beside the matmul choice: {"fp32_s", "int8_s", "speedup", "wins"}. On an Intel Xeon with AVX-512 VNNI and
-    AMX the offline pair's int8 batch work took 2.4-3.3x as long as fp32 (issue 40); there it answers in fp32."""
-    if "int8" in _ONCE:
-        return _ONCE["int8"]  # type: ignore[return-value]
-    import time
+def forced(flag: bool | None = None) -> bool:
+    """Whether the asked precision is insisted on: `flag` when given (--force-precision), else
+    ALBERT_LENS_FORCE_PRECISION=1 (or the older ALBERT_LENS_INT8=always)."""
+    if flag is not None:
+        return bool(flag)
+    on = os.environ.get(FORCE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
+    return on or os.environ.get("ALBERT_LENS_INT8", "").strip().lower() == "always"
 
-    from . import kernels
+
+# The product-heavy operators that CPU autocast runs in bf16 (PyTorch's lower-precision list, those a transformer
+# calls): the emulation rounds their operands to bf16 and their results to bf16, and multiplies in fp32.
+_BF16_OPS = {F.linear, torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm, torch.Tensor.__matmul__,
+             torch.Tensor.matmul, F.scaled_dot_product_attention}
+
+
+def _round_bf16(t):
+    return t.to(torch.bfloat16).float() if isinstance(t, torch.Tensor) and t.is_floating_point() else t
+
+
+class EmulatedBF16(TorchFunctionMode):
+    """bf16 products without bf16 instructions: each product's operands rounded to bf16, multiplied in fp32 and
+    the result rounded to bf16, which is what a bf16 unit computes (bf16 x bf16 is exact in fp32, and it
+    accumulates in fp32), so answers match autocast's to accumulation order (the offline BERT's logits were
+    equal to the last bit against AMX here) at about fp32's speed. On a CPU without bf16 instructions PyTorch's
+    own bf16 product is a slow fallback (6x fp32's time under AVX2, benchmarks/README.md, CPUs); this is what a
+    forced bf16 runs there."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _BF16_OPS:
+            out = func(*[_round_bf16(a) for a in args], **{k: _round_bf16(v) for k, v in kwargs.items()})
+            return out.to(torch.bfloat16) if isinstance(out, torch.Tensor) else out
+        return func(*args, **kwargs)
+
+
+LENGTHS = (24, 64)  # tokens of the timed batches: a short sentence (SST-2's median is 23) and a news text's
+ROWS = 16  # rows of each timed batch
+_FILLER = ("the film was neither as good nor as bad as its trailer promised , and the news from the markets "
+           "and the league went on as before while the company said its results would follow next week . ")
+
+
+def work_batches(tok, max_length: int) -> list[dict]:
+    """The batches a precision or kernel is timed on: `ROWS` texts of each of `LENGTHS` tokens (capped by the
+    task's maximum), tokenised as the model's own inputs."""
+    out = []
+    for n in sorted({min(n, max_length) for n in LENGTHS}):
+        out.append(dict(tok([_FILLER * 8] * ROWS, truncation=True, max_length=n, return_tensors="pt")))
+    return out
+
+
+def forward_run(model: torch.nn.Module, batches: list[dict], context=contextlib.nullcontext):
+    """A callable that runs `model`'s forward on every batch under `context()` (no gradients)."""
+
+    def run() -> None:
+        with torch.inference_mode(), context():
+            for b in batches:
+                model(**b)
+
+    return run
+
+
+def _model_key(clf) -> str:
+    return json.dumps([clf.spec.source, clf.path, clf.weights_stamp, clf.max_length])
+
+
+def timed(fp, low, asked: str) -> dict:
+    """`fp` (fp32) against `low` (the same model at `asked`) on this CPU, kept per machine and model
+    (`tuning.decided`): {"fp32_s", "asked_s"} and, for bf16, "emulated_s" (`EmulatedBF16` on the fp32 model)."""
+    from . import tuning
 
     def measure() -> dict:
-        gen = torch.Generator().manual_seed(0)
-        layer = torch.nn.Sequential(torch.nn.Linear(768, 3072)).eval().requires_grad_(False)
-        x = torch.randn(256, 768, generator=gen)
-        fp32 = torch.nn.Sequential(torch.nn.Linear(768, 3072)).eval().requires_grad_(False)
-        fp32.load_state_dict(layer.state_dict())
-        kernels.accelerate(fp32)
-        quantize_int8(layer)
+        batches = work_batches(fp.base_tokenizer, fp.max_length)
+        runs = {"fp32_s": forward_run(fp.model, batches),
+                "asked_s": forward_run(low.model, batches, lambda: torch.autocast("cpu", dtype=HALF[asked])
+                                       if asked in HALF else contextlib.nullcontext())}
+        if asked == "bf16":
+            runs["emulated_s"] = forward_run(fp.model, batches, EmulatedBF16)
+        return tuning.alternated(runs)
 
-        def best(fn) -> float:
-            fn()
-            times = []
-            for _ in range(5):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            return min(times)
-
-        with torch.inference_mode():
-            f, q = best(lambda: fp32(x)), best(lambda: layer(x))
-        return {"fp32_s": f, "int8_s": q, "speedup": round(f / q, 2), "wins": f >= INT8_MARGIN * q}
-
-    hit, _ = kernels.per_cpu("int8-speed", measure, lambda h: {"fp32_s", "int8_s", "wins"} <= set(h))
-    _ONCE["int8"] = hit
+    hit, _ = tuning.decided(f"precision-{asked}", _model_key(fp), measure,
+                            lambda h: {"fp32_s", "asked_s"} <= set(h))
     return hit
+
+
+def choose(fp_models, low_models, asked: str, force: bool) -> dict:
+    """Which precision answers a pair asked for `asked` on the CPU: {"asked", "used", "why", "forced",
+    "emulated", "timing"}. `asked` answers only where both models' forward passes together take at most
+    1/`tuning.MARGIN` of fp32's, timed on this CPU (`timed`), or where forced; else fp32 answers, and `why` says
+    how much slower `asked` was. A forced bf16 runs emulated (`EmulatedBF16`) where that is faster than the CPU's
+    own bf16 products."""
+    from . import tuning
+    from .device import cpu_name
+
+    times = [timed(fp, low, asked) for fp, low in zip(fp_models, low_models)]
+    f32, low = sum(t["fp32_s"] for t in times), sum(t["asked_s"] for t in times)
+    ratio = low / f32
+    emulated = asked == "bf16" and sum(t.get("emulated_s", float("inf")) for t in times) < low
+    timing = {"fp32_s": round(f32, 4), f"{asked}_s": round(low, 4)}
+    if asked == "bf16":
+        timing["bf16_emulated_s"] = round(sum(t["emulated_s"] for t in times), 4)
+    took = f"{asked} took {ratio:.2f}x fp32's time on this CPU ({cpu_name()})"
+    if force:
+        how = " (emulated: bf16-rounded products in fp32, faster here than its bf16 instructions)" if emulated else ""
+        return {"asked": asked, "used": asked, "forced": True, "emulated": emulated, "timing": timing,
+                "why": f"forced ({FORCE_ENV} or --force-precision){how}; {took}"}
+    if tuning.wins(low, f32):
+        return {"asked": asked, "used": asked, "forced": False, "emulated": False, "timing": timing, "why": took}
+    return {"asked": asked, "used": "fp32", "forced": False, "emulated": False, "timing": timing,
+            "why": f"{took}, so fp32 answered ({asked} pays from {1 / tuning.MARGIN:.2f}x)"}

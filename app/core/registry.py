@@ -45,6 +45,7 @@ class ModelSpec:
     untrained_head_ok: bool = False  # load a checkpoint without a classification head (for its embeddings)
     precision: str = "fp32"  # "int8", "bf16", "fp16": for forward-only batch work (see precision.py)
     device: str = "cpu"  # where the weights live and the work runs: "cpu", "cuda:N", "mps" (see device.py)
+    emulated: bool = False  # bf16 on a CPU as bf16-rounded products in fp32 (`precision.EmulatedBF16`)
 
     @property
     def output_labels(self) -> tuple[str, ...] | None:

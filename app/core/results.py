@@ -467,6 +467,7 @@ class FactsResult(Result):
     n_inputs: int
     latency_comparison: dict  # the paired latency test, one input at a time, models in turns
     ratios: dict  # second over first: parameters, latency, throughput
+    precision: dict | None = None  # which precision answers batch work and why (`Pair.precision_asked`)
 
 
 @dataclass(frozen=True)

@@ -507,6 +507,8 @@ def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.
     notes = [f"{html.escape(m['model'])}: {html.escape(str(m[k]))}" for k in FOOTNOTED for m in res["models"] if k in m]
     if notes:
         summary += "\n\n<small>Matrix products: " + " · ".join(notes) + "</small>"
+    if res.get("precision") and res["precision"].get("asked") != "fp32":
+        summary += f"\n\n<small>{html.escape(precision_line(res['precision']))}</small>"
     table = pd.DataFrame(rows).set_index("model").T.reset_index().rename(columns={"index": "fact"})
     return summary, table.astype(str), pd.DataFrame(trans)
 
@@ -825,6 +827,8 @@ def facts_text(res: dict) -> str:
                  f"throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
     lines.append("one input at a time, both models in turns: "
                  + verdict(res["latency_comparison"], names, unit="inputs"))
+    if res.get("precision"):
+        lines.append(precision_line(res["precision"]))
     return "\n".join(lines)
 
 
@@ -908,3 +912,10 @@ def checklist_summary(tests: list[dict], models: Sequence[str], alpha: float = 0
                      f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
     return (f"{len(differ)} of {len(tests)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
             f"{alpha}): " + "; ".join(parts) + ".")
+
+
+def precision_line(said: dict) -> str:
+    """One line: which precision was asked for, which answers and why (`Pair.precision_asked`)."""
+    if said.get("asked") == said.get("used") == "fp32":
+        return "precision: fp32"
+    return f"precision: {said['asked']} asked, {said['used']} answers: {said['why']}"

@@ -171,7 +171,10 @@ def banner(pair: api.Pair) -> str:
                    "nothing" for m in pair.models if getattr(m, "untrained_head", False))
     hw = pair.hardware()
     where = f" · on {html.escape(hw['device'])} <small>{html.escape(str(hw['device_name']))}</small>"
-    return f"**albert-lens** · pair *{html.escape(pair.name)}*: {models}{where}{warn}"
+    said = pair.precision_asked
+    line = html.escape(api.views.precision_line(said), quote=False)
+    how = "" if said["asked"] == "fp32" else f" · <small>{line}</small>"
+    return f"**albert-lens** · pair *{html.escape(pair.name)}*: {models}{where}{how}{warn}"
 
 
 def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> None:

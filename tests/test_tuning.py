@@ -1,0 +1,102 @@
+"""Choices timed on the real work: kept per machine (the instruction-set caps included) and model, the same in every
+process, and checked under another CPU's instruction sets from this one."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.core import tuning
+
+ROOT = Path(__file__).resolve().parents[1]
+AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
+
+
+def _python(code: str, env: dict, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_processes_started_together_measure_once_and_choose_the_same(tmp_path):
+    """Two processes deciding at once: one measures (slowly), the other waits on the lock and takes its answer,
+    even though its own measurement would have said otherwise."""
+    code = ("import os, time; from app.core import tuning\n"
+            "def measure():\n    time.sleep(1.0); return {'pid': os.getpid()}\n"
+            "hit, cached = tuning.decided('race', 'model', measure, lambda h: 'pid' in h)\n"
+            "print(hit['pid'], cached)")
+    env = {**os.environ, "ALBERT_LENS_CACHE": str(tmp_path)}
+    procs = [_python(code, env) for _ in range(2)]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outs[0][0] == outs[1][0]  # one pid: one measurement, both took it
+    assert sorted(o[1] for o in outs) == ["False", "True"]
+    assert len(json.loads((tmp_path / "race.json").read_text())) == 1
+
+
+def test_the_machine_key_names_the_caps_in_effect(monkeypatch):
+    from app.core.device import cpu_name
+
+    for k in tuning.CAPS:
+        monkeypatch.delenv(k, raising=False)
+    plain = tuning.machine_key()
+    assert plain.startswith(f"{cpu_name()} | aten ") and "| onednn all | mkl all |" in plain
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx2")
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    assert "| onednn AVX2 | mkl AVX2 |" in tuning.machine_key() and tuning.machine_key() != plain
+
+
+def test_alternated_takes_turns_and_stops_early_on_a_clear_loser():
+    order = []
+    times = tuning.alternated({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, reps=3)
+    assert order == ["a", "b"] * 4 and set(times) == {"a", "b"}  # one untimed call each, then in turns
+    import time
+
+    order.clear()
+    tuning.alternated({"fast": lambda: order.append("f"), "slow": lambda: (order.append("s"), time.sleep(0.05))},
+                      reps=9)
+    assert order.count("s") == 3  # the untimed call and two rounds: 0.05 s against nothing is clear
+
+
+def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing(tmp_path):
+    """The product run as on an AVX2-only CPU (AMD Zen 3: no AVX-512, no bf16 or VNNI instructions), from whatever
+    CPU runs the suite: PyTorch dispatches to AVX2, the choice is kept under that key, and bf16 and int8 are refused
+    with their timing as the reason where they lose, or kept where they win."""
+    code = ("import json, torch; from app.core.pair import Pair; from app.core import tuning\n"
+            "p = Pair.resolve('offline', device='cpu')\n"
+            "out = {'aten': torch.backends.cpu.get_cpu_capability(), 'key': tuning.machine_key()}\n"
+            "for asked in ('bf16', 'int8'):\n"
+            "    q = p.with_precision(asked)\n"
+            "    out[asked] = {**q.precision_asked, 'answers': q.precision, 'emulated': q.spec.models[0].emulated}\n"
+            "print(json.dumps(out))")
+    env = {**{k: v for k, v in os.environ.items() if k not in ("ALBERT_LENS_FORCE_PRECISION", "ALBERT_LENS_INT8")},
+           **AVX2, "ALBERT_LENS_CACHE": str(tmp_path)}
+    proc = _python(code, env)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-2000:]
+    got = json.loads(out.splitlines()[-1])
+    assert got["aten"] == "AVX2" and "| aten AVX2 | onednn AVX2 | mkl AVX2 |" in got["key"]
+    for asked in ("bf16", "int8"):
+        said = got[asked]
+        t = said["timing"]
+        ratio = t[f"{asked}_s"] / t["fp32_s"]
+        assert said["asked"] == asked and not said["forced"]
+        assert f"{asked} took {ratio:.2f}x fp32's time on this CPU" in said["why"]
+        if tuning.wins(t[f"{asked}_s"], t["fp32_s"]):
+            assert said["used"] == said["answers"] == asked
+        else:
+            assert said["used"] == said["answers"] == "fp32" and "so fp32 answered" in said["why"]
+        assert not said["emulated"]
+    kept = json.loads((tmp_path / "precision-bf16.json").read_text())
+    assert all("| aten AVX2 | onednn AVX2 | mkl AVX2 |" in k for k in kept)
+    assert all({"fp32_s", "asked_s", "emulated_s"} <= set(v) for v in kept.values())
+
+
+@pytest.mark.parametrize("bad", ["{not json", "[1, 2]", '{"k": 3}'])
+def test_a_damaged_file_is_measured_over(tmp_path, monkeypatch, bad):
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path))
+    (tmp_path / "d.json").write_text(bad)
+    hit, cached = tuning.decided("d", "k", lambda: {"v": 1}, lambda h: "v" in h)
+    assert hit == {"v": 1} and not cached
+    assert tuning.decided("d", "k", lambda: {"v": 2}, lambda h: "v" in h) == ({"v": 1}, True)
