@@ -119,8 +119,9 @@ def sentence_transformers_encode(clf, texts: list[str], core_layers: bool) -> fl
     st.max_seq_length = clf.max_length
     if core_layers:
         st.requires_grad_(False)
-        kernels.fuse_activations(st)
-        kernels.accelerate(st)
+        kernels.fuse_activations(st)  # the core's own model's choice (`kernels.tune`), given to st's copy
+        if kernels.switched(clf.model):
+            kernels.accelerate(st, force=True)
     st.encode(texts[:16], batch_size=32)
     t0 = time.perf_counter()
     st.encode(texts, batch_size=32)
@@ -201,7 +202,7 @@ def main() -> None:
     if args.ig_round_only:
         dirs = base_fixtures.build(SHARED)
         pair = Pair.resolve(models=[str(dirs["bert"]), str(dirs["albert"])], task="sst2")
-        res = {"kernels": kernels.describe(), "cpu": cpu(), **ig_rounds(pair)}
+        res = {"kernels": {m.name: kernels.describe(m.model) for m in pair.models}, "cpu": cpu(), **ig_rounds(pair)}
         print(json.dumps(res, indent=2))
         if args.json:
             Path(args.json).write_text(json.dumps(res, indent=2))

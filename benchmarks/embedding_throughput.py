@@ -39,7 +39,8 @@ def main() -> None:
     ds = load_dataset(SHARED / "ag_news" / "test.csv").head(args.limit)
     texts = [e.text for e in ds.examples]
     pair = Pair.resolve("offline")
-    res = {"dataset": ds.name, "n": len(texts), "kernels": kernels.describe(), "models": {}}
+    res = {"dataset": ds.name, "n": len(texts), "kernels": {m.name: kernels.describe(m.model) for m in pair.models},
+           "models": {}}
     for clf in pair.models:
         st = SentenceTransformer(clf.path, device="cpu")
         st.max_seq_length = clf.max_length
