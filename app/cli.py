@@ -94,8 +94,8 @@ _HARDWARE: dict = {}  # the device and dtype that answer this command, added to 
 
 def _dumps(obj, **kw) -> str:
     """A command's JSON, saying which device and precision computed it."""
-    if isinstance(obj, dict) and _HARDWARE:  # which device answered, and which precision and why (at the top too)
-        obj = {"precision": _HARDWARE["precision"], **obj, "hardware": _HARDWARE}
+    if isinstance(obj, dict) and _HARDWARE:  # which device answered, and which precision and why
+        obj = {**obj, "hardware": _HARDWARE}
     return json.dumps(obj, **kw)
 
 
