@@ -166,8 +166,9 @@ def test_front_ends_enter_the_core_through_the_facade_only():
 
 # what a front end takes and the facade doesn't: which pair and how it runs, where the answer goes and how it is
 # drawn, a file dropped on the page (read instead of `dataset`); `ctx` and `progress` are the app's plumbing
-FRONT_END_ONLY = {"ctx", "progress", "uploaded", "colour", "pair", "models", "task", "device", "precision", "json",
-                  "png", "show", "out", "file", "list", "engine", "address", "workers", "batch"}
+FRONT_END_ONLY = {"ctx", "progress", "uploaded", "colour", "pair", "models", "task", "device", "precision",
+                  "force_precision", "json", "png", "show", "out", "file", "list", "engine", "address", "workers",
+                  "batch"}
 # a command or endpoint that answers through more than one facade call
 SERVED_BY = {"saliency": ("saliency", "saliency_dataset"), "attention": ("attention", "attention_stats")}
 

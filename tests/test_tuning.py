@@ -49,9 +49,11 @@ def test_the_machine_key_names_the_caps_in_effect(monkeypatch):
 
 def test_alternated_takes_turns_and_stops_early_on_a_clear_loser():
     order = []
-    times = tuning.alternated({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, reps=3)
-    assert order == ["a", "b"] * 4 and set(times) == {"a", "b"}  # one untimed call each, then in turns
     import time
+
+    times = tuning.alternated({"a": lambda: (order.append("a"), time.sleep(0.01)),
+                               "b": lambda: (order.append("b"), time.sleep(0.01))}, reps=3)
+    assert order == ["a", "b"] * 4 and set(times) == {"a", "b"}  # one untimed call each, then in turns
 
     order.clear()
     tuning.alternated({"fast": lambda: order.append("f"), "slow": lambda: (order.append("s"), time.sleep(0.05))},
