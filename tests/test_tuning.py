@@ -59,6 +59,10 @@ def test_alternated_takes_turns_and_stops_early_on_a_clear_loser():
     tuning.alternated({"fast": lambda: order.append("f"), "slow": lambda: (order.append("s"), time.sleep(0.05))},
                       reps=9)
     assert order.count("s") == 2  # the untimed call and one round: 0.05 s against nothing is clear at once
+    order.clear()
+    tuning.alternated({"a": lambda: (order.append("a"), time.sleep(0.05)),
+                       "b": lambda: (order.append("b"), time.sleep(0.05))}, reps=9, budget_s=0.12)
+    assert order == ["a", "b"] * 2  # the untimed calls took 0.1 s, the first round passed the budget
 
 
 def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing(tmp_path):

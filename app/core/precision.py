@@ -201,6 +201,7 @@ ROWS = 32
 # a reduced precision answers where fp32 takes at least this many times its time: the margin over noise, and the
 # fidelity check's passes (64 inputs in both precisions, about 13% of a 1,000-text job) that only it pays
 MARGIN = 1.25
+BUDGET_S = 15.0  # the precision's timing stops after the round that passes this (a base-size model: seconds a run)
 _FILLER = ("the film was neither as good nor as bad as its trailer promised , and the news from the markets "
            "and the league went on as before while the company said its results would follow next week . ")
 
@@ -241,7 +242,7 @@ def timed(fp, low, asked: str) -> dict:
                                        if asked in HALF else contextlib.nullcontext())}
         if asked == "bf16":
             runs["emulated_s"] = forward_run(fp.model, batches, EmulatedBF16)
-        return tuning.alternated(runs)
+        return tuning.alternated(runs, budget_s=BUDGET_S)
 
     hit, _ = tuning.decided(f"precision-{asked}", _model_key(fp), measure,
                             lambda h: {"fp32_s", "asked_s"} <= set(h))

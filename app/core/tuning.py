@@ -96,11 +96,14 @@ def decided(name: str, key: str, measure: Callable[[], dict], valid: Callable[[d
     return hit, False
 
 
-def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: float = 2.0) -> dict[str, float]:
+def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: float = 2.0,
+               budget_s: float | None = None) -> dict[str, float]:
     """Median seconds of each run, the runs taken in turn (a, b, a, b...) so that a machine that slows or speeds up
     meanwhile affects all alike, after one untimed call each (one-off set-up: a new shape's kernel, a cache). Stops
     early where one run takes over `clear` times another's (1.5x that after one round): an option 6x slower needs no
-    more proof."""
+    more proof; and, given `budget_s`, after the round in which the timing has taken that long (a base-size model's
+    forward on one thread takes seconds)."""
+    start = time.perf_counter()
     for fn in runs.values():
         fn()
     times: dict[str, list[float]] = {k: [] for k in runs}
@@ -112,6 +115,8 @@ def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: floa
         best = {k: statistics.median(v) for k, v in times.items()}
         if max(best.values()) > clear * min(best.values()) * (1.5 if rnd == 0 else 1):
             break  # after one round at 1.5x `clear`, after two at `clear`
+        if budget_s is not None and time.perf_counter() - start > budget_s:
+            break
     return {k: statistics.median(v) for k, v in times.items()}
 
 
