@@ -172,7 +172,7 @@ def predict(pair: Pair, text: str, text2: str | None = None) -> PredictResult:
     """Both models' answer to one input. Visitors asking at the same moment share a forward pass
     (`batching.Combiner`); `latency_ms` is the time of the pass that answered."""
     ex = example_from(pair, text, text2)
-    models = predict_combiner(pair)(ex)
+    models = predict_combiner(pair.for_one_input)(ex)
     return PredictResult(task=pair.task.name, fields=list(pair.task.fields), input=list(ex.texts), models=models)
 
 

@@ -133,8 +133,15 @@ class Pair:
     def hardware(self) -> dict:
         """The device and dtype that answer, for every `--json`, the banner, Model facts and the report."""
         note = {"precision_note": self.precision_note} if self.precision_note else {}
-        said = {k: v for k, v in self.precision_asked.items() if k in ("asked", "used", "why", "forced")}
+        said = {k: v for k, v in self.precision_asked.items() if k in ("asked", "used", "why", "forced", "one_input")}
         return {**devices.describe(self.device), "precision": said, **note}
+
+    @property
+    def for_one_input(self) -> "Pair":
+        """The pair that answers one input at a time (Compare): itself, or its fp32 twin where the chosen
+        precision was timed slower than fp32 on one input (`precision.choose`'s "one_input")."""
+        one = (self.precision_choice or {}).get("one_input") or {}
+        return self.fp32 if one.get("used") == "fp32" and self.precision != "fp32" else self
 
     @property
     def fp32(self) -> "Pair":

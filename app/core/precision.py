@@ -232,20 +232,26 @@ def _model_key(clf) -> str:
 
 def timed(fp, low, asked: str) -> dict:
     """`fp` (fp32) against `low` (the same model at `asked`) on this CPU, kept per machine and model
-    (`tuning.decided`): {"fp32_s", "asked_s"} and, for bf16, "emulated_s" (`EmulatedBF16` on the fp32 model)."""
+    (`tuning.decided`): {"fp32_s", "asked_s"} on the batch work's batches, "fp32_one_s", "asked_one_s" on one input
+    (Compare's), and for bf16 "emulated_s" (`EmulatedBF16` on the fp32 model)."""
     from . import tuning
+
+    def ctx():
+        return torch.autocast("cpu", dtype=HALF[asked]) if asked in HALF else contextlib.nullcontext()
 
     def measure() -> dict:
         batches = work_batches(fp.base_tokenizer, fp.max_length)
-        runs = {"fp32_s": forward_run(fp.model, batches),
-                "asked_s": forward_run(low.model, batches, lambda: torch.autocast("cpu", dtype=HALF[asked])
-                                       if asked in HALF else contextlib.nullcontext())}
+        runs = {"fp32_s": forward_run(fp.model, batches), "asked_s": forward_run(low.model, batches, ctx)}
         if asked == "bf16":
             runs["emulated_s"] = forward_run(fp.model, batches, EmulatedBF16)
-        return tuning.alternated(runs, budget_s=BUDGET_S)
+        out = tuning.alternated(runs, budget_s=BUDGET_S)
+        one = [{k: v[:1] for k, v in batches[0].items()}]  # one short input, as Compare sends it
+        single = tuning.alternated({"fp32_one_s": forward_run(fp.model, one),
+                                    "asked_one_s": forward_run(low.model, one, ctx)}, reps=15, budget_s=BUDGET_S)
+        return {**out, **single}
 
     hit, _ = tuning.decided(f"precision-{asked}", _model_key(fp), measure,
-                            lambda h: {"fp32_s", "asked_s"} <= set(h))
+                            lambda h: {"fp32_s", "asked_s", "fp32_one_s", "asked_one_s"} <= set(h))
     return hit
 
 
@@ -254,7 +260,8 @@ def choose(fp_models, low_models, asked: str, force: bool) -> dict:
     "emulated", "timing"}. `asked` answers only where both models' forward passes together take at most
     1/`tuning.MARGIN` of fp32's, timed on this CPU (`timed`), or where forced; else fp32 answers, and `why` says
     how much slower `asked` was. A forced bf16 runs emulated (`EmulatedBF16`) where that is faster than the CPU's
-    own bf16 products."""
+    own bf16 products. Where `asked` answers unforced, "one_input" says whether one input at a time (Compare)
+    answers in it too, by its own timing (bf16 under AMX: 2.3x faster on batches, slower on one text)."""
     from . import tuning
     from .device import cpu_name
 
@@ -266,11 +273,18 @@ def choose(fp_models, low_models, asked: str, force: bool) -> dict:
     if asked == "bf16":
         timing["bf16_emulated_s"] = round(sum(t["emulated_s"] for t in times), 4)
     took = f"{asked} took {ratio:.2f}x fp32's time on this CPU ({cpu_name()})"
+    one_f, one_q = sum(t["fp32_one_s"] for t in times), sum(t["asked_one_s"] for t in times)
+    # one input at a time (Compare): its own timing, as small batches favour another precision than large ones
+    one = {"used": "fp32", "why": f"for one input at a time {asked} took {one_q / one_f:.2f}x fp32's time, so "
+                                  "fp32 answers there"}
+    if tuning.wins(one_q, one_f, tuning.MARGIN):
+        one = {"used": asked, "why": f"for one input at a time {asked} took {one_q / one_f:.2f}x fp32's time"}
     if force:
         how = " (emulated: bf16-rounded products in fp32, faster here than its bf16 instructions)" if emulated else ""
         return {"asked": asked, "used": asked, "forced": True, "emulated": emulated, "timing": timing,
                 "why": f"forced ({FORCE_ENV} or --force-precision){how}; {took}"}
     if tuning.wins(low, f32, MARGIN):
-        return {"asked": asked, "used": asked, "forced": False, "emulated": False, "timing": timing, "why": took}
+        return {"asked": asked, "used": asked, "forced": False, "emulated": False, "timing": timing,
+                "why": took, "one_input": one}
     return {"asked": asked, "used": "fp32", "forced": False, "emulated": False, "timing": timing,
             "why": f"{took}, so fp32 answered ({asked} pays from {1 / MARGIN:.2f}x)"}

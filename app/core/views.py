@@ -918,4 +918,6 @@ def precision_line(said: dict) -> str:
     """One line: which precision was asked for, which answers and why (`Pair.precision_asked`)."""
     if said.get("asked") == said.get("used") == "fp32":
         return "precision: fp32"
-    return f"precision: {said['asked']} asked, {said['used']} answers: {said['why']}"
+    one = said.get("one_input") or {}
+    also = f"; {one['why']}" if one.get("used") and one["used"] != said["used"] else ""
+    return f"precision: {said['asked']} asked, {said['used']} answers: {said['why']}{also}"
