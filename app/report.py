@@ -176,7 +176,8 @@ def write(pair: Pair, out: Path, sections: list[Section], results: dict, *, no_s
     hw = pair.hardware()
     md += [f"Computed on **{hw['device']}** ({hw['device_name']}), {pair.precision}.", ""]
     if pair.precision_asked["asked"] != "fp32":
-        md += [f"{views.precision_line(pair.precision_asked).capitalize()}.", ""]
+        line = views.precision_line(pair.precision_asked)
+        md += [f"{line[:1].upper()}{line[1:]}.", ""]
     if pair.precision != "fp32":
         how = "dynamically quantised encoder layers" if pair.precision == "int8" else "half-precision forward passes"
         md += [f"Precision: **{pair.precision}** ({how}) for the forward-only sections; saliency ran in fp32 "

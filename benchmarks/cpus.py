@@ -148,7 +148,7 @@ def cli_runs(name: str) -> dict:
                                   env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600)
             if proc.returncode:
                 raise SystemExit(f"{name} {precision}: {proc.stderr[-3000:]}")
-            return time.perf_counter() - t0, json.loads(proc.stdout)["precision"]
+            return time.perf_counter() - t0, json.loads(proc.stdout)["hardware"]["precision"]
 
         embed("fp32", 8)  # the offline pair's assets and the kernels' timing, once, as any first run
         for precision in ("fp32", "bf16", "int8"):

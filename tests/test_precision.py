@@ -176,13 +176,16 @@ def _timed(monkeypatch, **seconds):
 
 
 @pytest.mark.parametrize("asked", ["int8", "bf16"])
-def test_a_slower_precision_answers_in_fp32_and_says_why_everywhere(offline_pair, chooses, capsys, asked):
+def test_a_slower_precision_answers_in_fp32_and_says_why_everywhere(offline_pair, chooses, capsys, asked, tmp_path):
     """On a CPU where the asked precision's forward passes are slower (bf16 without bf16 instructions took 6-8x
     fp32's time, int8 on an Intel Xeon 2.4-3.3x), fp32 answers and every surface says so, never a silent
     slowdown."""
     from app.cli import main
+    from app.core import views
     from app.core.device import cpu_name
+    from app.report import write
     from app.ui import banner
+    from lit_models.models import models_for
 
     calls = _timed(chooses, fp32_s=1.0, asked_s=2.5, emulated_s=1.1)
     pair = offline_pair.with_precision(asked)
@@ -192,6 +195,10 @@ def test_a_slower_precision_answers_in_fp32_and_says_why_everywhere(offline_pair
     assert pair.precision_asked["why"] == why and pair.precision_note == f"{asked} asked for, but {why}"
     assert pair.hardware()["precision"] == {"asked": asked, "used": "fp32", "forced": False, "why": why}
     assert f"{asked} asked, fp32 answers: {why}" in banner(pair)
+    write(pair, tmp_path, [], {})  # the report
+    assert f"Precision: {asked} asked, fp32 answers: {why}." in (tmp_path / "report.md").read_text()
+    lit = models_for(pair.models, views.precision_line(pair.precision_asked))  # LIT's model descriptions
+    assert all(m.description().endswith(f" · precision: {asked} asked, fp32 answers: {why}") for m in lit.values())
     args = ["benchmark", "--pair", "offline", "--dataset", str(shared("glue", "sst2", "dev.tsv")), "--limit", "20",
             "--precision", asked, "--json"]
     assert main(args) == 0
