@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-import json
 import os
 import re
 import threading
@@ -24,7 +23,7 @@ import torch
 from . import device as devices
 from . import kernels, offline
 from .errors import ModelLoadError
-from .precision import check_on, quantize_int8, to_half, work_batches
+from .precision import architecture_key, check_on, quantize_int8, to_half, work_batches
 from .registry import TASKS, ModelSpec, Task, with_task
 from .runtime import hub_reachable
 
@@ -447,8 +446,7 @@ def _load(spec: ModelSpec) -> Classifier:
         raise ModelLoadError(f"model {spec.source!r}: a test forward pass on its tokenizer's output failed "
                              f"({type(exc).__name__}: {_short(exc)})") from exc
     if devices.is_cpu(spec.device) and spec.precision == "fp32":  # oneDNN's layers, the fused GELU: where they pay
-        kernels.tune(model, json.dumps([spec.source, str(path), read_weights_stamp(str(path))]),
-                     work_batches(tok, spec.task.max_length))
+        kernels.tune(model, architecture_key(model, spec.task.max_length), work_batches(tok, spec.task.max_length))
     return Classifier(spec, origin, str(path), model, tok, time.perf_counter() - t0, untrained)
 
 

@@ -226,8 +226,14 @@ def forward_run(model: torch.nn.Module, batches: list[dict], context=contextlib.
     return run
 
 
-def _model_key(clf) -> str:
-    return json.dumps([clf.spec.source, clf.path, clf.weights_stamp, clf.max_length])
+def architecture_key(model: torch.nn.Module, max_length: int) -> str:
+    """What a timing holds for: the model's class and the shapes its products take (not where its files sit nor
+    their weights' values: two copies or fine-tunes of one architecture run at one speed)."""
+    cfg = getattr(model, "config", None)
+    shape = {k: getattr(cfg, k, None) for k in ("hidden_size", "num_hidden_layers", "num_attention_heads",
+                                                 "intermediate_size", "embedding_size", "hidden_act", "vocab_size",
+                                                 "num_hidden_groups", "num_labels")}
+    return json.dumps([type(model).__name__, shape, max_length], sort_keys=True, default=str)
 
 
 def timed(fp, low, asked: str) -> dict:
@@ -250,7 +256,7 @@ def timed(fp, low, asked: str) -> dict:
                                     "asked_one_s": forward_run(low.model, one, ctx)}, reps=15, budget_s=BUDGET_S)
         return {**out, **single}
 
-    hit, _ = tuning.decided(f"precision-{asked}", _model_key(fp), measure,
+    hit, _ = tuning.decided(f"precision-{asked}", architecture_key(fp.model, fp.max_length), measure,
                             lambda h: {"fp32_s", "asked_s", "fp32_one_s", "asked_one_s"} <= set(h))
     return hit
 
