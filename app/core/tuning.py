@@ -4,8 +4,8 @@ A speed option (a precision, a kernel) helps on one CPU and hurts on the next: b
 fp32 where the CPU has AMX and about 6x slower where it has only AVX2 (benchmarks/README.md, CPUs). So an option
 is taken only after the model's own forward pass has been timed both ways here, alternated, and only with a margin
 (`MARGIN`); the answer is kept per machine key (`machine`: the CPU's model, the instruction sets PyTorch, oneDNN and
-MKL are allowed, PyTorch's version and thread count) and per model, in the cache folder, under a file lock: two
-processes started together measure once and choose the same.
+MKL are allowed, PyTorch's version and thread count) and per model architecture, in the cache folder, under a file
+lock: two processes started together measure once and choose the same.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from collections.abc import Callable
 import torch
 
 MARGIN = 1.1  # an option is taken only when the default takes at least this many times its time
+WARM_UP_S = 0.25  # a first call slower than twice `clear` decides alone only when it also lost by this much
 # the variables that cap the instruction sets of the libraries that do the products (see `machine`)
 CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
 
@@ -99,13 +100,21 @@ def decided(name: str, key: str, measure: Callable[[], dict], valid: Callable[[d
 def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: float = 2.0,
                budget_s: float | None = None) -> dict[str, float]:
     """Median seconds of each run, the runs taken in turn (a, b, a, b...) so that a machine that slows or speeds up
-    meanwhile affects all alike, after one untimed call each (one-off set-up: a new shape's kernel, a cache). Stops
+    meanwhile affects all alike, after one call each that counts only where one run lost by twice `clear` and
+    `WARM_UP_S` seconds (else it is one-off set-up: a new shape's kernel, a cache). Stops
     early where one run takes over `clear` times another's (1.5x that after one round): an option 6x slower needs no
     more proof; and, given `budget_s`, after the round in which the timing has taken that long (a base-size model's
     forward on one thread takes seconds)."""
     start = time.perf_counter()
-    for fn in runs.values():
+    first = {}
+    for k, fn in runs.items():
+        t0 = time.perf_counter()
         fn()
+        first[k] = time.perf_counter() - t0
+    if max(first.values()) > max(2 * clear * min(first.values()), min(first.values()) + WARM_UP_S):
+        # a loser by twice `clear` on its first call, set-up included: one-off set-up costs milliseconds, and bf16
+        # without bf16 instructions would take seconds more to prove what it already shows
+        return first
     times: dict[str, list[float]] = {k: [] for k in runs}
     for rnd in range(reps):
         for k, fn in runs.items():
