@@ -61,7 +61,7 @@ def test_alternated_takes_turns_and_stops_early_on_a_clear_loser():
     assert order.count("s") == 2  # the untimed call and one round: 0.05 s against nothing is clear at once
     order.clear()
     got = tuning.alternated({"fast": lambda: (order.append("f"), time.sleep(0.01)),
-                             "slow": lambda: (order.append("s"), time.sleep(0.01 + tuning.WARM_UP_S))}, reps=9)
+                             "slow": lambda: (order.append("s"), time.sleep(0.01 + 2 * tuning.WARM_UP_S))}, reps=9)
     assert order == ["f", "s"] and got["slow"] > 2 * 2.0 * got["fast"]  # lost on its first call by seconds: decided
     order.clear()
     tuning.alternated({"a": lambda: (order.append("a"), time.sleep(0.05)),
