@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from .errors import InputError
+from .runtime import _env_flag
 
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -164,8 +165,7 @@ def forced(flag: bool | None = None) -> bool:
     ALBERT_LENS_FORCE_PRECISION=1 (or the older ALBERT_LENS_INT8=always)."""
     if flag is not None:
         return bool(flag)
-    on = os.environ.get(FORCE_ENV, "").strip().lower() in {"1", "true", "yes", "on"}
-    return on or os.environ.get("ALBERT_LENS_INT8", "").strip().lower() == "always"
+    return _env_flag(FORCE_ENV) or os.environ.get("ALBERT_LENS_INT8", "").strip().lower() == "always"
 
 
 # The product-heavy operators that CPU autocast runs in bf16 (PyTorch's lower-precision list, those a transformer
@@ -237,7 +237,7 @@ def architecture_key(model: torch.nn.Module, max_length: int) -> str:
 
 
 def timed(fp, low, asked: str) -> dict:
-    """`fp` (fp32) against `low` (the same model at `asked`) on this CPU, kept per machine and model
+    """`fp` (fp32) against `low` (the same model at `asked`) on this CPU, kept per machine and model architecture
     (`tuning.decided`): {"fp32_s", "asked_s"} on the batch work's batches, "fp32_one_s", "asked_one_s" on one input
     (Compare's), and for bf16 "emulated_s" (`EmulatedBF16` on the fp32 model)."""
     from . import tuning
@@ -264,7 +264,7 @@ def timed(fp, low, asked: str) -> dict:
 def choose(fp_models, low_models, asked: str, force: bool) -> dict:
     """Which precision answers a pair asked for `asked` on the CPU: {"asked", "used", "why", "forced",
     "emulated", "timing"}. `asked` answers only where both models' forward passes together take at most
-    1/`tuning.MARGIN` of fp32's, timed on this CPU (`timed`), or where forced; else fp32 answers, and `why` says
+    1/`MARGIN` of fp32's, timed on this CPU (`timed`), or where forced; else fp32 answers, and `why` says
     how much slower `asked` was. A forced bf16 runs emulated (`EmulatedBF16`) where that is faster than the CPU's
     own bf16 products. Where `asked` answers unforced, "one_input" says whether one input at a time (Compare)
     answers in it too, by its own timing (bf16 under AMX: 2.3x faster on batches, slower on one text)."""
