@@ -112,6 +112,37 @@ def test_a_dead_worker_is_replaced(pool):
     assert pool.pids() != before and len(pool.pids()) == 1
 
 
+def test_a_worker_killed_while_idle_is_replaced_before_the_next_call(pool):
+    """Issue 58: `kill -9` of the idle worker left every later call failing with BrokenPipeError, since sending
+    to a dead child raised it and the pool did not read it as a dead worker. The call that finds it dead never
+    reached a child, so it runs on a fresh one: the visitor sees an answer, not an error."""
+    import signal
+
+    (pid,) = pool.pids()
+    os.kill(pid, signal.SIGKILL)
+    # at once: the pipe may still look open, the process not yet reaped
+    assert pool.call(slow_count, 2, 0.0) == 2
+    (new,) = pool.pids()
+    assert new != pid
+    os.kill(new, signal.SIGKILL)
+    time.sleep(0.5)  # dead and gone: the send itself fails now (BrokenPipeError)
+    seen = []
+    assert pool.call(slow_count, 3, 0.0, progress=lambda d, n: seen.append(d)) == 3
+    assert seen == [1, 2, 3] and pool.pids() not in ([pid], [new]) and len(pool.pids()) == 1
+
+
+def test_a_pool_whose_fresh_workers_all_die_says_so_instead_of_looping(monkeypatch):
+    p = workers.Pool(1, name="doomed", nice=0)
+    try:
+        monkeypatch.setattr(workers.Worker, "call", lambda self, *a: (_ for _ in ()).throw(
+            workers.NeverStarted("gone before the call")))
+        with pytest.raises(workers.WorkerGone, match="3 fresh worker processes ended before they could take"):
+            p.call(slow_count, 1, 0.0)
+        assert len(p.pids()) == 1
+    finally:
+        p.close()
+
+
 def test_a_worker_killed_mid_call_answers_its_caller_and_is_replaced(pool):
     """SIGKILL from outside (the OOM killer, an operator) while the child works and reports progress: the caller
     hears WorkerGone at the parent's next poll of the pipe, not at the work's end, and the next call gets a new

@@ -93,6 +93,10 @@ def _child(conn, cancelled, gone, nice: int, threads: int | None, setup: Setup) 
         if msg is None:
             return
         call, fn, args, kwargs, seconds, name, wants_progress = msg
+        try:
+            conn.send(("started", call))  # the parent knows the call reached a live child
+        except OSError:
+            return
         job = jobs.Job(seconds, alive=lambda: not gone.is_set() and os.getppid() == parent, name=name,
                        cancelled=cancelled)
         if wants_progress:
@@ -158,6 +162,11 @@ def _child_environment(env: dict[str, str]) -> Iterator[None]:
                     os.environ[k] = v
 
 
+class NeverStarted(WorkerGone):
+    """The worker was dead before its child took the call (killed while idle: the OOM killer, an operator): the
+    call never ran, so the pool runs it on a fresh worker instead of failing the visitor."""
+
+
 class Worker:
     """One child process and the two events through which its running job is stopped."""
 
@@ -183,7 +192,13 @@ class Worker:
         self.cancelled.clear()
         self.gone.clear()
         name = job.name if job is not None else getattr(fn, "__name__", "call")
-        self.conn.send((call, fn, args, kwargs, seconds, name, progress is not None))
+        if not self.proc.is_alive():
+            raise NeverStarted(f"{name}: the worker process had ended (exit code {self.proc.exitcode})")
+        try:
+            self.conn.send((call, fn, args, kwargs, seconds, name, progress is not None))
+        except OSError:  # BrokenPipeError: the child's end closed, its process gone
+            raise NeverStarted(f"{name}: the worker process had ended") from None
+        started = False
         while True:
             if job is not None:  # the deadline the child keeps itself: it got the time left
                 if job.cancelled.is_set():
@@ -194,8 +209,13 @@ class Worker:
                 try:
                     msg = self.conn.recv()
                 except (EOFError, OSError):
+                    if not started:
+                        raise NeverStarted(f"{name}: the worker process ended before the call") from None
                     raise WorkerGone(f"{name}: the worker process ended during the call; try again") from None
                 if msg[1] != call:  # a message of a call abandoned earlier
+                    continue
+                if msg[0] == "started":
+                    started = True
                     continue
                 if msg[0] == "progress":
                     if progress is not None:
@@ -210,7 +230,9 @@ class Worker:
                 if kind == "ok":
                     return value
                 raise value
-            if not self.proc.is_alive():
+            if not self.proc.is_alive() and not self.conn.poll(0):
+                if not started:
+                    raise NeverStarted(f"{name}: the worker process ended before the call")
                 raise WorkerGone(f"{name}: the worker process ended (exit code {self.proc.exitcode}); try again")
 
     def close(self) -> None:
@@ -243,20 +265,35 @@ class Pool:
         self._idle.put(worker)
 
     def call(self, fn: Callable, *args, progress: Callable[[int, int], Any] | None = None, **kwargs):
-        worker = self._idle.get()
-        try:
-            out = worker.call(fn, args, kwargs, progress)
-        except WorkerGone:
-            with self._lock:
-                self._all.remove(worker)
-            worker.close()
-            self._add(worker.name)
-            raise
-        except BaseException:
+        """Run `fn` on an idle worker. A worker found dead (busy or idle) is replaced; a call that never reached
+        its child runs on the replacement, and one whose child died while running it says so (it may have been
+        the call that killed it: running it again could kill the next one)."""
+        for _ in range(self.RETRIES + 1):
+            worker = self._idle.get()
+            try:
+                out = worker.call(fn, args, kwargs, progress)
+            except NeverStarted:
+                self._replace(worker)
+                continue
+            except WorkerGone:
+                self._replace(worker)
+                raise
+            except BaseException:
+                self._idle.put(worker)
+                raise
             self._idle.put(worker)
-            raise
-        self._idle.put(worker)
-        return out
+            return out
+        raise WorkerGone(f"{getattr(fn, '__name__', 'call')}: {self.RETRIES + 1} fresh worker processes ended "
+                         "before they could take the call; the server logged it")
+
+    RETRIES = 2  # fresh workers tried for a call whose worker had died before taking it
+
+    def _replace(self, worker: Worker) -> None:
+        with self._lock:
+            if worker in self._all:
+                self._all.remove(worker)
+        worker.close()
+        self._add(worker.name)
 
     def pids(self) -> list[int]:
         with self._lock:
