@@ -252,6 +252,23 @@ def test_a_slice_of_a_dataset_is_a_dataset_every_front_end_reads(tiny_pair, tiny
                       (f"{rows} @rows:2,x", "'x' in @rows is not a row number")):
         with pytest.raises(InputError, match=f"dataset: .*{msg}"):
             api.resolve_dataset(tiny_pair, spec, visitor=False)
+    # issue 58: the operator's cap is 2**62, and this range was once expanded to a list before the dataset's
+    # length was known (16 GB, then SIGKILL); now it is refused from the ranges' ends, nothing built
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        for spec, msg in ((f"{rows} @rows:3,1-999999999", "row 61 is past the end of"),
+                          (f"{rows} @rows:70-80,2", "row 70 is past the end of"),
+                          (f"{rows} @rows:{'9' * 5000}", "is not a row number")):
+            with pytest.raises(InputError, match=f"dataset: .*{msg}"):
+                api.resolve_dataset(tiny_pair, spec, visitor=False)
+        assert tracemalloc.get_traced_memory()[1] < 50 * 2**20
+    finally:
+        tracemalloc.stop()
+    assert main(["benchmark", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
+                 "--dataset", f"{rows} @rows:1-999999999"]) == 2
+    assert "row 61 is past the end" in capsys.readouterr().err
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
     with pytest.raises(InputError, match="dataset: @rows names more than 500 rows"):
         api.resolve_dataset(tiny_pair, "sentiment_plain @rows:1-600")

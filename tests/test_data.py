@@ -108,6 +108,38 @@ def test_a_deeply_nested_jsonl_row_is_refused_with_its_line(tmp_path, depth, why
         load_dataset(path)
 
 
+@pytest.mark.parametrize("row", ['{"text": "a film", "label": %s}', '{"text": %s, "label": 1}',
+                                 '{"text": "a film", "label": -%s}'])
+def test_a_5000_digit_number_in_a_jsonl_row_is_refused_with_its_line(tmp_path, row):
+    """Issue 58: a 5,000-digit integer as a label or a text answered "something went wrong (ValueError)" in the
+    app and a traceback in the CLI: Python's JSON parser refuses to turn it into an int past 4,300 digits."""
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"text": "a fine film", "label": 1}\n' + row % ("9" * 5000) + "\n")
+    with pytest.raises(DataError, match=r"big\.jsonl, line 2: a number with 5,000 digits; numbers here have at "
+                                        r"most 30"):
+        load_dataset(path, task="sst2")
+    path.write_text('{"text": "a fine film", "label": 1}\n' + row % ("9" * 30) + "\n")
+    if '"label": 1}' in row:  # 30 digits are a number like any other: as a text, read
+        assert load_dataset(path, task="sst2").examples[1].texts == ("9" * 30,)
+    else:  # as a label, refused as any out-of-range class is
+        with pytest.raises(DataError, match="line 2: label '-?9{30}' is not a whole class number"):
+            load_dataset(path, task="sst2")
+
+
+def test_reading_a_small_file_allocates_what_it_holds_not_the_cap(tmp_path):
+    """The file read once allocated the whole size cap (1 GB locally) for a 1 kB file."""
+    import tracemalloc
+
+    path = tmp_path / "rows.csv"
+    path.write_text("sentence,label\n" + "".join(f"a film {i},1\n" for i in range(50)))
+    tracemalloc.start()
+    try:
+        assert len(load_dataset(path, task="sst2")) == 50
+        assert tracemalloc.get_traced_memory()[1] < 5 * 2**20
+    finally:
+        tracemalloc.stop()
+
+
 @pytest.mark.parametrize("label, why", [
     ("1.5", r"label '1\.5' is not a whole class number 0\.\.1"),
     ("inf", r"label 'inf' is not a whole class number"),

@@ -435,22 +435,26 @@ def _cap(visitor: bool, key: str) -> int | float:
 SLICE_SPEC = re.compile(r"^(?P<base>.+?)\s*@rows:(?P<rows>.*)$", re.S)
 
 
-def slice_rows(text: str, cap: int) -> list[int]:
-    """The rows a slice names, in its order, each once; at most `cap` of them, each a whole number from 1."""
-    rows: list[int] = []
+def slice_ranges(text: str, cap: int) -> list[tuple[int, int]]:
+    """The (first, last) row ranges a slice names, in its order, validated but not expanded: a range is only
+    expanded once the dataset's length is known (`@rows:1-999999999` on the command line, whose cap is the
+    operator's, once built a billion-row list before any check and took 16 GB)."""
+    ranges: list[tuple[int, int]] = []
+    named = 0
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
-        if not lo.strip().isdigit() or (hi and not hi.strip().isdigit()):
+        if not lo.strip().isdigit() or (hi and not hi.strip().isdigit()) or len(part) > 40:
             raise InputError(f"dataset: {part[:20]!r} in @rows is not a row number or a range like 40-45")
         a, b = int(lo), int(hi or lo)
         if a < 1 or b < a:
             raise InputError(f"dataset: rows count from 1 and a range runs upwards; got {part[:20]!r}")
-        if b - a + len(rows) >= cap:
+        named += b - a + 1
+        if named > cap:
             raise InputError(f"dataset: @rows names more than {cap:,} rows, this server's limit")
-        rows.extend(range(a, b + 1))
-    if not rows:
+        ranges.append((a, b))
+    if not ranges:
         raise InputError("dataset: @rows names no row")
-    return list(dict.fromkeys(rows))
+    return ranges
 
 
 def slice_spec(dataset: str, rows) -> str:
@@ -471,13 +475,15 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
         raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
     if (picked := SLICE_SPEC.match(spec)) is not None:  # a slice: some rows of a dataset, as the app names them
         reads = _cap(visitor, "max_examples")
-        rows = slice_rows(picked["rows"], reads)
-        if max(rows) > reads:
-            raise InputError(f"dataset: row {max(rows):,} is past the first {reads:,} rows this server reads")
-        whole = resolve_dataset(pair, picked["base"], max(rows), visitor=visitor)
-        past = [r for r in rows if r > len(whole)]
-        if past:
-            raise InputError(f"dataset: row {past[0]:,} is past the end of {whole.name} ({len(whole):,} rows)")
+        ranges = slice_ranges(picked["rows"], reads)
+        last = max(b for _, b in ranges)
+        if last > reads:
+            raise InputError(f"dataset: row {last:,} is past the first {reads:,} rows this server reads")
+        whole = resolve_dataset(pair, picked["base"], last, visitor=visitor)
+        if last > len(whole):
+            first = next(max(a, len(whole) + 1) for a, b in ranges if b > len(whole))
+            raise InputError(f"dataset: row {first:,} is past the end of {whole.name} ({len(whole):,} rows)")
+        rows = list(dict.fromkeys(r for a, b in ranges for r in range(a, b + 1)))
         return Dataset(f"{whole.name}, {len(rows):,} picked rows", [whole.examples[r - 1] for r in rows][:n],
                        whole.task, whole.source)
     shipped = shipped_datasets()

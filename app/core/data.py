@@ -6,6 +6,7 @@ models order their outputs differently from the datasets, so only names compare 
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import itertools
 import json
@@ -130,9 +131,18 @@ def check_file(path: Path, max_bytes: int | None = None) -> os.stat_result:
 
 def _read_text(path: Path, max_bytes: int | None = None) -> str:
     cap = limits()["max_file_bytes"] if max_bytes is None else max_bytes
-    check_file(path, cap)
+    st = check_file(path, cap)
     with path.open("rb") as fh:
-        raw = fh.read(cap + 1)  # bounded even if the file grows after the check
+        # what the check saw, plus a byte: read(cap + 1) allocated the whole cap (1 GB locally) for any file
+        want = min(cap, st.st_size) + 1
+        raw = fh.read(want)
+        if len(raw) == want and want <= cap:  # the file grew after the check: the rest, bounded, in chunks
+            chunks = [raw]
+            total = len(raw)
+            while total <= cap and (chunk := fh.read(min(2**20, cap + 1 - total))):
+                chunks.append(chunk)
+                total += len(chunk)
+            raw = b"".join(chunks)
     if len(raw) > cap:
         raise DataError(f"{path}: more than {cap / 2**20:,.0f} MB; the limit here is {cap / 2**20:,.0f} MB")
     try:
@@ -147,6 +157,19 @@ def _read_text(path: Path, max_bytes: int | None = None) -> str:
         line = text[: text.index("\x00")].count("\n") + 1
         raise DataError(f"{path}, line {line}: contains a NUL byte; is this a binary file?")
     return text.lstrip("\ufeff")
+
+
+MAX_DIGITS = 30  # a whole number in a data file: past a count or a label; Python refuses str() past 4,300
+
+
+def _whole_number(text: str, *, path: Path, line: int) -> int:
+    """JSON's integers, refused past MAX_DIGITS: a 5,000-digit label failed inside the parser (ValueError) and
+    again wherever it was turned into text."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise DataError(f"{path}, line {line}: a number with {digits:,} digits; numbers here have at most "
+                        f"{MAX_DIGITS}")
+    return int(text)
 
 
 def _label_name(value: str, labels: Sequence[str] | None, path: Path, line: int) -> str | float | None:
@@ -355,7 +378,7 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
+                obj = json.loads(line, parse_int=functools.partial(_whole_number, path=path, line=i))
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}, line {i}: not valid JSON ({exc.msg})") from None
             except RecursionError:  # [[[[...]]]] past the parser's depth: no row of a dataset is nested so
