@@ -77,7 +77,8 @@ class PairedComparison(lit_components.Metrics):
             cache = self._cache.setdefault(key, {})
             known = {t: cache[t] for t in texts if t in cache}
         missing = [t for t in dict.fromkeys(texts) if t not in known]
-        if missing:
+        if missing:  # the model's own checks first: this path once predicted 30 texts of 1 MB each, uncapped
+            model.admit([dict(zip(model.task.fields, t)) for t in missing])
             known.update(zip(missing, predict(clf, [Example(t) for t in missing]).predicted))
             with self._lock:
                 if len(cache) + len(missing) > CACHED:
@@ -97,8 +98,8 @@ class PairedComparison(lit_components.Metrics):
         metrics: dict[str, float | None] = {}
         if labelled and other.task.fields == this.task.fields:
             gold = [ex[LABEL] for ex in labelled]
+            mine, theirs = self._outputs(this, texts), self._outputs(other, texts)  # a refusal reaches the visitor
             try:
-                mine, theirs = self._outputs(this, texts), self._outputs(other, texts)
                 if this.clf.is_regression:
                     cmp = compare_correlation([float(g) for g in gold], mine, theirs)
                 else:

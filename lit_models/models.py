@@ -5,7 +5,7 @@ GLUE example is TensorFlow-only and hard-codes `model.bert`; this one works for 
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 from lit_nlp.api import model as lit_model
@@ -17,6 +17,7 @@ from app.core.api import (
     Example,
     ModelSpec,
     Task,
+    check_examples,
     check_job,
     check_length,
     current_job,
@@ -106,16 +107,16 @@ class LensModel(lit_model.BatchedModel):
 
     def _one(self, ex: dict) -> dict:
         fields = self.task.fields
-        example = Example(tuple(str(ex.get(f, "")) for f in fields))
-        if self.max_chars is not None:
-            for f, text in zip(fields, example.texts):
-                check_length(f, text, self.max_chars)
+        example = self.example(ex)
         tokens = [ex.get(f"tokens_{f}") for f in fields]
         embs = [ex.get(f"input_embs_{f}") for f in fields]
+        given = any(e is not None for e in embs)
         target = None if self.clf.is_regression else ex.get(LABEL) or None
+        # given embeddings are integrated gradients' interpolation steps (or HotFlip's probes): LIT reads their
+        # gradients, never their attention, which at 2,000 characters is ~60 MB a text (100 steps: 6 GB)
         r = inspect(self.clf, example, target=target,
                     tokens=tokens if any(t is not None for t in tokens) else None,
-                    embeddings=embs if any(e is not None for e in embs) else None)
+                    embeddings=embs if given else None, attention=not given)
         out = {"tokens": r["tokens"], "cls_emb": r["cls_emb"], "mean_emb": r["mean_emb"]}
         if self.clf.is_regression:
             out["score"] = r["score"]
@@ -130,12 +131,34 @@ class LensModel(lit_model.BatchedModel):
             out[f"layer_{i + 1}/attention"] = att
         return out
 
-    def predict(self, inputs, **kw):
-        inputs = list(inputs)
+    def example(self, ex: dict) -> Example:
+        """A datapoint's texts as the core's checked Example: each field text (a number or a list is refused),
+        not blank, invisible or a lone surrogate, and hosted at most `max_chars` long."""
+        if not isinstance(ex, Mapping):  # LIT's dataset rows are its Input mappings, a visitor's plain dicts
+            raise InputError("inputs: each datapoint is a JSON object of its fields")
+        texts = []
+        for f in self.task.fields:
+            text = ex.get(f, "")
+            if not isinstance(text, str):
+                raise InputError(f"field {f!r} must be text, got {type(text).__name__}")
+            if self.max_chars is not None:
+                check_length(f, text, self.max_chars)
+            texts.append(text)
+        return check_examples(self.task, [Example(tuple(texts))])[0]
+
+    def admit(self, inputs: list) -> None:
+        """What every path that runs this model checks first (LIT's predictions, interpreters, the paired
+        metrics): the count, each datapoint's texts, and the work against the request's time left."""
         if self.max_inputs is not None and len(inputs) > self.max_inputs:
             raise InputError(f"inputs: {len(inputs):,} texts in one request (LIME's samples count); the limit here "
                              f"is {self.max_inputs:,}")
+        for ex in inputs:
+            self.example(ex)
         self._fits_the_budget(len(inputs))
+
+    def predict(self, inputs, **kw):
+        inputs = list(inputs)
+        self.admit(inputs)
         return super().predict(inputs, **kw)
 
     def _fits_the_budget(self, n: int) -> None:

@@ -7,7 +7,8 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from urllib.parse import quote
 
@@ -16,21 +17,25 @@ from lit_nlp import dev_server
 from lit_nlp.api import types as lit_types
 from lit_nlp.components import core as lit_core
 from lit_nlp.components import word_replacer
+from lit_nlp.lib import caching as lit_caching
 
 from app.core.api import (
     Job,
     Pair,
     Stopped,
+    blank_reason,
     bounded_log_lines,
     capabilities,
+    check_length,
     limits,
     public_message,
     resolve_dataset,
     running,
     views,
 )
-from app.core.errors import LensError
+from app.core.errors import InputError, LensError
 
+from . import gate
 from .client import client_root
 from .datasets import LensDataset
 from .metrics import PairedComparison
@@ -127,6 +132,114 @@ class LensLitApp(lit_app.LitApp):
     texts, and refuse up front a request whose texts would take longer (`LensModel.seconds_per_text`)."""
 
     gate: WorkGate | None = None  # set by LensServer.serve, read at each request
+    SAVED_SETS = 100  # datapoint sets /post_new_data keeps for a later page load; the oldest go first
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        # LIT's prediction caches, bounded in bytes; its static files answered without a traceback
+        for m in self._models.values():
+            if isinstance(m, lit_caching.CachingModelWrapper):
+                m._cache._d = gate.BoundedCache(gate.cache_budget(), m._cache._d)
+        self._wsgi_app.__class__ = gate.QuietStatic
+        self._saved_datapoints = OrderedDict(self._saved_datapoints)
+
+    def __call__(self, environ, start_response):
+        """Hostile URLs and bodies answered in one line before LIT reads them: a control character in the path
+        (LIT answered NUL with a traceback), a body over `gate.body_cap()` (LIT read any size into memory)."""
+        path = environ.get("PATH_INFO", "")
+        if any(ord(c) < 32 or ord(c) == 127 for c in path):
+            return _plain(start_response, 400, "bad path")
+        cap = gate.body_cap()
+        try:
+            length = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            return _plain(start_response, 400, "bad Content-Length")
+        if length > cap:
+            return _plain(start_response, 413, f"request body: {length:,} bytes; the limit here is {cap:,}")
+        if environ.get("wsgi.input") is not None and not length:  # chunked: read at most the cap
+            from werkzeug.wsgi import LimitedStream
+
+            environ["wsgi.input"] = LimitedStream(environ["wsgi.input"], cap + 1)
+        return super().__call__(environ, start_response)
+
+    def _model_caps(self, model: str | None) -> LensModel | None:
+        lens = self._models.get(model) if isinstance(model, str) else None
+        while lens is not None and not isinstance(lens, LensModel) and hasattr(lens, "wrapped"):
+            lens = lens.wrapped
+        return lens if isinstance(lens, LensModel) else None
+
+    def _inputs_capped(self, data, model: str | None = None) -> None:
+        """The request's datapoints: a list, at most the model's input cap (hosted: any model's)."""
+        lens = self._model_caps(model)
+        most = lens.max_inputs if lens is not None else (4 * int(limits()["max_examples"])
+                                                         if limits()["hosted"] else None)
+        gate.check_inputs((data or {}).get("inputs") if isinstance(data, dict) else None, most)
+
+    def _get_preds(self, data, model=None, **kw):
+        self._inputs_capped(data, model)
+        return super()._get_preds(data, model=model, **kw)
+
+    def _get_metrics(self, data, model=None, **kw):
+        self._inputs_capped(data, model)
+        if isinstance(data, dict) and data.get("config") is not None:
+            data["config"] = gate.Small(2_000).check("metrics: config", data["config"], {})
+        return super()._get_metrics(data, model=model, **kw)
+
+    def _get_interpretations(self, data, model=None, dataset_name=None, interpreter=None, **kw):
+        self._inputs_capped(data, model)
+        if isinstance(data, dict) and interpreter in self._interpreters:
+            if interpreter in gate.PROJECTORS:
+                spec = self._info["models"][model]["spec"]["output"] if model in self._info["models"] else {}
+                embeddings = [k for k, v in spec.items() if isinstance(v, lit_types.Embeddings)]
+                data["config"] = gate.projection_settings(interpreter, data.get("config"), model, dataset_name,
+                                                          embeddings)
+            else:
+                data["config"] = gate.settings(interpreter, data.get("config"),
+                                               spec=self._interpreters[interpreter].config_spec())
+        return super()._get_interpretations(data, model=model, dataset_name=dataset_name, interpreter=interpreter,
+                                            **kw)
+
+    def _get_generated(self, data, model=None, dataset_name=None, generator=None, **kw):
+        self._inputs_capped(data, model)
+        if isinstance(data, dict) and generator in self._generators:
+            data["config"] = gate.settings(generator, data.get("config"),
+                                           spec=self._generators[generator].config_spec())
+        return super()._get_generated(data, model=model, dataset_name=dataset_name, generator=generator, **kw)
+
+    def _new_datapoints(self, data, dataset_name) -> None:
+        """New datapoints a visitor sends to be kept: capped in count, each a JSON object of text fields capped
+        like a prediction's (they are given to every later visitor who loads the link)."""
+        self._inputs_capped(data)
+        cap = limits()
+        fields = self._datasets[dataset_name].spec() if dataset_name in self._datasets else {}
+        for ex in (data or {}).get("inputs") or []:
+            row = ex
+            # LIT nests a datapoint in {"id", "data", "meta"}, and /post_new_data nests that once more
+            for _ in range(2):
+                if isinstance(row, Mapping) and isinstance(row.get("data"), Mapping) and not (fields.keys() & row):
+                    row = row["data"]
+            if not isinstance(row, Mapping):
+                raise InputError("inputs: each datapoint is a JSON object of its fields")
+            for f, spec in fields.items():
+                if isinstance(spec, lit_types.TextSegment):
+                    text = row.get(f, "")
+                    if not isinstance(text, str):
+                        raise InputError(f"field {f!r} must be text, got {type(text).__name__}")
+                    check_length(f, text, int(cap["max_chars"]))
+                    if (why := blank_reason(text)) is not None:
+                        raise InputError(f"field {f!r} {why}")
+
+    def _annotate_new_data(self, data, dataset_name=None, **kw):
+        self._new_datapoints(data, dataset_name)
+        return super()._annotate_new_data(data, dataset_name=dataset_name, **kw)
+
+    def _post_new_data(self, data, dataset_name=None, **kw):
+        self._new_datapoints(data, dataset_name)
+        out = super()._post_new_data(data, dataset_name=dataset_name, **kw)
+        with self._saved_datapoints_lock:
+            while len(self._saved_datapoints) > self.SAVED_SETS:
+                self._saved_datapoints.popitem(last=False)
+        return out
 
     def make_handler(self, fn):
         handler = super().make_handler(fn)
@@ -155,6 +268,14 @@ class LensLitApp(lit_app.LitApp):
             return app.respond(request, message[:1000], "text/plain", status)
 
         return quiet
+
+
+def _plain(start_response, status: int, message: str):
+    reasons = {400: "Bad Request", 413: "Content Too Large"}
+    body = message.encode()
+    start_response(f"{status} {reasons.get(status, 'Error')}",
+                   [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body)))])
+    return [body]
 
 
 class ThreadedServer:
@@ -240,8 +361,12 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
         raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
     # salience only by the declared methods (a method taken out of the declaration leaves LIT too)
     interpreters = {k: v for k, v in interpreters.items() if k not in LIT_SALIENCE.values() or k in SALIENCE}
+    # projections keyed by their checked settings and bounded in bytes, UMAP's fit stopped at the deadline; only
+    # components whose settings are declared (gate.SETTINGS) are served
+    interpreters |= gate.projectors(gate.cache_budget())
+    interpreters = {k: v for k, v in interpreters.items() if k in gate.SETTINGS or k in gate.PROJECTORS}
     offered = lit_core.default_generators() | {LIT_GENERATORS["word_replacement"]: WordReplacer()}
-    generators = {k: v for k, v in offered.items() if k in GENERATORS}
+    generators = {k: v for k, v in offered.items() if k in GENERATORS and k in gate.SETTINGS}
     # hosted mode: no loading of arbitrary models from the LIT UI
     cap = limits()
     hosted = cap["hosted"]

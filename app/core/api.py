@@ -30,7 +30,15 @@ from .benchmark import (
 from .benchmark import benchmark as score
 from .capabilities import DATASET_GENERATORS, GENERATORS, LAYER_POOLINGS, POOLINGS, PROJECTIONS, SLICE_METRICS  # noqa: F401
 from .checklist import default_suites  # noqa: F401 - the report's default suites
-from .data import DataError, Dataset, Example, load_dataset, read_table, surrogate_reason
+from .data import (
+    DataError,
+    Dataset,
+    Example,
+    blank_reason,  # noqa: F401 - LIT's new datapoints
+    load_dataset,
+    read_table,
+    surrogate_reason,
+)
 from .embeddings import embed_batch
 from .engine import Engine
 from .errors import InputError
@@ -56,6 +64,7 @@ from .policy import (  # noqa: F401
     public_message,
     readable,
 )
+from .policy import number as bounded_number  # noqa: F401 - LIT's settings
 from .projection import in_cache, knn_chance, project_pair, projection_table, vectors_batch
 from .registry import TASKS, ModelSpec, Task  # noqa: F401
 from .results import (  # noqa: F401 - the declared answers, for front ends that name them

@@ -80,9 +80,12 @@ def blank_reason(text: str) -> str | None:
         return why
     if not text.strip():
         return "is empty"
-    if any(unicodedata.category(c)[0] not in "CZ" for c in text):
+    if any(unicodedata.category(c)[0] not in "CZM" for c in text):
         return None
     shown = ", ".join(sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})[:3])
+    if any(unicodedata.category(c)[0] == "M" for c in text):  # accents with nothing to sit on: the uncased
+        # tokenizers strip them (NFD, then every mark), the cased ones read [UNK]
+        return f"has only invisible characters or combining marks ({shown}), nothing a model can read"
     return f"has only invisible characters ({shown}), nothing a model can read"
 
 

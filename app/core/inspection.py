@@ -99,7 +99,12 @@ def inspect(clf: Classifier, example: Example, *, target: int | str | None = Non
             given = embeddings[f] if f < len(embeddings) else None
             if given is None:
                 continue
-            given = torch.as_tensor(np.asarray(given), dtype=embeds.dtype, device=where)
+            try:  # a visitor's (LIT's input_embs): numbers, finite, of its tokens' shape
+                given = torch.as_tensor(np.asarray(given, dtype=np.float32), dtype=embeds.dtype, device=where)
+            except (TypeError, ValueError, OverflowError):
+                raise InputError(f"input_embs for field {f}: not a matrix of numbers") from None
+            if not bool(torch.isfinite(given).all()):
+                raise InputError(f"input_embs for field {f}: holds NaN or infinity; give finite numbers")
             if given.shape != embeds[0, sl].shape:
                 raise InputError(f"input_embs for field {f}: shape {tuple(given.shape)} does not match the "
                                  f"{tuple(embeds[0, sl].shape)} of its tokens")

@@ -1,0 +1,347 @@
+"""Issue 58: no LIT request can kill or jam the server. Every request that reaches a hosted LIT server goes
+through one gate: settings checked against declared ranges before any memory is taken, projections keyed by what
+decides them, every route that runs a model held to the caps, and hostile URLs answered in one line."""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+from lit_nlp.api.dataset import input_hash
+
+from app.core import jobs
+from app.core.errors import InputError
+from lit_models import gate
+from lit_models.server import make_server
+
+from .conftest import stop_lit
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def hosted(tiny_pair, tmp_path_factory):
+    """A hosted LIT server on the tiny pair: (url, app, {name: LensModel}, pair)."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("ALBERT_LENS_HOSTED", "1")
+    folder = tmp_path_factory.mktemp("gate")
+    data = folder / "rows.tsv"
+    data.write_text("sentence\tlabel\n" + "".join(f"a {'fine' if i % 2 else 'dull'} film, take {i}\t{i % 2}\n"
+                                                  for i in range(12)))
+    srv = make_server(tiny_pair, [str(data)], port=None, server_type="notebook").serve()
+    models = {m.clf.name: m for m in (srv.app._models[c.name].wrapped for c in tiny_pair.models)}
+    try:
+        yield f"http://127.0.0.1:{srv.port}", srv.app, models, tiny_pair
+    finally:
+        stop_lit(srv)
+        mp.undo()
+
+
+def _rows(texts, **extra):
+    out = []
+    for t in texts:
+        data = {"sentence": t, "label": "positive", **extra}
+        data["_id"] = input_hash(data)
+        out.append({"id": data["_id"], "data": data, "meta": {}})
+    return out
+
+
+def _post(url, path, body, raw: bytes | None = None):
+    """(status, text) of a POST, errors included."""
+    req = urllib.request.Request(url + path, data=raw if raw is not None else json.dumps(body).encode(),
+                                 method="POST", headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _get(url, path):
+    import http.client
+    from urllib.parse import urlparse
+
+    u = urlparse(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    conn.putrequest("GET", path, skip_accept_encoding=True)  # sent as written: no client-side normalising
+    conn.endheaders()
+    r = conn.getresponse()
+    return r.status, r.read().decode(errors="replace")
+
+
+@pytest.fixture
+def counted(hosted, monkeypatch):
+    """Every text a LensModel computes, recorded."""
+    calls = []
+    cls = type(next(iter(hosted[2].values())))
+    one = cls._one
+    monkeypatch.setattr(cls, "_one", lambda self, ex: calls.append(ex) or one(self, ex))
+    return calls
+
+
+def _interp(model, interpreter):
+    from urllib.parse import quote
+
+    return f"/get_interpretations?model={model}&dataset_name=rows&interpreter={quote(interpreter)}"
+
+
+# ------------------------------------------------------------------ 1. settings before memory
+def test_integrated_gradients_steps_past_the_declared_range_are_refused_before_any_work(hosted, counted):
+    """100,000 interpolation steps on one text grew LIT to 18.8 GB and the OOM killer ended it."""
+    url, _app, models, pair = hosted
+    name = pair.models[0].name
+    config = {"Class to explain": "", "Normalize": True, "Interpolation steps": 100000}
+    body = {"inputs": _rows(["a film that is long " * 90]), "config": config}
+    status, text = _post(url, _interp(name, "Integrated Gradients"), body)
+    assert status == 500 and not counted
+    assert text == ("Integrated Gradients: Interpolation steps: 100000 is out of range; give a whole number from 5 "
+                    "to 100")
+    del config["Normalize"]
+    assert _post(url, _interp(name, "Integrated Gradients"), body) == (
+        500, "Integrated Gradients: missing settings ['Normalize']; LIT's page sends every one")
+    body["config"] = {**config, "Normalize": True, "Interpolation steps": 8}
+    status, text = _post(url, _interp(name, "Integrated Gradients"), body)
+    assert status == 200 and len(json.loads(text)) == 1
+    # the steps' outputs carry no attention (each ~60 MB at 2,000 characters); the text itself does
+    with_embs = [ex for ex in counted if any(k.startswith("input_embs_") for k in ex)]
+    assert len(with_embs) == 8
+    model = models[name]
+    out = model._one(with_embs[0])
+    assert not any(k.endswith("/attention") for k in out) and "token_grad_sentence" in out
+    assert any(k.endswith("/attention") for k in model._one(counted[0]))
+
+
+@pytest.mark.parametrize("component, config, says", [
+    ("LIME", {"Number of samples": "5000000"}, "LIME: Number of samples: 5000000 is out of range; give a whole "
+                                                "number from 1 to 256"),
+    ("LIME", {"Kernel width": "wide"}, "LIME: Kernel width: 'wide' is not a whole number from 1 to 1000000"),
+    ("Salience Clustering", {"Number of clusters": 10**9}, "Salience Clustering: Number of clusters: 1000000000 is "
+                                                           "out of range"),
+    ("Integrated Gradients", {"Interpolation steps": float("nan")}, "Interpolation steps: nan is out of range"),
+    ("Integrated Gradients", "steps", "Integrated Gradients: its settings must be a JSON object"),
+    ("Hotflip", {"Max number of token flips": "50"}, "Hotflip: Max number of token flips: 50 is out of range"),
+    ("Ablation Flip", {"Max number of token ablations": "99"}, "Max number of token ablations: 99 is out of range"),
+    ("Word Replacer", {"Substitutions": "a -> b, " * 1000}, "Word Replacer: Substitutions' is 8,000 characters"),
+    ("no such thing", {}, "'no such thing': not served here"),
+])
+def test_settings_are_checked_against_their_declared_ranges(hosted, component, config, says):
+    with pytest.raises(InputError) as err:
+        gate.settings(component, config)
+    assert says in str(err.value)
+
+
+def test_undeclared_settings_are_dropped_and_declared_ones_normalised():
+    got = gate.settings("LIME", {"Number of samples": 64, "Seed": "", "evil": "x" * 10**6})
+    assert got == {"Number of samples": "64", "Seed": ""}
+    assert gate.settings("Grad L2 Norm", {"anything": 1}) == {} and gate.settings("LIME", None) is None
+
+
+def test_every_served_component_declares_its_settings(hosted):
+    """What is not declared in gate.SETTINGS is not served: a component LIT adds in an upgrade waits for its
+    settings to be declared."""
+    _url, app, _models, _pair = hosted
+    assert set(app._interpreters) <= set(gate.SETTINGS) | set(gate.PROJECTORS)
+    assert set(app._generators) <= set(gate.SETTINGS)
+    for name in app._interpreters.keys() | app._generators.keys():
+        comp = app._interpreters.get(name) or app._generators[name]
+        declared = gate.PROJ_KW if name in gate.PROJECTORS else gate.SETTINGS[name]
+        assert set(comp.config_spec()) <= set(declared) or name in gate.PROJECTORS, name
+    served = app._interpreters.keys() | app._generators.keys()
+    assert {"Integrated Gradients", "LIME", "umap", "pca", "Hotflip"} <= served
+
+
+# ------------------------------------------------------------------ 2 and 4. projections
+def _projection(model, dataset="rows", **kw):
+    return {"inputs": [], "config": {"dataset_name": dataset, "model_name": model, "field_name": "cls_emb",
+                                     "use_input": False, "proj_kw": {"n_components": 3, **kw}}}
+
+
+def test_umap_settings_are_an_allow_list_and_bounded(hosted, counted):
+    """Two requests with a huge n_epochs held both work slots for four minutes."""
+    url, _app, _models, pair = hosted
+    name = pair.models[0].name
+    for kw, says in (({"n_epochs": 10**9}, "umap projection: proj_kw n_epochs: 1000000000 is out of range; give a "
+                                           "whole number from 10 to 1000"),
+                     ({"metric": "precomputed"}, "umap projection: proj_kw 'metric' is not allowed here"),
+                     ({"n_neighbors": 1}, "proj_kw n_neighbors: 1 is out of range")):
+        status, text = _post(url, _interp(name, "umap"), _projection(name, **kw))
+        assert status == 500 and says in text, text
+    body = _projection(name)
+    body["config"]["low_memory"] = False
+    assert _post(url, _interp(name, "umap"), body)[1] == ("umap projection: 'low_memory' is not a setting here; use "
+                                                         "['dataset_name', 'field_name', 'model_name', 'proj_kw', "
+                                                         "'use_input']")
+    assert not counted
+
+
+def test_a_umap_fit_stops_at_the_requests_deadline():
+    """The fit itself checks the request's job between epochs (its progress bar's writes): a request's budget
+    bounds it, whatever its settings."""
+    rng = np.random.default_rng(0)
+    inputs = [{"x": v} for v in rng.normal(size=(60, 8)).astype(np.float32)]
+    model = gate.UmapWithDeadline(n_components=2, n_neighbors=5, n_epochs=10**7, random_state=0)
+    job = jobs.Job(seconds=1.0, name="umap")
+    with jobs.running(job, record=False), pytest.raises(jobs.Stopped, match="time budget"):
+        list(model.fit_transform(inputs))
+    assert len(list(gate.UmapWithDeadline(n_components=2, n_neighbors=5, n_epochs=20,
+                                          random_state=0).fit_transform(inputs))) == 60  # no job: runs
+
+
+def test_a_projection_names_the_requests_own_model_so_no_visitor_poisons_anothers(hosted):
+    """One request for ALBERT with model_name BERT made every later visitor's BERT PCA show ALBERT's
+    coordinates: LIT keyed the fitted projection by the config alone."""
+    url, _app, _models, pair = hosted
+    bert, albert = (m.name for m in pair.models)
+    status, text = _post(url, _interp(albert, "pca"), _projection(bert))
+    assert status == 500 and text == f"pca projection: model_name {bert!r} is not this request's model {albert!r}"
+    status, text = _post(url, _interp(bert, "pca"), _projection(bert, dataset="other"))
+    assert status == 500 and "dataset_name 'other' is not this request's dataset 'rows'" in text
+    rows = _rows(["a fine film, take 1"])
+    got = {}
+    for name in (bert, albert):
+        body = _projection(name)
+        body["inputs"] = rows
+        status, text = _post(url, _interp(name, "pca"), body)
+        assert status == 200
+        got[name] = np.asarray(json.loads(text)[0]["z"])
+    # each model's own PCA of its own embeddings: fitted independently here, the same up to each axis' sign
+    for name, model in zip((bert, albert), pair.models):
+        from sklearn.decomposition import PCA
+
+        from app.core.api import Example, inspect
+
+        texts = [f"a {'fine' if i % 2 else 'dull'} film, take {i}" for i in range(12)]
+        embs = np.stack([inspect(model, Example((t,)), gradients=False, attention=False)["cls_emb"] for t in texts])
+        ref = PCA(n_components=3).fit(embs).transform(embs[1:2])[0]
+        np.testing.assert_allclose(np.abs(got[name]), np.abs(ref), rtol=1e-3, atol=1e-3)
+
+
+def test_projections_are_forgotten_least_recently_used_past_their_byte_budget(hosted):
+    _url, app, _models, pair = hosted
+    from lit_nlp.components import pca as lit_pca
+
+    proj = gate.Projections(lit_pca.PCAModel, budget=12 * 8 * 1100)  # about one fitted projection of 12 points
+    model = app._models[pair.models[0].name]
+    dataset = app._datasets["rows"]
+    for k in (2, 3, 2):
+        config = _projection(pair.models[0].name, n_components=k)["config"]
+        proj.run([], model, dataset, config=config)
+    assert len(proj._instances) == 1 and next(iter(proj._instances))[0] == gate.lit_projection._key_from_dict(
+        _projection(pair.models[0].name, n_components=2)["config"])
+
+
+# ------------------------------------------------------------------ 5. routes that skipped the caps
+def test_the_paired_metrics_path_holds_the_models_caps(hosted, counted, monkeypatch):
+    """A metrics path predicted through the core directly: 30 texts of 1 MB each answered after 112 s."""
+    from lit_models import metrics
+
+    url, _app, _models, pair = hosted
+    predicted = []
+    real = metrics.predict
+    monkeypatch.setattr(metrics, "predict", lambda clf, exs: predicted.append(exs) or real(clf, exs))
+    path = (f"/get_metrics?model={pair.models[0].name}&dataset_name=rows&do_predict=0&"
+            "metrics=vs%20the%20other%20model")
+    status, text = _post(url, path, {"inputs": _rows(["x" * 1_000_000] * 3)})
+    assert status == 500 and text == "field 'sentence' is 1,000,000 characters long; the limit here is 2,000"
+    assert not predicted and not counted
+    status, text = _post(url, path, {"inputs": _rows(["a fine film", "a dull film", "a fine film, really"])})
+    assert status == 200 and json.loads(text)["vs the other model"][0]["metrics"]["n"] == 3.0
+
+
+@pytest.mark.parametrize("text, says", [
+    ("", "field 'sentence' is empty"),
+    ("\u200b\u200d", "field 'sentence' has only invisible characters (U+200B, U+200D), nothing a model can read"),
+    ("\u0301\u0308", "field 'sentence' has only invisible characters or combining marks (U+0301, U+0308), nothing a "
+                     "model can read"),
+])
+def test_lit_refuses_texts_a_model_cannot_read(hosted, counted, text, says):
+    url, _app, _models, pair = hosted
+    status, body = _post(url, f"/get_preds?model={pair.models[0].name}&dataset_name=rows", {"inputs": _rows([text])})
+    assert status == 500 and body == says and not counted
+
+
+def test_given_embeddings_must_be_finite_numbers_of_their_tokens_shape(hosted):
+    """A NaN in input_embs answered [NaN, NaN], which is not JSON."""
+    url, _app, models, pair = hosted
+    model = models[pair.models[0].name]
+    ok = model._one({"sentence": "a fine film"})
+    embs = np.asarray(ok["input_embs_sentence"]).tolist()
+    for bad, says in ((float("nan"), "input_embs for field 0: holds NaN or infinity; give finite numbers"),
+                      ("x", "input_embs for field 0: not a matrix of numbers")):
+        hostile = [row[:] for row in embs]
+        hostile[0][0] = bad
+        status, body = _post(url, f"/get_preds?model={model.clf.name}&dataset_name=rows",
+                             {"inputs": _rows(["a fine film"], input_embs_sentence=hostile)})
+        assert status == 500 and body == says
+
+
+def test_new_datapoints_are_capped_like_a_prediction_and_kept_in_bounded_number(hosted, monkeypatch):
+    """/post_new_data stored texts unbounded, for every later visitor who loads its link."""
+    url, app, _models, _pair = hosted
+    status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": _rows(["y" * 5_000_000])})
+    assert status == 500 and body == "field 'sentence' is 5,000,000 characters long; the limit here is 2,000"
+    status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": _rows(["a"]) * 10_000})
+    assert status == 500 and body == "inputs: 10,000 datapoints in one request; the limit here is 2,000"
+    monkeypatch.setattr(type(app), "SAVED_SETS", 3)
+    links = [json.loads(_ok(_post(url, "/post_new_data?dataset_name=rows", {"inputs": _rows([f"text {i}"])})))
+             for i in range(5)]
+    assert len(app._saved_datapoints) == 3
+    assert _post(url, links[-1]["load"].replace("?", "/fetch_new_data?"), {})[0] == 200
+    assert _post(url, links[0]["load"].replace("?", "/fetch_new_data?"), {})[0] == 500  # the oldest went first
+
+
+def test_a_body_over_the_cap_is_refused_before_it_is_read(hosted, monkeypatch):
+    url, _app, _models, pair = hosted
+    monkeypatch.setenv("ALBERT_LENS_LIT_BODY_MB", "1")
+    status, body = _post(url, f"/get_preds?model={pair.models[0].name}&dataset_name=rows", None,
+                         raw=b"[" + b" " * (2 * 2**20) + b"]")
+    assert status == 413 and body == "request body: 2,097,154 bytes; the limit here is 1,048,576"
+
+
+def test_lits_prediction_cache_is_bounded_in_bytes(hosted):
+    url, app, _models, pair = hosted
+    cache = app._models[pair.models[0].name]._cache._d
+    assert isinstance(cache, gate.BoundedCache) and cache.budget == 256 * 2**20
+    small = gate.BoundedCache(3000)
+    for i in range(10):
+        small[i] = np.zeros(100, dtype=np.float32)  # ~512 bytes each
+    assert list(small) == [5, 6, 7, 8, 9] and small.used <= 3000
+    assert small.get(5) is not None
+    small[10] = np.zeros(100, dtype=np.float32)
+    assert list(small) == [7, 8, 9, 5, 10]  # 5 was used last: 6 went
+
+
+# ------------------------------------------------------------------ 6. hostile URLs
+@pytest.mark.parametrize("path", ["/%00", "/static/%00index.html", "/get_info%00", "/%0a%0d"])
+def test_a_control_character_in_the_url_is_a_one_line_400(hosted, path):
+    url = hosted[0]
+    status, body = _get(url, path)
+    assert status == 400 and body == "bad path"
+
+
+def test_a_sibling_folder_of_the_client_root_is_not_served(tmp_path):
+    """LIT compared string prefixes: /root/default-old/x passed as inside /root/default."""
+    from lit_nlp.lib import wsgi_app
+    from werkzeug.test import Client
+
+    root = tmp_path / "default"
+    (root / "static").mkdir(parents=True)
+    (root / "static" / "index.html").write_text("<html>page</html>")
+    secret = tmp_path / "default-old"
+    secret.mkdir()
+    (secret / "key.txt").write_text("secret")
+    assert wsgi_app.App({}, str(root))._PathIsSafe(str(secret / "key.txt"))  # LIT's own check lets it through
+    app = gate.QuietStatic({}, str(root), index_file="static/index.html")
+    client = Client(app)
+    assert not app._PathIsSafe(str(secret / "key.txt")) and app._PathIsSafe(str(root / "static" / "index.html"))
+    r = client.get("/../default-old/key.txt")
+    assert r.status_code in (400, 404) and b"secret" not in r.data
+    assert client.get("/").data == b"<html>page</html>"
+
+
+def _ok(answer):
+    status, text = answer
+    assert status == 200, text
+    return text
