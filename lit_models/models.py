@@ -5,6 +5,7 @@ GLUE example is TensorFlow-only and hard-codes `model.bert`; this one works for 
 """
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -17,6 +18,7 @@ from app.core.api import (
     Example,
     ModelSpec,
     Task,
+    TextCost,
     check_examples,
     check_job,
     check_length,
@@ -43,7 +45,7 @@ class LensModel(lit_model.BatchedModel):
         self.batch_size = batch_size
         self.max_chars: int | None = None  # hosted: the longest text field a visitor may send (see server.py)
         self.max_inputs: int | None = None  # hosted: the most texts one request may ask for (LIME's samples count)
-        self.seconds_per_text: float | None = None  # hosted: what one text costs here (server.measure_cost)
+        self.cost: TextCost | None = None  # hosted: what a text costs here (server.measure_cost), then measured
 
     @classmethod
     def init_spec(cls) -> lit_types.Spec:
@@ -152,35 +154,48 @@ class LensModel(lit_model.BatchedModel):
         if self.max_inputs is not None and len(inputs) > self.max_inputs:
             raise InputError(f"inputs: {len(inputs):,} texts in one request (LIME's samples count); the limit here "
                              f"is {self.max_inputs:,}")
-        for ex in inputs:
-            self.example(ex)
-        self._fits_the_budget(len(inputs))
+        examples = [self.example(ex) for ex in inputs]
+        if self.cost is not None and current_job() is not None:
+            self._fits_the_budget([self.tokens(e) for e in examples])
+
+    def tokens(self, example: Example) -> int:
+        """How many tokens the model reads of `example` (its maximum length at most): what a text's cost grows
+        with."""
+        enc = self.clf.tokenizer(*example.texts, truncation=True, max_length=self.clf.max_length)
+        return len(enc["input_ids"])
 
     def predict(self, inputs, **kw):
         inputs = list(inputs)
         self.admit(inputs)
         return super().predict(inputs, **kw)
 
-    def _fits_the_budget(self, n: int) -> None:
+    def _fits_the_budget(self, tokens: list[int]) -> None:
         """Refuse, before any work, texts (those LIT's cache doesn't hold) that the running request's time left
-        can't cover at this model's measured cost: the cap on a request is its work, not only its count."""
+        can't cover at this model's cost here (`cost`, by each text's tokens): the cap on a request is its work,
+        not only its count."""
         job = current_job()
-        if job is None or job.deadline is None or not self.seconds_per_text or n == 0:
+        if job is None or job.deadline is None or self.cost is None or not tokens:
             return
         left = max(0.0, job.deadline - job.clock())
-        need = n * self.seconds_per_text
+        each = [self.cost.seconds(c) for c in tokens]
+        need = sum(each)
         if need > left:
-            most = int(left // self.seconds_per_text)
+            mean = need / len(each)
+            most = int(left // mean) if mean > 0 else len(each)
             raise InputError(
-                f"inputs: {n:,} new texts would take {self.clf.name} about {need:,.0f} s here "
-                f"({1000 * self.seconds_per_text:,.0f} ms each), and this request has {left:,.0f} s left of the "
-                f"server's budget; send at most {most:,}")
+                f"inputs: {len(each):,} new texts would take {self.clf.name} about {need:,.0f} s here "
+                f"({1000 * mean:,.0f} ms each), and this request has {left:,.0f} s left of the server's budget; "
+                f"send at most {most:,}")
 
     def predict_minibatch(self, inputs: list[dict]) -> list[dict]:
         out = []
         for ex in inputs:
             check_job()  # the request's budget, between texts: a stopped request stops within one text
+            start = time.perf_counter()
             out.append(self._one(ex))
+            if self.cost is not None and not any(ex.get(f"input_embs_{f}") is not None for f in self.task.fields):
+                # what a text really cost: the estimate follows it (an interpolation step is not a text)
+                self.cost.observe(len(out[-1]["tokens"]), time.perf_counter() - start)
         return out
 
     def get_embedding_table(self) -> tuple[list[str], np.ndarray]:

@@ -23,6 +23,7 @@ from app.core.api import (
     Job,
     Pair,
     Stopped,
+    TextCost,
     blank_reason,
     bounded_log_lines,
     capabilities,
@@ -129,7 +130,7 @@ class LensLitApp(lit_app.LitApp):
     """LIT's app, answering a failed request with one line instead of LIT's full Python traceback (which named
     the server's paths to any visitor); the traceback goes to the log. A request that runs the models takes a work
     slot (`WorkGate`) and runs as a job with the server's request budget (`jobs`): the models check it between
-    texts, and refuse up front a request whose texts would take longer (`LensModel.seconds_per_text`)."""
+    texts, and refuse up front a request whose texts would take longer (`LensModel.cost`)."""
 
     gate: WorkGate | None = None  # set by LensServer.serve, read at each request
     SAVED_SETS = 100  # datapoint sets /post_new_data keeps for a later page load; the oldest go first
@@ -337,16 +338,29 @@ class LensServer(dev_server.Server):
         return None
 
 
-def measure_cost(model: LensModel, example: dict, repeats: int = 3) -> float:
-    """Seconds one text costs `model` on this machine (the median of `repeats`, after one warm-up): what the
-    hosted server multiplies by a request's new texts to refuse up front what its time budget can't cover."""
-    model.predict_minibatch([example])
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        model.predict_minibatch([example])
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+def measure_cost(model: LensModel, example: dict, longest: int, repeats: int = 3) -> TextCost:
+    """What a text costs `model` on this machine, by its tokens: `example` (a typical row) and the same text
+    grown to `longest` characters (what a visitor may send), each the fastest of `repeats` after two warm-ups
+    (one-off costs of a first call, a first shape, were 2-10x at start-up). The server then follows what texts
+    really cost (`LensModel.predict_minibatch`)."""
+    fields = model.task.fields
+    texts = [str(example.get(f, "")) for f in fields]
+    short = sum(len(t) for t in texts)
+    grown = dict(example)
+    if short and longest > short:
+        for f, t in zip(fields, texts):
+            grown[f] = (t + " ") * max(1, (longest * len(t) // short) // (len(t) + 1))
+    cost = TextCost()
+    for ex in (example, grown):
+        model.predict_minibatch([ex])
+        model.predict_minibatch([ex])
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            model.predict_minibatch([ex])
+            times.append(time.perf_counter() - start)
+        cost.anchor(model.tokens(model.example(ex)), min(times))
+    return cost
 
 
 def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str = "127.0.0.1", port: int = 5432,
@@ -379,8 +393,8 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
         for m in models.values():
             m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
             m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
-            if typical is not None:  # the work a request asks for: its new texts times what one costs here
-                m.seconds_per_text = measure_cost(m, typical)
+            if typical is not None:  # the work a request asks for: its new texts priced by what they cost here
+                m.cost = measure_cost(m, typical, m.max_chars)
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}
     # hosted: no dataset loaders either (LIT's /create_dataset passed a visitor's keywords to the loader)
     if hosted:

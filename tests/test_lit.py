@@ -8,6 +8,7 @@ import pytest
 from app.core.data import Example
 from app.core.inference import predict
 from app.core.saliency import GradientXInput
+from app.core.timing import TextCost
 from lit_models.models import LensModel, models_for
 from lit_models.server import GENERATORS, SALIENCE, datasets_for, make_server
 
@@ -403,11 +404,13 @@ def test_hosted_lit_refuses_up_front_what_its_time_budget_cant_cover(tiny_pair, 
     measured when the server starts, against the request's time budget. Refused before any text is computed."""
     srv, url, _app, model = _hosted_lit(tiny_pair, tmp_path, monkeypatch, ALBERT_LENS_REQUEST_SECONDS="120")
     try:
-        assert model.seconds_per_text > 0  # measured at start
-        assert models_for(tiny_pair.models)[tiny_pair.models[0].name].seconds_per_text is None  # hosted only
+        a, b = model.cost.line()  # measured at start, by length
+        assert a + b > 0 and len(model.cost) == 2
+        assert models_for(tiny_pair.models)[tiny_pair.models[0].name].cost is None  # hosted only
         cached = _rows(["already asked once", "and this one too"])
         assert _post_raw(url, _preds_path(model), {"inputs": cached})[0] == 200
-        model.seconds_per_text = 1.0  # as if each text took a second here
+        assert len(model.cost) == 4  # what they really cost joined the estimate
+        model.cost = TextCost.fixed(1.0)  # as if each text took a second here
         calls = []
         one = type(model)._one
         monkeypatch.setattr(type(model), "_one", lambda self, ex: calls.append(ex) or one(self, ex))
@@ -420,6 +423,8 @@ def test_hosted_lit_refuses_up_front_what_its_time_budget_cant_cover(tiny_pair, 
                             r"request has 1[12]\d s left of the server's budget; send at most 1[12]\d", body), body
         status, body = _post_raw(url, _preds_path(model), {"inputs": many[:100] + cached})  # within it
         assert status == 200 and len(json.loads(body)) == 102 and len(calls) == 100  # the cached two not again
+        # the 100 texts' real cost (milliseconds here) outvoted the second each: the estimate follows the texts
+        assert model.cost.seconds(20) < 0.5
     finally:
         stop_lit(srv)
 
@@ -429,7 +434,7 @@ def test_a_lit_request_past_its_time_budget_stops_within_one_text(tiny_pair, tmp
 
     srv, url, _app, model = _hosted_lit(tiny_pair, tmp_path, monkeypatch, ALBERT_LENS_REQUEST_SECONDS="1")
     try:
-        model.seconds_per_text = None  # no estimate: only the deadline
+        model.cost = None  # no estimate: only the deadline
         calls = []
         one = type(model)._one
 

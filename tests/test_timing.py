@@ -60,3 +60,35 @@ def test_latency_and_speed_report_the_injected_costs(tiny_pair, monkeypatch):
     assert lat["latency_ms_median"] == pytest.approx(2.0) and lat["latency_ms_p95"] == pytest.approx(2.0)
     out = speed(clf, exs, clock=lambda: now[0])
     assert out["latency_ms"] == pytest.approx(2.0) and out["throughput_per_s"] == pytest.approx(1000.0)
+
+
+def test_a_text_cost_is_a_robust_line_through_what_was_measured():
+    """Seconds per text as a + b * tokens (Theil-Sen): one slow measurement (a start-up hiccup, 2 s against tens
+    of ms) is outvoted by the rest, a long text is priced as long, and texts of nearly one size say nothing of the
+    slope (their timing noise once priced a long text 3x too dear)."""
+    import random
+
+    from app.core.timing import TextCost
+
+    cost = TextCost([(c, 0.010 + 0.0001 * c) for c in (5, 12, 25, 100, 250, 500)])
+    assert cost.line() == pytest.approx((0.010, 0.0001))
+    cost.observe(8, 2.0)  # a hiccup
+    assert cost.seconds(8) == pytest.approx(0.0108, rel=0.2) and cost.seconds(512) == pytest.approx(0.061, rel=0.2)
+
+    start = TextCost([(12, 0.014), (128, 0.038)])  # as LIT's start-up measures: a typical row, a long one
+    rng = random.Random(0)
+    for _ in range(TextCost.WINDOW + 10):  # sentences of 20-24 tokens, timed with a drift upwards in their size
+        c = rng.randint(20, 24)
+        start.observe(c, 0.0146 + 0.003 * (c - 20) / 4 * rng.uniform(0.5, 1.5))  # 4 tokens: +3 ms, as noisy
+    assert start.seconds(128) == pytest.approx(0.038, rel=0.25) and start.seconds(22) == pytest.approx(0.0161,
+                                                                                                        rel=0.2)
+    assert len(start) == 2 + TextCost.WINDOW  # the window forgets, the start-up measurements stay
+
+    flat = TextCost.fixed(1.0)
+    assert flat.seconds(0) == flat.seconds(10_000) == 1.0
+    for _ in range(TextCost.WINDOW):  # what the texts now cost outvotes what they cost at start
+        flat.observe(100, 0.02)
+    assert flat.seconds(100) == pytest.approx(0.02)
+    assert TextCost([(10, 0.5), (1000, 0.1)]).line() == (pytest.approx(0.3), 0.0)  # never a negative slope
+    with pytest.raises(InputError, match="text cost: nothing measured yet"):
+        TextCost().seconds(10)

@@ -93,7 +93,7 @@ from .significance import compare_accuracy, compare_correlation  # noqa: F401
 from .similarity import similarity_batch, spans, summarise
 from .slices import find as find_slices
 from .slices import slices_batch
-from .timing import latency_batch
+from .timing import TextCost, latency_batch  # noqa: F401 - TextCost: LIT prices its texts
 from .training import TrainSettings, train_offline  # noqa: F401
 from .workers import Pool
 
