@@ -1,4 +1,7 @@
 
+import json
+import re
+
 import numpy as np
 import pytest
 
@@ -92,6 +95,48 @@ def test_bad_suite_files(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(DataError, match="not a CheckList JSON export"):
         cl.load_suite(bad)
+
+
+def _suite(tmp_path, labels, data=None, name="suite.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps({"suite": "t", "tests": [{"name": "a test", "type": "MFT", "capability": "Vocab",
+                                                         "data": data or ["a fine film", "an awful film"],
+                                                         "labels": labels}]}))
+    return path
+
+
+@pytest.mark.parametrize("labels, says", [
+    (3, "test 'a test': label 3 is out of range; give a class number from 0 to 2"),
+    (-1, "label -1 is out of range"),  # was read silently as the last label, "positive"
+    ("positive", "label 'positive' is not a class number from 0 to 2"),
+    (1.0, "label '1.0' is not a class number"),
+    (True, "label 'True' is not a class number"),
+    ([0, [[1]]], "case 1: label '[1]' is not a class number"),
+    ([0, [1, 0]], "case 1: 2 labels for a case of 1 input(s)"),
+    ([0, 7], "test 'a test', case 1: label 7 is out of range"),
+    ([0], "'labels' has 1 entries for 2 cases"),
+    (10**40, "a number with 41 digits"),
+    (10**20, "label of 21 digits is out of range"),
+])
+def test_a_suites_labels_are_class_numbers_of_its_label_space(tmp_path, labels, says):
+    """Issue 58: labels out of range, strings, floats or nested lists failed inside the run (IndexError,
+    TypeError, ValueError), and -1 was read as "positive"."""
+    path = _suite(tmp_path, labels)
+    with pytest.raises(DataError, match=re.escape(says)):
+        cl.load_suite(path)
+    assert cl.load_suite(_suite(tmp_path, [0, 2])).tests[0].labels == [0, 2]
+
+
+def test_a_suites_lone_surrogate_and_5000_digit_number_are_refused_with_their_place(tmp_path):
+    path = tmp_path / "s.json"
+    path.write_text('{"tests": [{"name": "t", "type": "INV", "capability": "c", "data": [["fine", "x\\ud800y"]]}]}')
+    with pytest.raises(DataError, match=r"test 't', case 0: a text has an unpaired surrogate \(U\+D800\) at "
+                                        r"character 2"):
+        cl.load_suite(path)
+    path.write_text('{"tests": [{"name": "t", "type": "MFT", "capability": "c", "data": ["fine"], "labels": '
+                    + "9" * 5000 + "}]}")
+    with pytest.raises(DataError, match="not a CheckList JSON export .*a number with 5,000 digits"):
+        cl.load_suite(path)
 
 
 def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path, monkeypatch):
@@ -318,3 +363,61 @@ def test_every_check_over_all_cases_agrees_on_the_edges():
     confs = [[0.5, 0, 0], [0.25, 0, 0], [0.5, 0, 0], [0.24, 0, 0], [0.5, 0, 0], [0.75, 0, 0]]
     (ok, _), one = _over_and_per_case(move, [0] * 6, [2, 2, 2], confs)
     assert ok.tolist() == one == [True, False, True]
+
+
+# ------------------------------------------------------------------ fuzzing suites (issue 58)
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from app.core.errors import LensError  # noqa: E402
+
+TEXTS = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(["\ud800", "\u200b", "\u0301"]),
+                max_size=12) | st.sampled_from(["a fine film", "an awful film", ""])
+CASE = st.one_of(TEXTS, st.lists(TEXTS, min_size=0, max_size=3), st.integers(), st.none(),
+                 st.lists(st.lists(TEXTS, max_size=2), max_size=2))
+LABEL = st.one_of(st.integers(-2, 4), st.integers(min_value=10**10), st.floats(allow_nan=True), st.booleans(),
+                  st.text(max_size=5), st.lists(st.integers(-1, 3), max_size=4), st.none())
+TEST = st.fixed_dictionaries(
+    {"name": st.one_of(st.text(max_size=8), st.integers()), "type": st.sampled_from(["MFT", "INV", "DIR", "XYZ"]),
+     "capability": st.text(max_size=5), "data": st.lists(CASE, max_size=4)},
+    optional={"labels": st.one_of(LABEL, st.lists(LABEL, max_size=4)),
+              "run_idxs": st.one_of(st.lists(st.integers(-1, 5), max_size=3), st.text(max_size=3))})
+
+
+# nearly valid tests too, so that the run itself is fuzzed: text cases, a real type, labels near their range
+WORDS = st.sampled_from(["a fine film", "an awful film", "not bad at all", "good", "0", "I hate it"])
+NEAR_TEXT = st.one_of(WORDS, WORDS, WORDS, TEXTS)
+NEAR = st.integers(1, 4).flatmap(lambda n: st.fixed_dictionaries(
+    {"name": st.text(min_size=1, max_size=8), "type": st.sampled_from(["MFT", "INV", "DIR"]),
+     "capability": st.just("Vocab"),
+     "data": st.lists(st.one_of(NEAR_TEXT, st.lists(NEAR_TEXT, min_size=1, max_size=3)), min_size=n, max_size=n)},
+    optional={"labels": st.one_of(st.integers(-1, 3), st.lists(st.integers(0, 2), min_size=n, max_size=n),
+                                  st.lists(st.integers(-1, 3), min_size=1, max_size=4))}))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tests=st.one_of(st.lists(NEAR, min_size=1, max_size=3), st.lists(st.one_of(TEST, NEAR), max_size=3)),
+       name=st.sampled_from(["s.json", "s.json", "qqp_s.json"]))
+def test_fuzz_a_suite_loads_and_runs_or_is_refused_naming_its_place(tiny_pair, tmp_path, tests, name):
+    """Any JSON a visitor uploads as a suite is refused with a `DataError` (its file, test and case named), or
+    loads into labels of its label space and runs on the models (a pair task's suite is refused by the run, as a
+    `LensError`): never an IndexError, TypeError or ValueError from inside."""
+    path = tmp_path / name
+    path.write_text(json.dumps({"tests": tests}))
+    try:
+        suite = cl.load_suite(path, max_chars=2000)
+    except DataError as exc:
+        assert str(exc).startswith(str(path))
+        return
+    n = len(cl.label_names(suite.kind))
+    for t in suite.tests:
+        flat = t.labels if isinstance(t.labels, list) else [t.labels]
+        for lab in flat:
+            for x in lab if isinstance(lab, list) else [lab]:
+                assert x is None or (type(x) is int and 0 <= x < n)
+    try:
+        results = cl.run_suite(suite, tiny_pair.models, sample=3)
+    except LensError:
+        return
+    assert [r.name for r in results] == [t.name for t in suite.tests]
+    assert all(len(r.results) == len(tiny_pair.models) for r in results)

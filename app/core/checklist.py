@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataError, Example, check_file
+from .data import DataError, Example, blank_reason, check_file
 from .errors import InputError
 from .inference import predict
 from .loading import ModelHead
@@ -77,13 +77,15 @@ def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
         if containers > MAX_SUITE_CONTAINERS:
             raise DataError(f"{path}: {containers:,} JSON objects and lists; a suite here has at most "
                             f"{MAX_SUITE_CONTAINERS:,} (the released QQP suite, the largest, has 236,000)")
-        obj = json.loads(raw.decode("utf-8"))
+        obj = json.loads(raw.decode("utf-8"), parse_int=_whole_number)
     except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise DataError(f"{path}: not a CheckList JSON export ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("tests"), list):
         raise DataError(f"{path}: expected an object with a 'tests' list")
     if not obj["tests"]:
         raise DataError(f"{path}: the suite has no tests")
+    kind = _kind(obj["tests"], path)
+    n_labels = len(label_names(kind))
     tests = []
     for i, t in enumerate(obj["tests"]):
         if not isinstance(t, dict):
@@ -98,17 +100,60 @@ def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
             raise DataError(f"{path}: test {name[:80]!r} has unknown type {str(t['type'])[:20]!r}")
         _check_cases(path, name, t["data"], max_chars)
         labels, run_idxs = t.get("labels"), t.get("run_idxs")
-        if not (labels is None or isinstance(labels, int) and not isinstance(labels, bool)
-                or isinstance(labels, list) and len(labels) == len(t["data"])):
-            raise DataError(f"{path}: test {name[:80]!r}: 'labels' must be a class number or one per case")
+        _check_labels(path, name, labels, t["data"], n_labels)
         if run_idxs is not None and not (isinstance(run_idxs, list)
                                          and all(isinstance(k, int) and k >= 0 for k in run_idxs)):
             raise DataError(f"{path}: test {name[:80]!r}: 'run_idxs' must be a list of case numbers")
         tests.append(Test(name, t["type"], t["capability"], str(t.get("description") or ""), t["data"],
                           labels, run_idxs))
-    first = tests[0].data[0]
-    kind = "qqp" if (isinstance(first, list) or "qqp" in path.name.lower()) else "sentiment"
     return Suite(str(obj.get("suite") or path.stem), kind, tests, str(path))
+
+
+def _whole_number(text: str) -> int:
+    """JSON's integers, refused past 30 digits: Python's parser fails on 4,300 (ValueError, not a JSON error)."""
+    if len(text.lstrip("-")) > 30:
+        raise json.JSONDecodeError(f"a number with {len(text.lstrip('-')):,} digits", text[:10], 0)
+    return int(text)
+
+
+def _kind(tests: list, path: Path) -> str:
+    """The suite's label space: QQP's cases are question pairs, the sentiment suite's single texts."""
+    first = tests[0].get("data") if isinstance(tests[0], dict) else None
+    first = first[0] if isinstance(first, list) and first else None
+    return "qqp" if (isinstance(first, list) or "qqp" in path.name.lower()) else "sentiment"
+
+
+def _check_labels(path: Path, name: str, labels, data: list, n_labels: int) -> None:
+    """A test's labels: none, one class number for every case, or one per case; a case's own may be a list of
+    class numbers (QQP's implications: one per question pair). A class number is a whole number from 0 to the
+    suite's last label: -1 once read silently as the last ("positive"), 7 failed inside the run."""
+    where = f"{path}: test {name[:80]!r}"
+    allowed = f"a class number from 0 to {n_labels - 1}"
+
+    def check(x, place: str) -> None:
+        if isinstance(x, bool) or not isinstance(x, int):
+            raise DataError(f"{where}{place}: label {str(x)[:40]!r} is not {allowed}")
+        if not 0 <= x < n_labels:
+            raise DataError(f"{where}{place}: label {x if abs(x) < 10**9 else 'of ' + str(len(str(x))) + ' digits'} "
+                            f"is out of range; give {allowed}")
+
+    if labels is None:
+        return
+    if isinstance(labels, list):
+        if len(labels) != len(data):
+            raise DataError(f"{where}: 'labels' has {len(labels):,} entries for {len(data):,} cases; give one per "
+                            "case or one class number")
+        for k, lab in enumerate(labels):
+            if isinstance(lab, list):
+                size = len(data[k]) if isinstance(data[k], list) else 1
+                if not lab or len(lab) > size:
+                    raise DataError(f"{where}, case {k}: {len(lab)} labels for a case of {size} input(s)")
+                for x in lab:
+                    check(x, f", case {k}")
+            else:
+                check(lab, f", case {k}")
+        return
+    check(labels, "")
 
 
 def _check_cases(path: Path, name: str, data, max_chars: int | None) -> None:
@@ -127,6 +172,8 @@ def _check_cases(path: Path, name: str, data, max_chars: int | None) -> None:
 
     for k, case in enumerate(data):
         for text in texts(case):
+            if (why := blank_reason(text)) is not None:  # the docs promise its place
+                raise DataError(f"{path}: test {name[:80]!r}, case {k}: a text {why}")
             if max_chars is not None and len(text) > max_chars:
                 raise DataError(f"{path}: test {name[:80]!r}, case {k}: a text of {len(text):,} characters; the "
                                 f"limit here is {max_chars:,}")
