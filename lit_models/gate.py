@@ -235,7 +235,7 @@ def body_cap() -> int:
     """Bytes a LIT request's body may have: hosted, the request's datapoints at the text cap, with room for
     LIT's JSON around them (ALBERT_LENS_LIT_BODY_MB sets it); locally 1 GB."""
     raw = os.environ.get("ALBERT_LENS_LIT_BODY_MB", "").strip()
-    if raw.isdigit() and int(raw) > 0:
+    if raw.isascii() and raw.isdigit() and int(raw) > 0:
         return int(raw) * 2**20
     return 64 * 2**20 if limits()["hosted"] else 2**30
 
@@ -295,7 +295,7 @@ class BoundedCache(OrderedDict):
 def cache_budget() -> int:
     """Bytes of predictions LIT keeps per model: hosted 256 MB, locally 2 GB (ALBERT_LENS_LIT_CACHE_MB)."""
     raw = os.environ.get("ALBERT_LENS_LIT_CACHE_MB", "").strip()
-    if raw.isdigit() and int(raw) > 0:
+    if raw.isascii() and raw.isdigit() and int(raw) > 0:
         return int(raw) * 2**20
     return 256 * 2**20 if limits()["hosted"] else 2 * 2**30
 

@@ -260,7 +260,8 @@ def test_a_slice_of_a_dataset_is_a_dataset_every_front_end_reads(tiny_pair, tiny
     try:
         for spec, msg in ((f"{rows} @rows:3,1-999999999", "row 61 is past the end of"),
                           (f"{rows} @rows:70-80,2", "row 70 is past the end of"),
-                          (f"{rows} @rows:{'9' * 5000}", "is not a row number")):
+                          (f"{rows} @rows:{'9' * 5000}", "is not a row number"),
+                          (f"{rows} @rows:1-²", "'1-²' in @rows is not a row number")):
             with pytest.raises(InputError, match=f"dataset: .*{msg}"):
                 api.resolve_dataset(tiny_pair, spec, visitor=False)
         assert tracemalloc.get_traced_memory()[1] < 50 * 2**20

@@ -195,6 +195,29 @@ def test_unknown_endpoints_and_function_indices_answer_404_without_a_traceback(s
     assert len(client.predict("a fine film", "", api_name="/predict")[0]["models"]) == 2
 
 
+def test_a_refusal_on_the_rest_event_stream_carries_its_message(tiny_pair):
+    """Issue 58: every error on /gradio_api/call/* reached the client as `data: null` (Gradio 5.50's route reads
+    a failed call's missing `output.data`), named-field refusals included; and min_size="abc" failed in Gradio's
+    own rounding ("type str doesn't define __round__ method") before the core could name the field."""
+    import httpx
+
+    for _demo, url, client in _serve(tiny_pair, hosted=False):
+        with httpx.Client(base_url=url, timeout=60) as http:
+            for data, says in (
+                    (["sentiment_plain", None, 100, "accuracy", "abc", 0],
+                     "min_size: 'abc' is not a whole number; give a whole number from 5 to 10,000"),
+                    (["sentiment_plain", None, 100, "accuracy", 5, "9" * 5000],
+                     "clusters: 9999999999999999999999999999999999999999 is out of range; give a whole number from "
+                     "0 to 20")):
+                event = http.post("gradio_api/call/slices", json={"data": data}).json()["event_id"]
+                text = http.get(f"gradio_api/call/slices/{event}").text
+                assert "event: error" in text and "data: null" not in text, text
+                message = json.loads(text.split("event: error\ndata: ", 1)[1].split("\n", 1)[0])
+                assert message.startswith(says), message
+        with pytest.raises(Exception, match="min_size: 'abc' is not a whole number"):  # gradio_client: as before
+            client.predict("sentiment_plain", None, 100, "accuracy", "abc", 0, api_name="/slices")
+
+
 def test_hosted_has_no_rest_route_around_the_queue(served):
     """Bursts of direct POSTs to /gradio_api/run/saliency_dataset skipped the queue and its limits in hosted
     mode; now the route refuses queued functions there, while gradio_client (which queues) answers. Normal mode,

@@ -261,7 +261,8 @@ def test_a_point_clicked_on_a_projection_is_read_by_its_row():
     state = {"points": [{"index": 2, "gold": "positive"}], "texts": [["t0"], ["t1"], ["t2", "u2"]], "picked": []}
     assert projection.clicked_texts(state, "3/1795736171641") == ["t2", "u2"]
     assert "point 3 · gold label **positive**" in projection.clicked_note(state, "3/17")
-    for value in ("0/17", "4/17", "x/17", "", "-1/2", None):
+    # "²" and "١" pass str.isdigit(); int() refused the first with a raw "invalid literal" (issue 58)
+    for value in ("0/17", "4/17", "x/17", "", "-1/2", None, "²/17", "١/17", "9" * 5000 + "/1", "3\x00/1"):
         assert projection.clicked_texts(state, value) is None, value
     assert projection.clicked_texts(None, "1/1") is None
 

@@ -218,7 +218,8 @@ def worker_pools(pair: Pair, groups: dict[str, int]) -> dict[str, Pool]:
     loads `pair`, may read what this process may (its registered upload folders) and is warmed up like the app."""
     setup = [(_worker_setup, (pair, [str(p) for p in policy._READABLE]))]
     raw = os.environ.get("ALBERT_LENS_WORKER_THREADS", "").strip()
-    threads = int(raw) if raw.isdigit() and int(raw) > 0 else max(1, (os.cpu_count() or 1) // sum(groups.values()))
+    spare = max(1, (os.cpu_count() or 1) // sum(groups.values()))
+    threads = int(raw) if _digits(raw) and int(raw) > 0 else spare
     return {group: Pool(n, setup, threads=threads, name=f"{group} worker") for group, n in groups.items()}
 
 
@@ -444,6 +445,12 @@ def _cap(visitor: bool, key: str) -> int | float:
 SLICE_SPEC = re.compile(r"^(?P<base>.+?)\s*@rows:(?P<rows>.*)$", re.S)
 
 
+def _digits(text: str) -> bool:
+    """0-9 only: str.isdigit() also takes "²" and "١", which int() then refuses (or reads) on its own terms."""
+    text = text.strip()
+    return text.isascii() and text.isdigit()
+
+
 def slice_ranges(text: str, cap: int) -> list[tuple[int, int]]:
     """The (first, last) row ranges a slice names, in its order, validated but not expanded: a range is only
     expanded once the dataset's length is known (`@rows:1-999999999` on the command line, whose cap is the
@@ -452,7 +459,7 @@ def slice_ranges(text: str, cap: int) -> list[tuple[int, int]]:
     named = 0
     for part in filter(None, (p.strip() for p in text.split(","))):
         lo, _, hi = part.partition("-")
-        if not lo.strip().isdigit() or (hi and not hi.strip().isdigit()) or len(part) > 40:
+        if not _digits(lo) or (hi and not _digits(hi)) or len(part) > 40:
             raise InputError(f"dataset: {part[:20]!r} in @rows is not a row number or a range like 40-45")
         a, b = int(lo), int(hi or lo)
         if a < 1 or b < a:

@@ -6,6 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import grouped_bars
 
+from . import common
 from .common import (
     BATCH,
     Ctx,
@@ -82,9 +83,9 @@ def tab(ctx: Ctx) -> None:
             # a "none" choice, or a hosted dropdown (no typing) could never go back to attacking the text
             ads = dataset_field(ctx, "or a dataset", "shipped name or path", value="", extra=[(NO_DATASET, "")])
         with gr.Row():
-            n = gr.Number(value=option("attack", "n").default, label="examples from the dataset")
-            budget = gr.Number(value=option("attack", "query_budget").default, label="query budget")
-            tlimit = gr.Number(value=option("attack", "time_limit").default, label="seconds per example and model")
+            n = common.number(value=option("attack", "n").default, label="examples from the dataset")
+            budget = common.number(value=option("attack", "query_budget").default, label="query budget")
+            tlimit = common.number(value=option("attack", "time_limit").default, label="seconds per example and model")
         with gr.Row():
             go = gr.Button("Attack both models", variant="primary")
             stop = gr.Button("Stop")

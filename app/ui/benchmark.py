@@ -78,7 +78,7 @@ def tab(ctx: Ctx) -> None:
             ds = dataset_field(ctx, "labelled dataset", "shipped name or path",
                                value=ctx.dev or api.default_dataset(ctx.pair))
             upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
-            limit = gr.Number(value=1000, label="max examples")
+            limit = common.number(value=1000, label="max examples")
         go = gr.Button("Score both models", variant="primary")
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(label="accuracy")
@@ -99,9 +99,9 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             declared = common.option("slices", "metric")
             metric = gr.Radio(list(declared.choices), value=declared.default, label="metric")
-            min_size = gr.Number(value=common.option("slices", "min_size").default, label="smallest slice",
+            min_size = common.number(value=common.option("slices", "min_size").default, label="smallest slice",
                                  precision=0)
-            clusters = gr.Number(value=common.option("slices", "clusters").default,
+            clusters = common.number(value=common.option("slices", "clusters").default,
                                  label="embedding clusters per model (0: none)", precision=0)
         find = gr.Button("Find slices")
         slice_summary = gr.Markdown(label="slices")

@@ -10,6 +10,7 @@ from app.core import api, views
 from app.core.errors import LensError
 from app.core.plots import grouped_bars
 
+from . import common
 from .common import BATCH, Ctx, action, bind, describe, json_out, option, progress_of, stop_button
 
 
@@ -52,7 +53,7 @@ def tab(ctx: Ctx) -> None:
             suite = gr.Dropdown(suites, value=next(iter(suites), None), allow_custom_value=not ctx.hosted,
                                 label="CheckList suite" + ("" if ctx.hosted else " (or a path to *_suite.json.gz)"))
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
-            sample = gr.Number(value=option("checklist", "sample").default, label="cases per test")
+            sample = common.number(value=option("checklist", "sample").default, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
         verdict = gr.Markdown(label="differences beyond chance")
         bars = gr.Plot(label="mean fail rate per capability")

@@ -430,3 +430,22 @@ def slider(*args, **kwargs) -> gr.Slider:
 
     component.preprocess = preprocess
     return component
+
+
+def number(*args, **kwargs) -> gr.Number:
+    """gr.Number whose value reaches the core as the visitor sent it when Gradio could not round it: Gradio's own
+    rounding answered min_size="abc" with "type str doesn't define __round__ method", and a 5,000-digit integer
+    with an OverflowError, before the core could name the field and its range (`policy.count`)."""
+    component = gr.Number(*args, **kwargs)
+    strict = component.preprocess
+
+    def preprocess(payload):
+        if isinstance(payload, bool) or not isinstance(payload, int | float):
+            return payload
+        try:
+            return strict(payload)
+        except (TypeError, ValueError, OverflowError):
+            return payload
+
+    component.preprocess = preprocess
+    return component

@@ -10,6 +10,7 @@ import gradio as gr
 
 from app.core import api, views
 
+from . import common
 from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, json_out
 
 
@@ -45,7 +46,7 @@ def control(option) -> gr.components.Component:
     if option.kind is bool:
         return gr.Checkbox(value=option.default, label=label)
     if option.kind in (int, float):
-        return gr.Number(value=option.default, label=label, precision=0 if option.kind is int else None)
+        return common.number(value=option.default, label=label, precision=0 if option.kind is int else None)
     return gr.Textbox(value=option.default, label=label)
 
 
@@ -65,7 +66,7 @@ def tab(ctx: Ctx, served: set[str]) -> None:
                     with gr.Row():
                         sources = [dataset_field(ctx, "dataset", "shipped name or path",
                                                  value=api.default_dataset(ctx.pair)),
-                                   gr.Number(value=None, label="max examples (empty: this server's cap)")]
+                                   common.number(value=None, label="max examples (empty: this server's cap)")]
                 with gr.Row():
                     controls = [control(o) for o in cap.options]
                 go = gr.Button(f"Run {cap.name}", variant="primary")

@@ -8,6 +8,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import attention_figure, similarity_figure
 
+from . import common
 from .common import (
     BATCH,
     SINGLE,
@@ -63,7 +64,7 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             ds = dataset_field(ctx, "dataset for CKA", "shipped name or path",
                                value=ctx.dev or api.default_dataset(pair))
-            limit = gr.Number(value=500, label="max examples")
+            limit = common.number(value=500, label="max examples")
             declared = option("similarity", "pooling")
             pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,
                                label="pooling",

@@ -126,7 +126,7 @@ def clicked_index(state: dict | None, value: str | None) -> int | None:
     if not state or not isinstance(value, str):
         return None
     row = value.split("/")[0].strip()
-    if not row.isdigit() or not 1 <= int(row) <= len(state.get("texts") or ()):
+    if not (row.isascii() and row.isdigit() and len(row) <= 9) or not 1 <= int(row) <= len(state.get("texts") or ()):
         return None
     return int(row) - 1
 
@@ -169,7 +169,7 @@ def tab(ctx: Ctx) -> None:
                               label="layer (-1 = top, 0 = embeddings)")
             colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
                                ("models agree?", "models")], value="gold", label="colour by")
-            limit = gr.Number(value=500, label="max examples")
+            limit = common.number(value=500, label="max examples")
         go = gr.Button("Project", variant="primary")
         summary = gr.Markdown(label="summary")
         # the row first: a click on a point reads it from the tooltip (`CLICK_JS`)

@@ -90,7 +90,7 @@ def tab(ctx: Ctx) -> None:
         with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
             with gr.Row():
                 sds = dataset_field(ctx, "dataset", "shipped name or path", value=api.default_dataset(pair))
-                slimit = gr.Number(value=50, label="max examples (each is explained by both models)")
+                slimit = common.number(value=50, label="max examples (each is explained by both models)")
             sgo = gr.Button("Explain the dataset with this method")
             ssum = gr.Markdown(label="summary")
             splot = gr.Plot(label="faithfulness and agreement")
