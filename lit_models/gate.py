@@ -123,6 +123,19 @@ class Small:
         return value
 
 
+@dataclass(frozen=True)
+class Output:
+    """One of the model's output fields, by name (HotFlip's and ablation flip's "Prediction key"): required, since
+    LIT asserts it deep in the generator."""
+    required: bool = True
+
+    def check(self, field: str, value, caps: Caps):
+        outputs = caps.get("outputs") or ()
+        if not isinstance(value, str) or value not in outputs:
+            raise InputError(f"{field}: {str(value)[:40]!r} is not one of the model's outputs {list(outputs)[:8]}")
+        return value
+
+
 SEED = Whole(0, 2**32 - 1)
 # every component this server serves, with the settings it reads; a name missing here is not served
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -150,11 +163,11 @@ SETTINGS: dict[str, dict[str, Any]] = {
     # generators
     "Ablation Flip": {"Max number of counterfacuals to generate": Whole(1, 50, text=True),
                       "Max number of token ablations": Whole(1, 5, text=True),  # combinations grow as n^k
-                      "Comma-separated list of tokens to never flip": Names(), "Prediction key": Small(),
+                      "Comma-separated list of tokens to never flip": Names(), "Prediction key": Output(),
                       "Regression threshold": Real(-10**6, 10**6, text=True), "Fields to ablate": Names(10)},
     "Hotflip": {"Max number of counterfactuals to generate": Whole(1, 50, text=True),
                 "Max number of token flips": Whole(1, 5, text=True),
-                "Comma-separated list of tokens to never flip": Names(), "Prediction key": Small(),
+                "Comma-separated list of tokens to never flip": Names(), "Prediction key": Output(),
                 "Regression threshold": Real(-10**6, 10**6, text=True), "Fields to flip tokens in": Names(10)},
     "Scrambler": {"Fields to scramble": Names(10)},
     "Word Replacer": {"Substitutions": Text(None), "Fields to replace": Names(10), "ignore_casing": Flag()},
@@ -169,19 +182,23 @@ PROJ_KW: dict[str, dict[str, Any]] = {
 
 
 def settings(component: str, config: Mapping | None, caps: Caps | None = None,
-             spec: Mapping | None = None) -> dict | None:
+             spec: Mapping | None = None, outputs: Sequence[str] = ()) -> dict | None:
     """`config` with each declared setting checked (and normalised), the undeclared dropped; with the component's
-    `spec` (its config_spec), a required setting missing is named. Raises InputError naming the component and
-    the setting."""
+    `spec` (its config_spec), a required setting missing is named; `outputs`, the model's output fields, for the
+    settings that name one. Raises InputError naming the component and the setting."""
     if component not in SETTINGS:
         raise InputError(f"{component[:60]!r}: not served here")
+    declared = SETTINGS[component]
+    required = {k for k, t in (spec or {}).items() if getattr(t, "required", False)}
+    required |= {k for k, t in declared.items() if getattr(t, "required", False)}
     if config is None:
-        return None
+        if not required:
+            return None
+        config = {}
     if not isinstance(config, Mapping):
         raise InputError(f"{component}: its settings must be a JSON object")
-    caps = caps or limits()
-    declared = SETTINGS[component]
-    if missing := [k for k, t in (spec or {}).items() if getattr(t, "required", False) and k not in config]:
+    caps = {**(caps or limits()), "outputs": list(outputs)}
+    if missing := sorted(k for k in required if k not in config):
         raise InputError(f"{component}: missing settings {missing}; LIT's page sends every one")
     return {k: declared[k].check(f"{component}: {k}", v, caps) for k, v in config.items() if k in declared}
 

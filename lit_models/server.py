@@ -4,6 +4,7 @@ HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 import time
@@ -183,6 +184,8 @@ class LensLitApp(lit_app.LitApp):
     def _get_metrics(self, data, model=None, **kw):
         self._inputs_capped(data, model)
         if isinstance(data, dict) and data.get("config") is not None:
+            if not isinstance(data["config"], dict):
+                raise InputError("metrics: config must be a JSON object")
             data["config"] = gate.Small(2_000).check("metrics: config", data["config"], {})
         return super()._get_metrics(data, model=model, **kw)
 
@@ -203,8 +206,9 @@ class LensLitApp(lit_app.LitApp):
     def _get_generated(self, data, model=None, dataset_name=None, generator=None, **kw):
         self._inputs_capped(data, model)
         if isinstance(data, dict) and generator in self._generators:
+            outputs = self._info["models"][model]["spec"]["output"] if model in self._info["models"] else {}
             data["config"] = gate.settings(generator, data.get("config"),
-                                           spec=self._generators[generator].config_spec())
+                                           spec=self._generators[generator].config_spec(), outputs=list(outputs))
         return super()._get_generated(data, model=model, dataset_name=dataset_name, generator=generator, **kw)
 
     def _new_datapoints(self, data, dataset_name) -> None:
@@ -242,6 +246,72 @@ class LensLitApp(lit_app.LitApp):
                 self._saved_datapoints.popitem(last=False)
         return out
 
+    # which of a request's URL parameters name what: checked before LIT reads them (a KeyError or an
+    # AttributeError inside LIT answered "failed" with no reason)
+    _WITH_INPUTS = frozenset({"_get_preds", "_get_interpretations", "_get_generated", "_get_metrics",
+                              "_post_new_data", "_annotate_new_data"})
+    _NAMED = {"model": "_models", "dataset_name": "_datasets", "interpreter": "_interpreters",
+              "generator": "_generators"}
+
+    def _check_request(self, name: str, request) -> None:
+        """The request's shape, before LIT's own handler parses it: its URL's names exist here, its body is a
+        JSON object whose `inputs` is a list of datapoints ({"id", "data"}, the id its data's `_id`) or of the
+        dataset's ids. A malformed request is an InputError naming what is wrong."""
+        if name in ("_get_info", "_push_ui_state"):
+            return
+        args = request.args
+        for key, attr in self._NAMED.items():
+            if key in args and args[key] not in getattr(self, attr):
+                raise InputError(f"{key}: {args[key][:60]!r} is not one of {sorted(getattr(self, attr))[:20]}")
+        if "metrics" in args:
+            unknown = [m for m in args["metrics"].split(",") if m and m not in self._metrics]
+            if unknown:
+                raise InputError(f"metrics: {unknown[0][:60]!r} is not one of {sorted(self._metrics)}")
+        if name in ("_fetch_new_data", "_remove_new_data"):
+            with self._saved_datapoints_lock:
+                if args.get("saved_datapoints_id") not in self._saved_datapoints:
+                    raise InputError(f"saved_datapoints_id: no saved datapoints by that id here (the last "
+                                     f"{self.SAVED_SETS} sets are kept)")
+        try:
+            body = json.loads(request.data, parse_int=_short_int, parse_constant=_no_constant) if request.data \
+                else None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"request body: not JSON ({str(exc)[:80]})") from None
+        needs_inputs = name in self._WITH_INPUTS
+        if body is None and not needs_inputs:
+            return
+        if not isinstance(body, dict):
+            raise InputError("request body: expected a JSON object such as {\"inputs\": [...]}")
+        inputs = body.get("inputs")
+        if inputs is None and not needs_inputs:
+            return
+        if not isinstance(inputs, list):
+            raise InputError("inputs: expected a list of datapoints")
+        if not inputs and name == "_get_metrics":
+            raise InputError("inputs: metrics need at least one datapoint")
+        dataset = self._datasets.get(args.get("dataset_name"))
+        for k, ex in enumerate(inputs):
+            if isinstance(ex, str):
+                if dataset is None or ex not in dataset.index:
+                    raise InputError(f"inputs: datapoint {k}: {ex[:40]!r} is no example id of this dataset")
+                continue
+            if not isinstance(ex, dict) or not isinstance(ex.get("data"), dict):
+                raise InputError(f"inputs: datapoint {k}: expected {{\"id\", \"data\": {{...}}, \"meta\"}} or "
+                                 "an example's id")
+            if "dataset_name" in args and ex.get("id") != ex["data"].get("_id"):
+                raise InputError(f"inputs: datapoint {k}: its id is not its data's _id")
+            given = ex["data"].get("_id")
+            if given and name != "_post_new_data" and given != self._content_id(ex["data"]):
+                # LIT caches by this id: another text under an example's id answered for it, for every visitor
+                raise InputError(f"inputs: datapoint {k}: its _id is not its content's (LIT's input_hash)")
+
+    @staticmethod
+    def _content_id(data: dict) -> str | None:
+        try:
+            return lit_caching.input_hash(data)
+        except (TypeError, ValueError, RecursionError):  # not JSON LIT can hash
+            return None
+
     def make_handler(self, fn):
         handler = super().make_handler(fn)
         name = getattr(fn, "__name__", "request")
@@ -250,6 +320,7 @@ class LensLitApp(lit_app.LitApp):
         def quiet(app, request, environ):
             status = 500
             try:
+                self._check_request(name, request)
                 if name not in HEAVY or self.gate is None:
                     return handler(app, request, environ)
                 what = name.lstrip("_")
@@ -261,6 +332,8 @@ class LensLitApp(lit_app.LitApp):
                 status, message = 503, str(exc)
             except Stopped as exc:
                 status, message = 503, f"{name.lstrip('_')}: {exc}"
+            except InputError as exc:  # the visitor's request: named, and a 400
+                status, message = 400, public_message(str(exc))
             except LensError as exc:  # ours: written for the reader, naming the field
                 message = public_message(str(exc))
             except Exception as exc:  # noqa: BLE001 - LIT's own errors can carry paths and internals
@@ -269,6 +342,16 @@ class LensLitApp(lit_app.LitApp):
             return app.respond(request, message[:1000], "text/plain", status)
 
         return quiet
+
+
+def _short_int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:
+        raise ValueError(f"a number with {len(text.lstrip('-')):,} digits")
+    return int(text)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 def _plain(start_response, status: int, message: str):

@@ -137,7 +137,8 @@ def test_a_visitor_cannot_put_another_text_in_the_cache_under_an_examples_id(lit
     preds = f"/get_preds?model={clf.name}&dataset_name=sst2/dev&requested_types=MulticlassPreds"
     with pytest.raises(urllib.error.HTTPError) as err:
         _post(url, preds, {"inputs": [{"id": first["id"], "data": fake, "meta": {}}]})
-    assert err.value.code == 500 and "Traceback" not in err.value.read().decode()
+    assert err.value.code == 400
+    assert err.value.read().decode() == "inputs: datapoint 0: its _id is not its content's (LIT's input_hash)"
     answered = _post(url, preds, {"inputs": [first["id"]]})[0]["probas"]  # example 0, by reference
     truth = predict(clf, [Example((first["data"]["sentence"],))]).probs[0]
     np.testing.assert_allclose(answered, truth, atol=1e-5)
@@ -416,7 +417,7 @@ def test_hosted_lit_refuses_up_front_what_its_time_budget_cant_cover(tiny_pair, 
         monkeypatch.setattr(type(model), "_one", lambda self, ex: calls.append(ex) or one(self, ex))
         many = _rows([f"new text number {i}" for i in range(200)])
         status, body = _post_raw(url, _preds_path(model), {"inputs": many + cached})
-        assert status == 500 and not calls  # nothing computed
+        assert status == 400 and not calls  # nothing computed
         import re
 
         assert re.fullmatch(r"inputs: 200 new texts would take \S+ about 200 s here \(1,000 ms each\), and this "
