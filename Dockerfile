@@ -7,7 +7,10 @@ ENV HOME=/home/user \
     HF_HOME=/home/user/.cache/huggingface \
     ALBERT_LENS_CACHE=/home/user/.cache/albert-lens \
     ALBERT_LENS_HOSTED=1 \
+    ALBERT_LENS_PROXIES=1 \
     PYTHONUNBUFFERED=1
+# ALBERT_LENS_PROXIES=1: the Space's proxy is the peer of every request; each visitor's fair share of /predict is
+# keyed by the address it appends to X-Forwarded-For
 WORKDIR /home/user/app
 COPY --chown=user . .
 # A Space on GPU hardware: build with a CUDA build of PyTorch, e.g.

@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import tempfile
+import threading
 import time
 
 import pytest
@@ -433,3 +434,50 @@ def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, ro
         assert ours.stopped == "the client disconnected", (ours.stopped, ours.progress)
         done, total = ours.reached["examples explained"]
         assert total == 30 and at_close <= done <= at_close + 2
+
+
+def test_one_address_flooding_predict_holds_its_share_and_other_visitors_are_answered(tiny_pair, monkeypatch):
+    """Issue 58: 60 clients flooding the direct /predict route took every slot and server thread, and other
+    visitors waited 9.7 s (p50). Hosted, one address holds at most 2 slots and keeps 2 requests waiting; more is
+    refused at once with its reason, and a visitor from another address is answered while the flood is held."""
+    import httpx
+
+    from app.ui import compare
+
+    held, release, started = [], threading.Event(), threading.Event()
+    real = compare.predict
+
+    def predict(ctx, text, text2=None):  # named as the handler it stands for: errors name their endpoint
+        if text.startswith("FLOOD"):
+            held.append(text)
+            started.set()
+            assert release.wait(60)
+        return real(ctx, text, text2)
+
+    monkeypatch.setattr(compare, "predict", predict)
+    for _demo, url, _client in _serve(tiny_pair, hosted=True):
+        def post(text, source):
+            transport = httpx.HTTPTransport(local_address=source)
+            with httpx.Client(base_url=url, timeout=60, transport=transport) as http:
+                return http.post("gradio_api/run/predict", json={"data": [text, ""]})
+
+        answers = {}
+        flood = [threading.Thread(target=lambda k=k: answers.update({k: post(f"FLOOD {k}", "127.0.0.2")}))
+                 for k in range(4)]
+        for t in flood:
+            t.start()
+        deadline = time.monotonic() + 30
+        while len(held) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # the other two are waiting, not running
+        assert len(held) == 2
+        refused = post("FLOOD 5", "127.0.0.2")
+        assert refused.status_code != 200 or "error" in refused.text.lower()
+        assert "predict: your address already has 2 running and 2 waiting, its share here" in refused.text
+        visitor = post("a fine film", "127.0.0.1")  # while the flood holds its two slots
+        assert visitor.status_code == 200 and len(visitor.json()["data"][0]["models"]) == 2, visitor.text
+        release.set()
+        for t in flood:
+            t.join(60)
+        assert sorted(held) == [f"FLOOD {k}" for k in range(4)]
+        assert all(answers[k].status_code == 200 for k in range(4))

@@ -45,6 +45,9 @@ def test_dockerfile_runs_the_tested_script_as_uid_1000_on_7860():
     text = (ROOT / "Dockerfile").read_text()
     assert "scripts/space_build.sh" in text and "useradd -m -u 1000" in text and "USER user" in text
     assert "--port 7860" in text and "ALBERT_LENS_HOSTED=1" in text
+    # behind the Space's proxy every request comes from it: without this, all visitors would share one address's
+    # share of /predict (app/core/shares.py)
+    assert "ALBERT_LENS_PROXIES=1" in text
     front = (ROOT / "README.md").read_text().split("---")[1]
     assert "sdk: docker" in front and "app_port: 7860" in front
 

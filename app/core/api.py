@@ -89,6 +89,8 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
 )
 from .runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
 from .saliency import METHODS  # noqa: F401
+from .shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict
+from .shares import Shares, TooMany, client_key  # noqa: F401
 from .significance import compare_accuracy, compare_correlation  # noqa: F401
 from .similarity import similarity_batch, spans, summarise
 from .slices import find as find_slices

@@ -63,9 +63,24 @@ def limits() -> dict:
         # explanations and batch jobs in child processes at a lower CPU priority (app/core/workers.py)
         "worker_processes": _flag("ALBERT_LENS_WORKERS") if os.environ.get("ALBERT_LENS_WORKERS", "").strip()
         else hosted,
+        # the app's /predict: slots one client (address) may hold, and requests it may keep waiting beside them
+        # (app/core/shares.py); locally the one user may use them all
+        "client_slots": 2 if hosted else 16,
+        "client_waiting": 2 if hosted else 64,
+        # reverse proxies in front of the server whose X-Forwarded-For is trusted (a Space: 1)
+        "proxies": _proxies(),
         "allowed_pairs": {p.strip().lower() for p in
                           os.environ.get("ALBERT_LENS_ALLOWED_PAIRS", "offline,sst2").split(",") if p.strip()},
     }
+
+
+def _proxies() -> int:
+    raw = os.environ.get("ALBERT_LENS_PROXIES", "").strip()
+    if not raw:
+        return 0
+    if not (raw.isascii() and raw.isdigit() and int(raw) <= 10):
+        raise InputError(f"ALBERT_LENS_PROXIES: {raw[:20]!r} is not a whole number from 0 to 10")
+    return int(raw)
 
 
 def hosted() -> bool:

@@ -234,15 +234,26 @@ def bind(fn: Callable, ctx: Ctx) -> Callable:
 
 
 def direct(handler: Callable, slots: int = DIRECT_SLOTS) -> dict:
-    """Event kwargs for a cheap handler served outside the queue, at most `slots` at a time (the rest wait in
-    the server's thread pool, not on the models)."""
-    gate = threading.BoundedSemaphore(slots)
+    """Event kwargs for a cheap handler served outside the queue, at most `slots` at a time, each client (its
+    address) at most its share of them (`api.Shares`: hosted, 2 running and 2 waiting; a request past that is
+    refused at once rather than holding a server thread), a freed slot going to the client that holds fewest."""
+    cap = api.limits()
+    shares = api.Shares(slots, min(slots, int(cap["client_slots"])), int(cap["client_waiting"]),
+                        wait_s=float(cap["request_seconds"]), what=handler.__name__.removeprefix("do_"))
+    proxies = int(cap["proxies"])
 
     @functools.wraps(handler)
     def gated(*args, **kwargs):
-        with gate:
-            return handler(*args, **kwargs)
+        request = LocalContext.request.get(None)  # the event's request, as Gradio records it for the handler
+        peer = getattr(getattr(request, "client", None), "host", None)
+        client = api.client_key(peer, getattr(request, "headers", None), proxies)
+        try:
+            with shares.slot(client):
+                return handler(*args, **kwargs)
+        except (api.TooMany, api.SharesBusy) as exc:
+            raise gr.Error(str(exc), print_exception=False) from None
 
+    gated.shares = shares
     # a client that queues it anyway (gradio_client always does) gets the same slots in a group of its own
     return {"fn": gated, "queue": False, "concurrency_id": "predict", "concurrency_limit": slots}
 

@@ -1,0 +1,106 @@
+"""Fair shares of the slots: one client holds at most its share, the rest is refused at once, and a freed slot
+goes to the client holding fewest (issue 58: 60 flooding clients took every /predict slot and thread)."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from app.core.shares import Busy, Shares, TooMany, client_key
+
+
+class Held:
+    """A request that takes its slot in a thread and holds it until released."""
+
+    def __init__(self, shares: Shares, client: str, order: list):
+        self.got, self.release, self.error = threading.Event(), threading.Event(), None
+        self.thread = threading.Thread(target=self._run, args=(shares, client, order), daemon=True)
+        self.thread.start()
+
+    def _run(self, shares, client, order):
+        try:
+            with shares.slot(client):
+                order.append(client)
+                self.got.set()
+                assert self.release.wait(30)
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            self.error = exc
+            self.got.set()
+
+    def done(self):
+        self.release.set()
+        self.thread.join(30)
+
+
+def _waiting(shares: Shares, n: int) -> None:
+    for _ in range(3000):
+        if sum(shares.state()["waiting"].values()) == n:
+            return
+        threading.Event().wait(0.01)
+    raise AssertionError(shares.state())
+
+
+def test_a_client_holds_at_most_its_share_and_past_its_queue_is_refused_at_once():
+    shares = Shares(slots=4, per_client=2, waiting=1, what="predict")
+    order: list = []
+    a = [Held(shares, "attacker", order) for _ in range(2)]
+    assert all(h.got.wait(10) for h in a) and shares.state()["running"] == {"attacker": 2}
+    queued = Held(shares, "attacker", order)  # its one waiting request: waits although two slots are free
+    _waiting(shares, 1)
+    with pytest.raises(TooMany, match="predict: your address already has 2 running and 1 waiting, its share here"):
+        with shares.slot("attacker"):
+            pass
+    visitor = Held(shares, "visitor", order)  # another client gets a free slot at once
+    assert visitor.got.wait(10) and order[-1] == "visitor" and not queued.got.is_set()
+    a[0].done()
+    assert queued.got.wait(10) and queued.error is None
+    for h in (a[1], queued, visitor):
+        h.done()
+    assert shares.state() == {"busy": 0, "running": {}, "waiting": {}}
+
+
+def test_a_freed_slot_goes_to_the_waiting_client_holding_fewest():
+    """All slots taken by one client with more of its requests waiting: a visitor who arrives later is served
+    before them as soon as a slot frees."""
+    shares = Shares(slots=2, per_client=2, waiting=5)
+    order: list = []
+    first = [Held(shares, "flood", order) for _ in range(2)]
+    assert all(h.got.wait(10) for h in first)
+    more = [Held(shares, "flood", order) for _ in range(3)]
+    _waiting(shares, 3)
+    visitor = Held(shares, "visitor", order)
+    _waiting(shares, 4)
+    first[0].done()
+    assert visitor.got.wait(10) and order[2] == "visitor"
+    first[1].done()
+    visitor.done()
+    for h in more:
+        assert h.got.wait(10)
+        h.done()
+    assert order == ["flood", "flood", "visitor", "flood", "flood", "flood"]
+
+
+def test_a_request_that_waits_past_its_time_is_told_busy_and_leaves_the_queue():
+    shares = Shares(slots=1, per_client=1, waiting=2, wait_s=0.2)
+    order: list = []
+    holder = Held(shares, "a", order)
+    assert holder.got.wait(10)
+    with pytest.raises(Busy, match="the server's 1 slots stayed busy for 0.2 s"):
+        with shares.slot("b"):
+            pass
+    assert shares.state()["waiting"] == {}
+    holder.done()
+    with pytest.raises(RuntimeError):  # an error inside gives the slot back
+        with shares.slot("b"):
+            raise RuntimeError("inside")
+    assert shares.state() == {"busy": 0, "running": {}, "waiting": {}}
+
+
+def test_the_client_is_the_peer_or_the_address_the_trusted_proxy_saw():
+    assert client_key("10.0.0.5", {"x-forwarded-for": "1.2.3.4"}) == "10.0.0.5"  # no proxy: the header is forged
+    headers = {"x-forwarded-for": "6.6.6.6, 1.2.3.4"}  # the client wrote 6.6.6.6; the proxy appended 1.2.3.4
+    assert client_key("10.0.0.5", headers, proxies=1) == "1.2.3.4"
+    assert client_key("10.0.0.5", headers, proxies=2) == "6.6.6.6"
+    assert client_key("10.0.0.5", {}, proxies=1) == "10.0.0.5" and client_key(None) == "unknown"
+    with pytest.raises(ValueError, match="per_client: 3 is not from 1 to slots"):
+        Shares(slots=2, per_client=3, waiting=0)
