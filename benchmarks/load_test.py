@@ -5,11 +5,19 @@ with 16 users) and the server's RSS after the round (target: growth from round 2
 
     python benchmarks/load_test.py [--users 16] [--seconds 120] [--rounds 3] [--pair offline] [--json out.json]
     python benchmarks/load_test.py --mix predict-beside-jobs [--hosted]   # issue 41's load
+    python benchmarks/load_test.py --mix flood --hosted --users 4 --seconds 60   # issue 58's flood
 
 `--mix predict-beside-jobs`: the N users send only /predict, while one more client keeps a batch job running
 beside them, alternating LIME over a dataset (`/saliency_dataset`, JOB_ROWS rows) and an attack (`/attack`,
 deepwordbug on JOB_ROWS rows): issue 41's target is /predict p95 <= 300 ms there. `--hosted` starts the app as a
 hosted server (ALBERT_LENS_HOSTED=1: worker processes, caps).
+
+`--mix flood` (issue 58): N ordinary visitors, each from an address of its own (127.0.1.k), send /predict as the
+page does (one POST, a quarter second apart): quiet for `--seconds`, then beside FLOOD_CLIENTS clients from one
+other address (127.0.0.2) sending hostile texts (FLOOD_CHARS characters of mixed scripts, emoji and combining
+marks) as fast as they are answered or refused, then quiet again after the flood has stopped. Reported: the
+visitors' p50/p95 in each phase and the server's RSS (and its workers') before the flood, at its peak and 15 s
+after. Targets: the visitors' p95 under the flood within 3x the quiet one, RSS after within 1.5x of before.
 
 The app is started here on a free loopback port and stopped at the end; request loops are bounded in time.
 """
@@ -54,7 +62,7 @@ def main() -> None:
     ap.add_argument("--pair", default="offline")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
-    ap.add_argument("--mix", choices=["mixed", "predict-beside-jobs"], default="mixed")
+    ap.add_argument("--mix", choices=["mixed", "predict-beside-jobs", "flood"], default="mixed")
     ap.add_argument("--hosted", action="store_true", help="start the app with ALBERT_LENS_HOSTED=1")
     ap.add_argument("--client", choices=["gradio_client", "http"], default="gradio_client",
                     help="how the users send /predict: gradio_client (which joins the queue and polls its messages "
@@ -114,6 +122,15 @@ def main() -> None:
             assert len(res["examples"]) == JOB_ROWS and len(res["models"]) == 2, res
         else:
             assert res["n"] == BENCH_N and all(0 <= r["accuracy"] <= 1 for r in res["models"]), res
+
+    if args.mix == "flood":
+        res = flood(args, url, rss, check)
+        proc.terminate()
+        proc.wait(timeout=30)
+        print(json.dumps(res, indent=2))
+        if args.json:
+            Path(args.json).write_text(json.dumps(res, indent=2))
+        return
 
     rounds = []
     for rnd in range(1, args.rounds + 1):
@@ -283,6 +300,116 @@ def main() -> None:
     print(json.dumps(res, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(res, indent=2))
+
+
+FLOOD_CLIENTS = 60
+FLOOD_CHARS = 1999
+
+
+def hostile_text(rng: random.Random) -> str:
+    """What the issue's flood sent: texts at the hosted cap, of mixed scripts, emoji and combining marks."""
+    pieces = ["terrible", "film", "ça", "naïve", "фильм", "映画", "😍", "e\u0301", "\u200bx", "<b>", "a" * 40,
+              "ｆｕｌｌｗｉｄｔｈ", "مرحبا", "🤖🤖", "don't", "1e999"]
+    out = []
+    while sum(len(p) + 1 for p in out) < FLOOD_CHARS:
+        out.append(rng.choice(pieces))
+    return " ".join(out)[:FLOOD_CHARS]
+
+
+def flood(args, url: str, rss, check) -> dict:
+    """Issue 58's flood beside ordinary visitors: quiet, flood, quiet again (see the module's docstring)."""
+    import httpx
+
+    lock = threading.Lock()
+
+    def visitors(seconds: float) -> tuple[list[float], list[str]]:
+        lat, errors = [], []
+        stop_at = time.time() + seconds
+
+        def one(k: int) -> None:
+            rng = random.Random(k)
+            transport = httpx.HTTPTransport(local_address=f"127.0.1.{k + 1}")
+            with httpx.Client(base_url=url, timeout=120, transport=transport) as http:
+                while time.time() < stop_at:
+                    text = rng.choice(TEXTS)
+                    t0 = time.perf_counter()
+                    try:
+                        r = http.post("gradio_api/run/predict", json={"data": [text, ""]})
+                        r.raise_for_status()
+                        check("predict", text, r.json()["data"])
+                        with lock:
+                            lat.append(time.perf_counter() - t0)
+                    except Exception as exc:  # noqa: BLE001 - counted and reported
+                        with lock:
+                            errors.append(f"{type(exc).__name__}: {str(exc)[:160]}")
+                    time.sleep(0.25)
+
+        threads = [threading.Thread(target=one, args=(k,)) for k in range(args.users)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return lat, errors
+
+    def pct(xs, q):
+        return round(1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
+
+    def phase(name: str, lat: list[float], errors: list[str]) -> dict:
+        return {"phase": name, "answers": len(lat), "errors": len(errors), "error_examples": errors[:3],
+                "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95)}
+
+    out = {"users": args.users, "seconds": args.seconds, "flood_clients": FLOOD_CLIENTS, "flood_chars": FLOOD_CHARS,
+           "hosted": args.hosted, "cpu": cpu_name(), "phases": []}
+    visitors(5)  # warm: first requests' one-off costs
+    out["phases"].append(phase("quiet", *visitors(args.seconds)))
+    time.sleep(2)
+    out["rss_before_mb"] = round(rss() / 2**20)
+    print(json.dumps(out["phases"][-1]), f"RSS {out['rss_before_mb']} MB", flush=True)
+
+    stop_flood = threading.Event()
+    sent = {"answered": 0, "refused": 0, "failed": 0}
+    peak = [rss()]
+
+    def flooder(k: int) -> None:
+        rng = random.Random(10_000 + k)
+        transport = httpx.HTTPTransport(local_address="127.0.0.2")
+        with httpx.Client(base_url=url, timeout=120, transport=transport) as http:
+            while not stop_flood.is_set():
+                try:
+                    r = http.post("gradio_api/run/predict", json={"data": [hostile_text(rng), ""]})
+                    kind = "answered" if r.status_code == 200 else "refused" if "its share" in r.text else "failed"
+                    if kind == "refused":  # as a well-behaved client reads 429's Retry-After; a hostile one won't
+                        pass
+                except Exception:  # noqa: BLE001 - counted
+                    kind = "failed"
+                with lock:
+                    sent[kind] += 1
+
+    def sample() -> None:
+        while not stop_flood.is_set():
+            peak[0] = max(peak[0], rss())
+            time.sleep(0.5)
+
+    floods = [threading.Thread(target=flooder, args=(k,)) for k in range(FLOOD_CLIENTS)]
+    sampler = threading.Thread(target=sample)
+    for t in [*floods, sampler]:
+        t.start()
+    time.sleep(2)
+    out["phases"].append(phase("flood", *visitors(args.seconds)))
+    stop_flood.set()
+    for t in [*floods, sampler]:
+        t.join()
+    out["flood_requests"] = dict(sent)
+    out["rss_peak_mb"] = round(peak[0] / 2**20)
+    print(json.dumps(out["phases"][-1]), json.dumps(sent), f"peak RSS {out['rss_peak_mb']} MB", flush=True)
+    time.sleep(15)
+    out["rss_after_mb"] = round(rss() / 2**20)
+    out["phases"].append(phase("after", *visitors(args.seconds / 2)))
+    print(json.dumps(out["phases"][-1]), f"RSS after {out['rss_after_mb']} MB", flush=True)
+    quiet, flooded = out["phases"][0]["p95_ms"], out["phases"][1]["p95_ms"]
+    out["p95_ratio"] = round(flooded / quiet, 2) if quiet and flooded else None
+    out["rss_ratio"] = round(out["rss_after_mb"] / out["rss_before_mb"], 2)
+    return out
 
 
 if __name__ == "__main__":

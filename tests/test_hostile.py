@@ -438,19 +438,25 @@ def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, ro
 
 def test_one_address_flooding_predict_holds_its_share_and_other_visitors_are_answered(tiny_pair, monkeypatch):
     """Issue 58: 60 clients flooding the direct /predict route took every slot and server thread, and other
-    visitors waited 9.7 s (p50). Hosted, one address holds at most 2 slots and keeps 2 requests waiting; more is
-    refused at once with its reason, and a visitor from another address is answered while the flood is held."""
+    visitors waited 9.7 s (p50). Hosted, one address holds at most its share (one running, one waiting); more is
+    refused at the door (429, after a second's pause) with its reason, before Gradio reads it, and a visitor from
+    another address is answered while the flood is held."""
     import httpx
 
     from app.ui import compare
 
-    held, release, started = [], threading.Event(), threading.Event()
+    cap = {"ALBERT_LENS_HOSTED": "1"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in cap.items():
+            mp.setenv(k, v)
+        running, waiting = policy.limits()["client_slots"], policy.limits()["client_waiting"]
+    assert (running, waiting) == (1, 1)
+    held, release = [], threading.Event()
     real = compare.predict
 
     def predict(ctx, text, text2=None):  # named as the handler it stands for: errors name their endpoint
         if text.startswith("FLOOD"):
             held.append(text)
-            started.set()
             assert release.wait(60)
         return real(ctx, text, text2)
 
@@ -462,22 +468,67 @@ def test_one_address_flooding_predict_holds_its_share_and_other_visitors_are_ans
                 return http.post("gradio_api/run/predict", json={"data": [text, ""]})
 
         answers = {}
+        share = running + waiting
         flood = [threading.Thread(target=lambda k=k: answers.update({k: post(f"FLOOD {k}", "127.0.0.2")}))
-                 for k in range(4)]
+                 for k in range(share)]
         for t in flood:
             t.start()
         deadline = time.monotonic() + 30
-        while len(held) < 2 and time.monotonic() < deadline:
+        while len(held) < running and time.monotonic() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)  # the other two are waiting, not running
-        assert len(held) == 2
-        refused = post("FLOOD 5", "127.0.0.2")
-        assert refused.status_code != 200 or "error" in refused.text.lower()
-        assert "predict: your address already has 2 running and 2 waiting, its share here" in refused.text
-        visitor = post("a fine film", "127.0.0.1")  # while the flood holds its two slots
+        time.sleep(0.5)  # the others are waiting, not running
+        assert len(held) == running
+        t0 = time.monotonic()
+        refused = post("FLOOD more", "127.0.0.2")
+        assert refused.status_code == 429 and time.monotonic() - t0 >= 1.0
+        assert refused.text == (f"your address already has {share} requests in flight, its share here; wait for an "
+                                "answer before sending more")
+        visitor = post("a fine film", "127.0.0.1")  # while the flood holds its share
         assert visitor.status_code == 200 and len(visitor.json()["data"][0]["models"]) == 2, visitor.text
         release.set()
         for t in flood:
             t.join(60)
-        assert sorted(held) == [f"FLOOD {k}" for k in range(4)]
-        assert all(answers[k].status_code == 200 for k in range(4))
+        assert sorted(held) == [f"FLOOD {k}" for k in range(share)]
+        assert all(answers[k].status_code == 200 for k in range(share))
+        assert post("FLOOD again", "127.0.0.2").status_code == 200  # its share is its own again
+
+
+def test_the_door_refuses_a_client_past_its_rate_before_the_app_reads_it():
+    """Hosted, an address may send `client_rate` direct calls a second on average (a burst of twice that); past
+    it, or past its requests in flight, it hears 429 with the reason, and the app behind never sees the request."""
+    import asyncio
+
+    from app.ui import ShareAtTheDoor
+
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append(scope["path"])
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    door = ShareAtTheDoor(app, most=2, rate=2.0, pause_s=0.0)
+
+    async def call(client, path="/gradio_api/run/predict", method="POST"):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        await door({"type": "http", "method": method, "path": path, "client": (client, 5), "headers": []}, None, send)
+        return sent[0]["status"], b"".join(m.get("body", b"") for m in sent[1:]).decode()
+
+    async def scenario():
+        out = [await call("10.0.0.1") for _ in range(5)]  # a burst of 4, then refused
+        out.append(await call("10.0.0.2"))  # another address: its own bucket
+        out.append(await call("10.0.0.1", path="/gradio_api/queue/join"))  # other routes: not the door's
+        await asyncio.sleep(0.6)  # a second of refill is 2 more; 0.6 s is 1
+        out.append(await call("10.0.0.1"))
+        out.append(await call("10.0.0.1"))
+        return out
+
+    out = asyncio.run(scenario())
+    assert [s for s, _ in out] == [200, 200, 200, 200, 429, 200, 200, 200, 429]
+    assert out[4][1] == ("your address sent more than 2 requests a second, its share here; wait for an answer "
+                         "before sending more")
+    assert len(seen) == 7 and door.inflight == {}

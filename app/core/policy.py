@@ -65,8 +65,10 @@ def limits() -> dict:
         else hosted,
         # the app's /predict: slots one client (address) may hold, and requests it may keep waiting beside them
         # (app/core/shares.py); locally the one user may use them all
-        "client_slots": 2 if hosted else 16,
-        "client_waiting": 2 if hosted else 64,
+        "client_slots": 1 if hosted else 16,
+        "client_waiting": 1 if hosted else 64,
+        # and the direct calls one address may send a second, on average (hosted; a burst of twice that)
+        "client_rate": 4.0 if hosted else None,
         # reverse proxies in front of the server whose X-Forwarded-For is trusted (a Space: 1)
         "proxies": _proxies(),
         "allowed_pairs": {p.strip().lower() for p in
