@@ -309,6 +309,15 @@ class BoundedCache(OrderedDict):
             self.used -= self._sizes.pop(key, 0)
 
 
+def output_budget() -> int:
+    """Bytes one LIT request's outputs may hold (hosted; ALBERT_LENS_LIT_OUTPUT_MB): every datapoint's attention
+    in every layer grows with its tokens squared, 60 MB for one 2,000-character text on a 6-layer model."""
+    raw = os.environ.get("ALBERT_LENS_LIT_OUTPUT_MB", "").strip()
+    if raw.isascii() and raw.isdigit() and int(raw) > 0:
+        return int(raw) * 2**20
+    return 1024 * 2**20
+
+
 def cache_budget() -> int:
     """Bytes of predictions LIT keeps per model: hosted 256 MB, locally 2 GB (ALBERT_LENS_LIT_CACHE_MB)."""
     raw = os.environ.get("ALBERT_LENS_LIT_CACHE_MB", "").strip()

@@ -5,6 +5,8 @@ GLUE example is TensorFlow-only and hard-codes `model.bert`; this one works for 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import time
 from collections.abc import Iterable, Mapping
 
@@ -29,6 +31,21 @@ from app.core.api import (
 from app.core.errors import InputError
 
 LABEL = "label"
+# set while LIT runs an interpreter or a generator (`light_outputs`): its probes (texts without an id) answer
+# their prediction alone
+_LIGHT: contextvars.ContextVar[bool] = contextvars.ContextVar("albert_lens_lit_light", default=False)
+
+
+@contextlib.contextmanager
+def light_outputs():
+    """Within it, a text without an id (an interpreter's or generator's probe) is answered with its prediction,
+    tokens and pooled embeddings only."""
+    token = _LIGHT.set(True)
+    try:
+        yield
+    finally:
+        _LIGHT.reset(token)
+
 
 
 class LensModel(lit_model.BatchedModel):
@@ -46,6 +63,7 @@ class LensModel(lit_model.BatchedModel):
         self.max_chars: int | None = None  # hosted: the longest text field a visitor may send (see server.py)
         self.max_inputs: int | None = None  # hosted: the most texts one request may ask for (LIME's samples count)
         self.cost: TextCost | None = None  # hosted: what a text costs here (server.measure_cost), then measured
+        self.max_output_bytes: int | None = None  # hosted: the most one request's outputs may hold
 
     @classmethod
     def init_spec(cls) -> lit_types.Spec:
@@ -113,25 +131,49 @@ class LensModel(lit_model.BatchedModel):
         tokens = [ex.get(f"tokens_{f}") for f in fields]
         embs = [ex.get(f"input_embs_{f}") for f in fields]
         given = any(e is not None for e in embs)
+        attention, gradients = self._computes(ex)
+        light = not gradients
         target = None if self.clf.is_regression else ex.get(LABEL) or None
-        # given embeddings are integrated gradients' interpolation steps (or HotFlip's probes): LIT reads their
-        # gradients, never their attention, which at 2,000 characters is ~60 MB a text (100 steps: 6 GB)
+        # given embeddings are integrated gradients' interpolation steps: LIT reads their gradients, never their
+        # attention, which at 2,000 characters is ~60 MB a text (100 steps: 6 GB). A text without an id inside
+        # an interpreter's or generator's request is one of its probes (LIME's samples, HotFlip's and ablation
+        # flip's candidates): LIT reads its prediction alone, so neither gradients nor attention are computed.
         r = inspect(self.clf, example, target=target,
                     tokens=tokens if any(t is not None for t in tokens) else None,
-                    embeddings=embs if given else None, attention=not given)
+                    embeddings=embs if given else None, attention=attention, gradients=gradients)
         out = {"tokens": r["tokens"], "cls_emb": r["cls_emb"], "mean_emb": r["mean_emb"]}
         if self.clf.is_regression:
             out["score"] = r["score"]
         else:
             out["probas"] = r["probas"]
             out[LABEL] = self.clf.labels[r["target"]]
-        for f, toks, emb, grad in zip(fields, r["field_tokens"], r["input_embs"], r["grads"]):
+        for k, (f, toks) in enumerate(zip(fields, r["field_tokens"])):
             out[f"tokens_{f}"] = toks
-            out[f"input_embs_{f}"] = emb
-            out[f"token_grad_{f}"] = grad
+            if not light:
+                out[f"input_embs_{f}"] = r["input_embs"][k]
+                out[f"token_grad_{f}"] = r["grads"][k]
         for i, att in enumerate(r["attentions"] or []):
             out[f"layer_{i + 1}/attention"] = att
         return out
+
+    def output_bytes(self, tokens: int, attention: bool = True, gradients: bool = True) -> int:
+        """Bytes one text's outputs hold at `tokens` tokens: every layer's attention (heads x tokens^2) when
+        computed, the input embeddings and their gradients (tokens x hidden) when computed, the pooled
+        embeddings."""
+        cfg = self.clf.model.config
+        hidden = int(getattr(cfg, "hidden_size", 768))
+        size = 4 * (2 * hidden + 64)
+        if attention:
+            size += 4 * cfg.num_hidden_layers * cfg.num_attention_heads * tokens * tokens
+        if gradients:
+            size += 4 * 2 * tokens * hidden
+        return size
+
+    def _computes(self, ex: Mapping) -> tuple[bool, bool]:
+        """(attention, gradients): what `_one` computes for this datapoint."""
+        given = any(ex.get(f"input_embs_{f}") is not None for f in self.task.fields)
+        light = not given and _LIGHT.get() and not ex.get("_id")
+        return not given and not light, not light
 
     def example(self, ex: dict) -> Example:
         """A datapoint's texts as the core's checked Example: each field text (a number or a list is refused),
@@ -155,6 +197,12 @@ class LensModel(lit_model.BatchedModel):
             raise InputError(f"inputs: {len(inputs):,} texts in one request (LIME's samples count); the limit here "
                              f"is {self.max_inputs:,}")
         examples = [self.example(ex) for ex in inputs]
+        if self.max_output_bytes is not None:  # what the request's answer will hold, before it is built
+            need = sum(self.output_bytes(self.tokens(e), *self._computes(ex)) for e, ex in zip(examples, inputs))
+            if need > self.max_output_bytes:
+                raise InputError(f"inputs: these {len(inputs):,} texts' outputs would hold about {need / 2**20:,.0f} "
+                                 f"MB here (each one's attention in every layer); the limit is "
+                                 f"{self.max_output_bytes / 2**20:,.0f} MB: send fewer or shorter texts")
         if self.cost is not None and current_job() is not None:
             self._fits_the_budget([self.tokens(e) for e in examples])
 

@@ -41,7 +41,7 @@ from . import gate
 from .client import client_root
 from .datasets import LensDataset
 from .metrics import PairedComparison
-from .models import LensModel, models_for
+from .models import LensModel, light_outputs, models_for
 
 log = logging.getLogger("albert_lens.lit")
 # The declared saliency methods and counterfactual generators (app/core/capabilities.py) under the names of LIT's
@@ -142,6 +142,7 @@ class LensLitApp(lit_app.LitApp):
         for m in self._models.values():
             if isinstance(m, lit_caching.CachingModelWrapper):
                 m._cache._d = gate.BoundedCache(gate.cache_budget(), m._cache._d)
+                m._validate_ids = functools.partial(_drop_foreign_ids, m)
         self._wsgi_app.__class__ = gate.QuietStatic
         self._saved_datapoints = OrderedDict(self._saved_datapoints)
 
@@ -200,8 +201,9 @@ class LensLitApp(lit_app.LitApp):
             else:
                 data["config"] = gate.settings(interpreter, data.get("config"),
                                                spec=self._interpreters[interpreter].config_spec())
-        return super()._get_interpretations(data, model=model, dataset_name=dataset_name, interpreter=interpreter,
-                                            **kw)
+        with light_outputs():
+            return super()._get_interpretations(data, model=model, dataset_name=dataset_name,
+                                                interpreter=interpreter, **kw)
 
     def _get_generated(self, data, model=None, dataset_name=None, generator=None, **kw):
         self._inputs_capped(data, model)
@@ -209,7 +211,8 @@ class LensLitApp(lit_app.LitApp):
             outputs = self._info["models"][model]["spec"]["output"] if model in self._info["models"] else {}
             data["config"] = gate.settings(generator, data.get("config"),
                                            spec=self._generators[generator].config_spec(), outputs=list(outputs))
-        return super()._get_generated(data, model=model, dataset_name=dataset_name, generator=generator, **kw)
+        with light_outputs():
+            return super()._get_generated(data, model=model, dataset_name=dataset_name, generator=generator, **kw)
 
     def _new_datapoints(self, data, dataset_name) -> None:
         """New datapoints a visitor sends to be kept: capped in count, each a JSON object of text fields capped
@@ -300,6 +303,10 @@ class LensLitApp(lit_app.LitApp):
                                  "an example's id")
             if "dataset_name" in args and ex.get("id") != ex["data"].get("_id"):
                 raise InputError(f"inputs: datapoint {k}: its id is not its data's _id")
+            if name in ("_get_interpretations", "_get_generated") and not ex["data"].get("_id"):
+                # a datapoint without an id is answered as an interpreter's probe (`light_outputs`)
+                raise InputError(f"inputs: datapoint {k} has no id; LIT's page gives every datapoint one "
+                                 "(/annotate_new_data)")
             given = ex["data"].get("_id")
             if given and name != "_post_new_data" and given != self._content_id(ex["data"]):
                 # LIT caches by this id: another text under an example's id answered for it, for every visitor
@@ -342,6 +349,19 @@ class LensLitApp(lit_app.LitApp):
             return app.respond(request, message[:1000], "text/plain", status)
 
         return quiet
+
+
+def _drop_foreign_ids(wrapper, inputs: list) -> None:
+    """LIT's strict id check, as the cache needs it: a datapoint whose `_id` is not its content's hash is
+    predicted as new (its `_id` dropped, so nothing is cached or read under another's id) instead of failing the
+    request. A visitor's own datapoints are refused for it before (`_check_request`); what reaches here are
+    LIT's own probes, which copy their datapoint's `_id` (ablation flip's, which failed every time)."""
+    from lit_nlp.api import types as lit_api_types
+
+    for i, ex in enumerate(inputs):
+        given = ex.get("_id")
+        if given and wrapper._id_hash_fn(lit_api_types.Input(ex)) != given:
+            inputs[i] = {k: v for k, v in ex.items() if k != "_id"}
 
 
 def _short_int(text: str) -> int:
@@ -476,6 +496,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
         for m in models.values():
             m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
             m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
+            m.max_output_bytes = gate.output_budget()  # what one request's answer may hold
             if typical is not None:  # the work a request asks for: its new texts priced by what they cost here
                 m.cost = measure_cost(m, typical, m.max_chars)
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}

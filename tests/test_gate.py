@@ -157,6 +157,70 @@ def test_every_served_component_declares_its_settings(hosted):
     assert {"Integrated Gradients", "LIME", "umap", "pca", "Hotflip"} <= served
 
 
+def test_lime_and_generator_probes_answer_their_prediction_alone(hosted, monkeypatch):
+    """LIME's 256 samples were each answered with every layer's attention and the gradients (38 GB for one
+    2,000-character text on a base-size model); a probe (a text without an id, inside an interpreter's or a
+    generator's request) now gets its prediction, tokens and pooled embeddings; the datapoint itself, all."""
+    from lit_models import models as lit_models_module
+
+    url, _app, _models, pair = hosted
+    asked = []
+    real = lit_models_module.inspect
+    monkeypatch.setattr(lit_models_module, "inspect", lambda *a, **k: asked.append(
+        (k.get("attention", True), k.get("gradients", True))) or real(*a, **k))
+    config = {"_salience_target": None, "Output field to explain": "probas", "Class index to explain": "-1",
+              "Mask": "[MASK]", "Kernel width": "256", "Number of samples": "32", "Seed": "0"}
+    rows = _rows(["a truly fine and moving film, take nine"])
+    status, text = _post(url, _interp(pair.models[0].name, "LIME"), {"inputs": rows, "config": config})
+    assert status == 200 and len(json.loads(text)) == 1, text
+    assert asked[0] == (True, True) and len(asked) > 10  # the datapoint in full, then its probes
+    assert set(asked[1:]) == {(False, False)}
+    status, text = _post(url, _interp(pair.models[0].name, "LIME"), {"inputs": [
+        {"id": None, "data": {"sentence": "no id"}, "meta": {}}], "config": config})
+    assert (status, text) == (400, "inputs: datapoint 0 has no id; LIT's page gives every datapoint one "
+                                   "(/annotate_new_data)")
+
+
+@pytest.mark.parametrize("generator, config", [
+    ("Hotflip", {"Prediction key": "probas", "Max number of counterfactuals to generate": "3",
+                 "Max number of token flips": "2", "Fields to flip tokens in": ["tokens_sentence"],
+                 "Comma-separated list of tokens to never flip": [], "Regression threshold": "0.0"}),
+    ("Ablation Flip", {"Prediction key": "probas", "Max number of counterfacuals to generate": "3",
+                       "Max number of token ablations": "2", "Fields to ablate": ["tokens_sentence"],
+                       "Comma-separated list of tokens to never flip": [], "Regression threshold": "1.0"}),
+    ("Word Replacer", {"Substitutions": "fine -> awful", "Fields to replace": ["sentence"]}),
+])
+def test_generators_answer_with_their_probes_answered_light(hosted, generator, config):
+    """HotFlip needs the datapoint's gradients and its candidates' predictions alone: both paths hold."""
+    from urllib.parse import quote
+
+    url, _app, _models, pair = hosted
+    path = f"/get_generated?model={pair.models[0].name}&dataset_name=rows&generator={quote(generator)}"
+    status, text = _post(url, path, {"inputs": _rows(["a fine film, and a fine cast too"]), "config": config})
+    assert status == 200, text
+    generated = json.loads(text)
+    assert len(generated) == 1 and all(g["data"]["sentence"] != "a fine film, and a fine cast too"
+                                       for g in generated[0])
+    if generator == "Word Replacer":
+        assert [g["data"]["sentence"] for g in generated[0]] == ["a awful film, and a fine cast too",
+                                                                 "a fine film, and a awful cast too"]
+
+
+def test_a_request_whose_outputs_would_pass_the_memory_budget_is_refused_before_any_work(hosted, counted,
+                                                                                            monkeypatch):
+    url, _app, models, pair = hosted
+    model = models[pair.models[0].name]
+    assert model.max_output_bytes == 1024 * 2**20  # hosted: 1 GB
+    one = model.output_bytes(model.tokens(model.example({"sentence": "a fine film, take one"})))
+    monkeypatch.setattr(model, "max_output_bytes", 2 * one + one // 2)
+    path = f"/get_preds?model={model.clf.name}&dataset_name=rows"
+    status, text = _post(url, path, {"inputs": _rows([f"a fine film, take {k}" for k in ("one", "two", "six")])})
+    assert status == 400 and not counted
+    assert text.startswith("inputs: these 3 texts' outputs would hold about ") and text.endswith(
+        "send fewer or shorter texts")
+    assert _post(url, path, {"inputs": _rows(["a fine film, take one", "a fine film, take two"])})[0] == 200
+
+
 # ------------------------------------------------------------------ 2 and 4. projections
 def _projection(model, dataset="rows", **kw):
     return {"inputs": [], "config": {"dataset_name": dataset, "model_name": model, "field_name": "cls_emb",
