@@ -28,7 +28,7 @@ from .benchmark import (
     check_labels,
 )
 from .benchmark import benchmark as score
-from .capabilities import DATASET_GENERATORS, GENERATORS, LAYER_POOLINGS, POOLINGS, PROJECTIONS, SLICE_METRICS  # noqa: F401
+from .capabilities import DATASET_GENERATORS, GENERATORS, POOLINGS  # noqa: F401
 from .checklist import default_suites  # noqa: F401 - the report's default suites
 from .data import (
     DataError,
@@ -80,7 +80,6 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     FactsResult,
     PredictResult,
     ProjectionResult,
-    Result,
     SaliencyDatasetResult,
     SaliencyMethodsResult,
     SaliencyResult,

@@ -15,7 +15,7 @@ import os
 import re
 import stat
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -475,7 +475,3 @@ def _load_hub_dataset(spec: str, task: str | None, split: str | None) -> Dataset
             lab = None
         examples.append(Example(tuple(str(row[c]) for c in cols), lab))
     return Dataset(spec, examples, task, "datasets:" + spec)
-
-
-def examples_from_texts(texts: Iterable[str | Sequence[str]]) -> list[Example]:
-    return [Example((t,) if isinstance(t, str) else tuple(t)) for t in texts]

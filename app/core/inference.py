@@ -159,10 +159,6 @@ def _direct(tok, columns: list[tuple[str, ...]], max_length: int) -> Ragged | No
     return out
 
 
-def model_inputs(batch) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask", "token_type_ids")}
-
-
 def length_batches(enc: Ragged, batch_size: int) -> list[np.ndarray]:
     order = np.argsort(-enc.lengths, kind="stable")  # longest first: memory peaks early, if at all
     return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]

@@ -185,12 +185,6 @@ def export_shipped(model, out_dir: Path, *, card: str, frozen: dict[str, str] | 
     return out_dir
 
 
-def shipped_names() -> list[str]:
-    if not OFFLINE_ASSETS.is_dir():
-        return []
-    return sorted(p.name for p in OFFLINE_ASSETS.iterdir() if (p / "model.safetensors").is_file())
-
-
 def _fingerprint(src: Path) -> str:
     h = hashlib.sha256()
     for name in ("config.json", "model.safetensors"):
