@@ -366,3 +366,27 @@ def test_a_picked_slice_or_brushed_points_become_a_dataset_that_reads_those_rows
     assert projection.picked_dataset(state) == ("2 points picked on the projection of sentiment_plain",
                                                 "sentiment_plain @rows:5,1")
     assert projection.picked_dataset(state | {"picked": []}) is None
+
+
+def test_every_handlers_defaults_are_its_capabilitys_declared_ones():
+    """Issue 59: a handler's default is what gradio_client sends when an input is left out; it was typed again in
+    the tab ("predicted" where the declaration says "", None where it says 0.001, "mean" where it says None).
+    Every parameter of a tab's handler named as an option of its capability defaults to the declared default."""
+    import importlib
+    import inspect as pyinspect
+
+    from app.core import capabilities
+
+    declared = {c.name: {o.name: o.default for o in c.options} for c in capabilities.declared()}
+    checked = 0
+    for module in ("saliency", "benchmark", "projection", "attacks", "checklist", "counterfactuals", "inside"):
+        mod = importlib.import_module(f"app.ui.{module}")
+        for name, fn in vars(mod).items():
+            cap = {"saliency_dataset": "saliency"}.get(name, name)
+            if not (pyinspect.isfunction(fn) and fn.__module__ == mod.__name__ and cap in declared):
+                continue
+            for p in pyinspect.signature(fn).parameters.values():
+                if p.name in declared[cap]:
+                    assert p.default == declared[cap][p.name], (module, name, p.name, p.default)
+                    checked += 1
+    assert checked >= 25  # every tab with a declared capability was read

@@ -13,6 +13,7 @@ from .common import (
     action,
     bind,
     dataset_field,
+    default,
     describe,
     json_out,
     on_select,
@@ -25,9 +26,10 @@ from .common import (
 NO_DATASET = "none: attack the text above"
 
 
-def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe: str = "deepwordbug",
-           label: str | None = None, dataset: str | None = None, n: float | None = 5,
-           query_budget: float | None = 200, time_limit: float | None = 30, progress=gr.Progress()) -> tuple:
+def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe: str = default("attack", "recipe"),
+           label: str | None = default("attack", "label"), dataset: str | None = None,
+           n: float | None = default("attack", "n"), query_budget: float | None = default("attack", "query_budget"),
+           time_limit: float | None = default("attack", "time_limit"), progress=gr.Progress()) -> tuple:
     progress(0, desc=f"{recipe}: starting")
     res = ctx.heavy.batch(api.attack, ctx.pair, recipe, text, text2, label, dataset or None, n,
                           query_budget, time_limit,

@@ -13,6 +13,7 @@ from .common import (
     action,
     bind,
     dataset_field,
+    default,
     describe,
     json_out,
     on_select,
@@ -31,7 +32,8 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float 
 
 
 def slices(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = 1000,
-           metric: str = "accuracy", min_size: float | None = 20, clusters: float | None = 8,
+           metric: str = default("slices", "metric"), min_size: float | None = default("slices", "min_size"),
+           clusters: float | None = default("slices", "clusters"),
            progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
     res = ctx.heavy.batch(api.slices, ctx.pair, spec, limit, metric, min_size, clusters,

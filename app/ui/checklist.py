@@ -11,10 +11,11 @@ from app.core.errors import LensError
 from app.core.plots import grouped_bars
 
 from . import common
-from .common import BATCH, Ctx, action, bind, describe, json_out, option, progress_of, stop_button
+from .common import BATCH, Ctx, action, bind, default, describe, json_out, option, progress_of, stop_button
 
 
-def checklist(ctx: Ctx, suite: str | None = None, uploaded=None, sample: float | None = 20,
+def checklist(ctx: Ctx, suite: str | None = default("checklist", "suite"), uploaded=None,
+              sample: float | None = default("checklist", "sample"),
               progress=gr.Progress()) -> tuple:
     spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite
     if not spec:

@@ -420,6 +420,12 @@ def examples(pair: api.Pair) -> list[list[str]]:
 
 
 
+def default(capability: str, name: str):
+    """An option's default as its capability declares it: a handler's default (what gradio_client sends when an
+    input is left out) is never typed a second time."""
+    return api.capabilities.get(capability).option(name).default
+
+
 def option(capability: str, name: str):
     """An option as its capability declares it (`app.core.capabilities`): a tab's control takes its choices and
     its default from here, so a method or generator declared there is offered here."""

@@ -7,7 +7,7 @@ from app.core import api, views
 from app.core.plots import counterfactual_figure
 
 from . import common
-from .common import SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out, text_inputs
+from .common import SINGLE, Ctx, action, bind, dataset_field, default, describe, examples, json_out, text_inputs
 
 STUDY_SWAP = "cities -> townships"
 # Words of the shipped reviews whose swap should not change a sentiment: the study's probe, where it can apply.
@@ -29,7 +29,8 @@ def default_swaps(pair: api.Pair) -> str:
 
 
 def counterfactual(ctx: Ctx, text: str | None = None, text2: str | None = None,
-                   generator: str = "word_replacement", replacements: str | None = None,
+                   generator: str = default("counterfactual", "generator"),
+                   replacements: str | None = default("counterfactual", "replacements"),
                    dataset: str | None = None, limit: float | None = 500, progress=gr.Progress()) -> tuple:
     progress(0, desc=generator)
     res = ctx.heavy.single(api.counterfactual, ctx.pair, text, text2, generator, replacements, dataset, limit,

@@ -16,6 +16,7 @@ from .common import (
     action,
     bind,
     dataset_field,
+    default,
     describe,
     json_out,
     option,
@@ -30,7 +31,8 @@ CKA_HELP = ("Linear CKA (Kornblith et al., 2019) compares two layers' sentence v
             "of the other (circles: the best match); right: each model against itself (layer 0: the embeddings).")
 
 
-def similarity(ctx: Ctx, dataset: str | None = None, limit: float | None = 500, pooling: str = "cls",
+def similarity(ctx: Ctx, dataset: str | None = None, limit: float | None = 500,
+               pooling: str = default("similarity", "pooling"),
                progress=gr.Progress()) -> tuple:
     res = ctx.heavy.batch(api.similarity, ctx.pair, dataset, limit, pooling,
                           progress=progress_of(progress, "layer embeddings"))
@@ -47,7 +49,8 @@ def similarity_summary(res: dict) -> str:
             f"{html.escape(b)} layer most like it (CKA): {', '.join(best)}")
 
 
-def attention(ctx: Ctx, text: str, text2: str | None = None, layer: float | None = -1, head: str | None = "mean",
+def attention(ctx: Ctx, text: str, text2: str | None = None, layer: float | None = default("attention", "layer"),
+              head: str | None = default("attention", "head"),
               progress=gr.Progress()) -> tuple:
     progress(0, desc="attention of both models")
     res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer, head,

@@ -20,6 +20,7 @@ from .common import (
     action,
     bind,
     dataset_field,
+    default,
     describe,
     json_out,
     on_select_range,
@@ -30,8 +31,9 @@ from .common import (
 )
 
 
-def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = "umap", pooling: str = "cls",
-            layer: float = -1, colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
+def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = default("project", "method"),
+            pooling: str = default("project", "pooling"), layer: float = default("project", "layer"),
+            colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
     res = ctx.heavy.batch(api.project, ctx.pair, spec, method, layer, pooling, limit,
                           progress=progress_of(progress, "embedding"))

@@ -7,11 +7,13 @@ from app.core import api, views
 from app.core.plots import saliency_dataset_figure, saliency_figure
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out
+from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, default, describe, examples, json_out
 
 
-def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = "integrated_gradients",
-             target: str | None = "predicted", tolerance: str | None = None, output: str | None = "prob",
+def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = default("saliency", "method"),
+             target: str | None = default("saliency", "target"),
+             tolerance: str | None = default("saliency", "tolerance"),
+             output: str | None = default("saliency", "output"),
              progress=gr.Progress()) -> tuple:
     progress(0.1, desc=f"{method} on both models")
     res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method, target, tolerance, output)
@@ -21,8 +23,10 @@ def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = "integ
     return res.to_dict(), *maps, views.saliency_summary(res), figure, views.largest_bars(figure.largest)
 
 
-def saliency_methods(ctx: Ctx, text: str, text2: str | None = None, target: str | None = "predicted",
-                     tolerance: str | None = None, output: str | None = "prob", progress=gr.Progress()) -> tuple:
+def saliency_methods(ctx: Ctx, text: str, text2: str | None = None,
+                     target: str | None = default("saliency_methods", "target"),
+                     tolerance: str | None = default("saliency_methods", "tolerance"),
+                     output: str | None = default("saliency_methods", "output"), progress=gr.Progress()) -> tuple:
     progress(0, desc="every method on both models")
     res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target, tolerance, output,
                            progress=common.progress_of(progress, "every method on both models"))
@@ -35,8 +39,9 @@ def headers(res: dict | None) -> list:
     return [gr.update(label=views.map_header(m)) for m in maps]
 
 
-def saliency_dataset(ctx: Ctx, dataset: str | None = None, method: str = "integrated_gradients",
-                     tolerance: str | None = None, limit: float | None = 50, output: str | None = "prob",
+def saliency_dataset(ctx: Ctx, dataset: str | None = None, method: str = default("saliency", "method"),
+                     tolerance: str | None = default("saliency", "tolerance"), limit: float | None = 50,
+                     output: str | None = default("saliency", "output"),
                      progress=gr.Progress()) -> tuple:
     res = ctx.heavy.batch(api.saliency_dataset, ctx.pair, dataset, method, limit, tolerance, output=output,
                           progress=common.progress_of(progress, "explaining"))
