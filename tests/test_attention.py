@@ -10,6 +10,7 @@ from app.core.attention import pick, units, word_attention
 from app.core.data import Example
 from app.core.errors import InputError
 from app.core.loading import eager_attention
+from app.core.pair import Pair
 
 EX = Example(("The townships weren't beautiful, but unbelievably affordable.",))  # words split into pieces
 
@@ -63,7 +64,10 @@ def test_the_cli_prints_the_facades_maps(offline_pair, capsys):
     assert cli.main(["attention", "--pair", "offline", "--layer", "2", "--head", "3", "--json", EX.texts[0]]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed.pop("hardware") == offline_pair.hardware()  # every --json says which device answered
-    assert printed == json.loads(json.dumps(api.attention(offline_pair, EX.texts[0], layer=2, head=3).to_dict()))
+    # the facade on the models the command used: the session's fixture may have been loaded before another test
+    # cleared the loading cache, and a fresh load may take other kernels (a last-bit difference, 1e-7)
+    used = Pair.resolve("offline")
+    assert printed == json.loads(json.dumps(api.attention(used, EX.texts[0], layer=2, head=3).to_dict()))
     assert cli.main(["attention", "--pair", "offline", EX.texts[0]]) == 0
     text = capsys.readouterr().out
     assert "layer 6, mean of the heads" in text and "unbelievably" in text
@@ -118,7 +122,8 @@ def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys)
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "6", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed.pop("hardware")["device"] == "cpu"
-    assert printed == json.loads(json.dumps(res.to_dict()))
+    used = Pair.resolve("offline")  # the models the command used (see test_the_cli_prints_the_facades_maps)
+    assert printed == json.loads(json.dumps(api.attention_stats(used, "sentiment_plain", 6).to_dict()))
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "a text"]) == 2
     assert "text: give either an input or --dataset, not both" in capsys.readouterr().err
 
