@@ -402,7 +402,7 @@ def cmd_checklist(args) -> int:
 
     pair = _pair(args)
     with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
-        res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine)
+        res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine, visitor=False)
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:

@@ -74,7 +74,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
     for suite in suites:
         params = {"suite": suite, "sample": sample}
         secs.append(Section(_fingerprint(pair, "checklist", params), f"CheckList: {Path(suite).name}",
-                            lambda suite=suite: api.checklist(pair, suite, sample, engine=remote)))
+                            lambda suite=suite: api.checklist(pair, suite, sample, engine=remote, visitor=False)))
     if datasets:
         first = datasets[0]
         for recipe in ("deepwordbug", api.OFFLINE_TEXTFOOLER):

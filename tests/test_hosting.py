@@ -293,3 +293,23 @@ def test_lit_answers_a_failed_request_in_one_line_and_hosted_has_no_loaders(monk
         assert "Traceback" not in text and 'File "' not in text and "\n" not in text.strip(), (path, text)
         assert len(text) < 300 and ("failed (" in text or "model directory /etc" in text
                                     or (named and "'nosuch' is not one of" in text)), (path, text)
+
+
+def test_a_hosted_servers_operator_runs_a_suite_of_their_own(hosted, tiny_pair, tmp_path, monkeypatch, capsys):
+    """Issue 59: `api.run("checklist", ..., visitor=False)` dropped the flag (the runner took no such argument),
+    so a hosted server's operator, on the command line, was refused their own suite as a visitor is."""
+    import json
+
+    from app.cli import main
+
+    monkeypatch.setattr(policy, "_READABLE", [])
+    suite = tmp_path / "mine_suite.json"
+    suite.write_text(json.dumps({"suite": "mine", "tests": [{"name": "fine is positive", "type": "MFT",
+                                                             "capability": "Vocab", "labels": 2,
+                                                             "data": ["a fine film", "a fine cast", "fine"]}]}))
+    with pytest.raises(InputError, match="suite: this hosted server reads only"):
+        api.checklist(tiny_pair, str(suite))  # a visitor
+    res = api.run("checklist", tiny_pair, suite=str(suite), sample=3, visitor=False)
+    assert res.tests[0]["name"] == "fine is positive" and [r["n"] for r in res.tests[0]["results"]] == [3, 3]
+    assert main(["checklist", "--pair", "offline", "--suite", str(suite), "--sample", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tests"][0]["name"] == "fine is positive"

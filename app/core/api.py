@@ -803,18 +803,20 @@ def _finished_rows(path: Path) -> dict[int, dict]:
 
 
 def checklist(pair: Pair, suite: str, sample: int | None = 20, progress: Progress = None,
-              engine=None) -> ChecklistResult:
+              engine=None, *, visitor: bool = True) -> ChecklistResult:
     """Run a released CheckList suite (path to its JSON export) on both models; with a Ray `engine` the
-    suite's inputs are predicted on its workers."""
+    suite's inputs are predicted on its workers. `visitor=False`: the operator's suite (the CLI, the report): read
+    wherever it is, its cases and sample not held to a visitor's caps (`api.run` passed the flag, and it was
+    dropped: a hosted server's operator could not run a suite of their own)."""
     cap = limits()
     if suite is not None and not isinstance(suite, str):
         raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
-    opts = _options("checklist", suite=suite or "", sample=sample)
+    opts = _options("checklist", visitor=visitor, suite=suite or "", sample=sample)
     suite, sample = opts["suite"], opts["sample"]
     if not suite:
         raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
     suite = released_suites(pair).get(suite, suite)
-    s = cl.load_suite(readable(suite, "suite"), max_chars=cap["max_chars"])
+    s = cl.load_suite(readable(suite, "suite") if visitor else suite, max_chars=cap["max_chars"] if visitor else None)
     heads = pair.heads  # a Ray driver needs labels, not weights
 
     def probabilities(inputs):  # each distinct input once per model, in process or on the engine's workers
