@@ -33,6 +33,7 @@ from app.core.api import (
     public_message,
     resolve_dataset,
     running,
+    short_int,
     views,
 )
 from app.core.errors import InputError, LensError
@@ -276,7 +277,7 @@ class LensLitApp(lit_app.LitApp):
                     raise InputError(f"saved_datapoints_id: no saved datapoints by that id here (the last "
                                      f"{self.SAVED_SETS} sets are kept)")
         try:
-            body = json.loads(request.data, parse_int=_short_int, parse_constant=_no_constant) if request.data \
+            body = json.loads(request.data, parse_int=short_int, parse_constant=_no_constant) if request.data \
                 else None
         except (ValueError, RecursionError) as exc:
             raise InputError(f"request body: not JSON ({str(exc)[:80]})") from None
@@ -362,12 +363,6 @@ def _drop_foreign_ids(wrapper, inputs: list) -> None:
         given = ex.get("_id")
         if given and wrapper._id_hash_fn(lit_api_types.Input(ex)) != given:
             inputs[i] = {k: v for k, v in ex.items() if k != "_id"}
-
-
-def _short_int(text: str) -> int:
-    if len(text.lstrip("-")) > 30:
-        raise ValueError(f"a number with {len(text.lstrip('-')):,} digits")
-    return int(text)
 
 
 def _no_constant(name: str):

@@ -37,6 +37,7 @@ from .data import (
     blank_reason,  # noqa: F401 - LIT's new datapoints
     load_dataset,
     read_table,
+    short_int,  # noqa: F401 - LIT's request bodies
     surrogate_reason,
 )
 from .embeddings import embed_batch

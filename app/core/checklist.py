@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataError, Example, blank_reason, check_file
+from .data import DataError, Example, TooManyDigits, blank_reason, check_file, short_int
 from .errors import InputError
 from .inference import predict
 from .loading import ModelHead
@@ -77,8 +77,8 @@ def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
         if containers > MAX_SUITE_CONTAINERS:
             raise DataError(f"{path}: {containers:,} JSON objects and lists; a suite here has at most "
                             f"{MAX_SUITE_CONTAINERS:,} (the released QQP suite, the largest, has 236,000)")
-        obj = json.loads(raw.decode("utf-8"), parse_int=_whole_number)
-    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        obj = json.loads(raw.decode("utf-8"), parse_int=short_int)
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError, TooManyDigits, RecursionError) as exc:
         raise DataError(f"{path}: not a CheckList JSON export ({type(exc).__name__}: {str(exc)[:120]})") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("tests"), list):
         raise DataError(f"{path}: expected an object with a 'tests' list")
@@ -107,13 +107,6 @@ def load_suite(path: str | Path, max_chars: int | None = None) -> Suite:
         tests.append(Test(name, t["type"], t["capability"], str(t.get("description") or ""), t["data"],
                           labels, run_idxs))
     return Suite(str(obj.get("suite") or path.stem), kind, tests, str(path))
-
-
-def _whole_number(text: str) -> int:
-    """JSON's integers, refused past 30 digits: Python's parser fails on 4,300 (ValueError, not a JSON error)."""
-    if len(text.lstrip("-")) > 30:
-        raise json.JSONDecodeError(f"a number with {len(text.lstrip('-')):,} digits", text[:10], 0)
-    return int(text)
 
 
 def _kind(tests: list, path: Path) -> str:

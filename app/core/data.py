@@ -6,7 +6,6 @@ models order their outputs differently from the datasets, so only names compare 
 from __future__ import annotations
 
 import csv
-import functools
 import io
 import itertools
 import json
@@ -165,13 +164,17 @@ def _read_text(path: Path, max_bytes: int | None = None) -> str:
 MAX_DIGITS = 30  # a whole number in a data file: past a count or a label; Python refuses str() past 4,300
 
 
-def _whole_number(text: str, *, path: Path, line: int) -> int:
-    """JSON's integers, refused past MAX_DIGITS: a 5,000-digit label failed inside the parser (ValueError) and
-    again wherever it was turned into text."""
+class TooManyDigits(ValueError):
+    """A JSON integer past MAX_DIGITS (`short_int`)."""
+
+
+def short_int(text: str) -> int:
+    """JSON's integers (`json.loads(..., parse_int=short_int)`), refused past MAX_DIGITS: a 5,000-digit label
+    failed inside the parser (a bare ValueError) and again wherever it was turned into text. One guard for every
+    JSON a visitor sends: data files, CheckList suites, LIT's request bodies."""
     digits = len(text.lstrip("-"))
     if digits > MAX_DIGITS:
-        raise DataError(f"{path}, line {line}: a number with {digits:,} digits; numbers here have at most "
-                        f"{MAX_DIGITS}")
+        raise TooManyDigits(f"a number with {digits:,} digits; numbers here have at most {MAX_DIGITS}")
     return int(text)
 
 
@@ -381,7 +384,9 @@ def read_table(path: str | Path, labels: Sequence[str] | None = (), n_fields: in
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line, parse_int=functools.partial(_whole_number, path=path, line=i))
+                obj = json.loads(line, parse_int=short_int)
+            except TooManyDigits as exc:
+                raise DataError(f"{path}, line {i}: {exc}") from None
             except json.JSONDecodeError as exc:
                 raise DataError(f"{path}, line {i}: not valid JSON ({exc.msg})") from None
             except RecursionError:  # [[[[...]]]] past the parser's depth: no row of a dataset is nested so
