@@ -33,6 +33,8 @@ from lit_nlp.lib import wsgi_app
 from app.core.api import bounded_number, check_job, check_length, integer, limits
 from app.core.errors import InputError
 
+from .models import lens_of
+
 Caps = Mapping[str, Any]
 
 
@@ -248,15 +250,6 @@ def check_inputs(inputs, most: int | None, what: str = "inputs") -> None:
         raise InputError(f"{what}: {len(inputs):,} datapoints in one request; the limit here is {most:,}")
 
 
-def body_cap() -> int:
-    """Bytes a LIT request's body may have: hosted, the request's datapoints at the text cap, with room for
-    LIT's JSON around them (ALBERT_LENS_LIT_BODY_MB sets it); locally 1 GB."""
-    raw = os.environ.get("ALBERT_LENS_LIT_BODY_MB", "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw) * 2**20
-    return 64 * 2**20 if limits()["hosted"] else 2**30
-
-
 # ------------------------------------------------------------------ bounded caches
 def size_of(value, depth: int = 0) -> int:
     """Bytes a cached answer holds, roughly: arrays by their buffers, containers by their items."""
@@ -309,23 +302,6 @@ class BoundedCache(OrderedDict):
             self.used -= self._sizes.pop(key, 0)
 
 
-def output_budget() -> int:
-    """Bytes one LIT request's outputs may hold (hosted; ALBERT_LENS_LIT_OUTPUT_MB): every datapoint's attention
-    in every layer grows with its tokens squared, 60 MB for one 2,000-character text on a 6-layer model."""
-    raw = os.environ.get("ALBERT_LENS_LIT_OUTPUT_MB", "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw) * 2**20
-    return 1024 * 2**20
-
-
-def cache_budget() -> int:
-    """Bytes of predictions LIT keeps per model: hosted 256 MB, locally 2 GB (ALBERT_LENS_LIT_CACHE_MB)."""
-    raw = os.environ.get("ALBERT_LENS_LIT_CACHE_MB", "").strip()
-    if raw.isascii() and raw.isdigit() and int(raw) > 0:
-        return int(raw) * 2**20
-    return 256 * 2**20 if limits()["hosted"] else 2 * 2**30
-
-
 class _Deadline:
     """UMAP's progress bar's file: each write (at most every 0.1 s of its epochs) checks the request's job, so a
     fit stops at the deadline, a Stop or a client that left, between epochs."""
@@ -358,7 +334,7 @@ class Projections(lit_projection.ProjectionManager):
 
     def run(self, inputs, model, dataset, model_outputs=None, config=None):
         with self._lock:
-            stamp = getattr(getattr(_unwrap(model), "clf", None), "weights_stamp", None)
+            stamp = getattr(getattr(lens_of(model), "clf", None), "weights_stamp", None)
             key = (lit_projection._key_from_dict(config), repr(stamp))
             if key not in self._instances:
                 self._instances[key] = self._train_instance(model, dataset, config, name=str(key[0]))
@@ -371,12 +347,6 @@ class Projections(lit_projection.ProjectionManager):
                     self._sizes.pop(old, None)
             self._instances.move_to_end(key)
             return self._instances[key].run(inputs, model, dataset, model_outputs, config)
-
-
-def _unwrap(model):
-    while hasattr(model, "wrapped"):
-        model = model.wrapped
-    return model
 
 
 def projectors(budget: int) -> dict[str, lit_components.Interpreter]:

@@ -20,16 +20,9 @@ from app.core.api import Example, compare_accuracy, compare_correlation
 from app.core.api import predict_examples as predict
 from app.core.errors import InputError
 
-from .models import LABEL, LensModel
+from .models import LABEL, LensModel, lens_of
 
 CACHED = 100_000  # texts whose prediction is kept per model (a LIT session re-asks on every selection)
-
-
-def _lens(model: lit_model.Model) -> LensModel | None:
-    """The LensModel under LIT's caching wrappers."""
-    while not isinstance(model, LensModel) and hasattr(model, "wrapped"):
-        model = model.wrapped
-    return model if isinstance(model, LensModel) else None
 
 
 class PairedComparison(lit_components.Metrics):
@@ -52,7 +45,7 @@ class PairedComparison(lit_components.Metrics):
         return isinstance(pred_spec, lit_types.RegressionScore) and isinstance(parent_spec, lit_types.Scalar)
 
     def is_compatible(self, model: lit_model.Model, dataset: lit_dataset.Dataset) -> bool:
-        return _lens(model) is not None and super().is_compatible(model, dataset)
+        return lens_of(model) is not None and super().is_compatible(model, dataset)
 
     def meta_spec(self) -> dict[str, lit_types.LitType]:
         other = "the pair's other model (for a model loaded from this page, the pair's first)"
@@ -88,7 +81,7 @@ class PairedComparison(lit_components.Metrics):
 
     def run(self, inputs: Sequence[dict], model: lit_model.Model, dataset: lit_dataset.Dataset,
             model_outputs: list[dict] | None = None, config: dict | None = None) -> list[dict]:
-        this = _lens(model)
+        this = lens_of(model)
         if this is None or LABEL not in dataset.spec():
             return []
         other = self._other(this)

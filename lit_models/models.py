@@ -255,6 +255,13 @@ class LensModel(lit_model.BatchedModel):
         return [str(v) for v in vocab], table
 
 
+def lens_of(model) -> LensModel | None:
+    """The LensModel under LIT's wrappers (its prediction cache), or None for another model."""
+    while model is not None and not isinstance(model, LensModel) and hasattr(model, "wrapped"):
+        model = model.wrapped
+    return model if isinstance(model, LensModel) else None
+
+
 def models_for(classifiers: Iterable[Classifier], precision: str = "") -> dict[str, LensModel]:
     """LIT's models for the pair's classifiers; `precision` (`views.precision_line`) joins each description."""
     out = {clf.name: LensModel.from_classifier(clf) for clf in classifiers}

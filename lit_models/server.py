@@ -42,7 +42,7 @@ from . import gate
 from .client import client_root
 from .datasets import LensDataset
 from .metrics import PairedComparison
-from .models import LensModel, light_outputs, models_for
+from .models import LensModel, lens_of, light_outputs, models_for
 
 log = logging.getLogger("albert_lens.lit")
 # The declared saliency methods and counterfactual generators (app/core/capabilities.py) under the names of LIT's
@@ -142,18 +142,19 @@ class LensLitApp(lit_app.LitApp):
         # LIT's prediction caches, bounded in bytes; its static files answered without a traceback
         for m in self._models.values():
             if isinstance(m, lit_caching.CachingModelWrapper):
-                m._cache._d = gate.BoundedCache(gate.cache_budget(), m._cache._d)
+                m._cache._d = gate.BoundedCache(int(limits()["lit_cache_bytes"]), m._cache._d)
                 m._validate_ids = functools.partial(_drop_foreign_ids, m)
         self._wsgi_app.__class__ = gate.QuietStatic
         self._saved_datapoints = OrderedDict(self._saved_datapoints)
 
     def __call__(self, environ, start_response):
         """Hostile URLs and bodies answered in one line before LIT reads them: a control character in the path
-        (LIT answered NUL with a traceback), a body over `gate.body_cap()` (LIT read any size into memory)."""
+        (LIT answered NUL with a traceback), a body over `limits()["lit_body_bytes"]` (LIT read any size into
+        memory)."""
         path = environ.get("PATH_INFO", "")
         if any(ord(c) < 32 or ord(c) == 127 for c in path):
             return _plain(start_response, 400, "bad path")
-        cap = gate.body_cap()
+        cap = int(limits()["lit_body_bytes"])
         try:
             length = int(environ.get("CONTENT_LENGTH") or 0)
         except ValueError:
@@ -166,15 +167,9 @@ class LensLitApp(lit_app.LitApp):
             environ["wsgi.input"] = LimitedStream(environ["wsgi.input"], cap + 1)
         return super().__call__(environ, start_response)
 
-    def _model_caps(self, model: str | None) -> LensModel | None:
-        lens = self._models.get(model) if isinstance(model, str) else None
-        while lens is not None and not isinstance(lens, LensModel) and hasattr(lens, "wrapped"):
-            lens = lens.wrapped
-        return lens if isinstance(lens, LensModel) else None
-
     def _inputs_capped(self, data, model: str | None = None) -> None:
         """The request's datapoints: a list, at most the model's input cap (hosted: any model's)."""
-        lens = self._model_caps(model)
+        lens = lens_of(self._models.get(model)) if isinstance(model, str) else None
         most = lens.max_inputs if lens is not None else (4 * int(limits()["max_examples"])
                                                          if limits()["hosted"] else None)
         gate.check_inputs((data or {}).get("inputs") if isinstance(data, dict) else None, most)
@@ -475,7 +470,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     interpreters = {k: v for k, v in interpreters.items() if k not in LIT_SALIENCE.values() or k in SALIENCE}
     # projections keyed by their checked settings and bounded in bytes, UMAP's fit stopped at the deadline; only
     # components whose settings are declared (gate.SETTINGS) are served
-    interpreters |= gate.projectors(gate.cache_budget())
+    interpreters |= gate.projectors(int(limits()["lit_cache_bytes"]))
     interpreters = {k: v for k, v in interpreters.items() if k in gate.SETTINGS or k in gate.PROJECTORS}
     offered = lit_core.default_generators() | {LIT_GENERATORS["word_replacement"]: WordReplacer()}
     generators = {k: v for k, v in offered.items() if k in GENERATORS and k in gate.SETTINGS}
@@ -491,7 +486,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
         for m in models.values():
             m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
             m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
-            m.max_output_bytes = gate.output_budget()  # what one request's answer may hold
+            m.max_output_bytes = int(cap["lit_output_bytes"])  # what one request's answer may hold
             if typical is not None:  # the work a request asks for: its new texts priced by what they cost here
                 m.cost = measure_cost(m, typical, m.max_chars)
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}

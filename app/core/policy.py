@@ -58,6 +58,11 @@ def limits() -> dict:
         "max_file_bytes": _env_number("ALBERT_LENS_MAX_FILE_MB", 20 if hosted else 1024) * 2**20,
         # the wall-clock budget of one app request; between batches, work past it stops and says so
         "request_seconds": _env_number("ALBERT_LENS_REQUEST_SECONDS", 120 if hosted else 3600, float),
+        # LIT (lit_models/): a request's body; the predictions kept per model and the fitted projections; what one
+        # request's outputs may hold (every layer's attention grows with a text's tokens squared)
+        "lit_body_bytes": _env_number("ALBERT_LENS_LIT_BODY_MB", 64 if hosted else 1024) * 2**20,
+        "lit_cache_bytes": _env_number("ALBERT_LENS_LIT_CACHE_MB", 256 if hosted else 2048) * 2**20,
+        "lit_output_bytes": _env_number("ALBERT_LENS_LIT_OUTPUT_MB", 1024) * 2**20,
         # LIT: requests that run the models at once (lit_models/server.py); others wait for a slot
         "lit_slots": _env_number("ALBERT_LENS_LIT_SLOTS", 2 if hosted else 4),
         # explanations and batch jobs in child processes at a lower CPU priority (app/core/workers.py)
