@@ -197,14 +197,18 @@ class LensModel(lit_model.BatchedModel):
             raise InputError(f"inputs: {len(inputs):,} texts in one request (LIME's samples count); the limit here "
                              f"is {self.max_inputs:,}")
         examples = [self.example(ex) for ex in inputs]
+        priced = self.cost is not None and current_job() is not None
+        if self.max_output_bytes is None and not priced:
+            return
+        sizes = [self.tokens(e) for e in examples]  # tokenized once, for both checks
         if self.max_output_bytes is not None:  # what the request's answer will hold, before it is built
-            need = sum(self.output_bytes(self.tokens(e), *self._computes(ex)) for e, ex in zip(examples, inputs))
+            need = sum(self.output_bytes(t, *self._computes(ex)) for t, ex in zip(sizes, inputs))
             if need > self.max_output_bytes:
                 raise InputError(f"inputs: these {len(inputs):,} texts' outputs would hold about {need / 2**20:,.0f} "
                                  f"MB here (each one's attention in every layer); the limit is "
                                  f"{self.max_output_bytes / 2**20:,.0f} MB: send fewer or shorter texts")
-        if self.cost is not None and current_job() is not None:
-            self._fits_the_budget([self.tokens(e) for e in examples])
+        if priced:
+            self._fits_the_budget(sizes)
 
     def tokens(self, example: Example) -> int:
         """How many tokens the model reads of `example` (its maximum length at most): what a text's cost grows

@@ -167,6 +167,10 @@ class LensLitApp(lit_app.LitApp):
             environ["wsgi.input"] = LimitedStream(environ["wsgi.input"], cap + 1)
         return super().__call__(environ, start_response)
 
+    def _outputs(self, model: str | None) -> dict:
+        """The model's output spec (empty for a name this server doesn't have)."""
+        return self._get_model_spec(model)["output"] if model in self._info["models"] else {}
+
     def _inputs_capped(self, data, model: str | None = None) -> None:
         """The request's datapoints: a list, at most the model's input cap (hosted: any model's)."""
         lens = lens_of(self._models.get(model)) if isinstance(model, str) else None
@@ -190,8 +194,7 @@ class LensLitApp(lit_app.LitApp):
         self._inputs_capped(data, model)
         if isinstance(data, dict) and interpreter in self._interpreters:
             if interpreter in gate.PROJECTORS:
-                spec = self._info["models"][model]["spec"]["output"] if model in self._info["models"] else {}
-                embeddings = [k for k, v in spec.items() if isinstance(v, lit_types.Embeddings)]
+                embeddings = [k for k, v in self._outputs(model).items() if isinstance(v, lit_types.Embeddings)]
                 data["config"] = gate.projection_settings(interpreter, data.get("config"), model, dataset_name,
                                                           embeddings)
             else:
@@ -204,9 +207,9 @@ class LensLitApp(lit_app.LitApp):
     def _get_generated(self, data, model=None, dataset_name=None, generator=None, **kw):
         self._inputs_capped(data, model)
         if isinstance(data, dict) and generator in self._generators:
-            outputs = self._info["models"][model]["spec"]["output"] if model in self._info["models"] else {}
             data["config"] = gate.settings(generator, data.get("config"),
-                                           spec=self._generators[generator].config_spec(), outputs=list(outputs))
+                                           spec=self._generators[generator].config_spec(),
+                                           outputs=list(self._outputs(model)))
         with light_outputs():
             return super()._get_generated(data, model=model, dataset_name=dataset_name, generator=generator, **kw)
 
