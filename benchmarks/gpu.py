@@ -137,7 +137,7 @@ def captum_tutorial_ig(clf, text: str, target: int, dev: str) -> float:
 def integrated_gradients(pair: Pair, sentences: list[str], dev: str) -> dict:
     """Ours at the app's tolerance, each round replayed from a CUDA graph (the default on a GPU) and, in the same
     process, eagerly (ALBERT_LENS_CUDA_GRAPHS=0), against Captum's tutorial; every sentence's attributions
-    from the graphs against the eager ones."""
+    from the graphs against the eager ones; and with each attention backend preferred in turn."""
     row = {}
     for clf in pair.models:
         ig = IntegratedGradients(clf)  # the app's tolerance (1e-3)
@@ -154,9 +154,19 @@ def integrated_gradients(pair: Pair, sentences: list[str], dev: str) -> dict:
             stock_ms = 1000 * statistics.median(stock)
         except ImportError:
             stock_ms = None
-        row[clf.name] = {"ours_ms": 1000 * statistics.median(s for _, s in ours),
+        status = graphs.status(clf)  # before the backends' runs drop the graphs
+        by_backend = {}
+        for name in SDPA:  # each attention backend preferred in turn, graphs recorded afresh under it (a CPU
+            with pinned(pair, dev, name):  # keeps its own kernel: there the smoke test runs this code)
+                ig.attribute(Example((sentences[0],)))
+                timed = [sync_timed(dev, ig.attribute, Example((s,))) for s in sentences]
+            by_backend[name] = {"ms": 1000 * statistics.median(t for _, t in timed),
+                                "delta_max": max(r.delta for r, _ in timed),
+                                "max_score_diff": max(float(np.max(np.abs(np.subtract(r.scores, e.scores))))
+                                                      for (r, _), (e, _) in zip(timed, eager))}
+        row[clf.name] = {"ours_ms": 1000 * statistics.median(s for _, s in ours), "ours_by_backend": by_backend,
                          "ours_eager_ms": 1000 * statistics.median(s for _, s in eager),
-                         "graphs_vs_eager_max_score_diff": apart, **graphs.status(clf),
+                         "graphs_vs_eager_max_score_diff": apart, **status,
                          "ours_delta_max": max(r.delta for r, _ in ours),
                          "ours_steps_median": statistics.median(r.n_steps for r, _ in ours),
                          "captum_tutorial_ms": stock_ms}
@@ -238,25 +248,34 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
     return {"method": method, "n": n, "cold_s": s}
 
 
-def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
+def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str | None = None) -> dict:
     """The whole suite in fp32 and in half precision (forward-only batch work), once more in half precision with
     its batches replayed from CUDA graphs (ALBERT_LENS_CUDA_GRAPHS=large; graphs status says whether they were),
-    and how far each run's fail rates move from fp32's."""
+    and where the `batches` probe found a fastest attention backend, both half-precision runs again with it
+    preferred (`{half}_{backend}`, `{half}_large_graphs_{backend}`); how far each run's fail rates move from
+    fp32's."""
+    import contextlib
+
     row = {}
     rates = {}
-    runs = [("fp32", pair, "1"), (half, pair.with_precision(half), "1"),  # and with the batches from graphs
-            (f"{half}_large_graphs", pair.with_precision(half), "large")]  # (CUDA only: a CPU repeats the 2nd)
-    for label, p, flag in runs:
+    runs = [("fp32", pair, "1", None), (half, pair.with_precision(half), "1", None),  # and the batches from
+            (f"{half}_large_graphs", pair.with_precision(half), "large", None)]  # graphs (CUDA only: a CPU
+    if backend is not None:  # repeats the 2nd)
+        runs += [(f"{half}_{backend}", pair.with_precision(half), "1", backend),
+                 (f"{half}_large_graphs_{backend}", pair.with_precision(half), "large", backend)]
+    for label, p, flag, pin in runs:
         _ = p.models  # loaded (or found loaded) before the clock starts: each run times the suite alone
         os.environ[graphs.ENV] = flag
         try:
-            res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample)
+            with pinned(p, dev, pin) if pin else contextlib.nullcontext():
+                res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample)
+                status = {clf.name: graphs.status(clf) for clf in p.models}
         finally:
             os.environ.pop(graphs.ENV, None)
         rates[label] = [r["fail_rate"] or 0.0 for t in res["tests"] for r in t["results"]]
         row[label] = {"both_models_s": s}
         if flag == "large":
-            row[label]["graphs"] = {clf.name: graphs.status(clf) for clf in p.models}
+            row[label]["graphs"] = status
     row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
     row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
     if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)
@@ -271,6 +290,42 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str) -> dict:
         if label != "fp32":
             row[f"{label}_max_fail_rate_change"] = float(max(abs(a - b) for a, b in zip(rates["fp32"], rates[label])))
     return row
+
+
+def fastest_backend(batches: dict, precision: str) -> str | None:
+    """The attention backend whose forced runs of the `batches` probe's unmasked batch took least time summed over
+    both models in `precision`, or None where the probe did not run (or no backend ran for every model)."""
+    rows = (batches or {}).get(precision) or {}
+    sums = {}
+    for name in SDPA:
+        ms = [r.get("sdpa_backends", {}).get(f"{name}_unmasked_ms") for r in rows.values()]
+        if ms and all(isinstance(m, float) for m in ms):
+            sums[name] = sum(ms)
+    return min(sums, key=sums.get) if sums else None
+
+
+def pinned(pair: Pair, dev: str, backend: str | None):
+    """A context in which the pair's CUDA models prefer `backend` (ALBERT_LENS_ATTENTION, as the app reads it),
+    their graphs dropped so that the next calls record them under it; put back after."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def run():
+        before = os.environ.get(devices.ATTENTION_ENV)
+        for clf in pair.models:
+            clf.graphs = None
+        os.environ[devices.ATTENTION_ENV] = backend or "auto"
+        try:
+            devices.pin_attention(dev)
+            yield
+        finally:
+            os.environ.pop(devices.ATTENTION_ENV, None) if before is None else os.environ.update(
+                {devices.ATTENTION_ENV: before})
+            devices.pin_attention(dev)
+            for clf in pair.models:
+                clf.graphs = None
+
+    return run()
 
 
 def _median_ms(dev: str, fn, reps: int) -> float:
@@ -545,7 +600,8 @@ def main() -> None:
         "tokenizers": lambda: tokenizers(pair, news[:200]),
         "graphs": lambda: replayed(pair, sst2[:64]),
         "compare": lambda: compare(pair, sst2, dev, 10 if args.tiny else 200),
-        "checklist": lambda: checklist(pair, dev, 2 if args.tiny else None, half),
+        "checklist": lambda: checklist(pair, dev, 2 if args.tiny else None, half,
+                                       fastest_backend(res.get("batches"), half)),
         "projection": lambda: projection(pair, 200 if args.tiny else 7600, dev),
         "deepwordbug": lambda: deepwordbug(pair, sst2[:1 if args.tiny else 5], dev),
         "embeddings": lambda: embeddings(pair, half, texts, [dirs["bert"], dirs["albert"]], dev, tmp, args.study_texts),

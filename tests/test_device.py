@@ -217,6 +217,32 @@ def test_gpu_memory_is_reported_for_cuda_and_mps_only(monkeypatch):
     assert devices.memory("mps") == {"gpu_memory_mb": 3.5}
 
 
+def test_the_attention_backend_a_cuda_model_prefers_is_pinned_first_and_a_wrong_word_is_named(monkeypatch):
+    """ALBERT_LENS_ATTENTION puts its backend first in PyTorch's order (the others kept after it, so a call it
+    cannot serve falls back), on CUDA only; a word that isn't a backend is refused naming the variable."""
+    from torch.nn.attention import SDPBackend
+
+    before = torch._C._get_sdp_priority_order()
+    try:
+        monkeypatch.setenv(devices.ATTENTION_ENV, "cudnn")
+        assert devices.pin_attention("cpu") == "auto"
+        assert torch._C._get_sdp_priority_order() == before  # a CPU model changes nothing
+        assert devices.pin_attention("cuda:0") == "cudnn"
+        order = torch._C._get_sdp_priority_order()
+        assert order[0] == int(SDPBackend.CUDNN_ATTENTION) and int(SDPBackend.MATH) in order
+        assert torch.backends.cuda.math_sdp_enabled() and torch.backends.cuda.flash_sdp_enabled()
+        monkeypatch.setenv(devices.ATTENTION_ENV, "efficient")
+        devices.pin_attention("cuda:0")  # a second pin replaces the first
+        assert torch._C._get_sdp_priority_order()[0] == int(SDPBackend.EFFICIENT_ATTENTION)
+        monkeypatch.setenv(devices.ATTENTION_ENV, "fastest")
+        with pytest.raises(devices.DeviceError, match="ALBERT_LENS_ATTENTION: 'fastest' is not one of auto, math"):
+            devices.pin_attention("cuda:0")
+    finally:
+        while devices._held:
+            devices._held.pop().__exit__(None, None, None)
+    assert torch._C._get_sdp_priority_order() == before
+
+
 _NOT_ANSWERS = ("latency", "seconds", "throughput", "_ms", "per_s", "device", "hardware", "cached")  # how, not what
 
 

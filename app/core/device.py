@@ -82,6 +82,41 @@ def synchronize(device: str | torch.device) -> None:
         torch.mps.synchronize()
 
 
+ATTENTION_ENV = "ALBERT_LENS_ATTENTION"
+ATTENTION = ("auto", "math", "efficient", "flash", "cudnn")  # PyTorch's SDPA backends, by their short names
+CUDA_ATTENTION = "auto"  # the backend a CUDA model prefers when ALBERT_LENS_ATTENTION names none
+_held: list = []  # the pinned order's context, held open for the process (PyTorch keeps the order globally)
+
+
+def attention_backend() -> str:
+    """The attention backend a CUDA model prefers: ALBERT_LENS_ATTENTION, else CUDA_ATTENTION ("auto": PyTorch's own
+    order). Raises DeviceError naming the variable and its choices for any other word."""
+    word = (os.environ.get(ATTENTION_ENV, "") or CUDA_ATTENTION).strip().lower()
+    if word not in ATTENTION:
+        raise DeviceError(f"{ATTENTION_ENV}: {word[:20]!r} is not one of {', '.join(ATTENTION)}")
+    return word
+
+
+def pin_attention(device: str | torch.device) -> str:
+    """Put the chosen attention backend first in PyTorch's order of preference for scaled dot-product attention,
+    the others kept after it (math last), so a call it cannot serve (flash in fp32, say) falls back rather than
+    fails; on a CPU or with "auto", nothing changes. Returns the order's first backend, or "auto"."""
+    word = attention_backend()
+    if torch.device(device).type != "cuda" or word == "auto":
+        return "auto"
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    members = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+               "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    order = [members[word], *(m for m in members.values() if m is not members[word])]
+    while _held:  # a second pin replaces the first
+        _held.pop().__exit__(None, None, None)
+    held = sdpa_kernel(order, set_priority=True)
+    held.__enter__()
+    _held.append(held)
+    return word
+
+
 def describe(device: str | torch.device) -> dict:
     """What a result says of the device that computed it: its name, and for a GPU its memory."""
     dev = torch.device(device)

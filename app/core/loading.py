@@ -433,6 +433,7 @@ def _load(spec: ModelSpec) -> Classifier:
         kernels.fuse_activations(model)  # one fused operator instead of seven (fp32 on a CPU: timed, below)
     if not devices.is_cpu(spec.device):
         model.to(spec.device)  # PyTorch's own kernels there (SDPA attention); oneDNN and int8 are CPU paths
+        devices.pin_attention(spec.device)  # ALBERT_LENS_ATTENTION, or the backend measured fastest on a GPU
         to_half(model, spec.precision, spec.device)
         # the fast tokenizer on every core for large batches: on a GPU the tokenizer, not the model, is what a
         # batch waits for (the app's workers are spawned, not forked, so its threads are safe)
