@@ -45,7 +45,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from saliency_speed import captum_tutorial_ig as tutorial_ig  # noqa: E402  (this folder: the recipe, one copy)
 
-from app.core import api, graphs  # noqa: E402
+from app.core import api, graphs, policy  # noqa: E402
 from app.core import device as devices  # noqa: E402
 from app.core.data import Example, load_dataset  # noqa: E402
 from app.core.pair import Pair  # noqa: E402
@@ -226,15 +226,66 @@ def tokenizers(pair: Pair, texts: list[str]) -> dict:
     return row
 
 
-def deepwordbug(pair: Pair, sentences: list[str], dev: str) -> dict:
-    """One deepwordbug attack per sentence per model through the facade, and TextAttack's stock wrapper."""
+def stand_ins() -> list[str]:
+    """TextAttack imports flair and jieba when imported: flair for part-of-speech tagging (its strings helpers
+    subclass flair's tokenizer), jieba for Chinese word segmentation, neither of which deepwordbug does. flair
+    pins transformers < 5, which the GPU image's 5.x breaks, and jieba's wheel is 19 MB, past what a call may
+    carry (64 MiB) beside the rest. Each that can't be imported is replaced by a stand-in module whose functions
+    and classes refuse to run: a recipe that tags or segments fails loudly. Returns the ones replaced."""
+    import importlib.util
+    import types
+
+    def missing(*a, **k):
+        raise ImportError("not installed here: a stand-in for TextAttack's import (benchmarks/gpu.py)")
+
+    replaced = []
+    for name, parts in (("flair", {"data": ("Sentence", "Tokenizer"), "models": ("SequenceTagger",),
+                                   "embeddings": ()}), ("jieba", {})):
+        if importlib.util.find_spec(name) is not None:
+            continue
+        top = types.ModuleType(name)
+        top.__getattr__ = lambda attr: missing  # jieba.cut, jieba.lcut, ...: refuse when called
+        sys.modules[name] = top
+        for sub, classes in parts.items():
+            mod = types.ModuleType(f"{name}.{sub}")
+            for cls in classes:
+                setattr(mod, cls, type(cls, (), {"__init__": missing}))
+            setattr(top, sub, mod)
+            sys.modules[f"{name}.{sub}"] = mod
+        replaced.append(name)
+    return replaced
+
+
+def deepwordbug(pair: Pair, n: int, dev: str, budget: int = 200) -> dict:
+    """The deepwordbug recipe on the first `n` SST-2 dev sentences, per model: TextAttack's stock
+    HuggingFaceModelWrapper against ours (benchmarks/attack_speed.py: same recipe, examples and seeds), the
+    seconds per example and the share with the same adversarial text."""
+    from app.core import attacks
+    from app.core.runtime import prepare_nltk, prepare_textattack
+
+    stand_in = stand_ins()
+    prepare_nltk(), prepare_textattack()
+    try:
+        import textattack  # noqa: F401
+    except ImportError as exc:
+        return {"skipped": f"TextAttack does not import here ({type(exc).__name__}: {str(exc)[:200]})"}
     ok, why = api.recipe_status("deepwordbug")
     if not ok:
         return {"skipped": why}
-    labels = [api.predict(pair, t).models[0]["label"] for t in sentences]
-    ours = [sync_timed(dev, api.attack, pair, "deepwordbug", t, None, lab, None, 1, 200, 120, visitor=False)[1]
-            for t, lab in zip(sentences, labels)]
-    return {"examples": len(sentences), "ours_per_example_both_models_s": statistics.median(ours)}
+    from attack_speed import run
+    from textattack.models.wrappers import HuggingFaceModelWrapper
+
+    examples = load_dataset(SST2_DEV).examples[:n]
+    row: dict = {"examples": n, "query_budget": budget, "stand_ins": stand_in}
+    for clf in pair.models:
+        stock = HuggingFaceModelWrapper(clf.model, clf.tokenizer)
+        t_stock, out_stock = run(attacks.build_attack("deepwordbug", stock, budget), examples, clf)
+        t_ours, out_ours = run(attacks.build_attack("deepwordbug", attacks.make_wrapper(clf), budget), examples, clf)
+        row[clf.name] = {"stock_per_example_s": t_stock / n, "ours_per_example_s": t_ours / n,
+                         "speedup": t_stock / t_ours,
+                         "same_adversarial_text": sum(a == b for a, b in zip(out_stock, out_ours)) / n,
+                         "outcomes_ours": {k: [o[0] for o in out_ours].count(k) for k in {o[0] for o in out_ours}}}
+    return row
 
 
 def projection(pair: Pair, n: int, dev: str) -> dict:
@@ -268,7 +319,7 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str 
         os.environ[graphs.ENV] = flag
         try:
             with pinned(p, dev, pin) if pin else contextlib.nullcontext():
-                res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample)
+                res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample or policy.OPERATOR_CAP, visitor=False)
                 status = {clf.name: graphs.status(clf) for clf in p.models}
         finally:
             os.environ.pop(graphs.ENV, None)
@@ -570,6 +621,9 @@ def main() -> None:
     ap.add_argument("--sentences", type=int, default=20, help="SST-2 sentences for integrated gradients")
     ap.add_argument("--study-texts", type=int, default=0, help="texts for the study's fp32 batch-32 baseline "
                                                                   "(default: all)")
+    ap.add_argument("--checklist-backend", choices=["auto", "math", "efficient", "flash", "cudnn"],
+                    help="an attention backend to rerun CheckList's half-precision runs with (default: the `batches` "
+                         "probe's fastest; auto: PyTorch's own order)")
     ap.add_argument("--json")
     args = ap.parse_args()
     dev = devices.resolve(args.device)
@@ -601,9 +655,9 @@ def main() -> None:
         "graphs": lambda: replayed(pair, sst2[:64]),
         "compare": lambda: compare(pair, sst2, dev, 10 if args.tiny else 200),
         "checklist": lambda: checklist(pair, dev, 2 if args.tiny else None, half,
-                                       fastest_backend(res.get("batches"), half)),
+                                       args.checklist_backend or fastest_backend(res.get("batches"), half)),
         "projection": lambda: projection(pair, 200 if args.tiny else 7600, dev),
-        "deepwordbug": lambda: deepwordbug(pair, sst2[:1 if args.tiny else 5], dev),
+        "deepwordbug": lambda: deepwordbug(pair, 2 if args.tiny else 10, dev),
         "embeddings": lambda: embeddings(pair, half, texts, [dirs["bert"], dirs["albert"]], dev, tmp, args.study_texts),
     }
     if not devices.is_cpu(dev):

@@ -234,6 +234,11 @@ def test_the_attention_backend_a_cuda_model_prefers_is_pinned_first_and_a_wrong_
         monkeypatch.setenv(devices.ATTENTION_ENV, "efficient")
         devices.pin_attention("cuda:0")  # a second pin replaces the first
         assert torch._C._get_sdp_priority_order()[0] == int(SDPBackend.EFFICIENT_ATTENTION)
+        monkeypatch.setenv(devices.ATTENTION_ENV, "auto")
+        assert devices.pin_attention("cuda:0") == "auto" and torch._C._get_sdp_priority_order() == before
+        monkeypatch.delenv(devices.ATTENTION_ENV)  # none named: the measured default, the memory-efficient kernel
+        assert devices.pin_attention("cuda:0") == devices.CUDA_ATTENTION == "efficient"
+        assert torch._C._get_sdp_priority_order()[0] == int(SDPBackend.EFFICIENT_ATTENTION)
         monkeypatch.setenv(devices.ATTENTION_ENV, "fastest")
         with pytest.raises(devices.DeviceError, match="ALBERT_LENS_ATTENTION: 'fastest' is not one of auto, math"):
             devices.pin_attention("cuda:0")

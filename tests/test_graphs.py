@@ -227,7 +227,15 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
     from app.core.saliency import IntegratedGradients
 
     clf = _own(tiny_pair.models[which])
-    texts = [SENTENCES[0], SENTENCES[0] + " truly so ."]
+
+    def width(text: str) -> int:
+        return len(clf.tokenizer(text)["input_ids"])
+
+    # a second input longer than the first in the first's bucket (the tiny ALBERT's pieces are trained where the
+    # tests run, so the tail that keeps it there depends on the SentencePiece version)
+    first_bucket = next(n for n in (16, 32, 64) if n >= width(SENTENCES[0]))
+    texts = [SENTENCES[0], next(SENTENCES[0] + tail for tail in (" truly so .", " so .", " !")
+                                if width(SENTENCES[0]) < width(SENTENCES[0] + tail) <= first_bucket)]
     with graphs_off(monkeypatch):
         want = [_ig(clf, t) for t in texts] + [_ig(clf, texts[0], tolerance=1e-7, max_steps=60)]
     got = [_ig(clf, t) for t in texts] + [_ig(clf, texts[0], tolerance=1e-7, max_steps=60)]
@@ -241,6 +249,7 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
     first = IntegratedGradients.first_round  # 16 nodes at the app's tolerance, 40 at 1e-7
     assert {(first(1e-3), bucket), (first(1e-7), bucket)} <= set(rounds) and {w for _, w in rounds} == {bucket}
     assert graphs.status(clf)["cuda_graph_ig_rounds"] == rounds
+    assert (2, bucket) in clf.graphs.graphs  # the endpoints (input and baseline) from the model's own graph
 
 
 def test_integrated_gradients_rounds_replayed_for_a_pair_task(tiny_nli_pair, monkeypatch):
@@ -271,14 +280,20 @@ def test_an_integrated_gradients_round_too_large_or_failing_runs_eagerly(tiny_pa
                           lambda lg: lg[:, 0], (0, "logit")) is None
     assert rep.paths == {} and not rep.paths_off
 
-    def broken(fn):
-        raise RuntimeError("operation not permitted when stream is capturing")
+    recorded = []
+
+    def broken(fn):  # the endpoints' forward (a small batch, recorded first) records; the round's fails
+        recorded.append(fn)
+        if len(recorded) > 1:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        return eager(fn)
 
     want = _ig(clf, SENTENCES[1])
     clf.graphs = graphs.Replayer(clf, capture=broken)
     got = _ig(clf, SENTENCES[1])
     np.testing.assert_allclose(got.scores, want.scores, rtol=1e-6, atol=1e-9)
     assert clf.graphs.paths_off and "capture failed" in clf.graphs.why_paths_off and not clf.graphs.off
+    assert len(recorded) == 2 and len(clf.graphs.graphs) == 1
     assert "capture failed" in graphs.status(clf)["cuda_graphs_ig_off"]
 
 

@@ -84,7 +84,9 @@ def synchronize(device: str | torch.device) -> None:
 
 ATTENTION_ENV = "ALBERT_LENS_ATTENTION"
 ATTENTION = ("auto", "math", "efficient", "flash", "cudnn")  # PyTorch's SDPA backends, by their short names
-CUDA_ATTENTION = "auto"  # the backend a CUDA model prefers when ALBERT_LENS_ATTENTION names none
+CUDA_ATTENTION = "efficient"  # a CUDA model's backend when ALBERT_LENS_ATTENTION names none: cuDNN's, PyTorch's
+# first choice, builds a plan for each new shape (~0.1 s, and a dataset's batches come in dozens of widths), the
+# memory-efficient kernel none, and it is as fast once warm (benchmarks/README.md, the GPU section)
 _held: list = []  # the pinned order's context, held open for the process (PyTorch keeps the order globally)
 
 
@@ -100,17 +102,19 @@ def attention_backend() -> str:
 def pin_attention(device: str | torch.device) -> str:
     """Put the chosen attention backend first in PyTorch's order of preference for scaled dot-product attention,
     the others kept after it (math last), so a call it cannot serve (flash in fp32, say) falls back rather than
-    fails; on a CPU or with "auto", nothing changes. Returns the order's first backend, or "auto"."""
+    fails; with "auto", PyTorch's own order; on a CPU, nothing changes. Returns the order's first backend, or "auto"."""
     word = attention_backend()
-    if torch.device(device).type != "cuda" or word == "auto":
+    if torch.device(device).type != "cuda":
+        return "auto"
+    while _held:  # a second pin replaces the first; "auto" puts PyTorch's own order back
+        _held.pop().__exit__(None, None, None)
+    if word == "auto":
         return "auto"
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     members = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
                "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
     order = [members[word], *(m for m in members.values() if m is not members[word])]
-    while _held:  # a second pin replaces the first
-        _held.pop().__exit__(None, None, None)
     held = sdpa_kernel(order, set_priority=True)
     held.__enter__()
     _held.append(held)

@@ -134,6 +134,17 @@ def layer_outputs(clf: Classifier, input_ids: torch.Tensor, attention_mask: torc
     return seen[0], logits
 
 
+def embedding_states(clf: Classifier, input_ids: torch.Tensor, token_type_ids: torch.Tensor | None,
+                     position_ids: torch.Tensor | None = None) -> torch.Tensor:
+    """The embedding layer's output alone (what `layer_outputs` records), for when the logits come from elsewhere
+    (a replayed graph): a handful of kernels rather than the whole forward."""
+    kw = {} if token_type_ids is None else {"token_type_ids": token_type_ids}
+    if position_ids is not None:
+        kw["position_ids"] = position_ids
+    with torch.no_grad():
+        return embedding_layer(clf)(input_ids=input_ids, **kw)
+
+
 def forward_from_layer(clf: Classifier, states: torch.Tensor, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                        token_type_ids: torch.Tensor | None, cls_only: bool = True) -> torch.Tensor:
     """Logits with the embedding layer's output replaced by `states` (batch, tokens, E); the ids, mask and
