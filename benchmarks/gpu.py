@@ -9,8 +9,8 @@
 - CUDA graphs against the eager forward (largest logit difference), and each model's vocabulary;
 - deepwordbug per example against TextAttack's stock HuggingFaceModelWrapper (where TextAttack is installed);
 - a projection of AG News test (UMAP where umap-learn is installed, else PCA) from a cold cache;
-- the released CheckList sentiment suite, every case, both models, in fp32 and in half precision, and in half
-  precision with its batches replayed from CUDA graphs (ALBERT_LENS_CUDA_GRAPHS=large);
+- the released CheckList sentiment suite, every case, both models, in fp32 and in half precision, each with and
+  without its batches replayed from CUDA graphs;
 - two probes for the targets still missed: a CheckList batch's forward unmasked, masked, as the model's own and
   replayed from a CUDA graph, the host's time to issue it, under each attention backend forced in turn and in
   TF32, with its costliest kernels (`batches`); one integrated-gradients call's kernels,
@@ -300,20 +300,20 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
 
 
 def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str | None = None) -> dict:
-    """The whole suite in fp32 and in half precision (forward-only batch work), once more in half precision with
-    its batches replayed from CUDA graphs (ALBERT_LENS_CUDA_GRAPHS=large; graphs status says whether they were),
-    and where the `batches` probe found a fastest attention backend, both half-precision runs again with it
-    preferred (`{half}_{backend}`, `{half}_large_graphs_{backend}`); how far each run's fail rates move from
-    fp32's."""
+    """The whole suite in fp32 and in half precision (forward-only batch work), each as the app runs it (on CUDA,
+    a half-precision model's batches replayed from graphs, an fp32 model's launched) and the other way
+    (ALBERT_LENS_CUDA_GRAPHS=large for fp32, =small for half precision; `graphs` says which buckets were
+    recorded), and with `backend` (an attention backend: by default the `batches` probe's fastest) preferred in
+    half precision; how far each run's fail rates move from fp32's."""
     import contextlib
 
     row = {}
     rates = {}
-    runs = [("fp32", pair, "1", None), (half, pair.with_precision(half), "1", None),  # and the batches from
-            (f"{half}_large_graphs", pair.with_precision(half), "large", None)]  # graphs (CUDA only: a CPU
-    if backend is not None:  # repeats the 2nd)
-        runs += [(f"{half}_{backend}", pair.with_precision(half), "1", backend),
-                 (f"{half}_large_graphs_{backend}", pair.with_precision(half), "large", backend)]
+    halved = pair.with_precision(half)
+    runs = [("fp32", pair, "1", None), ("fp32_large_graphs", pair, "large", None),  # (a CPU has no graphs: it
+            (half, halved, "1", None), (f"{half}_small_graphs", halved, "small", None)]  # runs each twice)
+    if backend is not None:
+        runs.append((f"{half}_{backend}", halved, "1", backend))
     for label, p, flag, pin in runs:
         _ = p.models  # loaded (or found loaded) before the clock starts: each run times the suite alone
         os.environ[graphs.ENV] = flag
@@ -324,9 +324,7 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str 
         finally:
             os.environ.pop(graphs.ENV, None)
         rates[label] = [r["fail_rate"] or 0.0 for t in res["tests"] for r in t["results"]]
-        row[label] = {"both_models_s": s}
-        if flag == "large":
-            row[label]["graphs"] = status
+        row[label] = {"both_models_s": s, "graphs": status}
     row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
     row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
     if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)

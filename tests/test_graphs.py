@@ -114,15 +114,20 @@ def test_batches_past_the_largest_bucket_run_eagerly(tiny_pair):
 
 
 @torch.inference_mode()
-def test_large_batches_are_recorded_only_when_asked(tiny_pair, monkeypatch):
-    """ALBERT_LENS_CUDA_GRAPHS=large: a batch of 9 to 256 rows and up to 128 tokens is padded to 256 rows and the
-    next multiple of 8 tokens, and answers as the unpadded batch does; two batches of one bucket each get their
-    own answer; a batch past either limit, or any large batch without the setting, runs eagerly."""
+def test_large_batches_are_recorded_in_half_precision_or_when_asked(tiny_pair, monkeypatch):
+    """A large batch (9 to 256 rows, up to 128 tokens) is padded to 256 rows and the next multiple of 8 tokens, and
+    answers as the unpadded batch does; two batches of one bucket each get their own answer; a batch past either
+    limit runs eagerly. By default only a half-precision model's are recorded; ALBERT_LENS_CUDA_GRAPHS=large
+    records an fp32 model's too, =small none."""
     clf = tiny_pair.models[1]
     rep = graphs.Replayer(clf, capture=eager)
     twenty, nine = _batch(clf, (SENTENCES * 4)[:20]), _batch(clf, (SENTENCES * 2)[1:10])
     assert twenty["input_ids"].shape[0] == 20 and nine["input_ids"].shape[0] == 9
-    assert rep.logits(twenty) is None and rep.graphs == {}  # the default: small batches only
+    assert rep.logits(twenty) is None and rep.graphs == {}  # the default for fp32: small batches only
+    half = tiny_pair.with_precision("bf16").models[1]
+    assert graphs.Replayer(half, capture=eager).bucket(twenty) == (256, -(-twenty["input_ids"].shape[1] // 8) * 8)
+    monkeypatch.setenv(graphs.ENV, "small")
+    assert graphs.Replayer(half, capture=eager).bucket(twenty) is None
     monkeypatch.setenv(graphs.ENV, "large")
     for batch in (twenty, nine):
         width = batch["input_ids"].shape[1]

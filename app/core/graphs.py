@@ -11,10 +11,11 @@ Each graph is captured the first time its bucket is asked for, checked once agai
 same batch, and kept with the model; a capture that fails or a check that differs turns graphs off for that
 model, which then answers eagerly as before. `ALBERT_LENS_CUDA_GRAPHS=0` turns them off everywhere.
 
-`ALBERT_LENS_CUDA_GRAPHS=large` also records a dataset's batches of up to 256 rows (`inference.GPU_BATCH`) and 128
-tokens, in buckets of 8 tokens (length-sorted batches are nearly all of one length, so a finer bucket wastes less
-arithmetic): a CheckList run's 644 batches per model then come from a few graphs. Not the default: whether those
-batches are bound by launching or by their kernels is what gpu.py's `batches` probe measures on a GPU.
+A half-precision model also records a dataset's batches of up to 256 rows (`inference.GPU_BATCH`) and 128 tokens,
+in buckets of 8 tokens (length-sorted batches are nearly all of one length, so a finer bucket wastes less
+arithmetic): a CheckList run's 644 batches per model then come from a few graphs, which measured faster than
+launching them (benchmarks/README.md). `ALBERT_LENS_CUDA_GRAPHS=large` records them for fp32 models too, `=small`
+for none.
 
 Integrated gradients' rounds are recorded the same way (`Replayer.path_round`): a round is a forward and a backward
 of its nodes' rows, some thousands of small kernels, so a graph per (nodes, token bucket, class, score) replays
@@ -42,7 +43,7 @@ LENGTHS = (16, 32, 64, 128, 256, 512)
 CHECK_RTOL, CHECK_ATOL = 1e-3, 1e-3  # an fp32 graph's first answer against the eager forward's
 HALF_CHECK_EPS = 8  # in half precision: this many of the dtype's epsilons, for both (benchmarks/README.md, GPU)
 PATH_ROW_TOKENS = 8192  # rows x bucket tokens of a recorded integrated-gradients round (IG's own chunk size)
-LARGE_ROWS, LARGE_TOKENS, LARGE_STEP = 256, 128, 8  # `ALBERT_LENS_CUDA_GRAPHS=large`: a dataset's batches
+LARGE_ROWS, LARGE_TOKENS, LARGE_STEP = 256, 128, 8  # a dataset's batches (`large`)
 log = logging.getLogger(__name__)
 
 # capture(fn) -> (replay, out): records `fn` once; replay() recomputes `out` in place from the static inputs
@@ -94,7 +95,7 @@ class Replayer:
         """The (rows, tokens) graph a batch is padded to; None: none serves it (run it eagerly)."""
         rows, width = inputs["input_ids"].shape
         if rows > ROWS[-1]:
-            if not large() or rows > LARGE_ROWS or width > min(LARGE_TOKENS, self.clf.max_length):
+            if not large(self.clf) or rows > LARGE_ROWS or width > min(LARGE_TOKENS, self.clf.max_length):
                 return None
             return LARGE_ROWS, min(-(-width // LARGE_STEP) * LARGE_STEP, self.clf.max_length)
         tokens = self._tokens(width)
@@ -265,9 +266,14 @@ def enabled(clf: Classifier) -> bool:
     return torch.device(clf.device).type == "cuda" and os.environ.get(ENV, "1") != "0"
 
 
-def large() -> bool:
-    """Whether a dataset's batches (up to LARGE_ROWS rows) are recorded too: ALBERT_LENS_CUDA_GRAPHS=large."""
-    return os.environ.get(ENV, "1").strip().lower() == "large"
+def large(clf: Classifier) -> bool:
+    """Whether a dataset's batches (up to LARGE_ROWS rows) are recorded too: by default for a half-precision model
+    (measured: the CheckList suite in fp16 took 10.7 s from graphs against 15.7 s eagerly, H200), for every model
+    with ALBERT_LENS_CUDA_GRAPHS=large, for none with =small."""
+    word = os.environ.get(ENV, "1").strip().lower()
+    if word in ("large", "small"):
+        return word == "large"
+    return getattr(clf, "precision", "fp32") in HALF
 
 
 _REPLAYERS_LOCK = threading.Lock()
