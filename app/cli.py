@@ -172,7 +172,8 @@ def cmd_saliency(args) -> int:
         return _saliency_dataset(pair, args)
     if args.text is None:
         raise InputError("text: give the input to explain, or --dataset")
-    res = api.saliency(pair, args.text, args.text2, args.method, args.target, args.tolerance, args.output)
+    res = api.saliency(pair, args.text, args.text2, method=args.method, target=args.target, tolerance=args.tolerance,
+                       output=args.output)
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -186,8 +187,8 @@ def _saliency_dataset(pair, args) -> int:
     if args.text is not None:
         raise InputError("text: give either an input or --dataset, not both")
     with _bar(f"{args.method} over the dataset", args.json, "example") as step:
-        res = api.saliency_dataset(pair, args.dataset, args.method, args.limit, args.tolerance, progress=step,
-                                   output=args.output)
+        res = api.saliency(pair, dataset=args.dataset, limit=args.limit, method=args.method, target=args.target,
+                           tolerance=args.tolerance, output=args.output, progress=step, visitor=False)
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:
@@ -205,8 +206,9 @@ def cmd_counterfactual(args) -> int:
         raise InputError(f"dataset: {args.generator} needs --dataset (a shipped name, file or datasets id)")
     # the core reports the whole job (editing, scoring, the meaning checks) in thousandths
     with _bar("editing, scoring, checking", args.json or not over_dataset, unit="‰") as step:
-        res = api.counterfactual(pair, args.text or "", args.text2, args.generator, args.replacements, args.dataset,
-                                 args.limit, progress=step)
+        res = api.counterfactual(pair, args.text or "", args.text2, generator=args.generator,
+                                 replacements=args.replacements, dataset=args.dataset, limit=args.limit,
+                                 progress=step, visitor=False)
     names = [m.name for m in pair.models]
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
@@ -223,7 +225,8 @@ def cmd_project(args) -> int:
 
     pair = _pair(args)
     with _bar("embedding", args.json) as step:
-        res = api.project(pair, args.dataset, args.method, args.layer, args.pooling, args.limit, progress=step)
+        res = api.project(pair, args.dataset, method=args.method, layer=args.layer, pooling=args.pooling,
+                          limit=args.limit, progress=step, visitor=False)
     summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
     if args.out:
         out = Path(args.out)
@@ -248,8 +251,8 @@ def cmd_similarity(args) -> int:
 
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"layer embeddings ({engine.kind})", args.json, "example") as step:
-        res = api.similarity(pair, args.dataset, args.limit, args.pooling, args.batch, progress=step, engine=engine,
-                             visitor=False)
+        res = api.similarity(pair, args.dataset, limit=args.limit, pooling=args.pooling, batch=args.batch,
+                             progress=step, engine=engine, visitor=False)
     return _answer(args, res, views.similarity_table, plots.similarity_figure)
 
 
@@ -268,11 +271,11 @@ def cmd_attention(args) -> int:
         if args.text is not None:
             raise InputError("text: give either an input or --dataset, not both")
         with _bar("attention over the dataset", args.json, "example") as step:
-            res = api.attention_stats(pair, args.dataset, args.limit, progress=step, visitor=False)
+            res = api.attention(pair, dataset=args.dataset, limit=args.limit, progress=step, visitor=False)
         return _answer(args, res, views.attention_stats_text, plots.attention_stats_figure)
     if args.text is None:
         raise InputError("text: give the input, or --dataset")
-    res = api.attention(pair, args.text, args.text2, args.layer, args.head)
+    res = api.attention(pair, args.text, args.text2, layer=args.layer, head=args.head)
     return _answer(args, res, views.attention_text, plots.attention_figure)
 
 
@@ -333,8 +336,8 @@ def cmd_slices(args) -> int:
 
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"slices ({engine.kind})", args.json, "example") as step:
-        res = api.slices(pair, args.dataset, args.limit, args.metric, args.min_size, args.clusters, step,
-                         engine=engine, visitor=False)
+        res = api.slices(pair, args.dataset, limit=args.limit, metric=args.metric, min_size=args.min_size,
+                         clusters=args.clusters, progress=step, engine=engine, visitor=False)
     print(_dumps(res.to_dict(), indent=2) if args.json else views.slices_table(res))
     return 0
 
@@ -380,7 +383,7 @@ def cmd_attack(args) -> int:
     pair = _pair(args)
     with _engine(args) as engine, _bar(f"{args.recipe} on {len(pair.spec.models)} models", args.json,
                                        "example") as step:
-        res = api.attack(pair, args.recipe, dataset=args.dataset, n=args.n, query_budget=args.query_budget,
+        res = api.attack(pair, recipe=args.recipe, dataset=args.dataset, n=args.n, query_budget=args.query_budget,
                          time_limit=args.time_limit, progress=step, engine=engine, out=args.out, visitor=False)
     out = Path(args.out) if args.out else None
     rows, summary, cmp = res["examples"], res["summary"], res["comparison"]
@@ -402,7 +405,7 @@ def cmd_checklist(args) -> int:
 
     pair = _pair(args)
     with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
-        res = api.checklist(pair, args.suite, args.sample, progress=step, engine=engine, visitor=False)
+        res = api.checklist(pair, suite=args.suite, sample=args.sample, progress=step, engine=engine, visitor=False)
     if args.json:
         print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
     else:

@@ -66,7 +66,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         secs.append(Section(_fingerprint(pair, "benchmark", params), f"Benchmark: {Path(ds).name}", run_bench))
 
         def run_slices(ds=ds):
-            return api.slices(pair, ds, limit, engine=remote, visitor=False)
+            return api.slices(pair, ds, limit=limit, engine=remote, visitor=False)
 
         if not pair.task.is_regression:
             secs.append(Section(_fingerprint(pair, "slices", params), f"Where they differ: {Path(ds).name}",
@@ -74,7 +74,8 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
     for suite in suites:
         params = {"suite": suite, "sample": sample}
         secs.append(Section(_fingerprint(pair, "checklist", params), f"CheckList: {Path(suite).name}",
-                            lambda suite=suite: api.checklist(pair, suite, sample, engine=remote, visitor=False)))
+                            lambda suite=suite: api.checklist(pair, suite=suite, sample=sample, engine=remote,
+                                                                   visitor=False)))
     if datasets:
         first = datasets[0]
         for recipe in ("deepwordbug", api.OFFLINE_TEXTFOOLER):
@@ -84,7 +85,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
                 ok, why = api.recipe_status(recipe)
                 if not ok:
                     return {"recipe": recipe, "unavailable": why}
-                res = api.attack(pair, recipe, dataset=first, n=attack_n, query_budget=200, time_limit=30,
+                res = api.attack(pair, recipe=recipe, dataset=first, n=attack_n, query_budget=200, time_limit=30,
                                  engine=remote, visitor=False)
                 return {"recipe": recipe, "n": len(res["examples"]), "summary": res["summary"],
                         "comparison": res["comparison"]}
@@ -93,7 +94,8 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": umap_n}
 
         def run_umap(first=first):
-            res = api.project(pair, first, "umap", -1, "cls", umap_n, engine=remote, visitor=False)
+            res = api.project(pair, first, method="umap", layer=-1, pooling="cls", limit=umap_n, engine=remote,
+                              visitor=False)
             # the section's own keys: reports cached by earlier versions read the same
             return {"dataset": res["dataset"], "n": res["n"], "knn_overlap": res["knn_overlap"], "k": res["k"],
                     "disparity": res["procrustes_disparity"], "points": res["points"]}
@@ -103,9 +105,10 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
         def run_inside(first=first):
             # at least 5 minibatches, so the bootstrap over them has something to resample
-            cka = api.similarity(pair, first, umap_n, "cls", max(8, min(128, umap_n // 5)), engine=remote,
+            cka = api.similarity(pair, first, limit=umap_n, pooling="cls", batch=max(8, min(128, umap_n // 5)),
+                                 engine=remote,
                                  visitor=False)
-            heads = api.attention_stats(pair, first, min(umap_n, 200), engine=remote, visitor=False)
+            heads = api.attention(pair, dataset=first, limit=min(umap_n, 200), engine=remote, visitor=False)
             return {"similarity": cka.to_dict(), "attention": heads.to_dict()}
 
         secs.append(Section(_fingerprint(pair, "inside", params), "Inside: layer similarity and attention",
@@ -113,7 +116,8 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": saliency_n, "method": SALIENCY_METHOD}
 
         def run_saliency(first=first):
-            return api.saliency_dataset(pair, first, SALIENCY_METHOD, saliency_n, engine=remote, visitor=False)
+            return api.saliency(pair, dataset=first, method=SALIENCY_METHOD, limit=saliency_n, engine=remote,
+                                visitor=False)
 
         if saliency_n:
             secs.append(Section(_fingerprint(pair, "saliency", params), "Saliency: integrated gradients",

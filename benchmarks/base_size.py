@@ -256,14 +256,15 @@ def main() -> None:
         return f"{max(text.split(), key=len)} -> something"
 
     for gen in ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip"):
-        times = [timed(api.counterfactual, pair, t, None, gen, swap(t) if gen == "word_replacement" else "")[1]
+        times = [timed(api.counterfactual, pair, t, None, generator=gen,
+                       replacements=swap(t) if gen == "word_replacement" else "")[1]
                  for t in texts]
         res["counterfactual_s"][gen] = {"median": statistics.median(times), "max": max(times)}
         res["rss_gb"][f"counterfactual {gen}"] = rss_gb()
         print("counterfactual", gen, json.dumps(res["counterfactual_s"][gen]), flush=True)
 
-    proj, cold = timed(api.project, pair, str(SST2_DEV), "umap", -1, "cls", 872, visitor=False)
-    _, warm = timed(api.project, pair, str(SST2_DEV), "umap", -1, "cls", 872, visitor=False)
+    proj, cold = timed(api.project, pair, str(SST2_DEV), method="umap", limit=872, visitor=False)
+    _, warm = timed(api.project, pair, str(SST2_DEV), method="umap", limit=872, visitor=False)
     dev = load_dataset(SST2_DEV).examples
     passes = [timed(embed_and_predict, clf, dev)[1] for clf in pair.models]  # the cold run's encoder share
     res["projection"] = {"n": proj.n, "cold_s": cold, "cached_s": warm, "knn_overlap": proj.knn_overlap,
@@ -271,7 +272,7 @@ def main() -> None:
     res["rss_gb"]["projection"] = rss_gb()
     print("projection", json.dumps(res["projection"]), flush=True)
 
-    cl, cl_s = timed(api.checklist, pair, str(SUITE), 5)
+    cl, cl_s = timed(api.checklist, pair, suite=str(SUITE), sample=5)
     res["checklist"] = {"suite": cl.suite, "tests": len(cl.tests), "cases_per_test": 5, "seconds": cl_s}
     res["rss_gb"]["checklist"] = rss_gb()
     print("checklist", json.dumps(res["checklist"]), flush=True)
@@ -290,7 +291,8 @@ def main() -> None:
     for recipe in ("deepwordbug", "textfooler-offline"):
         rows, took = [], []
         for t, label in zip(texts, labels):
-            att, att_s = timed(api.attack, pair, recipe, t, None, label, None, 1, 200, 60, visitor=False)
+            att, att_s = timed(api.attack, pair, t, None, recipe=recipe, label=label, n=1, query_budget=200,
+                               time_limit=60, visitor=False)
             rows += att.examples
             took.append(att_s)
         res["attacks"][recipe] = {"examples": len(rows), "query_budget": 200,

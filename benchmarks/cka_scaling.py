@@ -42,7 +42,7 @@ def one(n: int, estimator: str) -> dict:
     dataset = str(SHARED_DATA / "ag_news" / "test.csv")
     ds = api.resolve_dataset(pair, dataset, n, visitor=False)
     _ = [m.model for m in pair.models]
-    api.similarity(pair, dataset, 16, visitor=False)  # warm-up: first calls, allocator pools
+    api.similarity(pair, dataset, limit=16, visitor=False)  # warm-up: first calls, allocator pools
     proc = psutil.Process()
     base = proc.memory_info().rss
     peak = [base]
@@ -57,7 +57,7 @@ def one(n: int, estimator: str) -> dict:
     sampler.start()
     t0 = time.perf_counter()
     if estimator == "minibatch":
-        res = api.similarity(pair, dataset, n, visitor=False)
+        res = api.similarity(pair, dataset, limit=n, visitor=False)
         cross = res["cross"]["cka"]
     else:  # every layer's embeddings of every sentence (one call: length-sorted batches), then the closed form
         a, b = (embed_layers(clf, ds.examples) for clf in pair.models)

@@ -295,7 +295,8 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
         method = "umap"
     except ImportError:
         method = "pca"
-    res, s = sync_timed(dev, api.project, pair, str(AG_NEWS), method, -1, "cls", n, visitor=False)
+    res, s = sync_timed(dev, api.project, pair, str(AG_NEWS), method=method, layer=-1, pooling="cls", limit=n,
+                        visitor=False)
     return {"method": method, "n": n, "cold_s": s}
 
 
@@ -319,7 +320,8 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str 
         os.environ[graphs.ENV] = flag
         try:
             with pinned(p, dev, pin) if pin else contextlib.nullcontext():
-                res, s = sync_timed(dev, api.checklist, p, str(SUITE), sample or policy.OPERATOR_CAP, visitor=False)
+                res, s = sync_timed(dev, api.checklist, p, suite=str(SUITE), sample=sample or policy.OPERATOR_CAP,
+                                    visitor=False)
                 status = {clf.name: graphs.status(clf) for clf in p.models}
         finally:
             os.environ.pop(graphs.ENV, None)

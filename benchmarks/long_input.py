@@ -35,11 +35,12 @@ def run_case(case: str, chars: int) -> dict:
     _ = pair.models  # loading is not part of the figure
     t0 = time.perf_counter()
     if case in ("occlusion", "lime"):
-        api.saliency(pair, text, None, case)
+        api.saliency(pair, text, None, method=case)
     elif case == "ablation_flip":
-        api.counterfactual(pair, text, None, "ablation_flip")
+        api.counterfactual(pair, text, None, generator="ablation_flip")
     else:
-        api.attack(pair, "deepwordbug", text, None, "negative", None, 1, 200, 120)
+        api.attack(pair, text, None, recipe="deepwordbug", label="negative", n=1, query_budget=200,
+                   time_limit=120)
     seconds = time.perf_counter() - t0
     return {"seconds": seconds, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 

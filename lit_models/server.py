@@ -21,6 +21,7 @@ from lit_nlp.components import word_replacer
 from lit_nlp.lib import caching as lit_caching
 
 from app.core.api import (
+    METHODS,
     Job,
     Pair,
     Stopped,
@@ -43,13 +44,12 @@ from .client import client_root
 from .datasets import LensDataset
 from .metrics import PairedComparison
 from .models import LensModel, lens_of, light_outputs, models_for
+from .salience import LensSalience, lit_name
 
 log = logging.getLogger("albert_lens.lit")
 # The declared saliency methods and counterfactual generators (app/core/capabilities.py) under the names of LIT's
 # implementations: LIT serves those of the declaration it implements, with the declaration's defaults, plus its
 # scrambler, which has no counterpart here.
-LIT_SALIENCE = {"gradient_norm": "Grad L2 Norm", "gradient_x_input": "Grad ⋅ Input",
-                "integrated_gradients": "Integrated Gradients", "lime": "LIME"}
 LIT_GENERATORS = {"word_replacement": "Word Replacer", "hotflip": "Hotflip", "ablation_flip": "Ablation Flip"}
 LIT_ONLY = ("Scrambler",)
 
@@ -58,7 +58,13 @@ def _declared(capability: str, option: str, lit_names: dict[str, str]) -> tuple[
     return tuple(lit_names[c] for c in capabilities.get(capability).option(option).choices if c in lit_names)
 
 
-SALIENCE = _declared("saliency", "method", LIT_SALIENCE)
+def lit_salience() -> dict[str, str]:
+    """Each declared saliency method LIT has its own implementation of, by that implementation's name
+    (`saliency.Method.lit_name`); the others LIT serves as ours (`salience.LensSalience`)."""
+    return {name: cls.lit_name for name, cls in METHODS.items() if cls.lit_name}
+
+
+SALIENCE = tuple(lit_salience().values())  # LIT's implementations of the built-in methods
 GENERATORS = (*_declared("counterfactual", "generator", LIT_GENERATORS), *LIT_ONLY)
 
 
@@ -469,8 +475,14 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     interpreters = lit_core.default_interpreters(models)
     if "umap" not in interpreters:
         raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
-    # salience only by the declared methods (a method taken out of the declaration leaves LIT too)
-    interpreters = {k: v for k, v in interpreters.items() if k not in LIT_SALIENCE.values() or k in SALIENCE}
+    # salience only by the declared methods (a method taken out of the declaration leaves LIT too): LIT's own
+    # implementation where it has one, else ours, which takes no settings
+    theirs = lit_salience()
+    lit_methods = {"Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME", *theirs.values()}
+    interpreters = {k: v for k, v in interpreters.items() if k not in lit_methods or k in theirs.values()}
+    ours = {lit_name(m): LensSalience(m) for m in METHODS if m not in theirs}
+    gate.SETTINGS.update(dict.fromkeys(ours, {}))
+    interpreters |= ours
     # projections keyed by their checked settings and bounded in bytes, UMAP's fit stopped at the deadline; only
     # components whose settings are declared (gate.SETTINGS) are served
     interpreters |= gate.projectors(int(limits()["lit_cache_bytes"]))

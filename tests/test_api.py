@@ -33,12 +33,12 @@ def test_predict(tiny_dirs, tiny_pair, capsys):
 
 def test_saliency_of_one_input_and_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
     cli = _cli(capsys, tiny_dirs, "saliency", "--method", "gradient_x_input", "--json", TEXT)
-    app = api.saliency(tiny_pair, TEXT, None, "gradient_x_input")
+    app = api.saliency(tiny_pair, TEXT, None, method="gradient_x_input")
     for a, b in zip(cli["maps"], app["maps"]):
         assert a["words"] == b["words"] and a["scores"] == pytest.approx(b["scores"], abs=1e-6)
     cli = _cli(capsys, tiny_dirs, "saliency", "--method", "gradient_x_input", "--dataset", SHIPPED, "--limit", "6",
                "--json")
-    app = api.saliency_dataset(tiny_pair, SHIPPED, "gradient_x_input", 6)
+    app = api.saliency(tiny_pair, dataset=SHIPPED, method="gradient_x_input", limit=6)
     assert cli["n"] == app["n"] == 6 and cli["dataset"] == app["dataset"]
     for key in ("comprehensiveness", "sufficiency"):
         assert [m["mean"] for m in cli[key]] == pytest.approx([m["mean"] for m in app[key]], abs=1e-6)
@@ -47,14 +47,15 @@ def test_saliency_of_one_input_and_of_a_shipped_dataset(tiny_dirs, tiny_pair, ca
 def test_counterfactual_flip_rate_over_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
     cli = _cli(capsys, tiny_dirs, "counterfactual", "--generator", "dataset_flip_rate", "--replacements",
                "film -> movie, movie -> film", "--dataset", SHIPPED, "--limit", "20", "--json")
-    app = api.counterfactual(tiny_pair, "", None, "dataset_flip_rate", "film -> movie, movie -> film", SHIPPED, 20)
+    app = api.counterfactual(tiny_pair, "", None, generator="dataset_flip_rate",
+                             replacements="film -> movie, movie -> film", dataset=SHIPPED, limit=20)
     assert cli["examples_changed"] == app["examples_changed"] > 0
     assert cli["flip_rate"] == pytest.approx(app["flip_rate"])
 
 
 def test_projection_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
     cli = _cli(capsys, tiny_dirs, "project", "--dataset", SHIPPED, "--method", "pca", "--limit", "12", "--json")
-    app = api.project(tiny_pair, SHIPPED, "pca", -1, "cls", 12)
+    app = api.project(tiny_pair, SHIPPED, method="pca", layer=-1, pooling="cls", limit=12)
     assert cli["n"] == app["n"] == 12
     assert cli["knn_overlap"] == pytest.approx(app["knn_overlap"])
     assert cli["procrustes_disparity"] == pytest.approx(app["procrustes_disparity"], abs=1e-6)
@@ -74,7 +75,7 @@ def test_attack_of_a_shipped_dataset_and_its_resume_file(tiny_dirs, tiny_pair, c
     out = tmp_path / "rows.jsonl"
     cli = _cli(capsys, tiny_dirs, "attack", "--recipe", "deepwordbug", "--dataset", SHIPPED, "--n", "3",
                "--query-budget", "40", "--out", str(out), "--json")
-    app = api.attack(tiny_pair, "deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60)
+    app = api.attack(tiny_pair, recipe="deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60)
 
     def outcomes(rows):
         return [[(r["outcome"], r["adversarial"], r["queries"]) for r in ex["results"]] for ex in rows]
@@ -86,7 +87,7 @@ def test_attack_of_a_shipped_dataset_and_its_resume_file(tiny_dirs, tiny_pair, c
 
     assert counts(cli["summary"]) == counts(app["summary"])
     # the file the CLI wrote resumes the facade: nothing is attacked again, the answer is the same
-    again = api.attack(tiny_pair, "deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60, out=out)
+    again = api.attack(tiny_pair, recipe="deepwordbug", dataset=SHIPPED, n=3, query_budget=40, time_limit=60, out=out)
     assert again["resumed"] == 3 and outcomes(again["examples"]) == outcomes(app["examples"])
     assert len(out.read_text().splitlines()) == 3
 
@@ -94,7 +95,7 @@ def test_attack_of_a_shipped_dataset_and_its_resume_file(tiny_dirs, tiny_pair, c
 def test_checklist_by_its_released_name(tiny_dirs, tiny_pair, capsys):
     name = "sentiment (released CheckList)"
     cli = _cli(capsys, tiny_dirs, "checklist", "--suite", name, "--sample", "2", "--json")
-    app = api.checklist(tiny_pair, name, 2)
+    app = api.checklist(tiny_pair, suite=name, sample=2)
     assert [t["name"] for t in cli["tests"]] == [t["name"] for t in app["tests"]]
     assert [[r["fail_rate"] for r in t["results"]] for t in cli["tests"]] == \
         [[r["fail_rate"] for r in t["results"]] for t in app["tests"]]
@@ -169,8 +170,8 @@ def test_front_ends_enter_the_core_through_the_facade_only():
 FRONT_END_ONLY = {"ctx", "progress", "uploaded", "colour", "pair", "models", "task", "device", "precision",
                   "force_precision", "json", "png", "show", "out", "file", "list", "engine", "address", "workers",
                   "batch"}
-# a command or endpoint that answers through more than one facade call
-SERVED_BY = {"saliency": ("saliency", "saliency_dataset"), "attention": ("attention", "attention_stats")}
+# an endpoint named otherwise than the facade call that answers it
+SERVED_BY = {"saliency_dataset": "saliency"}
 
 
 def test_every_front_end_spells_each_option_as_the_facade_does():
@@ -186,14 +187,13 @@ def test_every_front_end_spells_each_option_as_the_facade_does():
 
     def facade(name: str) -> set[str]:
         name = name.replace("-", "_")
-        if name in {c.name for c in api.capabilities.declared()}:  # the runner's names and the declared options
-            return set(inspect.signature(api.run).parameters) | {o.name for o in api.capabilities.get(name).options}
-        return set().union(*(inspect.signature(getattr(api, f)).parameters for f in SERVED_BY.get(name, (name,))))
+        return set(inspect.signature(getattr(api, SERVED_BY.get(name, name))).parameters)
 
     checked = []
     for module in (attacks, benchmark, checklist, compare, counterfactuals, facts, inside, projection, saliency):
         for name, fn in inspect.getmembers(module, inspect.isfunction):
-            if fn.__module__ == module.__name__ and hasattr(api, name) and not name.startswith("_"):
+            if fn.__module__ == module.__name__ and hasattr(api, SERVED_BY.get(name, name)) \
+                    and not name.startswith("_"):
                 params = set(inspect.signature(fn).parameters)
                 assert params - FRONT_END_ONLY <= facade(name), (f"/{name}", params - FRONT_END_ONLY - facade(name))
                 checked.append("/" + name)
@@ -242,7 +242,7 @@ def test_a_slice_of_a_dataset_is_a_dataset_every_front_end_reads(tiny_pair, tiny
     assert main(["benchmark", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2",
                  "--dataset", f"{rows} @rows:2-11", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["n"] == 10
-    res = api.slices(tiny_pair, str(rows), None, min_size=5, clusters=0, visitor=False)
+    res = api.slices(tiny_pair, str(rows), limit=None, min_size=5, clusters=0, visitor=False)
     for s in res.slices[:3]:
         assert s["rows"] == [i + 2 for i in s["indices"]]  # row 1 has no label: the labelled ones start at 2
         back = api.resolve_dataset(tiny_pair, api.slice_spec(str(rows), s["rows"]), visitor=False)

@@ -116,14 +116,14 @@ def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys)
     from app import cli
     from app.core.attention import attention_stats
 
-    res = api.attention_stats(offline_pair, "sentiment_plain", 6)
+    res = api.attention(offline_pair, dataset="sentiment_plain", limit=6)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 6).examples
     assert res.n == 6 and res.models[1] == attention_stats(offline_pair.models[1], exs)
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "6", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed.pop("hardware")["device"] == "cpu"
     used = Pair.resolve("offline")  # the models the command used (see test_the_cli_prints_the_facades_maps)
-    assert printed == json.loads(json.dumps(api.attention_stats(used, "sentiment_plain", 6).to_dict()))
+    assert printed == json.loads(json.dumps(api.attention(used, dataset="sentiment_plain", limit=6).to_dict()))
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "a text"]) == 2
     assert "text: give either an input or --dataset, not both" in capsys.readouterr().err
 

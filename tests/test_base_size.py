@@ -83,7 +83,7 @@ def test_predict_agrees_with_the_models_own_forward(base_pair):
 def test_every_saliency_method_aligns_wordpiece_and_sentencepiece_word_for_word(base_pair, method):
     from app.core import api
 
-    res = api.saliency(base_pair, SENTENCE, None, method, tolerance="1e-02" if method == "integrated_gradients"
+    res = api.saliency(base_pair, SENTENCE, None, method=method, tolerance="1e-02" if method == "integrated_gradients"
                        else None)
     a, b = res["maps"]
     assert a["words"] == b["words"] == ["The", "cities", "were", "beautiful", "but", "the", "hotel", "was",
@@ -104,16 +104,17 @@ def test_the_albert_tokenizer_has_the_pieces_the_corpora_support(base_pair):
 def test_a_counterfactual_an_attack_and_a_projection_at_base_size(base_pair):
     from app.core import api
 
-    cf = api.counterfactual(base_pair, SENTENCE, None, "word_replacement", "cities -> townships")
+    cf = api.counterfactual(base_pair, SENTENCE, None, generator="word_replacement", replacements="cities -> townships")
     (change,) = cf["changes"]
     assert list(change["edited"]) == ["The townships were beautiful but the hotel was dreadful."]
     label = api.predict(base_pair, "a fine film")["models"][0]["label"]
-    att = api.attack(base_pair, "deepwordbug", "a fine film", None, label, None, 1, 30, 60)
+    att = api.attack(base_pair, "a fine film", None, recipe="deepwordbug", label=label, dataset=None, n=1,
+                     query_budget=30, time_limit=60)
     first = att["examples"][0]["results"]
     assert [r["model"] for r in first] == [m.name for m in base_pair.models]
     assert all(r["outcome"] in ("success", "failed", "skipped", "timeout") for r in first)
     assert first[0]["outcome"] != "skipped"  # the gold label is BERT's own answer
-    proj = api.project(base_pair, "sentiment_plain", "pca", -1, "cls", 20)
+    proj = api.project(base_pair, "sentiment_plain", method="pca", layer=-1, pooling="cls", limit=20)
     assert proj["n"] == 20 and 0 <= proj["knn_overlap"] <= 1
     assert len(proj["points"]) == 40
 

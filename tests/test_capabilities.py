@@ -117,9 +117,10 @@ def test_the_declared_tokens_capability_reads_each_models_pieces(offline_pair, c
 
 
 def test_the_built_in_capabilities_are_declared_once():
-    """Every capability the app has tabs for is declared: its facade function takes each declared option under its
-    declared name, defaulting to the declared default (or to None, "not given", which the declaration fills), and
-    the command line's flags, the saliency methods and the generators are the declaration's."""
+    """Every capability the app has tabs for is declared and answered through `api.run`: its facade function is
+    the declaration's entry point (each declared option by name, None meaning "the declared default"), its runner
+    takes each option checked (keyword-only, no default of its own to drift from the declaration's) and answers
+    the declared result; the command line's flags, the saliency methods and the generators are the declaration's."""
     import inspect
 
     from app import cli
@@ -131,15 +132,15 @@ def test_the_built_in_capabilities_are_declared_once():
     for name in built_in:
         cap = capabilities.get(name)
         runner = capabilities.resolve(cap.runner)
-        assert runner is getattr(api, name)
+        assert runner.__module__ != "app.core.api", name  # beside its technique, not in the facade
         # its declared answer is the runner's
-        assert inspect.signature(runner).return_annotation == cap.result.split(":")[1], name
+        assert cap.result.split(":")[1] in str(inspect.signature(runner).return_annotation), name
         assert capabilities.resolve(cap.result).__name__ == cap.result.split(":")[1]
-        params = inspect.signature(runner).parameters
+        facade, params = inspect.signature(getattr(api, name)).parameters, inspect.signature(runner).parameters
         for o in cap.options:
-            assert o.name in params, (name, o.name)
-            default = params[o.name].default
-            assert default in (None, inspect.Parameter.empty) or default == o.default, (name, o.name, default)
+            assert facade[o.name].kind is inspect.Parameter.KEYWORD_ONLY and facade[o.name].default is None
+            assert params[o.name].kind is inspect.Parameter.KEYWORD_ONLY, (name, o.name)
+            assert params[o.name].default is inspect.Parameter.empty, (name, o.name)
     assert set(saliency.METHODS) == set(capabilities.get("saliency").option("method").choices)
     assert api.GENERATORS == capabilities.get("counterfactual").option("generator").choices
 
@@ -173,3 +174,57 @@ def test_a_built_in_capability_runs_through_the_one_runner(tiny_pair):
         api.similarity(tiny_pair, pooling="max")
     with pytest.raises(InputError, match="head: 99999 is out of range; give a whole number from 0 to 1000"):
         api.attention(tiny_pair, "a fine film", head=99999)
+
+
+def test_a_toy_saliency_method_reaches_every_front_end_from_its_class_alone(tiny_pair, tiny_dirs, capsys):
+    """A method is its class (its name, its label for people, its sign, its options) and `saliency.register`: it is
+    then offered by the facade, the command line, the app (its menu and gradio_client) and LIT, which serves our
+    implementation under its label where LIT has none of its own; withdrawn, it is gone from each."""
+    from app import cli
+    from app.core import api, saliency
+    from app.core.data import Example
+    from app.ui import build
+    from app.ui import saliency as tab
+    from app.ui.common import Ctx
+    from lit_models.salience import LensSalience
+    from lit_models.server import make_server
+
+    class WordLength(saliency.Method):
+        """Toy: each word scores its length, read as sensitivity (no sign)."""
+
+        name, label, signed = "word_length", "word length", False
+
+        def _attribute(self, example, enc, al, tgt, ctx=None):
+            return self._result(al, tgt, [float(len(w.text)) for w in al.words])
+
+    saliency.register(WordLength)
+    try:
+        res = api.saliency(tiny_pair, "a fine film", method="word_length")
+        assert [m["scores"] for m in res["maps"]] == [[1.0, 4.0, 4.0]] * 2 and res["signed"] is False
+        models = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+        assert cli.main(["saliency", *models, "--method", "word_length", "--json", "a fine film"]) == 0
+        assert [m["scores"] for m in json.loads(capsys.readouterr().out)["maps"]] == [[1.0, 4.0, 4.0]] * 2
+
+        demo = build(tiny_pair)
+        menus = [b for b in demo.blocks.values() if getattr(b, "label", None) == "method" and hasattr(b, "choices")]
+        assert any(("word length", "word_length") in m.choices for m in menus)
+        sal = next(f for f in demo.fns.values() if f.api_name == "saliency")  # what gradio_client calls
+        got = sal.fn("a fine film", None, "word_length", "predicted", "1e-03", "prob")[0]
+        assert [m["scores"] for m in got["maps"]] == [[1.0, 4.0, 4.0]] * 2
+        assert tab.saliency(Ctx.of(tiny_pair), "a fine film", method="word_length")[0]["method"] == "word_length"
+
+        lit = make_server(tiny_pair, port=None, server_type="external").serve()  # the WSGI app alone
+        ours = lit._interpreters["word length (albert-lens)"]
+        assert isinstance(ours, LensSalience) and ours.meta_spec()["salience"].signed is False
+        out = ours.run([{"sentence": "a fine film"}], lit._models[tiny_pair.models[0].name], None)
+        assert list(out[0]["salience"].tokens) == ["a", "fine", "film"]
+        assert [float(x) for x in out[0]["salience"].salience] == [1.0, 4.0, 4.0]
+        assert WordLength(tiny_pair.models[0]).attribute(Example(("a fine film",))).scores == [1.0, 4.0, 4.0]
+    finally:
+        saliency.unregister("word_length")
+    with pytest.raises(InputError, match="method: 'word_length' is not one of"):
+        api.saliency(tiny_pair, "a fine film", method="word_length")
+    sub = next(a for a in cli.build_parser()._actions if getattr(a, "choices", None) and "saliency" in a.choices)
+    assert "word_length" not in next(a for a in sub.choices["saliency"]._actions if a.dest == "method").choices
+    assert "word length (albert-lens)" not in make_server(tiny_pair, port=None, server_type="external").serve() \
+        ._interpreters

@@ -51,7 +51,7 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     text = "the cities were lovely but the hotel was dreadful"
     assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--json", text]) == 0
     got = json.loads(capsys.readouterr().out)
-    ref = api.saliency(tiny_pair, text, None, "gradient_x_input")
+    ref = api.saliency(tiny_pair, text, None, method="gradient_x_input")
     for g, r in zip(got["maps"], ref["maps"]):
         assert g["words"] == r["words"] and abs(max(g["scores"]) - max(r["scores"])) < 1e-6
     png = tmp_path / "s.png"
@@ -66,7 +66,7 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     assert [ln.split()[1] for ln in rows] == text.split()
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     long = " ".join(["the hotel was dreadful"] * 400)  # past every model's cut: its rest is one line, not 1,600
-    ref = api.saliency(tiny_pair, long, None, "gradient_norm")
+    ref = api.saliency(tiny_pair, long, None, method="gradient_norm")
     unread = set.intersection(*(set(m["unread"]) for m in ref["maps"]))
     assert unread and main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_norm", long]) == 0
     out = capsys.readouterr().out
@@ -77,7 +77,7 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     assert main(["saliency", *_tiny(tiny_dirs), "--method", "occlusion", "--output", "logit", "--target", "positive",
                  text]) == 0
     out = capsys.readouterr().out
-    ref = api.saliency(tiny_pair, text, None, "occlusion", "positive", output="logit")
+    ref = api.saliency(tiny_pair, text, None, method="occlusion", target="positive", output="logit")
     head = [ln for ln in out.splitlines() if ln.startswith("word")][0]
     assert head.count("(logit of positive)") == 2
     first = [ln for ln in out.splitlines() if ln[:3].strip() == "1"][0].split()
@@ -130,7 +130,7 @@ def test_saliency_command_over_a_dataset(tiny_dirs, tiny_pair, capsys, tmp_path)
             "--limit", "5"]
     assert main([*args, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
-    ref = api.saliency_dataset(tiny_pair, "sentiment_plain", "gradient_x_input", 5)
+    ref = api.saliency(tiny_pair, dataset="sentiment_plain", method="gradient_x_input", limit=5)
     assert got["n"] == 5 and got["comprehensiveness"] == ref["comprehensiveness"]
     png = tmp_path / "d.png"
     assert main([*args, "--png", str(png), "--show", "2"]) == 0

@@ -144,7 +144,8 @@ def test_flip_rate_with_nothing_to_replace_is_undefined_and_the_api_says_why(tin
     assert res["changed"] == 0 and res["flip_rate"] == [None, None]
     with pytest.raises(InputError, match=r"replacements: none of \['cities'\] occurs in the \d+ examples of "
                                          r"sentiment_plain"):
-        api.counterfactual(tiny_pair, "", None, "dataset_flip_rate", "cities -> townships", "sentiment_plain")
+        api.counterfactual(tiny_pair, "", None, generator="dataset_flip_rate", replacements="cities -> townships",
+                           dataset="sentiment_plain")
 
 
 def test_replacements_apply_at_once_so_pairs_can_swap():
@@ -192,12 +193,14 @@ def test_flip_rate_of_wordnet_swaps_over_a_dataset(offline_pair, kind):
 def test_dataset_generators_through_the_api(tiny_pair, monkeypatch):
     from app.core import api
 
-    res = api.counterfactual(tiny_pair, "", None, "dataset_wordnet_synonym", "", "sentiment_plain", 10)
+    res = api.counterfactual(tiny_pair, "", None, generator="dataset_wordnet_synonym", replacements="",
+                             dataset="sentiment_plain", limit=10)
     assert res["generator"] == "dataset_wordnet_synonym" and res["edits"] == "wordnet_synonym" and res["changed"]
     per_example = lambda r: max(sum(e["original"] == o["original"] for e in r["examples"]) for o in r["examples"])
     assert per_example(res) > 3
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")  # hosted: fewer swaps per example bound a request's cost
-    hosted = api.counterfactual(tiny_pair, "", None, "dataset_wordnet_synonym", "", "sentiment_plain", 10)
+    hosted = api.counterfactual(tiny_pair, "", None, generator="dataset_wordnet_synonym", replacements="",
+                                dataset="sentiment_plain", limit=10)
     assert per_example(hosted) == 3
     with pytest.raises(InputError, match=r"edits: 'shuffle' is not one of"):
         flip_rate(tiny_pair.models, [Example(("a fine film",))], edits="shuffle")
@@ -228,8 +231,8 @@ def test_an_input_without_wordnet_swaps_says_so(tiny_pair):
     from app.core import api
 
     with pytest.raises(InputError, match="text: WordNet offers no antonym for its words"):
-        api.counterfactual(tiny_pair, "the cities were lovely", None, "wordnet_antonym")
-    res = api.counterfactual(tiny_pair, "a good film", None, "wordnet_antonym")
+        api.counterfactual(tiny_pair, "the cities were lovely", None, generator="wordnet_antonym")
+    res = api.counterfactual(tiny_pair, "a good film", None, generator="wordnet_antonym")
     assert [c["edits"] for c in res["changes"]] == [[("good", "bad")], [("good", "evil")]]
 
 

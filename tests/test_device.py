@@ -288,7 +288,7 @@ def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
         "saliency_methods": lambda p: api.saliency_methods(p, text),
         "hotflip": lambda p: api.counterfactual(p, text, generator="hotflip").to_dict()["changes"][0]["before"],
         "attention": lambda p: api.attention(p, text),
-        "attention_stats": lambda p: api.attention_stats(p, data, limit=16),
+        "attention_stats": lambda p: api.attention(p, dataset=data, limit=16),
         "similarity": lambda p: api.similarity(p, data, limit=16),
         "embed": lambda p: api.embed(p, data, limit=16),
         "project": lambda p: api.project(p, data, method="pca", limit=16),

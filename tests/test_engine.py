@@ -124,12 +124,12 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_engine, monke
 
     suite = str(shared("checklist", "sentiment_suite.json.gz"))
     ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(50)
-    local_cl = api.checklist(tiny_pair, suite, 3)
+    local_cl = api.checklist(tiny_pair, suite=suite, sample=3)
     local_b = benchmark(tiny_pair, ds)
     driver = Pair(tiny_pair.spec)  # the driver reads labels from the configs; the workers hold the weights
     loading.clear_cache()
     monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-    remote_cl = api.checklist(driver, suite, 3, engine=ray_engine)  # batches of 13 here: two per worker
+    remote_cl = api.checklist(driver, suite=suite, sample=3, engine=ray_engine)  # batches of 13 here: two per worker
     remote_b = benchmark(driver, ds, engine=ray_engine)
     monkeypatch.undo()
     strip = lambda res: [[(r["n"], r["failed"]) for r in t["results"]] for t in res["tests"]]
@@ -152,11 +152,12 @@ def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(ti
     from .conftest import shared
 
     sst2 = str(shared("glue", "sst2", "dev.tsv"))
-    local = {p: api.similarity(tiny_pair, sst2, 40, p, batch=8) for p in ("cls", "words")}
+    local = {p: api.similarity(tiny_pair, sst2, limit=40, pooling=p, batch=8) for p in ("cls", "words")}
     driver = Pair(tiny_pair.spec)
     loading.clear_cache()
     monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-    remote = {p: api.similarity(driver, sst2, 40, p, batch=8, engine=ray_engine) for p in ("cls", "words")}
+    remote = {p: api.similarity(driver, sst2, limit=40, pooling=p, batch=8, engine=ray_engine) for p in ("cls",
+                                "words")}
     monkeypatch.undo()
     for p in local:  # the same minibatches; their embeddings padded alike or not (float32 rounding, ~1e-3 here)
         assert remote[p].n == local[p].n and remote[p].batches == local[p].batches

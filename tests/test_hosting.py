@@ -29,11 +29,12 @@ def test_hosted_mode_caps(hosted, tiny_pair):
     ds = api.resolve_dataset(tiny_pair, "sentiment_plain", 10_000)
     assert len(ds) <= 500
     with pytest.raises(InputError, match="field 'replacements' is 3,000 characters long; the limit here is 2,000"):
-        api.counterfactual(tiny_pair, "a fine film", None, "word_replacement", "film -> movie, " * 200)
+        api.counterfactual(tiny_pair, "a fine film", None, generator="word_replacement",
+                           replacements="film -> movie, " * 200)
     with pytest.raises(InputError, match="texts: 501 inputs; the limit here is 500"):
         api.facts(tiny_pair, ["a fine film"] * 501)
     with pytest.raises(InputError, match="tolerance: 1e-05 is below this server's smallest, 0.0001"):
-        api.saliency(tiny_pair, "a fine film", None, "integrated_gradients", None, "1e-5")
+        api.saliency(tiny_pair, "a fine film", None, method="integrated_gradients", target=None, tolerance="1e-5")
 
 
 def test_not_hosted_by_default():
@@ -190,7 +191,7 @@ def test_hosted_mode_reads_no_server_paths(hosted, tiny_pair, tmp_path, monkeypa
         with pytest.raises(InputError, match=f"dataset: {refused}"):
             api.resolve_dataset(tiny_pair, spec)
     with pytest.raises(InputError, match=f"suite: {refused}"):
-        api.checklist(tiny_pair, str(tmp_path / "x_suite.json"))
+        api.checklist(tiny_pair, suite=str(tmp_path / "x_suite.json"))
     link_dir = tmp_path / "uploads"
     link_dir.mkdir()
     (link_dir / "link.tsv").symlink_to(private)  # a link inside an allowed folder leads out of it
@@ -308,7 +309,7 @@ def test_a_hosted_servers_operator_runs_a_suite_of_their_own(hosted, tiny_pair, 
                                                              "capability": "Vocab", "labels": 2,
                                                              "data": ["a fine film", "a fine cast", "fine"]}]}))
     with pytest.raises(InputError, match="suite: this hosted server reads only"):
-        api.checklist(tiny_pair, str(suite))  # a visitor
+        api.checklist(tiny_pair, suite=str(suite))  # a visitor
     res = api.run("checklist", tiny_pair, suite=str(suite), sample=3, visitor=False)
     assert res.tests[0]["name"] == "fine is positive" and [r["n"] for r in res.tests[0]["results"]] == [3, 3]
     assert main(["checklist", "--pair", "offline", "--suite", str(suite), "--sample", "3", "--json"]) == 0

@@ -124,7 +124,7 @@ def test_a_stopped_request_keeps_the_attacks_it_finished(offline_pair):
     finished = []
     job = jobs.Job(alive=lambda: not finished)  # the client leaves once the first example is done
     with jobs.running(job):
-        res = api.attack(offline_pair, "deepwordbug", dataset="sentiment_plain", n=5, query_budget=50,
+        res = api.attack(offline_pair, recipe="deepwordbug", dataset="sentiment_plain", n=5, query_budget=50,
                          time_limit=30, progress=lambda done, total: finished.append(done))
     assert res["stopped"] == {"reason": "the client disconnected", "done": 1, "total": 5,
                               "what": "examples attacked"}

@@ -79,7 +79,7 @@ def test_server_info_lists_models_datasets_and_components(lit_server):
     for n in names:
         m = info["models"][n]
         assert "sst2/dev" in m["datasets"]
-        for interp in (*SALIENCE, "umap", "pca"):
+        for interp in (*SALIENCE, "occlusion (albert-lens)", "umap", "pca"):  # ours where LIT has none
             assert interp in m["interpreters"], (n, interp)
         for gen in GENERATORS:
             assert gen in m["generators"], (n, gen)

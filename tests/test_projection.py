@@ -56,7 +56,7 @@ def test_knn_overlap_is_not_trivially_perfect_on_few_points():
 def test_project_api_reports_the_k_it_used(tiny_pair):
     from app.core import api
 
-    res = api.project(tiny_pair, "sentiment_plain", "pca", limit=4)  # 4 is the fewest a projection takes
+    res = api.project(tiny_pair, "sentiment_plain", method="pca", limit=4)  # 4 is the fewest a projection takes
     assert res["n"] == 4 and res["k"] == 2 and 0 <= res["knn_overlap"] <= 1
     assert res["knn_chance"] == pytest.approx(2 / 3)
 
@@ -143,7 +143,7 @@ def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_e
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(projection, "predict", apart)
         mp.setattr(projection, "embed", apart)
-        res = api.project(tiny_pair, str(fresh_data), "pca", limit=12, progress=lambda d, n: seen.append(d / n))
+        res = api.project(tiny_pair, str(fresh_data), method="pca", limit=12, progress=lambda d, n: seen.append(d / n))
     assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0) and min(seen) <= 1 / 3
     preds = {r["prediction"] for r in res["points"] if r["model"] == tiny_pair.models[0].name}
     assert preds <= set(tiny_pair.models[0].labels)
@@ -266,7 +266,7 @@ def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tin
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps({"text": f"{s} ({broken})"}) + "\n" for s in SENTENCES), encoding="utf-8")
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "good"))
-    reference = api.project(tiny_pair, str(data), "pca", limit=7)
+    reference = api.project(tiny_pair, str(data), method="pca", limit=7)
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "broken"))
     folder = tmp_path / "broken" / "embeddings"
     folder.parent.mkdir()
@@ -276,8 +276,8 @@ def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tin
         folder.symlink_to(folder)
     monkeypatch.setattr(projection, "_WARNED", set(), raising=False)
     with caplog.at_level(logging.WARNING, logger="albert_lens.projection"):
-        first = api.project(tiny_pair, str(data), "pca", limit=7)
-        again = api.project(tiny_pair, str(data), "pca", limit=7)
+        first = api.project(tiny_pair, str(data), method="pca", limit=7)
+        again = api.project(tiny_pair, str(data), method="pca", limit=7)
     for res in (first, again):
         assert res["embeddings_cached"] == [False, False]
         np.testing.assert_allclose([p["x"] for p in res["points"]], [p["x"] for p in reference["points"]],

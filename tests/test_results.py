@@ -53,12 +53,14 @@ def test_the_facade_returns_declared_results_whose_json_round_trips(tiny_pair):
     answers = {
         api.PredictResult: api.predict(tiny_pair, "a fine film"),
         api.SaliencyResult: api.saliency(tiny_pair, "a fine film", method="gradient_x_input"),
-        api.CounterfactualResult: api.counterfactual(tiny_pair, "the cities were lovely", None, "word_replacement",
-                                                     "cities -> townships"),
+        api.CounterfactualResult: api.counterfactual(tiny_pair, "the cities were lovely", None,
+                                                     generator="word_replacement", replacements="cities -> townships"),
         api.BenchmarkResult: api.benchmark(tiny_pair, "sentiment_plain", 10),
         api.FactsResult: api.facts(tiny_pair, ["a fine film"]),
-        api.SaliencyDatasetResult: api.saliency_dataset(tiny_pair, "sentiment_plain", "gradient_x_input", 3),
-        api.ProjectionResult: api.project(tiny_pair, "sentiment_plain", "pca", -1, "cls", 12),
+        api.SaliencyDatasetResult: api.saliency(tiny_pair, dataset="sentiment_plain", method="gradient_x_input",
+                                                limit=3),
+        api.ProjectionResult: api.project(tiny_pair, "sentiment_plain", method="pca", layer=-1, pooling="cls",
+                                          limit=12),
     }
     for cls, res in answers.items():
         assert type(res) is cls

@@ -24,7 +24,7 @@ ODD = [
 def test_odd_unicode_gets_a_result(tiny_pair, text):
     res = api.predict(tiny_pair, text)
     assert len(res["models"]) == 2
-    sal = api.saliency(tiny_pair, text, None, "gradient_x_input")
+    sal = api.saliency(tiny_pair, text, None, method="gradient_x_input")
     words = [w.text for w in split_words(text.replace("\x00", " "))]
     for m in sal["maps"]:
         assert m["words"] == words
@@ -46,20 +46,20 @@ def test_bad_text_has_a_clear_message(tiny_pair, text, msg):
                                        ("1e-9", "tolerance: 1e-09 is below this server's smallest, 1e-07")])
 def test_bad_ig_tolerance_is_named(tiny_pair, value, msg):
     with pytest.raises(LensError, match=msg):
-        api.saliency(tiny_pair, "a fine film", None, "integrated_gradients", None, value)
+        api.saliency(tiny_pair, "a fine film", None, method="integrated_gradients", target=None, tolerance=value)
 
 
 def test_ig_tolerance_is_used(tiny_pair):
     """A tighter tolerance buys more steps and a delta within it (on this tiny model the loose one's is already at
     float32 rounding, ~1e-9, so the tight one is no larger beyond rounding); other methods ignore it."""
-    loose = api.saliency(
-        tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, "1e-2"
-    )
-    tight = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, "integrated_gradients", None, 1e-6)
+    loose = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, method="integrated_gradients",
+                         target=None, tolerance="1e-2")
+    tight = api.saliency(tiny_pair, "a gorgeous , witty , seductive movie .", None, method="integrated_gradients",
+                         target=None, tolerance=1e-6)
     for lo, ti in zip(loose["maps"], tight["maps"]):
         assert lo["delta"] <= 1e-2 and (ti["delta"] <= 1e-6 or "exceeds 1e-06" in ti["note"])
         assert ti["n_steps"] > lo["n_steps"] and ti["delta"] <= lo["delta"] + 1e-8
-    gxi = api.saliency(tiny_pair, "a fine film", None, "gradient_x_input", None, "1e-6")
+    gxi = api.saliency(tiny_pair, "a fine film", None, method="gradient_x_input", target=None, tolerance="1e-6")
     assert all(m["delta"] is None for m in gxi["maps"])
 
 
@@ -77,11 +77,11 @@ def test_malformed_and_binary_dataset_files(tiny_pair, tmp_path):
     p = tmp_path / "bin.csv"
     p.write_bytes(b"text,label\n\xff\xfe\x00\x01,1\n")
     with pytest.raises(LensError, match="bin.csv, line 2: not valid UTF-8"):
-        api.project(tiny_pair, str(p), "pca")
+        api.project(tiny_pair, str(p), method="pca")
     blank = tmp_path / "blank.csv"
     blank.write_text("text,label\ngood,positive\n\"  \",negative\n")
     with pytest.raises(LensError, match="blank.csv, line 3: column 'text' is empty; remove the row"):
-        api.project(tiny_pair, str(blank), "pca")
+        api.project(tiny_pair, str(blank), method="pca")
     blank.write_text('{"text": "good"}\n{"text": "\\u200b"}\n')
     blank = blank.rename(tmp_path / "blank.jsonl")
     with pytest.raises(
@@ -165,12 +165,12 @@ def test_a_lone_surrogate_is_refused_with_its_place_on_every_text_endpoint(tiny_
 
     run = {
         "predict": lambda: api.predict(tiny_pair, LONE),
-        "saliency": lambda: api.saliency(tiny_pair, LONE, None, "gradient_x_input"),
+        "saliency": lambda: api.saliency(tiny_pair, LONE, None, method="gradient_x_input"),
         "attention": lambda: api.attention(tiny_pair, LONE),
         "counterfactual": lambda: api.counterfactual(tiny_pair, LONE, replacements="good -> fine"),
         "replacements": lambda: api.counterfactual(tiny_pair, "a good film", replacements="good -> \udfff"),
         "facts": lambda: api.facts(tiny_pair, [LONE]),
-        "attack": lambda: api.attack(tiny_pair, "deepwordbug", LONE, label="positive"),
+        "attack": lambda: api.attack(tiny_pair, LONE, recipe="deepwordbug", label="positive"),
     }[call]
     where = r"U\+DFFF\) at character 9" if call == "replacements" else r"U\+D800\) at character 6"
     field = "replacements" if call == "replacements" else "'sentence'"

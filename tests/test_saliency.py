@@ -298,7 +298,7 @@ def test_output_is_checked_and_reported_by_the_api(tiny_pair):
     res = api.saliency(tiny_pair, "a fine film", method="occlusion", output="logit")
     assert res["output"] == "logit" and all(m["output"] == "logit" for m in res["maps"])
     assert api.saliency(tiny_pair, "a fine film", method="occlusion")["output"] == "prob"
-    over = api.saliency_dataset(tiny_pair, "sentiment_plain", "occlusion", 3, output="logit")
+    over = api.saliency(tiny_pair, dataset="sentiment_plain", method="occlusion", limit=3, output="logit")
     exs = api.resolve_dataset(tiny_pair, "sentiment_plain", 3).examples
     direct = explain(tiny_pair.models, exs[0], "occlusion", output="logit")
     assert over["output"] == "logit" and over["examples"][0]["top_words"][0] == top_words(direct["maps"][0])

@@ -97,7 +97,7 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
     from app import cli
     from app.core import api
 
-    res = api.similarity(offline_pair, "sentiment_plain", 30, "mean", batch=10)
+    res = api.similarity(offline_pair, "sentiment_plain", limit=30, pooling="mean", batch=10)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 30).examples
     a, b = (embed_layers(clf, exs, pooling="mean") for clf in offline_pair.models)
     whole = layer_similarity(in_batches(a, b, batch_size=10))
@@ -106,7 +106,7 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
     assert res.batches == 3 and res.n == 30 and res.models == [m.name for m in offline_pair.models]
     # embedded in chunks of 8 minibatches (here 64 and 36 examples): the minibatches are still the dataset's own
     sst2 = str(shared("glue", "sst2", "dev.tsv"))
-    chunked = api.similarity(offline_pair, sst2, 100, "cls", batch=8)
+    chunked = api.similarity(offline_pair, sst2, limit=100, pooling="cls", batch=8)
     exs = api.resolve_dataset(offline_pair, sst2, 100).examples
     a, b = (embed_layers(clf, exs) for clf in offline_pair.models)
     whole = layer_similarity(in_batches(a, b, batch_size=8))
@@ -122,7 +122,7 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
     np.testing.assert_allclose(np.array(printed["cross"]["cka"], dtype=float),
                                np.array(res.cross["cka"], dtype=float), atol=1e-6)
     with pytest.raises(InputError, match="batch"):
-        api.similarity(offline_pair, "sentiment_plain", 30, batch=-3)
+        api.similarity(offline_pair, "sentiment_plain", limit=30, batch=-3)
 
 
 def test_word_rows_are_each_words_token_mean_and_both_models_read_the_same_words(offline_pair):
@@ -159,7 +159,7 @@ def test_word_pooling_through_the_facade_counts_words_and_is_refused_by_name_whe
     from app.core import api
     from app.core.alignment import split_words
 
-    res = api.similarity(offline_pair, "sentiment_plain", 24, "words", batch=32)
+    res = api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="words", batch=32)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 24).examples
     assert res.n == sum(len(split_words(t)) for ex in exs for t in ex.texts)  # short texts: every word read
     cross = np.array(res.cross["cka"], dtype=float)
@@ -167,4 +167,4 @@ def test_word_pooling_through_the_facade_counts_words_and_is_refused_by_name_whe
     # word vectors at the input are each model's word embedding: the same words, so related, not constant
     assert cross[0, 0] > 0.3
     with pytest.raises(InputError, match=r"pooling: 'tokens' is not one of \['cls', 'mean', 'words'\]"):
-        api.similarity(offline_pair, "sentiment_plain", 24, "tokens")
+        api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="tokens")

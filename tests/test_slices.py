@@ -130,7 +130,7 @@ def test_the_facade_tests_the_pairs_own_answers(tiny_pair):
     from app.core import api
 
     data = str(SHARED_DATA / "glue" / "sst2" / "dev.tsv")
-    res = api.slices(tiny_pair, data, 200, min_size=10, clusters=3, visitor=False)
+    res = api.slices(tiny_pair, data, limit=200, min_size=10, clusters=3, visitor=False)
     bench = api.benchmark(tiny_pair, data, 200, visitor=False)
     names = [m.name for m in tiny_pair.models]
     for m, row in zip(names, bench.models):
@@ -156,15 +156,15 @@ def test_the_facade_refuses_what_it_cannot_answer(tiny_pair, tmp_path):
 
     data = str(SHARED_DATA / "glue" / "sst2" / "dev.tsv")
     with pytest.raises(InputError, match="metric: 'f1' is not one of"):
-        api.slices(tiny_pair, data, 100, metric="f1")
+        api.slices(tiny_pair, data, limit=100, metric="f1")
     with pytest.raises(InputError, match="min_size: 2 is too small"):
-        api.slices(tiny_pair, data, 100, min_size=2)
+        api.slices(tiny_pair, data, limit=100, min_size=2)
     with pytest.raises(InputError, match="clusters: 30 is out of range; give a whole number from 0 to 20"):
-        api.slices(tiny_pair, data, 100, clusters=30)
+        api.slices(tiny_pair, data, limit=100, clusters=30)
     unlabelled = tmp_path / "texts.tsv"
     unlabelled.write_text("sentence\n" + "\n".join(f"text number {i}" for i in range(50)) + "\n")
     with pytest.raises(InputError, match="has no gold labels"):
-        api.slices(tiny_pair, str(unlabelled), 50, visitor=False)
+        api.slices(tiny_pair, str(unlabelled), limit=50, visitor=False)
 
 
 def test_the_command_line_prints_the_facades_answer(tiny_dirs, tiny_pair, capsys):
@@ -181,7 +181,7 @@ def test_the_command_line_prints_the_facades_answer(tiny_dirs, tiny_pair, capsys
     assert cli.main([*args, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got.pop("hardware")["device"] == "cpu"  # every --json names the device that answered
-    want = api.slices(tiny_pair, data, 120, "agreement", 10, 0, visitor=False).to_dict()
+    want = api.slices(tiny_pair, data, limit=120, metric="agreement", min_size=10, clusters=0, visitor=False).to_dict()
     assert got == json.loads(json.dumps(want))
     assert cli.main(args) == 0
     out = capsys.readouterr().out

@@ -127,9 +127,9 @@ def test_saliency_dataset_names_a_bad_method_and_is_capped_when_hosted(tiny_pair
     from app.core.errors import InputError
 
     with pytest.raises(InputError, match="method: 'shap' is not one of"):
-        api.saliency_dataset(tiny_pair, "sentiment_plain", "shap")
+        api.saliency(tiny_pair, dataset="sentiment_plain", method="shap")
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")  # each example is a full explanation by both models
-    res = api.saliency_dataset(tiny_pair, api.released_dev_set(tiny_pair), "gradient_norm", 500)
+    res = api.saliency(tiny_pair, dataset=api.released_dev_set(tiny_pair), method="gradient_norm", limit=500)
     assert res["n"] == api.limits()["max_saliency_examples"] == 50
 
 
@@ -313,7 +313,7 @@ def test_slices_api_answers_under_the_facades_names(client, tiny_pair):
 
     path = str(shared("glue", "sst2", "dev.tsv"))
     res, summary, plot, table = client.predict(path, None, 80, "agreement", 10, 0, api_name="/slices")
-    direct = api.slices(tiny_pair, path, 80, "agreement", 10, 0).to_dict()
+    direct = api.slices(tiny_pair, path, limit=80, metric="agreement", min_size=10, clusters=0).to_dict()
     assert res["metric"] == "agreement" and res["slices"] == direct["slices"]
     assert [row[0] for row in table["data"]] == [s["name"] for s in res["slices"]]
     with pytest.raises(AppError, match="min_size: 3 is too small"):

@@ -293,7 +293,7 @@ def test_inside_tab_handlers_show_the_facades_cka_and_attention(ctx, tiny_pair):
     from app.ui import inside
 
     res, summary, fig = inside.similarity(ctx, "sentiment_plain", 30, "mean")
-    direct = api.similarity(tiny_pair, "sentiment_plain", 30, "mean")
+    direct = api.similarity(tiny_pair, "sentiment_plain", limit=30, pooling="mean")
     assert res["cross"] == direct["cross"] and len(fig.axes) == 4  # three heatmaps and the colour bar
     assert summary.count("→") == sum(j is not None for j in res["best_b_for_a"])
     res, fig = inside.attention(ctx, "a fine film", None, -1, "0")
@@ -308,7 +308,7 @@ def test_slices_handler_shows_the_facades_slices(ctx, tiny_pair):
 
     path = str(shared("glue", "sst2", "dev.tsv"))
     res, summary, _, table = benchmark.slices(ctx, path, None, 120, "accuracy", 10, 0)
-    direct = api.slices(tiny_pair, path, 120, "accuracy", 10, 0).to_dict()
+    direct = api.slices(tiny_pair, path, limit=120, metric="accuracy", min_size=10, clusters=0).to_dict()
     assert res["slices"] == direct["slices"] and res["findings"] == direct["findings"]
     assert list(table["slice"]) == [s["name"] for s in res["slices"]]
     assert f"{res['candidates_tested']} candidate slices" in summary

@@ -180,8 +180,8 @@ def test_the_facade_in_a_worker_answers_as_here(tiny_pair, tmp_path, monkeypatch
         assert there["n"] == here["n"] == 10
         for a, b in zip(here["models"], there["models"]):
             assert a["accuracy"] == b["accuracy"]
-        sal_here = api.saliency(tiny_pair, "a fine film", None, "gradient_x_input")
-        sal_there = pools["batch"].call(api.saliency, tiny_pair, "a fine film", None, "gradient_x_input")
+        sal_here = api.saliency(tiny_pair, "a fine film", None, method="gradient_x_input")
+        sal_there = pools["batch"].call(api.saliency, tiny_pair, "a fine film", method="gradient_x_input")
         for a, b in zip(sal_here["maps"], sal_there["maps"]):
             assert a["words"] == b["words"]
             assert a["scores"] == pytest.approx(b["scores"], rel=1e-5, abs=1e-7)
@@ -217,7 +217,7 @@ def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatc
     try:
         client = gradio_client(url)
         res = client.predict("a fine film", "", "gradient_x_input", "predicted", api_name="/saliency")[0]
-        here = api.saliency(tiny_pair, "a fine film", "", "gradient_x_input", "predicted")
+        here = api.saliency(tiny_pair, "a fine film", "", method="gradient_x_input", target="predicted")
         for a, b in zip(here["maps"], res["maps"]):
             assert a["words"] == b["words"] and a["scores"] == pytest.approx(b["scores"], rel=1e-5, abs=1e-7)
         res = client.predict("sentiment_plain", handle_file(str(rows)), 10, api_name="/benchmark")[0]

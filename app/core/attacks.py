@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib.util
+import json
 import os
 import sys
 import threading
@@ -18,16 +19,21 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from . import jobs
 from .data import Example
+from .engine import Engine
 from .errors import AttackCancelled, AttackUnavailable, InputError
 from .inference import encode_one, predict, windowed
+from .inputs import dataset_of, example_from
 from .loading import Classifier, ModelHead
 from .offline import minilm_dir
+from .pair import Pair
+from .results import AttackResult
 from .runtime import cache_dir, hub_reachable, pos_tagger_available, wordnet_available
 from .significance import compare_events
 
@@ -559,3 +565,81 @@ def attack_batch(pair, batch: Sequence[Example], recipe: str, query_budget: int 
 
 
 attack_batch.combine = "rows"
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def run_attack(pair: Pair, text: str | None = None, text2: str | None = None, *, recipe: str, label: str, n: int,
+               query_budget: int, time_limit: float, dataset: str | None = None, cancel=None, progress=None,
+               engine: Engine | None = None, out: str | Path | None = None, visitor: bool = True) -> AttackResult:
+    """Attack one labelled input, or the first `n` labelled examples of a dataset, on both models. `out`: a
+    JSON-lines file of finished examples, kept and appended to as each one finishes (an interrupted run goes on
+    where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
+    if recipe not in RECIPES:
+        raise InputError(f"recipe: {str(recipe)[:60]!r} is not one of {sorted(RECIPES)}")
+    if dataset:
+        labelled = [e for e in dataset_of(pair, dataset, None, default=None, visitor=visitor).examples
+                    if e.label is not None]
+        if not labelled:
+            raise InputError("dataset: it has no gold labels, which an attack needs")
+        examples = labelled[:n]
+    else:
+        ex = example_from(pair, text, text2)
+        if not label:
+            raise InputError("label: choose the gold label of the input (the attack tries to move the models off it)")
+        if label not in (pair.task.labels or ()):
+            raise InputError(f"label: {str(label)[:40]!r} is not one of {list(pair.task.labels or ())}")
+        examples = [Example(ex.texts, label)]
+    out = Path(out) if out else None
+    if out is not None:  # `--out runs/tf.jsonl` in a fresh checkout: its folder is made, as --out folders are
+        out.parent.mkdir(parents=True, exist_ok=True)
+    done = finished_rows(out) if out is not None else {}
+    total = len(examples)
+    rows: list[dict] = list(done.values())
+
+    def on_result(row):
+        rows.append(row)
+        if out is not None:
+            with out.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
+        if progress:
+            progress(len(rows), total)
+
+    stopped: dict = {}
+    todo = [i for i in range(total) if i not in done]  # the engine's rows count from 0 over these
+    written: set[int] = set()
+
+    def on_row(row):  # in process each row as it finishes (the file is kept if the run is cut); on Ray per batch
+        row = row | {"index": todo[row["index"]]}
+        written.add(row["index"])
+        on_result(row)
+
+    if todo:
+        for row in (engine or Engine()).run(
+                pair, attack_batch, [examples[i] for i in todo],
+                params={"recipe": recipe, "query_budget": query_budget, "time_limit": time_limit},
+                hooks={"cancel": cancel, "on_row": on_row, "stopped": stopped}):
+            if todo[row["index"]] not in written:
+                on_row(row)
+    rows.sort(key=lambda r: r["index"])
+    heads = pair.heads  # a Ray driver reads labels and names, not weights
+    return AttackResult(recipe=recipe, models=[m.name for m in heads], examples=rows, stopped=stopped or None,
+                        resumed=len(done), settings={"n": n, "query_budget": query_budget, "time_limit": time_limit},
+                        summary=summarize(rows, heads), comparison=compare_success(rows, heads))
+
+
+def finished_rows(path: Path) -> dict[int, dict]:
+    """The examples an earlier run of the same attack finished, by index."""
+    if not path.is_file():
+        return {}
+    done = {}
+    for k, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                done[int(row["index"])] = row
+            except (ValueError, KeyError, TypeError, RecursionError):
+                raise InputError(f"out: {path}, line {k} is not a row this command wrote; move the file away "
+                                 "to start afresh") from None
+    return done

@@ -15,9 +15,13 @@ import torch
 from . import device as devices
 from . import jobs
 from .data import Example
+from .engine import Engine
 from .errors import InputError
 from .inference import cells, check_examples, encode_one, pad, tokenize
+from .inputs import dataset_of, example_from
 from .loading import Classifier, eager_attention
+from .pair import Pair
+from .results import AttentionResult, AttentionStatsResult
 
 
 def units(clf: Classifier, example: Example) -> tuple[list[str], list[int], torch.Tensor]:
@@ -176,3 +180,33 @@ def attention_stats_batch(pair, batch: list, progress=None) -> list[dict]:
 
 attention_stats_batch.combine = "whole"
 attention_stats_batch.reports_progress = True
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def run_attention(pair: Pair, text: str | None = None, text2: str | None = None, *, layer: int, head: int | None,
+                  dataset: str | None = None, limit: int | str | None = None, progress=None,
+                  engine: Engine | None = None, visitor: bool = True) -> AttentionResult | AttentionStatsResult:
+    """Both models' attention on one input at one layer, over words (so the two tokenizers compare): one head's
+    map or, with no head, the mean of the layer's heads; every head's map beside it. `progress`: models done.
+    With `dataset`: per layer and head of both models over its first `limit` examples, attention entropy, the
+    share on [CLS], [SEP] and punctuation, and the change from the layer before (`attention_stats`); on a Ray
+    `engine`, on one of its workers."""
+    if dataset is not None:
+        if text:
+            raise InputError("text: give either an input or a dataset, not both")
+        ds = dataset_of(pair, dataset, limit, default=200, visitor=visitor)
+        models = (engine or Engine()).run(pair, attention_stats_batch, ds.examples, progress=progress)
+        return AttentionStatsResult(dataset=ds.name, n=len(ds), models=models)
+    ex = example_from(pair, text, text2)
+    models = []
+    for clf in pair.models:
+        w = word_attention(clf, ex)
+        top = w["maps"].shape[0]
+        number, m = pick(w["maps"], min(layer, top) if layer > 0 else layer, head)
+        models.append({"model": clf.name, "units": w["units"], "layer": number, "map": m.tolist(),
+                       "heads": w["maps"][number - 1].tolist()})
+        if progress:
+            progress(len(models), len(pair.models))
+    return AttentionResult(fields=list(pair.task.fields), layer=layer, head=head, models=models)

@@ -103,13 +103,14 @@ class Capability:
 
     name: str
     help: str
-    job: str | Callable  # "module:function" (imported on first use) or the engine job itself
+    job: str | Callable | None = None  # "module:function" (imported on first use) or the engine job itself
     options: tuple[Option, ...] = ()
     inputs: str = "text"  # "text": one input (text, text2); "dataset": a dataset's first `limit` examples
     needs_gradients: bool = False  # run on the pair's fp32 twin (`Pair.fp32`), whatever its batch precision
-    # "module:function": a facade function that answers the capability itself (its answer takes more than one
-    # job: maps and their faithfulness, a projection and its alignment). It checks its options against this
-    # declaration (`Capability.check`), once; its front ends are generated from the declaration like any other's.
+    # "module:function", beside its technique: answers the capability itself where its answer takes more than one
+    # engine job (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with
+    # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
+    # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
     runner: str | None = None
     # "module:Class": the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON)
     result: str = "app.core.results:CapabilityResult"
@@ -120,6 +121,8 @@ class Capability:
             raise ValueError(f"capability {self.name!r}: a name must be a Python identifier")
         if self.inputs not in INPUTS:
             raise ValueError(f"capability {self.name!r}: inputs must be one of {INPUTS}")
+        if (self.job is None) == (self.runner is None):
+            raise ValueError(f"capability {self.name!r}: give an engine job or a runner, one of the two")
         names = [o.name for o in self.options]
         if len(set(names)) != len(names) or RESERVED & set(names):
             raise ValueError(f"capability {self.name!r}: options {names} repeat a name or take one of "
@@ -203,8 +206,26 @@ POOLINGS = ("cls", "mean")
 LAYER_POOLINGS = (*POOLINGS, "words")
 SLICE_METRICS = ("accuracy", "agreement")
 
+def class_name_or_index(name: str, value) -> str | int:
+    """A class to explain: its label's name (text, held to the server's length) or its index (a whole number, as
+    scripts pass it; `inference.class_index` checks it against the model's classes)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise InputError(f"{name}: expected a label's name or a class index, got {type(value).__name__}")
+    check_length(name, value, limits()["max_chars"])
+    return value
+
+
+def head_or_mean(name: str, value) -> int | None:
+    """An attention head from 0, or none ("", "mean", nothing): the mean of the layer's heads."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "mean")):
+        return None
+    return integer(name, value, low=0, high=1000)
+
+
 _TARGET = Option("target", str, "", "the class both models explain (empty or 'predicted': the first model's "
-                 "prediction)")
+                 "prediction)", validator=class_name_or_index)
 _TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this "
                     "server's smallest to 1)", validator=tolerance)
 _OUTPUT = Option("output", str, "prob", "what is explained: the class's probability, or its logit, which a "
@@ -212,18 +233,18 @@ _OUTPUT = Option("output", str, "prob", "what is explained: the class's probabil
 
 register(Capability(
     "saliency", "Per-word saliency of both models, aligned, with faithfulness and agreement.",
-    "app.core.explanation:explain_batch", runner="app.core.api:saliency",
-    result="app.core.results:SaliencyResult", needs_gradients=True, options=(
-        Option("method", str, "integrated_gradients", "the attribution method", choices=tuple(SALIENCY_METHODS)),
+    runner="app.core.explanation:run_saliency",
+    result="app.core.results:SaliencyResult", inputs="either", needs_gradients=True, options=(
+        # the methods as registered now (`saliency.register` adds one from its class alone)
+        Option("method", str, "integrated_gradients", "the attribution method", choices=SALIENCY_METHODS.keys()),
         _TARGET, _TOLERANCE, _OUTPUT)))
 register(Capability(
     "saliency_methods", "Every saliency method on one input, each map with its faithfulness: where the methods "
-    "agree on a model's reasons, and which to trust.", "app.core.explanation:explain_batch",
-    runner="app.core.api:saliency_methods",
+    "agree on a model's reasons, and which to trust.", runner="app.core.explanation:run_saliency_methods",
     result="app.core.results:SaliencyMethodsResult", needs_gradients=True, options=(_TARGET, _TOLERANCE, _OUTPUT)))
 register(Capability(
     "counterfactual", "Edit an input (or every example of a dataset) and compare both models before and after.",
-    "app.core.counterfactuals:flip_rate", runner="app.core.api:counterfactual",
+    runner="app.core.counterfactuals:run_counterfactual",
     result="app.core.results:CounterfactualResult", inputs="either",
     needs_gradients=True, options=(
         Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
@@ -233,28 +254,29 @@ register(Capability(
                "dataset_flip_rate)"))))
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
-    "app.core.projection:vectors_batch", runner="app.core.api:project",
+    runner="app.core.projection:run_project",
     result="app.core.results:ProjectionResult", inputs="dataset", options=(
         Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
         Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
         Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))))
 register(Capability(
     "similarity", "Linear CKA between every layer of the two models, in bounded memory.",
-    "app.core.similarity:similarity_batch", runner="app.core.api:similarity",
+    runner="app.core.similarity:run_similarity",
     result="app.core.results:SimilarityResult", inputs="dataset", options=(
         Option("pooling", str, "cls", "a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' "
                "mean)", choices=LAYER_POOLINGS),
         Option("batch", int, 128, "rows per minibatch of the unbiased estimator", high=1024, clamp=True))))
 register(Capability(
-    "attention", "Both models' attention on one input, word to word, at one layer.",
-    "app.core.attention:word_attention", runner="app.core.api:attention",
-    result="app.core.results:AttentionResult", options=(
+    "attention", "Both models' attention on one input, word to word, at one layer (over a dataset: per layer and "
+    "head, entropy and the share on [CLS], [SEP] and punctuation).",
+    runner="app.core.attention:run_attention",
+    result="app.core.results:AttentionResult", inputs="either", options=(
         Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
         Option("head", int, None, "one head (from 0); not given: the mean of the layer's heads", low=0, high=1000,
-               optional=True))))
+               optional=True, validator=head_or_mean))))
 register(Capability(
     "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
-    "fool the other.", "app.core.attacks:attack_batch", runner="app.core.api:attack",
+    "fool the other.", runner="app.core.attacks:run_attack",
     result="app.core.results:AttackResult", inputs="either", options=(
         Option("recipe", str, "deepwordbug", "the TextAttack recipe (deepwordbug, pruthi, input-reduction, pwws, "
                "leap, textfooler-offline, ...)"),
@@ -264,15 +286,14 @@ register(Capability(
         Option("time_limit", float, 30.0, "seconds per example and model", low=0, cap="max_attack_seconds"))))
 register(Capability(
     "checklist", "A released CheckList suite on both models, test by test, with the paired difference.",
-    "app.core.inference:logits_batch", runner="app.core.api:checklist",
+    runner="app.core.checklist:run_checklist",
     result="app.core.results:ChecklistResult", inputs="dataset", options=(
         Option("suite", str, "", "a CheckList suite export (*_suite.json.gz) or a released suite's name"),
         Option("sample", int, 20, "cases per test, the release's run_idxs first (at most this server's cap)",
                cap="max_checklist_sample"))))
 register(Capability(
     "slices", "Slices of a labelled dataset (by length, negation, overlap, embedding cluster ...) where the two "
-    "models differ, tested with a false-discovery rate over them all.", "app.core.slices:slices_batch",
-    runner="app.core.api:slices",
+    "models differ, tested with a false-discovery rate over them all.", runner="app.core.slices:run_slices",
     result="app.core.results:SlicesResult", inputs="dataset", options=(
         Option("metric", str, "accuracy", "accuracy: McNemar's test on the examples one model gets right; "
                "agreement: Fisher's test of the slice's disagreements against the rest's", choices=SLICE_METRICS),

@@ -20,10 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
+from . import views
 from .data import DataError, Example, TooManyDigits, blank_reason, check_file, short_int
+from .engine import Engine
 from .errors import InputError
-from .inference import predict
+from .inference import from_logits, logits_batch, predict
 from .loading import ModelHead
+from .pair import Pair
+from .policy import limits, readable
+from .results import ChecklistResult
 from .runtime import SHARED_DATA
 from .significance import holm, mcnemar_exact
 
@@ -567,3 +572,43 @@ def differing_tests(results: list[TestResult], alpha: float = 0.05) -> list[Test
 
 def to_dict(results: list[TestResult]) -> list[dict]:
     return [r.__dict__ for r in results]
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def released_suites(pair) -> dict[str, str]:
+    """The released CheckList suites the pair's models answer, by name."""
+    return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
+
+
+def run_checklist(pair: Pair, *, suite: str, sample: int, progress=None, engine: Engine | None = None,
+                  visitor: bool = True) -> ChecklistResult:
+    """A released CheckList suite (a path to its JSON export, or a released suite's name) on both models; with a
+    Ray `engine` the suite's inputs are predicted on its workers. `visitor=False`: the operator's suite (the CLI,
+    the report): read wherever it is, its cases and sample not held to a visitor's caps."""
+    if not suite:
+        raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
+    suite = released_suites(pair).get(suite, suite)
+    s = load_suite(readable(suite, "suite") if visitor else suite, max_chars=limits()["max_chars"] if visitor else None)
+    heads = pair.heads  # a Ray driver needs labels, not weights
+
+    def probabilities(inputs):  # each distinct input once per model, in process or on the engine's workers
+        logits = (engine or Engine()).run(pair, logits_batch, inputs, params={"validate": False, "batch_size": 64},
+                                          progress=progress)
+        return [from_logits(clf, lg).probs for clf, lg in zip(heads, logits)]
+
+    results = run_suite(s, heads, sample=sample, progress=progress, probabilities=probabilities)
+    names = [m.name for m in heads]
+    rates_by = {}
+    for cap_name, tests in by_capability(results).items():
+        rates_by[cap_name] = {}
+        for k, n in enumerate(names):
+            rates = [t.results[k]["fail_rate"] for t in tests if t.results[k]["fail_rate"] is not None]
+            rates_by[cap_name][n] = float(sum(rates) / len(rates)) if rates else None
+    tests = to_dict(results)
+    # the table and the verdict in words, as the front ends show them (`views`), kept in the JSON for scripts
+    return ChecklistResult(suite=s.name, kind=s.kind, sample=sample, models=names, tests=tests, capabilities=rates_by,
+                           markdown=views.checklist_table_markdown(tests, names),
+                           differing=[t.name for t in differing_tests(results)],
+                           summary=views.checklist_summary(tests, names))

@@ -17,11 +17,16 @@ import torch
 
 from . import jobs, meaning
 from .alignment import edit_texts, split_words
-from .data import Example
+from .capabilities import DATASET_GENERATORS, GENERATORS
+from .data import Example, surrogate_reason
 from .errors import InputError, WordNetMissing
 from .gradients import input_gradients
 from .inference import predict, windowed
+from .inputs import dataset_of, example_from
 from .loading import Classifier
+from .pair import Pair
+from .policy import limits
+from .results import CounterfactualResult
 from .saliency import Occlusion
 from .significance import compare_events
 
@@ -410,3 +415,73 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
         out["comparison"] = compare_events(kept[:, 0], kept[:, 1], groups, metric="flip rate",
                                            group_name="examples")
     return out
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def _replaced(models, ex: Example, replacements: str) -> CounterfactualResult:
+    pairs = parse_pairs(replacements)
+    changes = [word_replacement(models, ex, pairs).to_dict()]
+    if not changes[0]["edits"]:
+        raise InputError(f"replacements: none of {list(pairs)} occurs in the input")
+    return CounterfactualResult("word_replacement", [m.name for m in models], changes)
+
+
+def _swapped(kind: str):
+    def swaps(models, ex: Example, replacements: str) -> CounterfactualResult:
+        changes = [c.to_dict() for c in wordnet_swaps(models, ex, kind)]
+        if not changes:
+            raise InputError(f"text: WordNet offers no {kind} for its words (function words and inflected forms "
+                             "such as 'takes' or 'cities' are not swapped)")
+        return CounterfactualResult(f"wordnet_{kind}", [m.name for m in models], changes)
+
+    return swaps
+
+
+def _searched(name: str, search, edits):
+    """A generator that searches each model on its own (`search(clf, ex)`), then scores every edit it found on both
+    models; `edits(found)`: the (old, new) pairs of one model's search."""
+    def run(models, ex: Example, replacements: str) -> CounterfactualResult:
+        per_model = [search(clf, ex) for clf in models]
+        changes = [compare(models, ex, Example(r["edited"]), edits(r), f"{name} ({r['model']})").to_dict()
+                   for r in per_model if r.get("edited")]
+        return CounterfactualResult(name, [m.name for m in models], changes, per_model)
+
+    return run
+
+
+# one input's generators, by their declared names (`capabilities.GENERATORS`); the dataset_* ones are
+# `DATASET_GENERATORS`, answered by `flip_rate` with the edit each names
+ONE_INPUT = {
+    "word_replacement": _replaced,
+    "wordnet_synonym": _swapped("synonym"),
+    "wordnet_antonym": _swapped("antonym"),
+    "ablation_flip": _searched("ablation_flip", ablation_flip, lambda r: [(w, "") for w in r["removed"]]),
+    "hotflip": _searched("hotflip", hotflip, lambda r: [r["swap"]]),
+}
+if set(ONE_INPUT) | set(DATASET_GENERATORS) != set(GENERATORS):
+    raise ImportError(f"counterfactual generators declared and answered differ: {GENERATORS} against "
+                      f"{sorted(ONE_INPUT)} + {sorted(DATASET_GENERATORS)}")
+
+
+def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = None, *, generator: str,
+                       replacements: str, dataset: str | None = None, limit: int | str | None = None,
+                       progress=None, visitor: bool = True) -> CounterfactualResult:
+    """One input edited by `generator` and both models compared before and after; a dataset_* generator edits
+    every example of `dataset` (its first `limit`; none: the shipped examples) and compares the models' flip rates."""
+    if (why := surrogate_reason(replacements)) is not None:
+        raise InputError(f"replacements: {why}")
+    if generator in DATASET_GENERATORS:
+        ds = dataset_of(pair, dataset, limit, default=None, visitor=visitor)
+        edits = DATASET_GENERATORS[generator]
+        pairs = parse_pairs(replacements) if edits == "word_replacement" else None
+        res = flip_rate(pair.models, ds.examples, pairs, progress, edits=edits,
+                        per_example=limits()["swaps_per_example"])
+        if not res["changed"]:
+            what = f"none of {list(pairs)} occurs" if pairs is not None else "WordNet offers no swap"
+            field = "replacements" if pairs is not None else "dataset"
+            raise InputError(f"{field}: {what} in the {len(ds)} examples of {ds.name}")
+        return CounterfactualResult.of(res, generator=generator, dataset=ds.name,
+                                       models=[m.name for m in pair.models])
+    return ONE_INPUT[generator](pair.models, example_from(pair, text, text2), replacements)

@@ -9,9 +9,14 @@ import numpy as np
 
 from . import jobs
 from .data import Example
+from .engine import Engine
 from .errors import InputError
 from .faithfulness import agreement, faithfulness, shuffled, top_words
+from .inputs import dataset_of, example_from
 from .loading import Classifier
+from .pair import Pair
+from .policy import limits
+from .results import SaliencyDatasetResult, SaliencyMethodsResult, SaliencyResult
 from .saliency import METHODS, WordSaliency, method
 from .significance import compare_means, mean_interval
 
@@ -107,3 +112,58 @@ def explain_batch(pair, batch, method: str = "integrated_gradients", progress=No
 
 explain_batch.combine = "whole"
 explain_batch.reports_progress = True
+
+
+# ------------------------------------------------------------------ the capabilities' runners (`api.run` calls them)
+
+
+def asked_class(target: int | str) -> int | str | None:
+    """The class a request asks to explain: a class index as given, a label's name, or none ("" or "predicted":
+    the first model's prediction)."""
+    return None if target in ("", "predicted") else target
+
+
+def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, *, method: str, target: int | str,
+                 tolerance: float, output: str, dataset: str | None = None, limit: int | str | None = None,
+                 progress=None, engine: Engine | None = None,
+                 visitor: bool = True) -> SaliencyResult | SaliencyDatasetResult:
+    """Per-word maps of both models on one input; with `dataset`, over its first `limit` examples
+    (`explain_dataset`: faithfulness per model against a random ranking, the paired comparison of the two and the
+    models' agreement), on a Ray `engine`'s worker where one is given."""
+    settings = METHODS[method].settings({"tolerance": tolerance, "output": output}, limits())
+    if dataset is not None:
+        if text:
+            raise InputError("text: give either an input or a dataset, not both")
+        ds = dataset_of(pair, dataset, limit, default=50, visitor=visitor, cap="max_saliency_examples")
+        res = (engine or Engine()).run(pair, explain_batch, ds.examples, params={"method": method, **settings},
+                                       progress=progress)
+        return SaliencyDatasetResult.of(res, dataset=ds.name, output=settings["output"])
+    ex = example_from(pair, text, text2)
+    out = explain(pair.models, ex, method, asked_class(target), **settings)
+    return SaliencyResult(method=method, output=settings["output"], fields=list(pair.task.fields),
+                          maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
+                          agreement=out["agreement"], agreement_label=out["agreement_label"],
+                          signed=METHODS[method].signed)
+
+
+def run_saliency_methods(pair: Pair, text: str | None = None, text2: str | None = None, *, target: int | str,
+                         tolerance: float, output: str, progress=None) -> SaliencyMethodsResult:
+    """Every method on one input, both models explaining one class (the first model's prediction, or `target`),
+    with each map's faithfulness: where the methods agree on a model's reasons, and which to trust.
+    `progress`: methods done."""
+    ex = example_from(pair, text, text2)
+    tgt = asked_class(target)
+    rows, agreed, words, label, explained = [], {}, [], None, "prob"
+    for name in sorted(METHODS):
+        settings = METHODS[name].settings({"tolerance": tolerance, "output": output}, limits())
+        out = explain(pair.models, ex, name, tgt if tgt is not None else label, **settings)
+        label = out["maps"][0].target_label  # the first method's class, asked of every later one
+        words, explained = out["maps"][0].words, settings["output"]
+        agreed[name] = out["agreement"]
+        rows += [{"method": name, "model": m.model, "scores": m.scores, "unread": m.unread,
+                  "comprehensiveness": f["comprehensiveness"], "sufficiency": f["sufficiency"],
+                  "seconds": m.seconds, "delta": m.delta} for m, f in zip(out["maps"], out["faithfulness"])]
+        if progress:
+            progress(len(agreed), len(METHODS))
+    return SaliencyMethodsResult(fields=list(pair.task.fields), words=words, target_label=label, output=explained,
+                                 rows=rows, agreement=agreed)

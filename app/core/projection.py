@@ -20,12 +20,16 @@ from pathlib import Path
 import numpy as np
 
 from .capabilities import PROJECTIONS
-from .data import Example
+from .data import Dataset, Example
 from .embeddings import embed, embed_and_predict
+from .engine import Engine
 from .errors import InputError
 from .inference import Prediction, from_logits, predict
+from .inputs import dataset_of
 from .loading import Classifier, ModelHead
+from .pair import Pair
 from .policy import integer
+from .results import ProjectionResult
 from .runtime import cache_dir
 
 METHODS = PROJECTIONS  # as the capability declares them
@@ -372,3 +376,32 @@ def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Se
                          **{f"{m.name} prediction": lab[i] for m, lab in zip(models, labels)},
                          "models": "disagree" if len({lab[i] for lab in labels}) > 1 else "agree"})
     return rows
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def run_project(pair: Pair, *, method: str, layer: int, pooling: str, dataset: str | None = None,
+                limit: int | str | None = None, progress=None, engine: Engine | None = None,
+                visitor: bool = True) -> ProjectionResult:
+    """Both models' sentence embeddings projected to 2-D and aligned, with how far their neighbourhoods agree;
+    on a Ray `engine` the predictions and embeddings are computed on its workers (the driver holds no weights).
+    The layer is checked again where the weights are, before any forward pass (`vectors_batch`)."""
+    ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
+    heads = pair.heads  # a Ray driver reads labels and names, not weights
+    had = [in_cache(h, ds.examples, layer, pooling) for h in heads]
+    arrays = (engine or Engine()).run(pair, vectors_batch, ds.examples, params={"layer": layer, "pooling": pooling},
+                                      progress=progress)
+    preds = [from_logits(h, lg) for h, lg in zip(heads, arrays[:2])]
+    proj = project_pair(heads, ds.examples, method=method, layer=layer, pooling=pooling,
+                        compute=lambda exs: arrays[2:])
+    proj.embeddings_cached = had  # whether each model's vectors were on disk before this request
+    return projection_result(heads, ds, proj, preds)
+
+
+def projection_result(models, ds: Dataset, proj: Projection, preds) -> ProjectionResult:
+    return ProjectionResult(
+        dataset=ds.name, n=len(ds), method=proj.method, layer=proj.layer, pooling=proj.pooling,
+        knn_overlap=proj.knn_overlap, k=proj.k, knn_chance=knn_chance(len(ds), proj.k),
+        procrustes_disparity=proj.disparity, embeddings_cached=proj.embeddings_cached,
+        points=projection_table(proj, models, ds.examples, preds), texts=[list(e.texts) for e in ds.examples])

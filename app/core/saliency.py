@@ -104,8 +104,23 @@ def target_outputs(clf: Classifier, examples: list[Example], target: int, output
 
 
 class Method:
+    """A saliency method: `attribute(example, target)` gives each word's score. A method is declared by its class
+    (what it is called and shown as, whether its scores have a sign, LIT's implementation of it, the request's
+    options it reads and what it takes from this server's caps) and its line in `capabilities.SALIENCY_METHODS`;
+    every front end reads these (docs/architecture.md)."""
+
     name = "method"
+    label = "method"  # its name for people: the app's menus, the CLI's text, the report
     signed = True  # scores say for (+) or against (-) the class; False: how sensitive, whatever the direction
+    lit_name: str | None = None  # LIT's own implementation of the method, served under this name; None: LIT serves
+    # ours (`lit_models.server`)
+    options: tuple[str, ...] = ()  # the saliency capability's options it reads besides `output`
+
+    @classmethod
+    def settings(cls, request: dict, caps: dict) -> dict:
+        """The keywords the method is built with for a checked request (`request`: the capability's options)
+        on this server (`caps`: `policy.limits()`)."""
+        return {"output": request["output"], **{name: request[name] for name in cls.options}}
 
     def __init__(self, clf: Classifier, output: str = "prob"):
         self.clf = clf
@@ -156,7 +171,9 @@ class GradientNorm(_GradientMethod):
     """L2 norm of the gradient per token, summed per word and normalised to 1 (unsigned: how sensitive)."""
 
     name = "gradient_norm"
+    label = "gradient norm"
     signed = False
+    lit_name = "Grad L2 Norm"
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
         g = self.gradients(example, enc, al, tgt, ctx)
@@ -172,6 +189,8 @@ class GradientXInput(_GradientMethod):
     """Gradient dot input embedding per token, summed per word (signed)."""
 
     name = "gradient_x_input"
+    label = "gradient × input"
+    lit_name = "Grad ⋅ Input"
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
         g = self.gradients(example, enc, al, tgt, ctx)
@@ -193,8 +212,15 @@ class IntegratedGradients(Method):
     (tests/test_saliency.py)."""
 
     name = "integrated_gradients"
+    label = "integrated gradients"
+    lit_name = "Integrated Gradients"
+    options = ("tolerance",)
     ROW_TOKENS = 8192  # rows x tokens per forward/backward chunk: bounds memory on long inputs
     RULES = ("transplanted", "gauss_legendre")
+
+    @classmethod
+    def settings(cls, request: dict, caps: dict) -> dict:
+        return {**super().settings(request, caps), "max_steps": caps["max_ig_steps"]}
 
     def __init__(self, clf: Classifier, tolerance: float = 1e-3, start_steps: int | None = None,
                  max_steps: int = 256, rule: str = "transplanted", output: str = "prob"):
@@ -305,6 +331,7 @@ class Occlusion(Method):
     """The target's probability (or logit) minus the same with the word removed from the text."""
 
     name = "occlusion"
+    label = "occlusion"
 
     def _attribute(self, example, enc, al, tgt, ctx=None):
         seen = al.seen  # removing a word the model never read (cut, or dropped by the tokenizer) changes nothing
@@ -320,8 +347,15 @@ class Lime(Method):
     """Captum's LIME over word presence: samples remove random word subsets, a ridge model fits their effect."""
 
     name = "lime"
+    label = "LIME"
+    lit_name = "LIME"
+    SAMPLES = 256  # perturbed inputs a map is fitted to, at most this server's cap
 
-    def __init__(self, clf: Classifier, n_samples: int = 256, seed: int = 0, output: str = "prob"):
+    @classmethod
+    def settings(cls, request: dict, caps: dict) -> dict:
+        return {**super().settings(request, caps), "n_samples": min(cls.SAMPLES, caps["max_lime_samples"])}
+
+    def __init__(self, clf: Classifier, n_samples: int = SAMPLES, seed: int = 0, output: str = "prob"):
         super().__init__(clf, output)
         self.n_samples, self.seed = n_samples, seed
 
@@ -351,10 +385,28 @@ class Lime(Method):
 
 
 # the methods as the capabilities' catalogue declares them (`capabilities.SALIENCY_METHODS`): a method is its class
-# plus its line there
+# plus its line there, or its class and `register`
 METHODS: dict[str, type[Method]] = {name: resolve(path) for name, path in SALIENCY_METHODS.items()}
 if any(cls.name != name for name, cls in METHODS.items()):
     raise ImportError(f"saliency methods declared under another name than their own: {METHODS}")
+
+
+def register(cls: type[Method]) -> type[Method]:
+    """A saliency method from its class alone: the saliency capability offers it from now on, so every front end
+    built afterwards does too (the CLI's --method, the app's menu and gradio_client, LIT: under `cls.lit_name`
+    where LIT has its own implementation, else ours)."""
+    if not (isinstance(cls, type) and issubclass(cls, Method)) or not cls.name.isidentifier():
+        raise ValueError(f"saliency method {cls!r}: a Method subclass whose name is an identifier")
+    if METHODS.get(cls.name, cls) is not cls:
+        raise ValueError(f"saliency method {cls.name!r} is declared already")
+    SALIENCY_METHODS[cls.name] = cls
+    METHODS[cls.name] = cls
+    return cls
+
+
+def unregister(name: str) -> None:
+    SALIENCY_METHODS.pop(name, None)
+    METHODS.pop(name, None)
 
 
 def check_method(name: str) -> None:

@@ -15,7 +15,11 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from .engine import Engine
 from .errors import InputError
+from .inputs import dataset_of
+from .pair import Pair
+from .results import SimilarityResult
 
 # a layer whose centred vectors are this small a share of the vectors themselves is constant across examples
 # (float32 rounding of one vector repeated leaves ~1e-7)
@@ -212,3 +216,27 @@ def in_batches(a: np.ndarray, b: np.ndarray, batch_size: int = 128):
 def _plain(m: np.ndarray) -> list[list[float | None]]:
     """A matrix for JSON: undefined cells (NaN) as None."""
     return [[None if np.isnan(v) else float(v) for v in row] for row in np.asarray(m, dtype=np.float64)]
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def run_similarity(pair: Pair, *, pooling: str, batch: int, dataset: str | None = None,
+                   limit: int | str | None = None, progress=None, engine: Engine | None = None,
+                   visitor: bool = True) -> SimilarityResult:
+    """Linear CKA of every layer of the first model against every layer of the second (and each against
+    itself) on a dataset, streamed in minibatches of `batch` rows: memory is one batch's, however many
+    examples. Rows are sentence vectors ("cls", "mean") or words ("words": each word's tokens' mean, the words
+    both models read). On a Ray `engine` the batches run on its workers and only their statistics come back."""
+    ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
+    spans(len(ds), batch)  # at least 8 examples, before any work
+    params = {"pooling": pooling, "minibatch": batch}
+    # whole minibatches per engine batch, so the minibatches are the same in process and on Ray; in process
+    # sentences are embedded 8 minibatches at a time, sorted by length inside (one minibatch at a time padded
+    # each to its longest text: AG News took twice as long); the minibatches keep the dataset's order, so each
+    # is a random draw as the estimator needs. A minibatch of sentences is already ~20 minibatches of words.
+    per = batch * 8 if pooling != "words" else batch
+    eng = engine or Engine(batch_size=per)
+    rows = eng.run(pair, similarity_batch, ds.examples, params=params,
+                   batch_size=batch * max(1, min(eng.chunk(len(ds), pair.spec), per) // batch), progress=progress)
+    return SimilarityResult.of(summarise(rows), dataset=ds.name, pooling=pooling, models=[m.name for m in pair.heads])

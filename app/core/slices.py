@@ -24,8 +24,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .benchmark import check_labels
 from .capabilities import SLICE_METRICS
+from .engine import Engine
 from .errors import InputError
+from .inference import from_logits
+from .inputs import dataset_of
+from .pair import Pair
+from .results import SlicesResult
 from .significance import mcnemar_exact
 
 METRICS = SLICE_METRICS  # as the capability declares them
@@ -205,3 +211,41 @@ def slices_batch(pair, batch, embed: bool = False) -> list[np.ndarray]:
 
 
 slices_batch.combine = "concat"
+
+
+# ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
+
+
+def run_slices(pair: Pair, *, metric: str, min_size: int, clusters: int, dataset: str | None = None,
+               limit: int | str | None = None, progress=None, engine: Engine | None = None,
+               visitor: bool = True) -> SlicesResult:
+    """Where the two models differ on a labelled dataset: every candidate slice (words, bigrams, lengths, markers,
+    the gold label, clusters of either model's embeddings) tested for a paired difference in `metric`, with
+    Benjamini-Hochberg's q over all of them (`find`). Predictions (and the embeddings the clusters need) run
+    through the engine: in process, or on a Ray cluster's workers."""
+    if pair.task.is_regression:
+        raise InputError(f"slices: the {pair.task.name} task is a regression; slices compare classifiers' answers")
+    ds = dataset_of(pair, dataset, limit, default=1000 if visitor else None, visitor=visitor)
+    rows = [i + 1 for i, ex in enumerate(ds.examples) if ex.label is not None]  # the dataset's own row numbers
+    labelled = [ds.examples[r - 1] for r in rows]
+    if not labelled:
+        raise InputError(f"dataset: {ds.name} has no gold labels; slices compare the models' right answers")
+    gold_names = [ex.label for ex in labelled]
+    for clf in pair.heads:
+        check_labels(clf, gold_names)
+    arrays = (engine or Engine()).run(pair.spec, slices_batch, labelled, params={"embed": clusters > 0},
+                                      progress=progress)
+    heads = pair.heads
+    answers = [from_logits(clf, lg).predicted for clf, lg in zip(heads, arrays[:2])]
+    labels = list(heads[0].labels)
+    index = {name: k for k, name in enumerate(labels)}
+    embeddings = {m.name: a for m, a in zip(heads, arrays[2:])} if clusters else None
+    texts = [" / ".join(ex.texts) for ex in labelled]
+    found = find(texts, [index[g] for g in gold_names], [index[a] for a in answers[0]],
+                 [index.get(a, -1) for a in answers[1]], models=[m.name for m in heads], label_names=labels,
+                 metric=metric, min_size=min_size, embeddings=embeddings, clusters=clusters)
+    for s in found["slices"]:
+        s["examples"] = [list(labelled[i].texts) for i in s["indices"][:5]]
+        s["gold"] = [labelled[i].label for i in s["indices"][:5]]
+        s["rows"] = [rows[i] for i in s["indices"]]  # as the dataset numbers them: `slice_spec` runs other tabs on it
+    return SlicesResult(dataset=ds.name, **found)

@@ -623,8 +623,14 @@ def attack_views(res: dict, names: list[str], labels: list[str], shown: int = 0
     return summary, panels, pd.DataFrame(rows), bars
 
 
-METHOD_NAMES = {"gradient_norm": "gradient norm", "gradient_x_input": "gradient × input", "occlusion": "occlusion",
-                "lime": "LIME", "integrated_gradients": "integrated gradients"}
+def method_label(name: str) -> str:
+    """A saliency method's name for people, as its class gives it (`saliency.Method.label`)."""
+    from .saliency import METHODS  # deferred: the methods' classes carry their names; views stays light
+
+    found = METHODS.get(name)
+    return found.label if found is not None else name
+
+
 # the options' values as people read them (the controls' labels)
 OUTPUT_NAMES = {"prob": "probability", "logit": "logit"}
 POOLING_NAMES = {"cls": "[CLS]", "mean": "mean", "words": "words"}
@@ -648,7 +654,7 @@ def methods_table(res: dict) -> str:
     methods = list(dict.fromkeys(r["method"] for r in res["rows"]))
     models = list(dict.fromkeys(r["model"] for r in res["rows"]))
     by = {(r["model"], r["method"]): r for r in res["rows"]}
-    head = "".join(f"<th>{html.escape(METHOD_NAMES.get(m, m))}</th>" for m in methods)
+    head = "".join(f"<th>{html.escape(method_label(m))}</th>" for m in methods)
     tables = []
     for model in models:
         cols = []
@@ -669,7 +675,7 @@ def methods_table(res: dict) -> str:
         tables.append(f'<div class="methods-table" style="flex:1 1 320px;min-width:0;overflow-x:auto">'
                       f'<b>{html.escape(model)}</b><table style="border-collapse:collapse;font-size:0.85em;width:100%">'
                       f"<thead><tr><th>word</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
-    agree = " · ".join(f"{html.escape(METHOD_NAMES.get(m, m))} {fixed(res['agreement'][m], 2)}"
+    agree = " · ".join(f"{html.escape(method_label(m))} {fixed(res['agreement'][m], 2)}"
                        for m in methods if res["agreement"].get(m) is not None)
     label = res.get("target_label")
     what = "the score" if label is None else f"{'the logit of ' if res['output'] == 'logit' else ''}" \

@@ -31,8 +31,8 @@ def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe: 
            n: float | None = default("attack", "n"), query_budget: float | None = default("attack", "query_budget"),
            time_limit: float | None = default("attack", "time_limit"), progress=gr.Progress()) -> tuple:
     progress(0, desc=f"{recipe}: starting")
-    res = ctx.heavy.batch(api.attack, ctx.pair, recipe, text, text2, label, dataset or None, n,
-                          query_budget, time_limit,
+    res = ctx.heavy.batch(api.attack, ctx.pair, text, text2, recipe=recipe, label=label, dataset=dataset or None,
+                          n=n, query_budget=query_budget, time_limit=time_limit,
                           progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe}: {d}/{t} examples"))
     summary, panels, table, bars = views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []))
     return (res.to_dict(), summary, *panels, table, grouped_bars(bars, "model", "value", "measure", "rate",

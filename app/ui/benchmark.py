@@ -36,7 +36,7 @@ def slices(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | N
            clusters: float | None = default("slices", "clusters"),
            progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.slices, ctx.pair, spec, limit, metric, min_size, clusters,
+    res = ctx.heavy.batch(api.slices, ctx.pair, spec, limit=limit, metric=metric, min_size=min_size, clusters=clusters,
                           progress=progress_of(progress, "predicting"))
     return res.to_dict(), views.slices_summary(res), slices_figure(res), views.slices_frame(res)
 

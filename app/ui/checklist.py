@@ -20,7 +20,7 @@ def checklist(ctx: Ctx, suite: str | None = default("checklist", "suite"), uploa
     spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite
     if not spec:
         raise LensError("suite: give the path of a CheckList suite export")
-    res = ctx.heavy.batch(api.checklist, ctx.pair, spec, sample,
+    res = ctx.heavy.batch(api.checklist, ctx.pair, suite=spec, sample=sample,
                           progress=progress_of(progress, "predicting suite inputs"))
     table, fails, bars = views.checklist_views(res)
     return (res.to_dict(), html.escape(res["summary"], quote=False),

@@ -33,7 +33,8 @@ def counterfactual(ctx: Ctx, text: str | None = None, text2: str | None = None,
                    replacements: str | None = default("counterfactual", "replacements"),
                    dataset: str | None = None, limit: float | None = 500, progress=gr.Progress()) -> tuple:
     progress(0, desc=generator)
-    res = ctx.heavy.single(api.counterfactual, ctx.pair, text, text2, generator, replacements, dataset, limit,
+    res = ctx.heavy.single(api.counterfactual, ctx.pair, text, text2, generator=generator,
+                           replacements=replacements, dataset=dataset, limit=limit,
                            progress=common.progress_of(progress, f"{generator}: editing, scoring, checking"))
     return (res.to_dict(), views.counterfactual_summary(res, ctx.names), counterfactual_figure(res, ctx.names),
             views.changes_frame(res, ctx.names))

@@ -34,7 +34,7 @@ CKA_HELP = ("Linear CKA (Kornblith et al., 2019) compares two layers' sentence v
 def similarity(ctx: Ctx, dataset: str | None = None, limit: float | None = 500,
                pooling: str = default("similarity", "pooling"),
                progress=gr.Progress()) -> tuple:
-    res = ctx.heavy.batch(api.similarity, ctx.pair, dataset, limit, pooling,
+    res = ctx.heavy.batch(api.similarity, ctx.pair, dataset, limit=limit, pooling=pooling,
                           progress=progress_of(progress, "layer embeddings"))
     return res.to_dict(), similarity_summary(res), similarity_figure(res)
 
@@ -53,7 +53,7 @@ def attention(ctx: Ctx, text: str, text2: str | None = None, layer: float | None
               head: str | None = default("attention", "head"),
               progress=gr.Progress()) -> tuple:
     progress(0, desc="attention of both models")
-    res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer, head,
+    res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer=layer, head=head,
                            progress=progress_of(progress, "attention of both models"))
     return res.to_dict(), attention_figure(res)
 

@@ -35,7 +35,7 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = d
             pooling: str = default("project", "pooling"), layer: float = default("project", "layer"),
             colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.project, ctx.pair, spec, method, layer, pooling, limit,
+    res = ctx.heavy.batch(api.project, ctx.pair, spec, method=method, layer=layer, pooling=pooling, limit=limit,
                           progress=progress_of(progress, "embedding"))
     frame = pd.DataFrame(res["points"])
     out_dir = export_dir()

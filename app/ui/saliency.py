@@ -16,7 +16,8 @@ def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = defaul
              output: str | None = default("saliency", "output"),
              progress=gr.Progress()) -> tuple:
     progress(0.1, desc=f"{method} on both models")
-    res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method, target, tolerance, output)
+    res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method=method, target=target, tolerance=tolerance,
+                           output=output)
     texts = [text] + ([text2] if ctx.pair.task.is_pair else [])
     maps = [views.highlight(m, texts) for m in res["maps"]]
     figure = saliency_figure(res)
@@ -28,8 +29,8 @@ def saliency_methods(ctx: Ctx, text: str, text2: str | None = None,
                      tolerance: str | None = default("saliency_methods", "tolerance"),
                      output: str | None = default("saliency_methods", "output"), progress=gr.Progress()) -> tuple:
     progress(0, desc="every method on both models")
-    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target, tolerance, output,
-                           progress=common.progress_of(progress, "every method on both models"))
+    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target=target, tolerance=tolerance,
+                           output=output, progress=common.progress_of(progress, "every method on both models"))
     return res.to_dict(), views.methods_table(res)
 
 
@@ -43,7 +44,8 @@ def saliency_dataset(ctx: Ctx, dataset: str | None = None, method: str = default
                      tolerance: str | None = default("saliency", "tolerance"), limit: float | None = 50,
                      output: str | None = default("saliency", "output"),
                      progress=gr.Progress()) -> tuple:
-    res = ctx.heavy.batch(api.saliency_dataset, ctx.pair, dataset, method, limit, tolerance, output=output,
+    res = ctx.heavy.batch(api.saliency, ctx.pair, dataset=dataset, method=method, limit=limit, tolerance=tolerance,
+                          output=output,
                           progress=common.progress_of(progress, "explaining"))
     return (res.to_dict(), views.cut_line(res) + views.saliency_dataset_summary(res), saliency_dataset_figure(res),
             views.lowest_agreement_frame(res))
@@ -58,7 +60,7 @@ def tab(ctx: Ctx) -> None:
         s1, s2 = common.text_inputs(ctx)
         with gr.Row():
             declared = common.option("saliency", "method")
-            method = gr.Dropdown([(views.METHOD_NAMES.get(m, m), m) for m in sorted(declared.choices)],
+            method = gr.Dropdown([(views.method_label(m), m) for m in sorted(declared.choices)],
                                  value=declared.default, label="method")
             target = gr.Dropdown(["predicted", *(pair.task.labels or [])], value="predicted",
                                  label="explain class (predicted: the first model's)")
