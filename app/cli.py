@@ -6,7 +6,7 @@ import json
 import logging
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from app.core import runtime
@@ -48,17 +48,6 @@ def _output_args(p: argparse.ArgumentParser, figure: str | None = None) -> None:
     if figure:
         p.add_argument("--png", help=f"save {figure} here")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-
-
-def _dataset_or_text_args(p: argparse.ArgumentParser, dataset: str, when: str, limit: int | None, show: str,
-                          figure: str) -> None:
-    """An input, or `--dataset` with its `--limit` and how many of its examples `--show` (saliency and
-    counterfactuals take either)."""
-    p.add_argument("--dataset", help=dataset)
-    p.add_argument("--limit", type=int, default=limit, help=f"{when}: first N examples")
-    p.add_argument("--show", type=int, default=5, help=f"{when}: {show}")
-    _output_args(p, figure)
-    _text_args(p, required=False)
 
 
 def _engine_args(p: argparse.ArgumentParser) -> None:
@@ -164,121 +153,6 @@ def _save_figure(draw, path: str | None) -> None:
         print(f"figure: {path}", file=sys.stderr)
 
 
-def cmd_saliency(args) -> int:
-    api = _api()
-
-    pair = _pair(args)
-    if args.dataset:
-        return _saliency_dataset(pair, args)
-    if args.text is None:
-        raise InputError("text: give the input to explain, or --dataset")
-    res = api.saliency(pair, args.text, args.text2, method=args.method, target=args.target, tolerance=args.tolerance,
-                       output=args.output)
-    if args.json:
-        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(views.saliency_text(res, pair.name, list(pair.task.fields)))
-    _save_figure(lambda: plots.saliency_figure(res), args.png)
-    return 0
-
-
-def _saliency_dataset(pair, args) -> int:
-    api = _api()
-    if args.text is not None:
-        raise InputError("text: give either an input or --dataset, not both")
-    with _bar(f"{args.method} over the dataset", args.json, "example") as step:
-        res = api.saliency(pair, dataset=args.dataset, limit=args.limit, method=args.method, target=args.target,
-                           tolerance=args.tolerance, output=args.output, progress=step, visitor=False)
-    if args.json:
-        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(views.saliency_dataset_summary(res, markdown=False, show=args.show))
-    _save_figure(lambda: plots.saliency_dataset_figure(res), args.png)
-    return 0
-
-
-def cmd_counterfactual(args) -> int:
-    api = _api()
-
-    pair = _pair(args)
-    over_dataset = args.generator.startswith("dataset_")
-    if over_dataset and not args.dataset:
-        raise InputError(f"dataset: {args.generator} needs --dataset (a shipped name, file or datasets id)")
-    # the core reports the whole job (editing, scoring, the meaning checks) in thousandths
-    with _bar("editing, scoring, checking", args.json or not over_dataset, unit="‰") as step:
-        res = api.counterfactual(pair, args.text or "", args.text2, generator=args.generator,
-                                 replacements=args.replacements, dataset=args.dataset, limit=args.limit,
-                                 progress=step, visitor=False)
-    names = [m.name for m in pair.models]
-    if args.json:
-        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(views.counterfactual_text(res, names, show=args.show))
-    _save_figure(lambda: plots.counterfactual_figure(res, names), args.png)
-    return 0
-
-
-def cmd_project(args) -> int:
-    import pandas as pd  # deferred: the CLI answers --help without it
-
-    api = _api()
-
-    pair = _pair(args)
-    with _bar("embedding", args.json) as step:
-        res = api.project(pair, args.dataset, method=args.method, layer=args.layer, pooling=args.pooling,
-                          limit=args.limit, progress=step, visitor=False)
-    summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
-    if args.out:
-        out = Path(args.out)
-        out.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(res["points"]).to_csv(out / "projection.csv", index=False)
-        plots.plot_png(res["points"], out / "projection.png", args.colour, title=f"{res['dataset']} ({args.method})")
-        (out / "projection.json").write_text(_dumps(summary, indent=2), encoding="utf-8")
-    if args.json:
-        print(_dumps(summary, indent=2))
-    else:
-        print(f"{res['dataset']}: {res['n']} examples, {args.method} of {args.pooling} pooling at layer {res['layer']}")
-        print(f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f} "
-              f"(unrelated spaces: {res['knn_chance']:.3f})")
-        print(f"  Procrustes disparity of the aligned projections: {res['procrustes_disparity']:.3f}")
-        if args.out:
-            print(f"  written: {out / 'projection.csv'}, {out / 'projection.png'}, {out / 'projection.json'}")
-    return 0
-
-
-def cmd_similarity(args) -> int:
-    api = _api()
-
-    pair = _pair(args)
-    with _engine(args) as engine, _bar(f"layer embeddings ({engine.kind})", args.json, "example") as step:
-        res = api.similarity(pair, args.dataset, limit=args.limit, pooling=args.pooling, batch=args.batch,
-                             progress=step, engine=engine, visitor=False)
-    return _answer(args, res, views.similarity_table, plots.similarity_figure)
-
-
-def _answer(args, res, text: Callable, figure: Callable) -> int:
-    """A command's result: its JSON (--json) or `text(res)`, and `figure(res)` where --png asks for it."""
-    print(_dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else text(res))
-    _save_figure(lambda: figure(res), args.png)
-    return 0
-
-
-def cmd_attention(args) -> int:
-    api = _api()
-
-    pair = _pair(args)
-    if args.dataset:
-        if args.text is not None:
-            raise InputError("text: give either an input or --dataset, not both")
-        with _bar("attention over the dataset", args.json, "example") as step:
-            res = api.attention(pair, dataset=args.dataset, limit=args.limit, progress=step, visitor=False)
-        return _answer(args, res, views.attention_stats_text, plots.attention_stats_figure)
-    if args.text is None:
-        raise InputError("text: give the input, or --dataset")
-    res = api.attention(pair, args.text, args.text2, layer=args.layer, head=args.head)
-    return _answer(args, res, views.attention_text, plots.attention_figure)
-
-
 def cmd_facts(args) -> int:
     api = _api()
 
@@ -331,17 +205,6 @@ def cmd_benchmark(args) -> int:
 
 
 
-def cmd_slices(args) -> int:
-    api = _api()
-
-    pair = _pair(args)
-    with _engine(args) as engine, _bar(f"slices ({engine.kind})", args.json, "example") as step:
-        res = api.slices(pair, args.dataset, limit=args.limit, metric=args.metric, min_size=args.min_size,
-                         clusters=args.clusters, progress=step, engine=engine, visitor=False)
-    print(_dumps(res.to_dict(), indent=2) if args.json else views.slices_table(res))
-    return 0
-
-
 def cmd_app(args) -> int:
     from app.core import workers
 
@@ -364,55 +227,6 @@ def cmd_lit(args) -> int:
     server = make_server(pair, args.dataset, host=args.host, port=args.port, limit=args.limit)
     print(f"albert-lens: LIT at {page_url(pair, args.host, args.port)}", flush=True)
     server.serve()
-    return 0
-
-
-def cmd_attack(args) -> int:
-    api = _api()
-
-    if args.list:
-        for r in api.list_recipes():
-            state = "runs here" if r["available"] else r["why"]
-            print(f"{r['name']:<20} {'offline' if r['offline'] else 'needs downloads':<16} {state}")
-        return 0
-    if not args.dataset:
-        raise InputError("attack: give --dataset, a labelled dataset (or --list for the recipes)")
-    ok, why = api.recipe_status(args.recipe)
-    if not ok:
-        raise api.AttackUnavailable(why)
-    pair = _pair(args)
-    with _engine(args) as engine, _bar(f"{args.recipe} on {len(pair.spec.models)} models", args.json,
-                                       "example") as step:
-        res = api.attack(pair, recipe=args.recipe, dataset=args.dataset, n=args.n, query_budget=args.query_budget,
-                         time_limit=args.time_limit, progress=step, engine=engine, out=args.out, visitor=False)
-    out = Path(args.out) if args.out else None
-    rows, summary, cmp = res["examples"], res["summary"], res["comparison"]
-    if args.json:
-        print(_dumps({"pair": pair.name, "recipe": args.recipe, "summary": summary, "comparison": cmp,
-                          "examples": rows}, indent=2, ensure_ascii=False))
-        return 0
-    for name, s in summary.items():
-        print(views.attack_line(name, s, markdown=False))
-    if cmp is not None:
-        print(views.verdict(cmp, [h.name for h in pair.heads], unit="examples attacked on both models"))
-    if out:
-        print(f"per-example results: {out}")
-    return 0
-
-
-def cmd_checklist(args) -> int:
-    api = _api()
-
-    pair = _pair(args)
-    with _engine(args) as engine, _bar("checklist predictions", args.json) as step:
-        res = api.checklist(pair, suite=args.suite, sample=args.sample, progress=step, engine=engine, visitor=False)
-    if args.json:
-        print(_dumps(res.to_dict(), indent=2, ensure_ascii=False))
-    else:
-        print(f"{res['suite']} ({res['kind']}), up to {args.sample or 'all'} cases per test\n")
-        print(res["markdown"])
-        if res["summary"]:
-            print(res["summary"])
     return 0
 
 
@@ -463,54 +277,6 @@ def build_parser() -> argparse.ArgumentParser:
     _text_args(p)
     p.set_defaults(func=cmd_predict)
 
-    p = sub.add_parser("saliency", help="per-word saliency of both models, aligned, with faithfulness and agreement")
-    _pair_args(p)
-    _option_args(p, "saliency")
-    _dataset_or_text_args(p, "explain a dataset instead of one input: faithfulness against a random ranking, the "
-                             "paired comparison and the models' agreement", "--dataset", 50,
-                          "examples shown where the models agree least",
-                          "the per-word bar chart (with --dataset: faithfulness and agreement)")
-    p.set_defaults(func=cmd_saliency)
-
-    p = sub.add_parser("counterfactual", help="edit an input (or a dataset) and compare both models before and after")
-    _pair_args(p)
-    _option_args(p, "counterfactual")
-    _dataset_or_text_args(p, "dataset_*: a shipped name, file or datasets id", "dataset_*", None,
-                          "edits shown that flip one model only", "the figure")
-    p.set_defaults(func=cmd_counterfactual)
-
-    p = sub.add_parser("project", help="UMAP or PCA of both models' embeddings, aligned; CSV, PNG and overlap score")
-    _pair_args(p)
-    _precision_args(p)
-    p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
-    _option_args(p, "project")
-    p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
-                   help="what colours the points (models: whether the two models agree on the example)")
-    p.add_argument("--limit", type=int, default=500, help="first N examples")
-    p.add_argument("--out", help="folder for projection.csv, projection.png and projection.json")
-    _output_args(p)
-    p.set_defaults(func=cmd_project)
-
-    p = sub.add_parser("similarity", help="linear CKA between every layer of the two models (bounded memory)")
-    _pair_args(p)
-    _precision_args(p)
-    p.add_argument("--dataset", help="a shipped name, file or datasets id (default: the shipped examples)")
-    p.add_argument("--limit", type=int, default=500, help="first N examples")
-    _option_args(p, "similarity")
-    _engine_args(p)
-    _output_args(p, "the three CKA heatmaps")
-    p.set_defaults(func=cmd_similarity)
-
-    p = sub.add_parser("attention", help="both models' attention on one input, word to word, at one layer")
-    _pair_args(p)
-    _option_args(p, "attention")
-    p.add_argument("--dataset", help="instead of one input: per layer and head over a dataset, entropy and the "
-                                     "share on [CLS], [SEP] and punctuation")
-    p.add_argument("--limit", type=int, default=200, help="--dataset: first N examples")
-    _output_args(p, "the two attention maps (with --dataset: the heatmaps per layer and head)")
-    _text_args(p, required=False)
-    p.set_defaults(func=cmd_attention)
-
     p = sub.add_parser("facts", help="parameters, shared layers, layer transitions, latency and throughput")
     _pair_args(p)
     p.add_argument("--file", help="inputs, one per line (pair tasks: tab between the two texts)")
@@ -547,19 +313,6 @@ def build_parser() -> argparse.ArgumentParser:
     _engine_args(p)
     p.set_defaults(func=cmd_benchmark)
 
-    p = sub.add_parser("slices", help="where the two models differ: every word, bigram, length, marker, gold label "
-                                      "and embedding cluster of a labelled dataset tested for a paired difference, "
-                                      "with a false-discovery rate over them all")
-    _pair_args(p)
-    _precision_args(p)
-    p.add_argument("--dataset", required=True, help="a labelled dataset: a shipped name, a released set by name, "
-                   "a file (GLUE tsv, csv, jsonl) or datasets id")
-    p.add_argument("--limit", type=int, help="first N examples only")
-    _option_args(p, "slices")
-    p.add_argument("--json", action="store_true")
-    _engine_args(p)
-    p.set_defaults(func=cmd_slices)
-
     p = sub.add_parser("app", help="start the Gradio app (default http://127.0.0.1:7860)")
     _pair_args(p)
     _precision_args(p)
@@ -577,25 +330,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=5432)
     p.add_argument("--unsafe-public", action="store_true", help=UNSAFE_PUBLIC)
     p.set_defaults(func=cmd_lit)
-
-    p = sub.add_parser("attack", help="attack both models with one TextAttack recipe; transfer between them")
-    _pair_args(p)
-    _precision_args(p)
-    _option_args(p, "attack")
-    p.add_argument("--dataset", help="a labelled dataset: shipped or released name, file or datasets id")
-    p.add_argument("--out", help="JSONL of per-example results; an existing file is resumed")
-    p.add_argument("--list", action="store_true", help="list recipes and whether they run here")
-    _engine_args(p)
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_attack)
-
-    p = sub.add_parser("checklist", help="run a released CheckList suite on both models")
-    _pair_args(p)
-    _precision_args(p)
-    _option_args(p, "checklist")
-    p.add_argument("--json", action="store_true")
-    _engine_args(p)
-    p.set_defaults(func=cmd_checklist)
 
     p = sub.add_parser("report", help="benchmark, CheckList, attacks, UMAP, saliency, parameters and speed: "
                                              "markdown + PNG + HTML")
@@ -625,6 +359,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print what was embedded, where, and in which precision")
     _engine_args(p)
     p.set_defaults(func=cmd_embed)
+    p = sub.add_parser("recipes", help="TextAttack's recipes, and whether each runs here (what the others need)")
+    p.set_defaults(func=cmd_recipes)
     _declared_commands(sub)
     return parser
 
@@ -645,8 +381,11 @@ def _option_args(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _declared_commands(sub) -> None:
-    """A subcommand for every declared capability (`app.core.capabilities`), its flags its options: named, typed,
-    bounded and explained as declared, so nothing here is written per capability."""
+    """A subcommand for every declared capability (`app.core.capabilities`), generated from its declaration: its
+    inputs (the text and text2, and/or --dataset with --limit), its options as flags (named, typed, bounded and
+    explained as declared), Ray's flags where it reads a dataset, --out where it writes files, and --json (its
+    result's `to_dict()`) or its text (`views.text_of`) and --png (`plots.figure_of`). Nothing here is written
+    per capability."""
     from app.core import capabilities  # light: no PyTorch, so --help stays quick
 
     for cap in capabilities.declared():
@@ -655,27 +394,64 @@ def _declared_commands(sub) -> None:
             continue
         p = sub.add_parser(command, help=cap.help[:1].lower() + cap.help[1:].rstrip("."), description=cap.help)
         _pair_args(p)
-        if cap.inputs == "text":
-            _text_args(p)
-        else:
-            p.add_argument("--dataset", help="a shipped name, a data file, or a released dataset's name")
-            p.add_argument("--limit", type=int, help="first N examples (default: every row)")
+        _precision_args(p)
+        if cap.inputs != "dataset":
+            _text_args(p, required=cap.inputs == "text")
+        if cap.inputs != "text":
+            p.add_argument("--dataset", help="a shipped name, a released set by name, a file (GLUE tsv, csv, jsonl), "
+                           "an id of `datasets`, or some of its rows (<dataset> @rows:3,17,40-45)"
+                           + (" instead of an input" if cap.inputs == "either" else ""))
+            p.add_argument("--limit", type=int, help="first N examples (default: the capability's)")
+            p.add_argument("--show", type=int, default=5, help="rows the text lists (the JSON has them all)")
+            _engine_args(p)
         _option_args(p, cap.name)
+        if cap.writes:
+            p.add_argument("--out", help=cap.writes)
+        if cap.result.endswith(":ProjectionResult"):
+            p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
+                           help="what colours --out's figure (models: whether the two models agree on the example)")
+        p.add_argument("--png", help="save the result's figure here (where it has one)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.set_defaults(func=cmd_declared, capability=cap.name)
 
 
 def cmd_declared(args) -> int:
-    """A declared capability: its options to the facade's runner, its answer as JSON or as text."""
+    """A declared capability: its inputs and options to `api.run` as the operator's request, its answer as JSON
+    or as text, its figure and files where asked."""
     from app.core import capabilities
 
     api = _api()
     cap = capabilities.get(args.capability)
+    takes = api.accepts(cap.name)
+    if getattr(args, "engine", "local") != "local" and "engine" not in takes:
+        raise InputError(f"engine: {cap.name} runs in this process only")
     pair = _pair(args)
-    where = ({"text": args.text, "text2": args.text2} if cap.inputs == "text"
-             else {"dataset": args.dataset, "limit": args.limit})
-    res = api.run(cap.name, pair, **where, visitor=False, **{o.name: getattr(args, o.name) for o in cap.options})
-    print(_dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json else views.declared_text(res))
+    given = {o.name: getattr(args, o.name) for o in cap.options}
+    for key in ("dataset", "limit", "out"):
+        if key in takes and getattr(args, key, None) is not None:
+            given[key] = getattr(args, key)
+    with (_engine(args) if "engine" in takes else nullcontext()) as engine, \
+            _bar(cap.name.replace("_", " "), args.json or not getattr(args, "dataset", None)) as step:
+        res = api.run(cap.name, pair, getattr(args, "text", None), getattr(args, "text2", None), progress=step,
+                      visitor=False, **given, **({"engine": engine} if engine is not None else {}))
+    print(_dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json
+          else views.text_of(res, pair=pair.name, show=getattr(args, "show", 5)))
+    if args.png:
+        figure = plots.figure_of(res)
+        if figure is None:
+            raise InputError(f"png: {cap.name} has no figure here")
+        _save_figure(lambda: figure, args.png)
+    if getattr(args, "out", None) and "out" not in takes:
+        written = plots.export(res, Path(args.out), getattr(args, "colour", "gold"))
+        print(f"written: {', '.join(str(w) for w in written)}", file=sys.stderr)
+    return 0
+
+
+def cmd_recipes(args) -> int:
+    """TextAttack's recipes `attack` takes, and whether each runs here (what the others need)."""
+    for r in _api().list_recipes():
+        state = "runs here" if r["available"] else r["why"]
+        print(f"{r['name']:<20} {'offline' if r['offline'] else 'needs downloads':<16} {state}")
     return 0
 
 

@@ -157,7 +157,7 @@ def test_cli_attack_is_resumable(offline_pair, tmp_path, capsys):
     lines = out.read_text().splitlines()
     assert lines[:2] == first and len(lines) == 3  # two reused, one new
     printed = capsys.readouterr().out
-    res = json.loads(printed[printed.index('{\n  "pair"'):])
+    res = json.loads(printed[printed.index('{\n  "recipe"'):])  # the result's to_dict(), as every --json
     assert [r["index"] for r in res["examples"]] == [0, 1, 2]
 
 

@@ -125,7 +125,7 @@ def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys)
     used = Pair.resolve("offline")  # the models the command used (see test_the_cli_prints_the_facades_maps)
     assert printed == json.loads(json.dumps(api.attention(used, dataset="sentiment_plain", limit=6).to_dict()))
     assert cli.main(["attention", "--pair", "offline", "--dataset", "sentiment_plain", "a text"]) == 2
-    assert "text: give either an input or --dataset, not both" in capsys.readouterr().err
+    assert "text: give either an input or a dataset, not both" in capsys.readouterr().err
 
 
 def test_attention_over_a_dataset_prints_no_warning_per_example(offline_pair, capfd):

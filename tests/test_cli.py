@@ -94,7 +94,7 @@ def test_counterfactual_command_shows_flips_and_names_missing_dataset(tiny_dirs,
     out = capsys.readouterr().out
     assert "cities→townships" in out and out.count("FLIPPED") == sum(change["flipped"])
     assert main(["counterfactual", *_tiny(tiny_dirs), "--generator", "dataset_flip_rate"]) == 2
-    assert "dataset: dataset_flip_rate needs --dataset" in capsys.readouterr().err
+    assert "dataset: dataset_flip_rate needs a dataset" in capsys.readouterr().err
 
 
 def test_project_command_writes_csv_png_and_summary(tiny_dirs, capsys, tmp_path):
@@ -140,9 +140,9 @@ def test_saliency_command_over_a_dataset(tiny_dirs, tiny_pair, capsys, tmp_path)
     assert len([ln for ln in out.splitlines() if ln.startswith("  ") and "(" in ln]) == 2
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["saliency", *_tiny(tiny_dirs), "--dataset", "sentiment_plain", "a text"]) == 2
-    assert "text: give either an input or --dataset, not both" in capsys.readouterr().err
+    assert "text: give either an input or a dataset, not both" in capsys.readouterr().err
     assert main(["saliency", *_tiny(tiny_dirs)]) == 2
-    assert "text: give the input to explain, or --dataset" in capsys.readouterr().err
+    assert "field 'sentence' is empty" in capsys.readouterr().err
 
 
 def test_saliency_command_names_the_field_of_each_word_for_pairs(tiny_nli_pair, capsys):

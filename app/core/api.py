@@ -136,6 +136,15 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
                             n=None if source is None else len(examples))
 
 
+def accepts(name: str) -> set[str]:
+    """Which of `PASSED` the capability takes: its runner's (by its signature), or for an engine job its input's
+    (a dataset and its limit where it reads one) with progress, engine and visitor."""
+    cap = capabilities.get(name)
+    if cap.runner:
+        return set(PASSED) & set(signature(capabilities.resolve(cap.runner)).parameters)
+    return {"progress", "engine", "visitor"} | ({"dataset", "limit"} if cap.inputs != "text" else set())
+
+
 def entry(name: str) -> Callable:
     """`api.NAME`: `run(NAME, pair, ...)` with the capability's inputs by position (text and text2, or the
     dataset) and its options and `PASSED` by name, with a signature that lists them (the declared defaults fill

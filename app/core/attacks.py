@@ -578,6 +578,9 @@ def run_attack(pair: Pair, text: str | None = None, text2: str | None = None, *,
     where it stopped); on a Ray `engine` the examples are attacked in batches across its workers."""
     if recipe not in RECIPES:
         raise InputError(f"recipe: {str(recipe)[:60]!r} is not one of {sorted(RECIPES)}")
+    ok, why = recipe_status(recipe)  # before any example is read: what the recipe needs that is not here
+    if not ok:
+        raise AttackUnavailable(why)
     if dataset:
         labelled = [e for e in dataset_of(pair, dataset, None, default=None, visitor=visitor).examples
                     if e.label is not None]

@@ -112,6 +112,7 @@ class Capability:
     # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
     # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
     runner: str | None = None
+    writes: str = ""  # what the command line's --out writes (a runner's `out`, else the result's export)
     # "module:Class": the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON)
     result: str = "app.core.results:CapabilityResult"
     _resolved: list = field(default_factory=list, repr=False, compare=False)
@@ -255,7 +256,8 @@ register(Capability(
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
     runner="app.core.projection:run_project",
-    result="app.core.results:ProjectionResult", inputs="dataset", options=(
+    result="app.core.results:ProjectionResult", inputs="dataset",
+    writes="a folder for projection.csv (every point), projection.png and projection.json", options=(
         Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
         Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
         Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))))
@@ -277,7 +279,8 @@ register(Capability(
 register(Capability(
     "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
     "fool the other.", runner="app.core.attacks:run_attack",
-    result="app.core.results:AttackResult", inputs="either", options=(
+    result="app.core.results:AttackResult", inputs="either",
+    writes="a JSON-lines file of per-example results, appended as each finishes; an existing one is resumed", options=(
         Option("recipe", str, "deepwordbug", "the TextAttack recipe (deepwordbug, pruthi, input-reduction, pwws, "
                "leap, textfooler-offline, ...)"),
         Option("label", str, "", "the input's gold label, which the attack tries to move the models off"),

@@ -469,10 +469,12 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
                        replacements: str, dataset: str | None = None, limit: int | str | None = None,
                        progress=None, visitor: bool = True) -> CounterfactualResult:
     """One input edited by `generator` and both models compared before and after; a dataset_* generator edits
-    every example of `dataset` (its first `limit`; none: the shipped examples) and compares the models' flip rates."""
+    every example of `dataset` (its first `limit`) and compares the models' flip rates."""
     if (why := surrogate_reason(replacements)) is not None:
         raise InputError(f"replacements: {why}")
     if generator in DATASET_GENERATORS:
+        if not dataset:
+            raise InputError(f"dataset: {generator} needs a dataset (a shipped name, a file or a datasets id)")
         ds = dataset_of(pair, dataset, limit, default=None, visitor=visitor)
         edits = DATASET_GENERATORS[generator]
         pairs = parse_pairs(replacements) if edits == "word_replacement" else None

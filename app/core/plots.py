@@ -358,3 +358,32 @@ def attention_stats_figure(res: dict):
                                                  for i in range(data.shape[0])])
             fig.colorbar(im, ax=ax, shrink=0.8)
     return fig
+
+
+def figure_of(res):
+    """The figure the command line's --png saves for a capability's result, by its type; None where it has none."""
+    kind = type(res).__name__
+    if kind == "CounterfactualResult":
+        return counterfactual_figure(res, res["models"])
+    drawn = {"SaliencyResult": saliency_figure, "SaliencyDatasetResult": saliency_dataset_figure,
+             "SimilarityResult": similarity_figure, "AttentionResult": attention_figure,
+             "AttentionStatsResult": attention_stats_figure}
+    return drawn[kind](res) if kind in drawn else None
+
+
+def export(res, out, colour: str = "gold") -> list:
+    """A projection's files in the folder `out`: every point (projection.csv), its figure coloured by `colour`
+    (projection.png) and its numbers (projection.json). Returns the paths written."""
+    import json
+
+    import pandas as pd  # deferred: the figures' callers need no pandas
+
+    if type(res).__name__ != "ProjectionResult":
+        raise ValueError(f"export: a {type(res).__name__} writes no files")
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "projection.csv", out / "projection.png", out / "projection.json"]
+    pd.DataFrame(res["points"]).to_csv(written[0], index=False)
+    plot_png(res["points"], written[1], colour, title=f"{res['dataset']} ({res['method']})")
+    summary = {k: v for k, v in res.to_dict().items() if k not in ("points", "texts")}
+    written[2].write_text(json.dumps(summary, indent=2), encoding="utf-8")
+    return written

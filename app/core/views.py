@@ -927,3 +927,65 @@ def precision_line(said: dict) -> str:
     one = said.get("one_input") or {}
     also = f"; {one['why']}" if one.get("used") and one["used"] != said["used"] else ""
     return f"precision: {said['asked']} asked, {said['used']} answers: {said['why']}{also}"
+
+
+def _or_dash(x: float | None, digits: int = 3) -> str:
+    return "—" if x is None else fixed(x, digits)
+
+
+def methods_text(res: dict, top: int = 3) -> str:
+    """Every method's map of each model in lines: its faithfulness and its `top` words by |score|; then the two
+    models' agreement per method (the app's table is `methods_table`)."""
+    explained = OUTPUT_NAMES.get(res["output"], res["output"])
+    lines = [f"every method explains {res['target_label']} (its {explained})"]
+    for model in dict.fromkeys(r["model"] for r in res["rows"]):
+        lines.append(model)
+        for r in (r for r in res["rows"] if r["model"] == model):
+            ranked = sorted((i for i, x in enumerate(r["scores"]) if x is not None), key=lambda i: -abs(r["scores"][i]))
+            words = ", ".join(res["words"][i] for i in ranked[:top])
+            lines.append(f"  {method_label(r['method']):<22} comprehensiveness {_or_dash(r['comprehensiveness'])}  "
+                         f"sufficiency {_or_dash(r['sufficiency'])}  top: {words}")
+    lines.append("the two models' agreement: " + " · ".join(f"{method_label(m)} {_or_dash(a, 2)}"
+                                                             for m, a in res["agreement"].items()))
+    return "\n".join(lines)
+
+
+def projection_text(res: dict) -> str:
+    """A projection's numbers in words: the dataset and settings, the neighbourhoods' overlap against chance, the
+    aligned projections' disparity."""
+    return "\n".join([
+        f"{res['dataset']}: {res['n']} examples, {res['method']} of {res['pooling']} pooling at layer {res['layer']}",
+        f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f} "
+        f"(unrelated spaces: {res['knn_chance']:.3f})",
+        f"  Procrustes disparity of the aligned projections: {res['procrustes_disparity']:.3f}"])
+
+
+def attack_text(res: dict) -> str:
+    """An attack's per-model summary lines and the paired verdict on the examples attacked on both models."""
+    lines = [attack_line(name, s, markdown=False) for name, s in res["summary"].items()]
+    if res["comparison"] is not None:
+        lines.append(verdict(res["comparison"], res["models"], unit="examples attacked on both models"))
+    return "\n".join(lines)
+
+
+def checklist_text(res: dict) -> str:
+    """A CheckList run: the suite, its table and the verdict in words."""
+    head = f"{res['suite']} ({res['kind']}), up to {res['sample'] or 'all'} cases per test\n"
+    return "\n".join(filter(None, [head, res["markdown"], res["summary"]]))
+
+
+def text_of(res, *, pair: str = "", show: int = 5) -> str:
+    """What the command line prints for a capability's result (`--json` prints its `to_dict()`), by its type:
+    `pair` names the pair in the headers that say it, `show` how many rows a dataset's text lists."""
+    kind = type(res).__name__
+    if kind == "SaliencyResult":
+        return saliency_text(res, pair, res["fields"])
+    if kind == "SaliencyDatasetResult":
+        return saliency_dataset_summary(res, markdown=False, show=show)
+    if kind == "CounterfactualResult":
+        return counterfactual_text(res, res["models"], show=show)
+    shown = {"SaliencyMethodsResult": methods_text, "ProjectionResult": projection_text,
+             "SimilarityResult": similarity_table, "AttentionResult": attention_text,
+             "AttentionStatsResult": attention_stats_text, "AttackResult": attack_text,
+             "ChecklistResult": checklist_text, "SlicesResult": slices_table}
+    return shown.get(kind, declared_text)(res)
