@@ -228,3 +228,55 @@ def test_a_toy_saliency_method_reaches_every_front_end_from_its_class_alone(tiny
     assert "word_length" not in next(a for a in sub.choices["saliency"]._actions if a.dest == "method").choices
     assert "word length (albert-lens)" not in make_server(tiny_pair, port=None, server_type="external").serve() \
         ._interpreters
+
+
+def votes_batch(pair, batch, top=2):
+    """Toy job over a dataset: each model's commonest predicted labels, with their counts."""
+    from collections import Counter
+
+    from app.core.inference import predict
+
+    return [{"model": clf.name, "top": [[lab, n] for lab, n in Counter(predict(clf, batch).predicted).most_common(top)]}
+            for clf in pair.models]
+
+
+votes_batch.combine = "whole"
+TOY_DATA = Capability("toy_votes", "Toy: each model's commonest predicted labels over a dataset.", votes_batch,
+                      inputs="dataset", options=(Option("top", int, 2, "labels listed", low=1, high=5),))
+
+
+def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_and_the_app(tiny_pair, tiny_dirs, tmp_path,
+                                                                                     capsys):
+    """A capability that reads a dataset, from its declaration alone: the facade reads the dataset's first `limit`
+    rows, the command line takes --dataset and --limit, the app's More tab has a section whose gradio_client
+    endpoint takes the dataset, its limit and the options; each answers with the same counts, which a count of the
+    models' own predictions on those rows gives independently."""
+    from collections import Counter
+
+    from app import cli
+    from app.core import api
+    from app.core.data import Example
+    from app.core.inference import predict
+    from app.ui import build, declared
+    from app.ui.common import Ctx
+
+    rows = tmp_path / "rows.tsv"
+    texts = ["a fine film", "a dull film", "great", "awful", "fine", "never again"]
+    rows.write_text("sentence\tlabel\n" + "".join(f"{t}\t1\n" for t in texts), encoding="utf-8")
+    capabilities.register(TOY_DATA)
+    try:
+        res = api.toy_votes(tiny_pair, str(rows), limit=4, top=1)
+        want = [[list(Counter(predict(m, [Example((t,)) for t in texts[:4]]).predicted).most_common(1)[0])]
+                for m in tiny_pair.models]
+        assert [r["top"] for r in res["result"]] == want and res["n"] == 4 and res["options"] == {"top": 1}
+        models = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+        assert cli.main(["toy-votes", *models, "--dataset", str(rows), "--limit", "4", "--top", "1", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["result"] == res["result"]
+        assert cli.main(["toy-votes", *models, "--dataset", str(rows), "--top", "6"]) == 2
+        assert "top: 6 is out of range" in capsys.readouterr().err
+        endpoint = build(tiny_pair).get_api_info()["named_endpoints"]["/toy_votes"]
+        assert [p["parameter_name"] for p in endpoint["parameters"]] == ["dataset", "limit", "top"]
+        got, text = declared.handler("toy_votes")(Ctx.of(tiny_pair), str(rows), 4, 1)
+        assert got["result"] == res["result"] and all(str(r["model"]) in text for r in res["result"])
+    finally:
+        capabilities.unregister("toy_votes")
