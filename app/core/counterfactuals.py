@@ -475,7 +475,7 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
     if generator in DATASET_GENERATORS:
         if not dataset:
             raise InputError(f"dataset: {generator} needs a dataset (a shipped name, a file or a datasets id)")
-        ds = dataset_of(pair, dataset, limit, default=None, visitor=visitor)
+        ds = dataset_of(pair, dataset, limit, default=500 if visitor else None, visitor=visitor)
         edits = DATASET_GENERATORS[generator]
         pairs = parse_pairs(replacements) if edits == "word_replacement" else None
         res = flip_rate(pair.models, ds.examples, pairs, progress, edits=edits,

@@ -13,7 +13,6 @@ from .common import (
     action,
     bind,
     dataset_field,
-    default,
     describe,
     json_out,
     on_select,
@@ -26,17 +25,15 @@ from .common import (
 NO_DATASET = "none: attack the text above"
 
 
-def attack(ctx: Ctx, text: str | None = None, text2: str | None = None, recipe: str = default("attack", "recipe"),
-           label: str | None = default("attack", "label"), dataset: str | None = None,
-           n: float | None = default("attack", "n"), query_budget: float | None = default("attack", "query_budget"),
-           time_limit: float | None = default("attack", "time_limit"), progress=gr.Progress()) -> tuple:
-    progress(0, desc=f"{recipe}: starting")
-    res = ctx.heavy.batch(api.attack, ctx.pair, text, text2, recipe=recipe, label=label, dataset=dataset or None,
-                          n=n, query_budget=query_budget, time_limit=time_limit,
-                          progress=lambda d, t: progress(d / max(t, 1), desc=f"{recipe}: {d}/{t} examples"))
+def _attack_shown(ctx: Ctx, res, values: dict) -> tuple:
     summary, panels, table, bars = views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []))
     return (res.to_dict(), summary, *panels, table, grouped_bars(bars, "model", "value", "measure", "rate",
                                                                   ylim=(0, 1)))
+
+
+attack = common.handler("attack", _attack_shown, params=("text", "text2", "recipe", "label", "dataset", "n",
+                                                          "query_budget", "time_limit"),
+                        where="batch", desc="attacking", read=lambda values: {"dataset": values["dataset"] or None})
 
 
 def show_example(ctx: Ctx, res: dict | None, row: int | None) -> list[str]:

@@ -13,7 +13,6 @@ from .common import (
     action,
     bind,
     dataset_field,
-    default,
     describe,
     json_out,
     on_select,
@@ -31,14 +30,12 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float 
             views.disagreement_frame(res, ctx.names))
 
 
-def slices(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = 1000,
-           metric: str = default("slices", "metric"), min_size: float | None = default("slices", "min_size"),
-           clusters: float | None = default("slices", "clusters"),
-           progress=gr.Progress()) -> tuple:
-    spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.slices, ctx.pair, spec, limit=limit, metric=metric, min_size=min_size, clusters=clusters,
-                          progress=progress_of(progress, "predicting"))
-    return res.to_dict(), views.slices_summary(res), slices_figure(res), views.slices_frame(res)
+slices = common.handler(
+    "slices", lambda ctx, res, values: (res.to_dict(), views.slices_summary(res), slices_figure(res),
+                                        views.slices_frame(res)),
+    params=("dataset", "uploaded", "limit", "metric", "min_size", "clusters"), extras={"uploaded": None},
+    where="batch", desc="predicting", read=lambda values: {"dataset": upload_path(values["uploaded"])
+                                                            or values["dataset"]})
 
 
 def slice_texts(res: dict, row: int) -> list[str] | None:

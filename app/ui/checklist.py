@@ -11,20 +11,27 @@ from app.core.errors import LensError
 from app.core.plots import grouped_bars
 
 from . import common
-from .common import BATCH, Ctx, action, bind, default, describe, json_out, option, progress_of, stop_button
+from .common import BATCH, Ctx, action, bind, describe, json_out, option, stop_button
 
 
-def checklist(ctx: Ctx, suite: str | None = default("checklist", "suite"), uploaded=None,
-              sample: float | None = default("checklist", "sample"),
-              progress=gr.Progress()) -> tuple:
-    spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else suite
+def _suite_read(values: dict) -> dict:
+    """A suite dropped on the page is read instead of the named one."""
+    uploaded = values["uploaded"]
+    spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else values["suite"]
     if not spec:
         raise LensError("suite: give the path of a CheckList suite export")
-    res = ctx.heavy.batch(api.checklist, ctx.pair, suite=spec, sample=sample,
-                          progress=progress_of(progress, "predicting suite inputs"))
+    return {"suite": spec}
+
+
+def _suite_shown(ctx: Ctx, res, values: dict) -> tuple:
     table, fails, bars = views.checklist_views(res)
     return (res.to_dict(), html.escape(res["summary"], quote=False),
             grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
+
+
+checklist = common.handler("checklist", _suite_shown, params=("suite", "uploaded", "sample"),
+                           extras={"uploaded": None}, where="batch", desc="predicting suite inputs",
+                           read=_suite_read)
 
 
 def failure_texts(res: dict, row: int) -> list[str] | None:

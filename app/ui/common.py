@@ -7,6 +7,7 @@ import html
 import inspect
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -418,6 +419,54 @@ def shipped(pair: api.Pair) -> tuple:
 def examples(pair: api.Pair) -> list[list[str]]:
     return [list(e.texts) for e in shipped(pair)]
 
+
+
+INPUTS = ("text", "text2", "dataset", "limit")  # a capability's inputs as the facade names them
+
+
+def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras: dict | None = None,
+            where: str = "single", desc: str = "", endpoint: str = "", read: Callable | None = None) -> Callable:
+    """A tab's handler of a declared capability, generated from its declaration: `handler(ctx, *params, progress)`,
+    its parameters (gradio_client's, in this order) the capability's inputs and the options the tab shows, named
+    and defaulting as declared (text required where the capability reads only one input), and the tab's own
+    `extras` ({name: default}: an upload, a colour); an option the tab does not show keeps its declared default.
+    It runs `api.run` in the tab's worker group (`where`) with a progress bar and returns `show(ctx, res, values)`,
+    the tab's outputs (`values`: every parameter by name). `read(values)`: what the tab's extras change of the
+    request (a file dropped on the page read instead of the dataset field)."""
+    cap = api.capabilities.get(capability)
+    declared = {o.name: o for o in cap.options}
+    extras = extras or {}
+    unknown = [n for n in params if n not in declared and n not in INPUTS and n not in extras]
+    if unknown or len(set(params)) != len(params):
+        raise ValueError(f"{capability}: parameters {unknown or params} are not its inputs, options or extras")
+    P = inspect.Parameter
+
+    def param(name: str) -> inspect.Parameter:
+        if name in declared:
+            return P(name, P.POSITIONAL_OR_KEYWORD, default=declared[name].default)
+        if name == "text" and cap.inputs == "text":
+            return P(name, P.POSITIONAL_OR_KEYWORD, annotation=str)
+        return P(name, P.POSITIONAL_OR_KEYWORD, default=extras.get(name))
+
+    def run(ctx: Ctx, *args, **kwargs) -> tuple:
+        # Gradio hands the progress tracker in at its parameter's place, after the tab's values
+        progress = args[len(params)] if len(args) > len(params) else kwargs.pop("progress", gr.Progress())
+        values = dict(zip(params, args)) | kwargs
+        values = {p: values.get(p, run.__signature__.parameters[p].default) for p in params}
+        request = {k: v for k, v in values.items() if k in declared or k in INPUTS}
+        request |= read(values) if read is not None else {}
+        progress(0, desc=desc or capability)
+        res = getattr(ctx.heavy, where)(api.run, capability, ctx.pair, request.pop("text", None),
+                                         request.pop("text2", None), **request,
+                                         progress=progress_of(progress, desc or capability))
+        return show(ctx, res, values)
+
+    run.__signature__ = inspect.Signature([P("ctx", P.POSITIONAL_OR_KEYWORD), *map(param, params),
+                                           P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())])
+    run.__name__ = run.__qualname__ = endpoint or capability
+    run.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)  # the tab's own, as a written handler's
+    run.__doc__ = cap.help
+    return run
 
 
 def default(capability: str, name: str):

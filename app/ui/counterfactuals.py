@@ -7,7 +7,7 @@ from app.core import api, views
 from app.core.plots import counterfactual_figure
 
 from . import common
-from .common import SINGLE, Ctx, action, bind, dataset_field, default, describe, examples, json_out, text_inputs
+from .common import SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out, text_inputs
 
 STUDY_SWAP = "cities -> townships"
 # Words of the shipped reviews whose swap should not change a sentiment: the study's probe, where it can apply.
@@ -28,16 +28,14 @@ def default_swaps(pair: api.Pair) -> str:
     return STUDY_SWAP if pair.task.is_pair else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
 
 
-def counterfactual(ctx: Ctx, text: str | None = None, text2: str | None = None,
-                   generator: str = default("counterfactual", "generator"),
-                   replacements: str | None = default("counterfactual", "replacements"),
-                   dataset: str | None = None, limit: float | None = 500, progress=gr.Progress()) -> tuple:
-    progress(0, desc=generator)
-    res = ctx.heavy.single(api.counterfactual, ctx.pair, text, text2, generator=generator,
-                           replacements=replacements, dataset=dataset, limit=limit,
-                           progress=common.progress_of(progress, f"{generator}: editing, scoring, checking"))
+def _edits_shown(ctx: Ctx, res, values: dict) -> tuple:
     return (res.to_dict(), views.counterfactual_summary(res, ctx.names), counterfactual_figure(res, ctx.names),
             views.changes_frame(res, ctx.names))
+
+
+counterfactual = common.handler("counterfactual", _edits_shown,
+                                params=("text", "text2", "generator", "replacements", "dataset", "limit"),
+                                desc="editing, scoring, checking")
 
 
 def edited_texts(res: dict, row: int) -> list[str] | None:

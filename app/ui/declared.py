@@ -3,7 +3,6 @@ controls, its gradio_client endpoint (named as the capability, its parameters as
 Nothing here is written per capability."""
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
 
 import gradio as gr
@@ -15,27 +14,14 @@ from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, j
 
 
 def handler(name: str) -> Callable:
-    """`handler(ctx, <its inputs>, <its options>)` for the capability `name`, with a signature Gradio reads: the
-    endpoint's parameters are the facade's names, optional where the declaration has a default."""
+    """`handler(ctx, <its inputs>, <its options>)` for the capability `name`, generated like every tab's
+    (`common.handler`): the endpoint's parameters are the facade's names, optional where the declaration has a
+    default; its answer is the result's JSON and its text."""
     cap = api.capabilities.get(name)
-    inputs = ["text", "text2"] if cap.inputs == "text" else ["dataset", "limit"]
-
-    def run(ctx: Ctx, *values, progress=gr.Progress()) -> tuple:
-        given = dict(zip(inputs + [o.name for o in cap.options], values))
-        where = ctx.heavy.single if cap.inputs == "text" else ctx.heavy.batch
-        res = where(api.run, name, ctx.pair, **given)
-        return res.to_dict(), f"```\n{views.declared_text(res)}\n```"
-
-    P = inspect.Parameter
-    first = P("text", P.POSITIONAL_OR_KEYWORD, annotation=str) if cap.inputs == "text" else \
-        P("dataset", P.POSITIONAL_OR_KEYWORD, default=None)
-    params = [P("ctx", P.POSITIONAL_OR_KEYWORD), first,
-              P(inputs[1], P.POSITIONAL_OR_KEYWORD, default=None),
-              *(P(o.name, P.POSITIONAL_OR_KEYWORD, default=o.default) for o in cap.options),
-              P("progress", P.KEYWORD_ONLY, default=gr.Progress())]
-    run.__signature__ = inspect.Signature(params)
-    run.__name__ = name
-    return run
+    inputs = ("text", "text2") if cap.inputs == "text" else ("dataset", "limit")
+    return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.declared_text(res)}\n```"),
+                          params=(*inputs, *(o.name for o in cap.options)),
+                          where="single" if cap.inputs == "text" else "batch")
 
 
 def control(option) -> gr.components.Component:

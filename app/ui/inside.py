@@ -16,11 +16,9 @@ from .common import (
     action,
     bind,
     dataset_field,
-    default,
     describe,
     json_out,
     option,
-    progress_of,
     slider,
     stop_button,
     text_inputs,
@@ -31,12 +29,12 @@ CKA_HELP = ("Linear CKA (Kornblith et al., 2019) compares two layers' sentence v
             "of the other (circles: the best match); right: each model against itself (layer 0: the embeddings).")
 
 
-def similarity(ctx: Ctx, dataset: str | None = None, limit: float | None = 500,
-               pooling: str = default("similarity", "pooling"),
-               progress=gr.Progress()) -> tuple:
-    res = ctx.heavy.batch(api.similarity, ctx.pair, dataset, limit=limit, pooling=pooling,
-                          progress=progress_of(progress, "layer embeddings"))
+def _similarity_shown(ctx: Ctx, res, values: dict) -> tuple:
     return res.to_dict(), similarity_summary(res), similarity_figure(res)
+
+
+similarity = common.handler("similarity", _similarity_shown, params=("dataset", "limit", "pooling"), where="batch",
+                            desc="layer embeddings")
 
 
 def similarity_summary(res: dict) -> str:
@@ -49,13 +47,8 @@ def similarity_summary(res: dict) -> str:
             f"{html.escape(b)} layer most like it (CKA): {', '.join(best)}")
 
 
-def attention(ctx: Ctx, text: str, text2: str | None = None, layer: float | None = default("attention", "layer"),
-              head: str | None = default("attention", "head"),
-              progress=gr.Progress()) -> tuple:
-    progress(0, desc="attention of both models")
-    res = ctx.heavy.single(api.attention, ctx.pair, text, text2, layer=layer, head=head,
-                           progress=progress_of(progress, "attention of both models"))
-    return res.to_dict(), attention_figure(res)
+attention = common.handler("attention", lambda ctx, res, values: (res.to_dict(), attention_figure(res)),
+                           params=("text", "text2", "layer", "head"), desc="attention of both models")
 
 
 def tab(ctx: Ctx) -> None:

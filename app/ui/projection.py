@@ -20,28 +20,22 @@ from .common import (
     action,
     bind,
     dataset_field,
-    default,
     describe,
     json_out,
     on_select_range,
-    progress_of,
     slider,
     stop_button,
     upload_path,
 )
 
 
-def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = default("project", "method"),
-            pooling: str = default("project", "pooling"), layer: float = default("project", "layer"),
-            colour: str = "gold", limit: float | None = 500, progress=gr.Progress()) -> tuple:
-    spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.project, ctx.pair, spec, method=method, layer=layer, pooling=pooling, limit=limit,
-                          progress=progress_of(progress, "embedding"))
+def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
+    colour, spec = values["colour"], upload_path(values["uploaded"]) or values["dataset"]
     frame = pd.DataFrame(res["points"])
     out_dir = export_dir()
     frame.to_csv(out_dir / "projection.csv", index=False)
     frame = shown(res["points"])
-    plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({method})")
+    plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({res['method']})")
     # sorted by the colour column so the classes get the same colours as in the PNG
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # the same axes in all three
     per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour, **lims)
@@ -51,6 +45,12 @@ def project(ctx: Ctx, dataset: str | None = None, uploaded=None, method: str = d
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
             {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims, "dataset": spec,
              "name": res["dataset"]})
+
+
+project = common.handler("project", _projection_shown,
+                         params=("dataset", "uploaded", "method", "pooling", "layer", "colour", "limit"),
+                         extras={"uploaded": None, "colour": "gold"}, where="batch", desc="embedding",
+                         read=lambda values: {"dataset": upload_path(values["uploaded"]) or values["dataset"]})
 
 
 def shown(points: list[dict]) -> pd.DataFrame:

@@ -7,31 +7,21 @@ from app.core import api, views
 from app.core.plots import saliency_dataset_figure, saliency_figure
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, default, describe, examples, json_out
+from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out
 
 
-def saliency(ctx: Ctx, text: str, text2: str | None = None, method: str = default("saliency", "method"),
-             target: str | None = default("saliency", "target"),
-             tolerance: str | None = default("saliency", "tolerance"),
-             output: str | None = default("saliency", "output"),
-             progress=gr.Progress()) -> tuple:
-    progress(0.1, desc=f"{method} on both models")
-    res = ctx.heavy.single(api.saliency, ctx.pair, text, text2, method=method, target=target, tolerance=tolerance,
-                           output=output)
-    texts = [text] + ([text2] if ctx.pair.task.is_pair else [])
+def _maps_shown(ctx: Ctx, res, values: dict) -> tuple:
+    texts = [values["text"]] + ([values["text2"]] if ctx.pair.task.is_pair else [])
     maps = [views.highlight(m, texts) for m in res["maps"]]
     figure = saliency_figure(res)
     return res.to_dict(), *maps, views.saliency_summary(res), figure, views.largest_bars(figure.largest)
 
 
-def saliency_methods(ctx: Ctx, text: str, text2: str | None = None,
-                     target: str | None = default("saliency_methods", "target"),
-                     tolerance: str | None = default("saliency_methods", "tolerance"),
-                     output: str | None = default("saliency_methods", "output"), progress=gr.Progress()) -> tuple:
-    progress(0, desc="every method on both models")
-    res = ctx.heavy.single(api.saliency_methods, ctx.pair, text, text2, target=target, tolerance=tolerance,
-                           output=output, progress=common.progress_of(progress, "every method on both models"))
-    return res.to_dict(), views.methods_table(res)
+saliency = common.handler("saliency", _maps_shown, params=("text", "text2", "method", "target", "tolerance", "output"),
+                          desc="explaining on both models")
+saliency_methods = common.handler(
+    "saliency_methods", lambda ctx, res, values: (res.to_dict(), views.methods_table(res)),
+    params=("text", "text2", "target", "tolerance", "output"), desc="every method on both models")
 
 
 def headers(res: dict | None) -> list:
@@ -40,15 +30,14 @@ def headers(res: dict | None) -> list:
     return [gr.update(label=views.map_header(m)) for m in maps]
 
 
-def saliency_dataset(ctx: Ctx, dataset: str | None = None, method: str = default("saliency", "method"),
-                     tolerance: str | None = default("saliency", "tolerance"), limit: float | None = 50,
-                     output: str | None = default("saliency", "output"),
-                     progress=gr.Progress()) -> tuple:
-    res = ctx.heavy.batch(api.saliency, ctx.pair, dataset=dataset, method=method, limit=limit, tolerance=tolerance,
-                          output=output,
-                          progress=common.progress_of(progress, "explaining"))
+def _dataset_shown(ctx: Ctx, res, values: dict) -> tuple:
     return (res.to_dict(), views.cut_line(res) + views.saliency_dataset_summary(res), saliency_dataset_figure(res),
             views.lowest_agreement_frame(res))
+
+
+saliency_dataset = common.handler("saliency", _dataset_shown, params=("dataset", "method", "tolerance", "limit",
+                                                                       "output"),
+                                  where="batch", desc="explaining", endpoint="saliency_dataset")
 
 
 def tab(ctx: Ctx) -> None:
