@@ -430,7 +430,8 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     its parameters (gradio_client's, in this order) the capability's inputs and the options the tab shows, named
     and defaulting as declared (text required where the capability reads only one input), and the tab's own
     `extras` ({name: default}: an upload, a colour); an option the tab does not show keeps its declared default.
-    It runs `api.run` in the tab's worker group (`where`) with a progress bar and returns `show(ctx, res, values)`,
+    It runs the facade's entry point (`api.NAME`, `api.run`'s) in the tab's worker group (`where`) with a progress
+    bar and returns `show(ctx, res, values)`,
     the tab's outputs (`values`: every parameter by name). `read(values)`: what the tab's extras change of the
     request (a file dropped on the page read instead of the dataset field)."""
     cap = api.capabilities.get(capability)
@@ -444,7 +445,7 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     def param(name: str) -> inspect.Parameter:
         if name in declared:
             return P(name, P.POSITIONAL_OR_KEYWORD, default=declared[name].default)
-        if name == "text" and cap.inputs == "text":
+        if name == "text" and "dataset" not in params:  # the endpoint explains one input: it is required
             return P(name, P.POSITIONAL_OR_KEYWORD, annotation=str)
         return P(name, P.POSITIONAL_OR_KEYWORD, default=extras.get(name))
 
@@ -456,9 +457,8 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
         request = {k: v for k, v in values.items() if k in declared or k in INPUTS}
         request |= read(values) if read is not None else {}
         progress(0, desc=desc or capability)
-        res = getattr(ctx.heavy, where)(api.run, capability, ctx.pair, request.pop("text", None),
-                                         request.pop("text2", None), **request,
-                                         progress=progress_of(progress, desc or capability))
+        res = getattr(ctx.heavy, where)(getattr(api, capability), ctx.pair, **request,  # its entry point, which
+                                         progress=progress_of(progress, desc or capability))  # a worker pickles
         return show(ctx, res, values)
 
     run.__signature__ = inspect.Signature([P("ctx", P.POSITIONAL_OR_KEYWORD), *map(param, params),
