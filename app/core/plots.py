@@ -314,7 +314,8 @@ def similarity_figure(res: dict):
 
 
 def attention_figure(res: dict):
-    """Both models' word-to-word attention at one layer, side by side (rows attend to columns)."""
+    """Both models' word-to-word attention at one layer, side by side (rows attend to columns), on one colour
+    scale."""
     import numpy as np
     from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
@@ -324,11 +325,12 @@ def attention_figure(res: dict):
     fig = Figure(figsize=(2 * side + 1, side), layout="constrained")
     axes = fig.subplots(1, len(models))
     head = "mean of the heads" if res["head"] is None else f"head {res['head']}"
+    # one scale for both models, up to the larger map's largest weight: on a scale each, ALBERT's nearly uniform
+    # attention (0-0.06) looked as intense as BERT's (0-0.45); on this one it shows as the flat map it is
+    top = max((float(np.nanmax(np.array(m["map"], dtype=float))) for m in models if m["map"]), default=1.0)
     for ax, m in zip(np.atleast_1d(axes), models):
-        # each model on its own scale: ALBERT's flatter attention on a shared 0-1 scale looked blank
         weights = np.array(m["map"], dtype=float)
-        im = ax.imshow(weights, vmin=0, vmax=max(float(np.nanmax(weights)) if weights.size else 1.0, 1e-6),
-                       cmap="Blues")
+        im = ax.imshow(weights, vmin=0, vmax=max(top, 1e-6), cmap="Blues")
         ax.set_xticks(range(len(m["units"])), m["units"], rotation=90, fontsize=9)
         ax.set_yticks(range(len(m["units"])), m["units"], fontsize=9)
         ax.set_title(f"{m['model']}: layer {m['layer']}, {head}", fontsize=10)
