@@ -28,6 +28,7 @@ The base-size models are the tests' fixtures (tests/base_fixtures.py: exact arch
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -306,8 +307,6 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str 
     (ALBERT_LENS_CUDA_GRAPHS=large for fp32, =small for half precision; `graphs` says which buckets were
     recorded), and with `backend` (an attention backend: by default the `batches` probe's fastest) preferred in
     half precision; how far each run's fail rates move from fp32's."""
-    import contextlib
-
     row = {}
     rates = {}
     halved = pair.with_precision(half)
@@ -355,28 +354,25 @@ def fastest_backend(batches: dict, precision: str) -> str | None:
     return min(sums, key=sums.get) if sums else None
 
 
+@contextlib.contextmanager
 def pinned(pair: Pair, dev: str, backend: str | None):
-    """A context in which the pair's CUDA models prefer `backend` (ALBERT_LENS_ATTENTION, as the app reads it),
-    their graphs dropped so that the next calls record them under it; put back after."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def run():
-        before = os.environ.get(devices.ATTENTION_ENV)
+    """The pair's CUDA models preferring `backend` (ALBERT_LENS_ATTENTION, as the app reads it), their graphs
+    dropped so that the next calls record them under it; put back after."""
+    before = os.environ.get(devices.ATTENTION_ENV)
+    for clf in pair.models:
+        clf.graphs = None
+    os.environ[devices.ATTENTION_ENV] = backend or "auto"
+    try:
+        devices.pin_attention(dev)
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(devices.ATTENTION_ENV, None)
+        else:
+            os.environ[devices.ATTENTION_ENV] = before
+        devices.pin_attention(dev)
         for clf in pair.models:
             clf.graphs = None
-        os.environ[devices.ATTENTION_ENV] = backend or "auto"
-        try:
-            devices.pin_attention(dev)
-            yield
-        finally:
-            os.environ.pop(devices.ATTENTION_ENV, None) if before is None else os.environ.update(
-                {devices.ATTENTION_ENV: before})
-            devices.pin_attention(dev)
-            for clf in pair.models:
-                clf.graphs = None
-
-    return run()
 
 
 def _median_ms(dev: str, fn, reps: int) -> float:
@@ -507,8 +503,7 @@ def _sdpa_backends(dev: str, run, batches: dict, reps: int, precision: str) -> d
     PyTorch's own order of preference. Which backend SDPA picks by itself is in the kernel names."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    members = {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-               "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+    members = devices.sdpa_backends()
     out: dict = {"priority": [SDPBackend(i).name.lower().removesuffix("_attention")
                               for i in torch._C._get_sdp_priority_order()]}
     unmasked = batches["unmasked"]

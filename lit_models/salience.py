@@ -8,7 +8,7 @@ from lit_nlp.api import components as lit_components
 from lit_nlp.api import dtypes as lit_dtypes
 from lit_nlp.api import types as lit_types
 
-from app.core.api import METHODS, limits
+from app.core.api import METHODS, capabilities, limits
 
 from .models import lens_of
 
@@ -43,7 +43,8 @@ class LensSalience(lit_components.Interpreter):
     def run(self, inputs, model, dataset, model_outputs=None, config=None) -> list[dict]:
         lens = lens_of(model)
         cls = METHODS[self.method]
-        method = cls(lens.clf, **cls.settings({"output": "prob", "tolerance": 1e-3}, limits()))
+        declared = capabilities.get("saliency")  # the request LIT can't make: the declared defaults
+        method = cls(lens.clf, **cls.settings({o.name: o.default for o in declared.options}, limits()))
         out = []
         for ex in inputs:
             res = method.attribute(lens.example(ex))

@@ -117,13 +117,12 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
     checked = cap.check(given, visitor=visitor)
     on = pair.fp32 if cap.needs_gradients else pair
     if cap.runner:
-        runner = capabilities.resolve(cap.runner)
-        takes = signature(runner).parameters
+        takes = accepts(name)
         inputs = {"text": text, "text2": text2, **passed}
         for key, value in inputs.items():
             if value is not None and key not in takes and key != "visitor":
                 raise InputError(f"{key}: {name} takes no {key}")
-        return runner(on, **{k: v for k, v in inputs.items() if k in takes}, **checked)
+        return capabilities.resolve(cap.runner)(on, **{k: v for k, v in inputs.items() if k in takes}, **checked)
     progress, engine = passed.get("progress"), passed.get("engine")
     if cap.inputs == "text":
         examples, source = [example_from(on, text, text2)], None
@@ -137,12 +136,12 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
 
 
 def accepts(name: str) -> set[str]:
-    """Which of `PASSED` the capability takes: its runner's (by its signature), or for an engine job its input's
-    (a dataset and its limit where it reads one) with progress, engine and visitor."""
+    """Which inputs (text, text2) and which of `PASSED` the capability takes: its runner's (by its signature), or
+    for an engine job its input's (the text, or a dataset and its limit) with progress, engine and visitor."""
     cap = capabilities.get(name)
     if cap.runner:
-        return set(PASSED) & set(signature(capabilities.resolve(cap.runner)).parameters)
-    return {"progress", "engine", "visitor"} | ({"dataset", "limit"} if cap.inputs != "text" else set())
+        return {"text", "text2", *PASSED} & set(signature(capabilities.resolve(cap.runner)).parameters)
+    return {"progress", "engine", "visitor"} | ({"dataset", "limit"} if cap.inputs != "text" else {"text", "text2"})
 
 
 def entry(name: str) -> Callable:

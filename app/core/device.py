@@ -99,6 +99,14 @@ def attention_backend() -> str:
     return word
 
 
+def sdpa_backends() -> dict:
+    """PyTorch's attention backends by their short names, math last (the order a pin keeps after its choice)."""
+    from torch.nn.attention import SDPBackend
+
+    return {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+
+
 def pin_attention(device: str | torch.device) -> str:
     """Put the chosen attention backend first in PyTorch's order of preference for scaled dot-product attention,
     the others kept after it (math last), so a call it cannot serve (flash in fp32, say) falls back rather than
@@ -110,10 +118,9 @@ def pin_attention(device: str | torch.device) -> str:
         _held.pop().__exit__(None, None, None)
     if word == "auto":
         return "auto"
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
-    members = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-               "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    members = sdpa_backends()
     order = [members[word], *(m for m in members.values() if m is not members[word])]
     held = sdpa_kernel(order, set_priority=True)
     held.__enter__()

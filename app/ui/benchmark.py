@@ -34,8 +34,7 @@ slices = common.handler(
     "slices", lambda ctx, res, values: (res.to_dict(), views.slices_summary(res), slices_figure(res),
                                         views.slices_frame(res)),
     params=("dataset", "uploaded", "limit", "metric", "min_size", "clusters"), extras={"uploaded": None},
-    where="batch", desc="predicting", read=lambda values: {"dataset": upload_path(values["uploaded"])
-                                                            or values["dataset"]})
+    where="batch", desc="predicting", read=common.uploaded_or_named)
 
 
 def slice_texts(res: dict, row: int) -> list[str] | None:

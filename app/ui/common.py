@@ -400,6 +400,11 @@ def upload_path(uploaded) -> str | None:
     return str(path)
 
 
+def uploaded_or_named(values: dict) -> dict:
+    """A handler's `read`: a file dropped on the page is the dataset, else the named one."""
+    return {"dataset": upload_path(values["uploaded"]) or values["dataset"]}
+
+
 def progress_of(progress, desc: str):
     """The core's (done, total) callback as a Gradio progress bar."""
     return lambda d, n: progress(d / max(n, 1), desc=desc)
@@ -431,9 +436,9 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     and defaulting as declared (text required where the capability reads only one input), and the tab's own
     `extras` ({name: default}: an upload, a colour); an option the tab does not show keeps its declared default.
     It runs the facade's entry point (`api.NAME`, `api.run`'s) in the tab's worker group (`where`) with a progress
-    bar and returns `show(ctx, res, values)`,
-    the tab's outputs (`values`: every parameter by name). `read(values)`: what the tab's extras change of the
-    request (a file dropped on the page read instead of the dataset field)."""
+    bar and returns `show(ctx, res, values)`, the tab's outputs (`values`: every parameter by name, as `read` left
+    them). `read(values)`: the values the tab's extras change (a file dropped on the page read instead of the
+    dataset field: `uploaded_or_named`)."""
     cap = api.capabilities.get(capability)
     declared = {o.name: o for o in cap.options}
     extras = extras or {}
@@ -454,8 +459,8 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
         progress = args[len(params)] if len(args) > len(params) else kwargs.pop("progress", gr.Progress())
         values = dict(zip(params, args)) | kwargs
         values = {p: values.get(p, run.__signature__.parameters[p].default) for p in params}
+        values |= read(values) if read is not None else {}
         request = {k: v for k, v in values.items() if k in declared or k in INPUTS}
-        request |= read(values) if read is not None else {}
         progress(0, desc=desc or capability)
         res = getattr(ctx.heavy, where)(getattr(api, capability), ctx.pair, **request,  # its entry point, which
                                          progress=progress_of(progress, desc or capability))  # a worker pickles

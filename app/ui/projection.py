@@ -25,12 +25,11 @@ from .common import (
     on_select_range,
     slider,
     stop_button,
-    upload_path,
 )
 
 
 def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
-    colour, spec = values["colour"], upload_path(values["uploaded"]) or values["dataset"]
+    colour, spec = values["colour"], values["dataset"]  # the dropped file's path where one was dropped
     frame = pd.DataFrame(res["points"])
     out_dir = export_dir()
     frame.to_csv(out_dir / "projection.csv", index=False)
@@ -50,7 +49,7 @@ def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
 project = common.handler("project", _projection_shown,
                          params=("dataset", "uploaded", "method", "pooling", "layer", "colour", "limit"),
                          extras={"uploaded": None, "colour": "gold"}, where="batch", desc="embedding",
-                         read=lambda values: {"dataset": upload_path(values["uploaded"]) or values["dataset"]})
+                         read=common.uploaded_or_named)
 
 
 def shown(points: list[dict]) -> pd.DataFrame:
