@@ -4,6 +4,7 @@ HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import logging
 import threading
@@ -42,6 +43,7 @@ from app.core.errors import InputError, LensError
 from . import gate
 from .client import client_root
 from .datasets import LensDataset
+from .declared import PROBE, DeclaredMetrics, metric_name, served
 from .metrics import PairedComparison
 from .models import LensModel, lens_of, light_outputs, models_for
 from .salience import LensSalience, lit_name
@@ -521,5 +523,10 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     kw.setdefault("default_layout", "default")
     # LIT's metrics table, plus the paired test of each model against the pair's other one on the selection
     metrics = lit_core.default_metrics() | {PAIRED: PairedComparison([models[clf.name] for clf in pair.models])}
+    # and every declared capability over a dataset that LIT has no component for, from its declaration alone
+    # (its columns the numbers it answers on the served datasets' first rows)
+    rows = itertools.islice((row for d in data.values() for row in d.examples), PROBE)
+    probe = [tuple(str(row.get(f, "")) for f in pair.task.fields) for row in rows]
+    metrics |= {metric_name(c.name): DeclaredMetrics(c.name, pair, probe) for c in served()}
     return LensServer(models, data, generators=generators, interpreters=interpreters, metrics=metrics,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -245,12 +245,13 @@ TOY_DATA = Capability("toy_votes", "Toy: each model's commonest predicted labels
                       inputs="dataset", options=(Option("top", int, 2, "labels listed", low=1, high=5),))
 
 
-def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_and_the_app(tiny_pair, tiny_dirs, tmp_path,
-                                                                                     capsys):
+def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_the_app_and_lit(tiny_pair, tiny_dirs,
+                                                                                         tmp_path, capsys):
     """A capability that reads a dataset, from its declaration alone: the facade reads the dataset's first `limit`
     rows, the command line takes --dataset and --limit, the app's More tab has a section whose gradio_client
-    endpoint takes the dataset, its limit and the options; each answers with the same counts, which a count of the
-    models' own predictions on those rows gives independently."""
+    endpoint takes the dataset, its limit and the options, LIT's metrics table has it on the selected examples;
+    each answers with the same counts, which a count of the models' own predictions on those rows gives
+    independently."""
     from collections import Counter
 
     from app import cli
@@ -259,6 +260,8 @@ def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_and_the_a
     from app.core.inference import predict
     from app.ui import build, declared
     from app.ui.common import Ctx
+    from lit_models.declared import metric_name
+    from lit_models.server import make_server
 
     rows = tmp_path / "rows.tsv"
     texts = ["a fine film", "a dull film", "great", "awful", "fine", "never again"]
@@ -278,5 +281,23 @@ def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_and_the_a
         assert [p["parameter_name"] for p in endpoint["parameters"]] == ["dataset", "limit", "top"]
         got, text = declared.handler("toy_votes")(Ctx.of(tiny_pair), str(rows), 4, 1)
         assert got["result"] == res["result"] and all(str(r["model"]) in text for r in res["result"])
+
+        # LIT: a metrics component on the selected examples (the declared defaults: top=2), asked as the page asks
+        lit = make_server(tiny_pair, [str(rows)], port=None, server_type="external").serve()
+        assert metric_name("toy_votes") in lit._metrics
+        named = next(n for n in lit._datasets if "rows" in n)
+        picked = [{"id": str(i), "data": {"sentence": t, "label": "positive"}, "meta": {}}
+                  for i, t in enumerate(texts[:5])]
+        full = api.toy_votes(tiny_pair, str(rows), limit=5)["result"]
+        for clf, want in zip(tiny_pair.models, full):
+            out = lit._get_metrics({"inputs": picked}, model=clf.name, dataset_name=named,
+                                   metrics=metric_name("toy_votes"))
+            [row] = out[metric_name("toy_votes")]
+            assert row["metrics"] == {f"top.{lab}": float(n) for lab, n in want["top"]}
+            assert set(row["metrics"]) <= set(lit._info["metrics"][metric_name("toy_votes")]["metaSpec"])  # columns
+            assert sum(row["metrics"].values()) == 5.0
+        capabilities.unregister("toy_votes")
+        lit = make_server(tiny_pair, [str(rows)], port=None, server_type="external").serve()
+        assert metric_name("toy_votes") not in lit._metrics
     finally:
         capabilities.unregister("toy_votes")

@@ -111,15 +111,19 @@ def slice_spec(dataset: str, rows) -> str:
     return f"{dataset} @rows:{','.join(str(int(r)) for r in rows)}"
 
 
-def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None, *, visitor: bool = True) -> Dataset:
+def resolve_dataset(pair: Pair, spec: str | Dataset | None, limit: int | str | None = None, *,
+                    visitor: bool = True) -> Dataset:
     """A shipped example set by name, a local path (or uploaded file), or a `datasets` id when online; its first
     `limit` examples (validated: a whole number from 1 to this server's `max_examples`; empty: the cap), read no
-    further. `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only
-    what visitors type (`readable`), and only a visitor's rows are held to the text cap."""
+    further. A `Dataset` a caller built (LIT's selected examples, a script's own rows) is held to the same checks.
+    `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only what
+    visitors type (`readable`), and only a visitor's rows are held to the text cap."""
     cap = limits()
     n = count("limit", limit, cap=read_cap(visitor, "max_examples"))
-    if not spec:
+    if spec is None or (isinstance(spec, str) and not spec):  # an empty Dataset is not "no dataset"
         spec = default_dataset(pair)
+    if isinstance(spec, Dataset):
+        return _checked(pair, spec.head(n), visitor, cap)
     if not isinstance(spec, str):
         raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
     if (picked := SLICE_SPEC.match(spec)) is not None:  # a slice: some rows of a dataset, as the app names them
@@ -150,7 +154,12 @@ def resolve_dataset(pair: Pair, spec: str | None, limit: int | str | None = None
             ds = load_dataset(spec, task=pair.task.name, limit=n)
         except OSError as exc:  # a name the file system refuses (too long, ...), not a file
             raise DataError(f"dataset: {spec[:80]!r} can't be opened ({exc.strerror or type(exc).__name__})") from None
-    ds = ds.head(n)
+    return _checked(pair, ds.head(n), visitor, cap)
+
+
+def _checked(pair: Pair, ds: Dataset, visitor: bool, cap: dict) -> Dataset:
+    """A dataset as every capability may read it: some examples, each with the task's fields, a visitor's texts
+    within this server's length."""
     if not ds.examples:
         raise InputError(f"dataset: {ds.name} has no examples")
     if any(len(e.texts) != len(pair.task.fields) for e in ds.examples):

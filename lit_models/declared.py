@@ -1,0 +1,124 @@
+"""Declared capabilities LIT has no counterpart of, in LIT's Metrics table, from their declarations alone.
+
+A capability over a dataset whose answer is an engine job's (`capabilities.py`; not one with a runner and an
+answer of its own, which LIT serves through its own components: projections, salience, generators) runs through
+the facade on LIT's selected examples, with its declared defaults (LIT's metrics table sends no settings), and
+each model's row holds the numbers of that model's record (the whole answer's where it answers for the pair).
+LIT's table shows the columns a component's `meta_spec` names, read once when the page loads: they are the numbers
+the capability answers on the served datasets' first rows at start-up (a number another selection adds, such as a
+label not predicted there, is in the JSON but has no column). LIT asks once per model; the pair is run once per
+selection.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from lit_nlp.api import components as lit_components
+from lit_nlp.api import dataset as lit_dataset
+from lit_nlp.api import model as lit_model
+from lit_nlp.api import types as lit_types
+
+from app.core.api import Dataset, Example, Pair, capabilities, run
+
+from .models import LABEL, lens_of
+
+NUMBERS = 200  # numbers a row may hold: LIT's table has a column per number
+PROBE = 100  # rows of the served datasets the start-up run reads to learn the columns
+KEPT = 4  # selections answered and kept (LIT asks for the whole dataset and the selection, per model)
+
+
+def served() -> list[capabilities.Capability]:
+    """The declared capabilities LIT shows as metrics: engine jobs that read a dataset."""
+    return [c for c in capabilities.declared() if c.job is not None and c.inputs != "text"]
+
+
+def metric_name(capability: str) -> str:
+    """The component's name in LIT's metrics table (its columns read "NAME: number")."""
+    return f"{capability} (albert-lens)"
+
+
+def numbers(value, prefix: str = "") -> dict[str, float]:
+    """A JSON answer's numbers, each named by where it sits: keys joined by ".", a list's items by position,
+    except a [name, number] pair, named by its name (a label and its count)."""
+    out: dict[str, float] = {}
+    if isinstance(value, bool):
+        return out
+    if isinstance(value, int | float):
+        return {prefix or "value": float(value)}
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        named = all(isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) for v in value)
+        items = ((v[0], v[1]) if named else (str(i), v) for i, v in enumerate(value))
+    else:
+        return out
+    for key, v in items:
+        out |= numbers(v, f"{prefix}.{key}" if prefix else str(key))
+    return out
+
+
+class DeclaredMetrics(lit_components.Metrics):
+    """One declared capability (`served()`) as LIT metrics on the pair's models, its columns the numbers it
+    answers on `probe` (the served datasets' first rows)."""
+
+    def __init__(self, capability: str, pair: Pair, probe: Sequence[tuple[str, ...]]):
+        self.capability, self.pair = capabilities.get(capability), pair
+        self._kept: OrderedDict[tuple, dict] = OrderedDict()  # selections answered, newest last
+        self._lock = threading.Lock()
+        names: dict[str, None] = {}
+        if probe:
+            res = self._answer(list(probe)[:PROBE], visitor=False)
+            for clf in pair.models:
+                names |= dict.fromkeys(self._numbers(res, clf.name))
+        self._columns = list(names)[:NUMBERS]
+
+    def description(self) -> str:
+        return f"albert-lens's {self.capability.name}: {self.capability.help}"
+
+    def is_field_compatible(self, pred_spec: lit_types.LitType, parent_spec: lit_types.LitType | None) -> bool:
+        return isinstance(pred_spec, lit_types.MulticlassPreds | lit_types.RegressionScore)
+
+    def is_compatible(self, model: lit_model.Model, dataset: lit_dataset.Dataset) -> bool:
+        return self._ours(lens_of(model))
+
+    def _ours(self, lens) -> bool:
+        return lens is not None and any(lens.clf is m for m in self.pair.models)
+
+    def meta_spec(self) -> dict[str, lit_types.LitType]:
+        return {k: lit_types.MetricResult(description=f"{self.capability.name}'s {k} on these examples (declared "
+                                                      "defaults)") for k in self._columns}
+
+    def _answer(self, texts: list[tuple[str, ...]], visitor: bool = True) -> dict:
+        key = tuple(texts)
+        with self._lock:  # LIT asks for each model in turn: the second is answered from the first's run
+            if key in self._kept:
+                self._kept.move_to_end(key)
+                return self._kept[key]
+        ds = Dataset("LIT's selection", [Example(t) for t in texts], self.pair.task.name)
+        res = run(self.capability.name, self.pair, dataset=ds, limit=len(texts), visitor=visitor).to_dict()
+        with self._lock:
+            self._kept[key] = res
+            while len(self._kept) > KEPT:
+                self._kept.popitem(last=False)
+        return res
+
+    @staticmethod
+    def _numbers(res: dict, model: str) -> dict[str, float]:
+        """The answer's numbers for `model`: its own record's where the answer is a record per model."""
+        body = res["result"]
+        if isinstance(body, list) and body and all(isinstance(r, dict) and "model" in r for r in body):
+            body = next((r for r in body if r["model"] == model), {})
+            body = {k: v for k, v in body.items() if k != "model"}
+        return dict(list(numbers(body).items())[:NUMBERS])
+
+    def run(self, inputs: Sequence[dict], model: lit_model.Model, dataset: lit_dataset.Dataset,
+            model_outputs: list[dict] | None = None, config: dict | None = None) -> list[dict]:
+        lens = lens_of(model)
+        if not self._ours(lens) or not inputs:
+            return []
+        lens.admit(list(inputs))  # the model's own checks of a visitor's datapoints first
+        res = self._answer([tuple(str(ex.get(f, "")) for f in lens.task.fields) for ex in inputs])
+        key = "score" if lens.clf.is_regression else "probas"
+        return [{"pred_key": key, "label_key": LABEL, "metrics": self._numbers(res, lens.clf.name)}]
