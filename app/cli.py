@@ -388,31 +388,32 @@ def _declared_commands(sub) -> None:
     per capability."""
     from app.core import capabilities  # light: no PyTorch, so --help stays quick
 
-    for cap in capabilities.declared():
-        command = cap.name.replace("_", "-")
+    for capability in capabilities.declared():
+        command = capability.name.replace("_", "-")
         if command in sub.choices:
             continue
-        p = sub.add_parser(command, help=cap.help[:1].lower() + cap.help[1:].rstrip("."), description=cap.help)
+        p = sub.add_parser(command, help=capability.help[:1].lower() + capability.help[1:].rstrip("."),
+                           description=capability.help)
         _pair_args(p)
         _precision_args(p)
-        if cap.inputs != "dataset":
-            _text_args(p, required=cap.inputs == "text")
-        if cap.inputs != "text":
+        if capability.inputs != "dataset":
+            _text_args(p, required=capability.inputs == "text")
+        if capability.inputs != "text":
             p.add_argument("--dataset", help="a shipped name, a released set by name, a file (GLUE tsv, csv, jsonl), "
                            "an id of `datasets`, or some of its rows (<dataset> @rows:3,17,40-45)"
-                           + (" instead of an input" if cap.inputs == "either" else ""))
+                           + (" instead of an input" if capability.inputs == "either" else ""))
             p.add_argument("--limit", type=int, help="first N examples (default: the capability's)")
             p.add_argument("--show", type=int, default=5, help="rows the text lists (the JSON has them all)")
             _engine_args(p)
-        _option_args(p, cap.name)
-        if cap.writes:
-            p.add_argument("--out", help=cap.writes)
-        if cap.result.endswith(":ProjectionResult"):
+        _option_args(p, capability.name)
+        if capability.writes:
+            p.add_argument("--out", help=capability.writes)
+        if capability.result.endswith(":ProjectionResult"):
             p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
                            help="what colours --out's figure (models: whether the two models agree on the example)")
         p.add_argument("--png", help="save the result's figure here (where it has one)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
-        p.set_defaults(func=cmd_declared, capability=cap.name)
+        p.set_defaults(func=cmd_declared, capability=capability.name)
 
 
 def cmd_declared(args) -> int:
@@ -421,25 +422,25 @@ def cmd_declared(args) -> int:
     from app.core import capabilities
 
     api = _api()
-    cap = capabilities.get(args.capability)
-    takes = api.accepts(cap.name)
+    capability = capabilities.get(args.capability)
+    takes = api.accepts(capability.name)
     if getattr(args, "engine", "local") != "local" and "engine" not in takes:
-        raise InputError(f"engine: {cap.name} runs in this process only")
+        raise InputError(f"engine: {capability.name} runs in this process only")
     pair = _pair(args)
-    given = {o.name: getattr(args, o.name) for o in cap.options}
+    given = {o.name: getattr(args, o.name) for o in capability.options}
     for key in ("dataset", "limit", "out"):
         if key in takes and getattr(args, key, None) is not None:
             given[key] = getattr(args, key)
     with (_engine(args) if "engine" in takes else nullcontext()) as engine, \
-            _bar(cap.name.replace("_", " "), args.json or not getattr(args, "dataset", None)) as step:
-        res = api.run(cap.name, pair, getattr(args, "text", None), getattr(args, "text2", None), progress=step,
+            _bar(capability.name.replace("_", " "), args.json or not getattr(args, "dataset", None)) as step:
+        res = api.run(capability.name, pair, getattr(args, "text", None), getattr(args, "text2", None), progress=step,
                       visitor=False, **given, **({"engine": engine} if engine is not None else {}))
     print(_dumps(res.to_dict(), indent=2, ensure_ascii=False) if args.json
           else views.text_of(res, pair=pair.name, show=getattr(args, "show", 5)))
     if args.png:
         figure = plots.figure_of(res)
         if figure is None:
-            raise InputError(f"png: {cap.name} has no figure here")
+            raise InputError(f"png: {capability.name} has no figure here")
         _save_figure(lambda: figure, args.png)
     if getattr(args, "out", None) and "out" not in takes:
         written = plots.export(res, Path(args.out), getattr(args, "colour", "gold"))

@@ -364,9 +364,9 @@ def _num(x, d: int = 1) -> str:
     return "n/a" if x is None else f"{x:.{d}f}"
 
 
-def _bar_png(caps: dict, path: Path, title: str, ylabel: str) -> None:
+def _bar_png(rates: dict, path: Path, title: str, ylabel: str) -> None:
     """Rates per capability, on a 0..1 axis like the app's, so two reports' figures compare at a glance."""
-    rows = [{"capability": c, "model": m, "value": v} for c, per in caps.items() for m, v in per.items()]
+    rows = [{"capability": c, "model": m, "value": v} for c, per in rates.items() for m, v in per.items()]
     grouped_bars(rows, "capability", "value", "model", ylabel, title=title, ylim=(0, 1)).savefig(path, dpi=110)
 
 

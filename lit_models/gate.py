@@ -30,7 +30,7 @@ from lit_nlp.components import projection as lit_projection
 from lit_nlp.components import umap as lit_umap
 from lit_nlp.lib import wsgi_app
 
-from app.core.api import bounded_number, check_job, check_length, integer, limits
+from app.core.api import bounded_number, check_length, checkpoint, integer, limits
 from app.core.errors import InputError
 
 from .models import lens_of
@@ -307,11 +307,11 @@ class _Deadline:
     fit stops at the deadline, a Stop or a client that left, between epochs."""
 
     def write(self, text: str) -> int:
-        check_job()
+        checkpoint()
         return len(text)
 
     def flush(self) -> None:
-        check_job()
+        checkpoint()
 
 
 class UmapWithDeadline(lit_umap.UmapModel):

@@ -22,8 +22,8 @@ from app.core.api import (
     Task,
     TextCost,
     check_examples,
-    check_job,
     check_length,
+    checkpoint,
     current_job,
     get_classifier,
     inspect,
@@ -242,7 +242,7 @@ class LensModel(lit_model.BatchedModel):
     def predict_minibatch(self, inputs: list[dict]) -> list[dict]:
         out = []
         for ex in inputs:
-            check_job()  # the request's budget, between texts: a stopped request stops within one text
+            checkpoint()  # the request's budget, between texts: a stopped request stops within one text
             start = time.perf_counter()
             out.append(self._one(ex))
             if self.cost is not None and not any(ex.get(f"input_embs_{f}") is not None for f in self.task.fields):

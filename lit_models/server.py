@@ -131,9 +131,9 @@ class WorkGate:
 def work_gate() -> WorkGate:
     """Hosted: two model requests at once, a third waits up to 30 s; on one's own machine: four, and a request
     waits as long as its time budget. `ALBERT_LENS_LIT_SLOTS` sets the number."""
-    cap = limits()
-    slots = int(cap["lit_slots"])
-    return WorkGate(slots, 30.0 if cap["hosted"] else float(cap["request_seconds"]))
+    caps = limits()
+    slots = int(caps["lit_slots"])
+    return WorkGate(slots, 30.0 if caps["hosted"] else float(caps["request_seconds"]))
 
 
 class LensLitApp(lit_app.LitApp):
@@ -225,7 +225,7 @@ class LensLitApp(lit_app.LitApp):
         """New datapoints a visitor sends to be kept: capped in count, each a JSON object of text fields capped
         like a prediction's (they are given to every later visitor who loads the link)."""
         self._inputs_capped(data)
-        cap = limits()
+        caps = limits()
         fields = self._datasets[dataset_name].spec() if dataset_name in self._datasets else {}
         for ex in (data or {}).get("inputs") or []:
             row = ex
@@ -240,7 +240,7 @@ class LensLitApp(lit_app.LitApp):
                     text = row.get(f, "")
                     if not isinstance(text, str):
                         raise InputError(f"field {f!r} must be text, got {type(text).__name__}")
-                    check_length(f, text, int(cap["max_chars"]))
+                    check_length(f, text, int(caps["max_chars"]))
                     if (why := blank_reason(text)) is not None:
                         raise InputError(f"field {f!r} {why}")
 
@@ -492,8 +492,8 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     offered = lit_core.default_generators() | {LIT_GENERATORS["word_replacement"]: WordReplacer()}
     generators = {k: v for k, v in offered.items() if k in GENERATORS and k in gate.SETTINGS}
     # hosted mode: no loading of arbitrary models from the LIT UI
-    cap = limits()
-    hosted = cap["hosted"]
+    caps = limits()
+    hosted = caps["hosted"]
     if hosted:  # a visitor's datapoint (and what LIT's LIME or generators make of it) is capped like the app's
         # input, or at the operator's longest text, which the served datasets and their edits must still pass
         longest = max((len(str(v)) for d in data.values() for row in d.examples for f, v in row.items()
@@ -501,9 +501,9 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
         biggest = max((len(d.examples) for d in data.values()), default=0)
         typical = next((row for d in data.values() for row in d.examples), None)
         for m in models.values():
-            m.max_chars = max(cap["max_chars"], longest + longest // 10)  # room for edits' growth
-            m.max_inputs = max(4 * cap["max_examples"], biggest)  # LIME's default 256 samples pass
-            m.max_output_bytes = int(cap["lit_output_bytes"])  # what one request's answer may hold
+            m.max_chars = max(caps["max_chars"], longest + longest // 10)  # room for edits' growth
+            m.max_inputs = max(4 * caps["max_examples"], biggest)  # LIME's default 256 samples pass
+            m.max_output_bytes = int(caps["lit_output_bytes"])  # what one request's answer may hold
             if typical is not None:  # the work a request asks for: its new texts priced by what they cost here
                 m.cost = measure_cost(m, typical, m.max_chars)
     loaders = {} if hosted else {"LensModel": (LensModel, LensModel.init_spec())}

@@ -24,14 +24,14 @@ def test_a_job_stops_at_its_first_check_past_the_deadline():
     job = jobs.Job(seconds=5, clock=clock)
     with jobs.running(job):
         for step in range(5):
-            jobs.check(step, 10, "steps")
+            jobs.checkpoint(step, 10, "steps")
             clock.now += 1  # at 5 s the budget is spent, not exceeded
-        jobs.check(5, 10, "steps")
+        jobs.checkpoint(5, 10, "steps")
         clock.now += 0.5
         with pytest.raises(jobs.Stopped, match=r"^stopped after 6 of 10 steps: the request's 5 s time budget") as err:
-            jobs.check(6, 10, "steps")
+            jobs.checkpoint(6, 10, "steps")
     assert err.value.job is job and job.stopped and job.progress == (6, 10)
-    jobs.check()  # outside a job nothing is ever stopped
+    jobs.checkpoint()  # outside a job nothing is ever stopped
 
 
 def test_a_nested_budget_stops_with_its_request():
@@ -40,7 +40,7 @@ def test_a_nested_budget_stops_with_its_request():
     outer.cancel()
     with jobs.running(inner, record=False):
         with pytest.raises(jobs.Stopped, match="cancelled") as err:
-            jobs.check()
+            jobs.checkpoint()
     assert err.value.job is outer  # the attack can tell its own timeout from the request's end
 
 
@@ -50,13 +50,13 @@ def test_prediction_stops_between_batches_when_the_client_leaves(tiny_pair):
     clf = tiny_pair.models[0]
     checks = []
     job = jobs.Job(alive=lambda: len(checks) < 3)
-    original = job.check
+    original = job.checkpoint
 
     def counting(*a, **k):
         checks.append(a)
         return original(*a, **k)
 
-    job.check = counting
+    job.checkpoint = counting
     exs = [Example((f"a fine film number {i}",)) for i in range(100)]
     with jobs.running(job), pytest.raises(jobs.Stopped, match="stopped after 16 of 100 predictions: the client"):
         predict(clf, exs, batch_size=8)

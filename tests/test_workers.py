@@ -18,7 +18,7 @@ pytestmark = pytest.mark.slow
 # called in the child by reference: module-level functions of an importable module
 def slow_count(n: int, pause: float, progress=None) -> int:
     for k in range(n):
-        jobs.check(k, n, "steps")
+        jobs.checkpoint(k, n, "steps")
         if progress is not None:
             progress(k + 1, n)
         time.sleep(pause)

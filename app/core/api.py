@@ -52,8 +52,12 @@ from .inputs import (  # noqa: F401 - what a request names, read (the front ends
     slice_spec,
 )
 from .inspection import inspect  # noqa: F401 - LIT's gradients and embeddings
-from .jobs import Job, Stopped, running  # noqa: F401
-from .jobs import check as check_job  # noqa: F401
+from .jobs import (  # noqa: F401
+    Job,
+    Stopped,
+    checkpoint,  # noqa: F401
+    running,
+)
 from .jobs import current as current_job  # noqa: F401
 from .loading import Classifier, get_classifier  # noqa: F401
 from .pair import Pair
@@ -111,26 +115,26 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
     (the one place that is decided). A capability with a runner (saliency, project, ...) is its runner's answer,
     called by keyword; else its engine job runs (in process, or on a Ray cluster's workers) on the input or on
     the dataset's first `limit` examples. `given`: the options, and any of `PASSED`."""
-    cap = capabilities.get(name)
+    capability = capabilities.get(name)
     passed = {k: given.pop(k) for k in PASSED if k in given}
     visitor = passed.get("visitor", True)
-    checked = cap.check(given, visitor=visitor)
-    on = pair.fp32 if cap.needs_gradients else pair
-    if cap.runner:
+    checked = capability.check(given, visitor=visitor)
+    on = pair.fp32 if capability.needs_gradients else pair
+    if capability.runner:
         takes = accepts(name)
         inputs = {"text": text, "text2": text2, **passed}
         for key, value in inputs.items():
             if value is not None and key not in takes and key != "visitor":
                 raise InputError(f"{key}: {name} takes no {key}")
-        return capabilities.resolve(cap.runner)(on, **{k: v for k, v in inputs.items() if k in takes}, **checked)
+        return capabilities.resolve(capability.runner)(on, **{k: v for k, v in inputs.items() if k in takes}, **checked)
     progress, engine = passed.get("progress"), passed.get("engine")
-    if cap.inputs == "text":
+    if capability.inputs == "text":
         examples, source = [example_from(on, text, text2)], None
     else:
         ds = dataset_of(on, passed.get("dataset"), passed.get("limit"), default=1000 if visitor else None,
                         visitor=visitor)
         examples, source = ds.examples, ds.name
-    out = (engine or Engine()).run(on, cap.function(), examples, params=checked, progress=progress)
+    out = (engine or Engine()).run(on, capability.function(), examples, params=checked, progress=progress)
     return CapabilityResult(capability=name, options=checked, result=_plain(out), dataset=source,
                             n=None if source is None else len(examples))
 
@@ -138,37 +142,38 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
 def accepts(name: str) -> set[str]:
     """Which inputs (text, text2) and which of `PASSED` the capability takes: its runner's (by its signature), or
     for an engine job its input's (the text, or a dataset and its limit) with progress, engine and visitor."""
-    cap = capabilities.get(name)
-    if cap.runner:
-        return {"text", "text2", *PASSED} & set(signature(capabilities.resolve(cap.runner)).parameters)
-    return {"progress", "engine", "visitor"} | ({"dataset", "limit"} if cap.inputs != "text" else {"text", "text2"})
+    capability = capabilities.get(name)
+    if capability.runner:
+        return {"text", "text2", *PASSED} & set(signature(capabilities.resolve(capability.runner)).parameters)
+    read = {"dataset", "limit"} if capability.inputs != "text" else {"text", "text2"}
+    return {"progress", "engine", "visitor"} | read
 
 
 def entry(name: str) -> Callable:
     """`api.NAME`: `run(NAME, pair, ...)` with the capability's inputs by position (text and text2, or the
     dataset) and its options and `PASSED` by name, with a signature that lists them (the declared defaults fill
     in what is not given)."""
-    cap = capabilities.get(name)
-    first = ("dataset",) if cap.inputs == "dataset" else ("text", "text2")
+    capability = capabilities.get(name)
+    first = ("dataset",) if capability.inputs == "dataset" else ("text", "text2")
 
     def call(pair: Pair, *inputs, **given):
         if len(inputs) > len(first):
             raise TypeError(f"{name}: takes {', '.join(first)} by position and its options by name "
-                            f"({', '.join(o.name for o in cap.options) or 'none'})")
+                            f"({', '.join(o.name for o in capability.options) or 'none'})")
         given.update(zip(first, inputs))
-        if cap.inputs == "dataset":
+        if capability.inputs == "dataset":
             return run(name, pair, **given)
         return run(name, pair, given.pop("text", None), given.pop("text2", None), **given)
 
     P = Parameter
     params = [P("pair", P.POSITIONAL_OR_KEYWORD)]
-    params += [P(n, P.POSITIONAL_OR_KEYWORD, default=None if (n != "text" or cap.inputs == "either") else P.empty)
-               for n in first]
-    params += [P(o.name, P.KEYWORD_ONLY, default=None) for o in cap.options]
+    optional = capability.inputs == "either"  # a text that may be left out where a dataset is given
+    params += [P(n, P.POSITIONAL_OR_KEYWORD, default=None if (n != "text" or optional) else P.empty) for n in first]
+    params += [P(o.name, P.KEYWORD_ONLY, default=None) for o in capability.options]
     params += [P(k, P.KEYWORD_ONLY, default=True if k == "visitor" else None) for k in PASSED if k not in first]
     call.__signature__ = Signature(params)
     call.__name__ = call.__qualname__ = name
-    call.__doc__ = cap.help
+    call.__doc__ = capability.help
     return call
 
 
@@ -206,9 +211,9 @@ _LATER: dict[str, tuple] = {}  # entry points of capabilities declared after thi
 def __getattr__(name: str):
     """Every declared capability is a facade function: `api.NAME(pair, text)` runs `api.run("NAME", ...)`."""
     if name in {c.name for c in capabilities.declared()}:
-        cap = capabilities.get(name)
-        if _LATER.get(name, (None,))[0] is not cap:  # one function per declaration: a worker pickles it by name
-            _LATER[name] = (cap, entry(name))
+        capability = capabilities.get(name)
+        if _LATER.get(name, (None,))[0] is not capability:  # one function per declaration: a worker pickles it by name
+            _LATER[name] = (capability, entry(name))
         return _LATER[name][1]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

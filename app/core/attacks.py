@@ -93,7 +93,7 @@ def logging_kept():
 class LensModelWrapper:
     """TextAttack model wrapper over the core: probabilities for a list of str (or tuples for pair tasks).
 
-    Every call is one step of the search; it first asks the running job (`jobs.check`: the attack's own time
+    Every call is one step of the search; it first asks the running job (`jobs.checkpoint`: the attack's own time
     limit, nested in the request's budget and its client's presence) whether to go on, so an attack past its
     deadline stops before its next step, never after it."""
 
@@ -110,7 +110,7 @@ class LensModelWrapper:
     def __call__(self, text_input_list, **_):
         if self.cancel is not None and self.cancel.is_set():
             raise AttackCancelled("attack cancelled")
-        jobs.check(self.steps, None, "search steps")
+        jobs.checkpoint(self.steps, None, "search steps")
         exs = [Example(tuple(t) if isinstance(t, tuple | list) else (t,)) for t in text_input_list]
         pred = predict(self.clf, exs, batch_size=self.batch_size, validate=False)
         self.queries += len(exs)
@@ -256,7 +256,7 @@ def _minilm_constraint(threshold: float):
             super().__init__(threshold=threshold, metric="cosine", compare_against_original=True, window_size=None)
 
         def encode(self, sentences):
-            jobs.check()  # a constraint over hundreds of candidates costs as much as a query step
+            jobs.checkpoint()  # a constraint over hundreds of candidates costs as much as a query step
             return torch.as_tensor(MiniLMSentenceEncoder.model().encode(list(sentences), convert_to_numpy=True))
 
     del ta
@@ -477,7 +477,7 @@ def attack_pair(models: Sequence[Classifier], recipe: str, examples: Iterable[Ex
             raise AttackCancelled("attack cancelled")
         per_model = []
         try:
-            jobs.check(len(out), len(examples), "examples attacked")
+            jobs.checkpoint(len(out), len(examples), "examples attacked")
             for k, (clf, w, a) in enumerate(prepared):
                 _seed(ex, k, seed)  # random recipes (deepwordbug, pruthi): the same result however batches split
                 per_model.append(attack_one(clf, recipe, ex, query_budget=query_budget, time_limit=time_limit,

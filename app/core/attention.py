@@ -121,7 +121,7 @@ def attention_stats(clf: Classifier, examples, progress=None) -> dict:
     home = devices.float64_home(clf.device)  # where the float64 statistics are taken (MPS has no float64)
     budget = ATT_CELLS["cpu" if home.type == "cpu" else "gpu"]
     for idx in _stat_batches(enc.lengths, cfg.num_hidden_layers * cfg.num_attention_heads, budget):
-        jobs.check(done, len(examples), "examples")
+        jobs.checkpoint(done, len(examples), "examples")
         batch = pad(clf, enc, idx)
         att = devices.wide(_attentions_batch(clf, batch))  # (layers, rows, heads, tokens, tokens)
         valid = devices.wide(batch["attention_mask"])  # 1.0 at a token, 0.0 at padding

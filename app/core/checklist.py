@@ -128,7 +128,7 @@ def _check_labels(path: Path, name: str, labels, data: list, n_labels: int) -> N
     where = f"{path}: test {name[:80]!r}"
     allowed = f"a class number from 0 to {n_labels - 1}"
 
-    def check(x, place: str) -> None:
+    def in_range(x, place: str) -> None:
         if isinstance(x, bool) or not isinstance(x, int):
             raise DataError(f"{where}{place}: label {str(x)[:40]!r} is not {allowed}")
         if not 0 <= x < n_labels:
@@ -147,11 +147,11 @@ def _check_labels(path: Path, name: str, labels, data: list, n_labels: int) -> N
                 if not lab or len(lab) > size:
                     raise DataError(f"{where}, case {k}: {len(lab)} labels for a case of {size} input(s)")
                 for x in lab:
-                    check(x, f", case {k}")
+                    in_range(x, f", case {k}")
             else:
-                check(lab, f", case {k}")
+                in_range(lab, f", case {k}")
         return
-    check(labels, "")
+    in_range(labels, "")
 
 
 def _check_cases(path: Path, name: str, data, max_chars: int | None) -> None:
@@ -234,7 +234,7 @@ Outcome = tuple[bool | None, str | Callable[[], str]]
 
 
 def detail_text(detail: str | Callable[[], str]) -> str:
-    """An outcome's detail as words (written only now where the check left a function)."""
+    """An outcome's detail as words (written only now where the expectation left a function)."""
     return detail() if callable(detail) else detail
 
 
@@ -268,15 +268,15 @@ class Cases:
         return np.logical_and.reduceat(good, self.starts)
 
 
-# A check's twin over all cases at once (`Cases` -> passed per case, and which cases are tested; None: take the
-# cases one at a time), attached to the per-case check as `.over`: the sentiment suite's 172,840 per-case calls
-# for two models were most of its bookkeeping.
+# An expectation's twin over all cases at once (`Cases` -> passed per case, and which cases are tested; None:
+# take the cases one at a time), attached to the per-case expectation as `.over`: the sentiment suite's 172,840
+# per-case calls for two models were most of its bookkeeping.
 Over = Callable[[Cases], tuple[np.ndarray, np.ndarray] | None]
 
 
-def _with_over(check: Callable, over: Over) -> Callable:
-    check.over = over
-    return check
+def _with_over(expect: Callable, over: Over) -> Callable:
+    expect.over = over
+    return expect
 
 
 def _all_tested(c: Cases) -> np.ndarray:
@@ -284,9 +284,9 @@ def _all_tested(c: Cases) -> np.ndarray:
 
 
 def _mft_label(label: int, names: Sequence[str]) -> Callable:
-    def check(preds, confs, case_labels=None) -> Outcome:
+    def expect(preds, confs, case_labels=None) -> Outcome:
         return bool((preds == label).all()), lambda: f"expected {names[label]}, got {_said(preds, names)}"
-    return _with_over(check, lambda c: (c.every(c.preds == label), _all_tested(c)))
+    return _with_over(expect, lambda c: (c.every(c.preds == label), _all_tested(c)))
 
 
 def _mft_own_labels(c: Cases) -> tuple[np.ndarray, np.ndarray]:
@@ -295,7 +295,7 @@ def _mft_own_labels(c: Cases) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: float = TOLERANCE) -> Callable:
-    def check(preds, confs, case_labels=None) -> Outcome:
+    def expect(preds, confs, case_labels=None) -> Outcome:
         k = int(preds[0]) if label is None else label
         delta = confs[1:, k] - confs[0, k]
         ok = (delta >= -tol) if increasing else (delta <= tol)
@@ -307,17 +307,17 @@ def _monotonic(label: int | None, increasing: bool, names: Sequence[str], tol: f
         k = c.preds[first] if label is None else np.full(len(c.preds), label)
         delta = c.confs[np.arange(len(c.preds)), k] - c.confs[first, k]  # 0 on a case's first row: passes
         return c.every((delta >= -tol) if increasing else (delta <= tol)), _all_tested(c)
-    return _with_over(check, over)
+    return _with_over(expect, over)
 
 
 def _inv(names: Sequence[str]) -> Callable:
-    def check(preds, confs, case_labels=None) -> Outcome:
+    def expect(preds, confs, case_labels=None) -> Outcome:
         return bool((preds[1:] == preds[0]).all()), lambda: f"predictions {_said(preds, names)}"
-    return _with_over(check, lambda c: (c.every(c.preds == c.preds[c.first]), _all_tested(c)))
+    return _with_over(expect, lambda c: (c.every(c.preds == c.preds[c.first]), _all_tested(c)))
 
 
 def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool = False) -> Callable:
-    def check(preds, confs, case_labels=None) -> Outcome:
+    def expect(preds, confs, case_labels=None) -> Outcome:
         if only_if_original is not None and preds[0] != only_if_original:
             return None, "original not predicted as the test requires"
         rest = preds[1:] if skip_first else preds
@@ -329,7 +329,7 @@ def _all_equal(value: int, only_if_original: int | None = None, skip_first: bool
             good[c.starts] = True
         tested = _all_tested(c) if only_if_original is None else c.preds[c.starts] == only_if_original
         return c.every(good), tested
-    return _with_over(check, over)
+    return _with_over(expect, over)
 
 
 def _implications(preds, confs, case_labels=None) -> Outcome:
@@ -511,10 +511,10 @@ def _case_labels(test: Test, i: int):
 
 
 def _case_outcome(test: Test, fn, i: int, rows, sp: Space, names: Sequence[str]) -> Outcome:
-    """Case `i`'s outcome by its per-case check (`fn`; None: the case's own MFT label)."""
+    """Case `i`'s outcome by its per-case expectation (`fn`; None: the case's own MFT label)."""
     labels = _case_labels(test, i)
-    check = _mft_label(labels, names) if fn is None else fn
-    return check(sp.preds[rows], sp.confs[rows], labels)
+    expect = _mft_label(labels, names) if fn is None else fn
+    return expect(sp.preds[rows], sp.confs[rows], labels)
 
 
 def _layout(cases: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -532,7 +532,7 @@ VECTORISED = True  # off: one case at a time, the reference the tests hold the c
 
 
 def _judged(test: Test, fn, cases: list, layout, sp: Space, names: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(passed, tested) per case for one model: every case at once where the check has its `over` twin, else
+    """(passed, tested) per case for one model: every case at once where the expectation has its `over` twin, else
     one case at a time."""
     over = _mft_own_labels if fn is None else getattr(fn, "over", None)
     if VECTORISED and over is not None and layout is not None:

@@ -374,7 +374,7 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
     stage = phased(progress, (0.35, 0.45, 0.2) if synonyms else (0.35, 0.65, 0.0))
     originals, edited, made, source = [], [], [], []
     for k, ex in enumerate(examples):
-        jobs.check(k, len(examples), "examples edited")  # WordNet look-ups cost more than the predictions
+        jobs.checkpoint(k, len(examples), "examples edited")  # WordNet look-ups cost more than the predictions
         stage(0, k, len(examples))
         if edits == "word_replacement":
             new, e = replace_words(ex, pairs or {})

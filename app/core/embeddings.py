@@ -64,7 +64,7 @@ def _batches(clf: Classifier, enc, batch_size: int, progress: Progress | None):
     """Length-sorted padded batches (row indices, batch), stopping where the job's budget ends; progress after each."""
     n, done = len(enc), 0
     for idx in length_batches(enc, batch_for(clf, batch_size)):
-        jobs.check(done, n, "embeddings")
+        jobs.checkpoint(done, n, "embeddings")
         yield idx, pad(clf, enc, idx)
         done += len(idx)
         if progress:
@@ -150,7 +150,7 @@ def _every_layer(clf: Classifier, enc, batch_size: int):
     embedding output first), stopping between batches when the request is cancelled."""
     total, done = len(enc), 0
     for idx in length_batches(enc, batch_for(clf, batch_size)):
-        jobs.check(done, total, "embeddings")
+        jobs.checkpoint(done, total, "embeddings")
         batch = pad(clf, enc, idx)
         with autocast(clf):
             states = clf.model.base_model(**batch, output_hidden_states=True).hidden_states

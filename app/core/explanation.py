@@ -75,7 +75,7 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
     stopped = None
     for i, ex in enumerate(examples):
         try:  # a job stopped between examples keeps what it explained: the answer says where it was cut
-            jobs.check(i, len(examples), "examples explained")
+            jobs.checkpoint(i, len(examples), "examples explained")
             out = explain(models, ex, method_name, same_class=False, **kw)
             rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
                     for clf, sal in zip(models, out["maps"])]

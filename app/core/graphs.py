@@ -67,7 +67,7 @@ def cuda_capture(fn: Callable[[], torch.Tensor], pool=None) -> tuple[Callable[[]
     return graph.replay, out, graph.pool()
 
 
-def _on(device: str):
+def _current_device(device: str):
     """The model's GPU as the current one (a stream or graph is made on the current device); nothing elsewhere."""
     return torch.cuda.device(device) if torch.device(device).type == "cuda" else contextlib.nullcontext()
 
@@ -115,7 +115,7 @@ class Replayer:
         if key is None:
             return None
         rows = inputs["input_ids"].shape[0]
-        with self.lock, _on(self.clf.device):  # one set of static inputs per graph: replays take turns
+        with self.lock, _current_device(self.clf.device):  # one set of static inputs per graph: replays take turns
             if key not in self.graphs and not self._record(key, inputs):
                 return None
             replay, static, out = self.graphs[key]
@@ -190,7 +190,7 @@ class Replayer:
         if width is None or nodes * width > PATH_ROW_TOKENS:
             return None
         key = (nodes, width, *what)
-        with self.lock, _on(self.clf.device):
+        with self.lock, _current_device(self.clf.device):
             inputs = self._path_inputs(x, b, mask, alphas, weights, width)
             if key not in self.paths and not self._record_path(key, inputs, tokens, score):
                 return None

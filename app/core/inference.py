@@ -293,7 +293,7 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     done = 0
     rows = Gathered(clf, logits)
     for idx in length_batches(enc, batch_for(clf, batch_size)):
-        jobs.check(done, len(examples), "predictions")  # a request past its budget, or left, stops here
+        jobs.checkpoint(done, len(examples), "predictions")  # a request past its budget, or left, stops here
         batch = pad(clf, enc, idx)
         with autocast(clf):
             out = graphs.logits(clf, batch)  # a small batch on a GPU: one recorded launch (None elsewhere)

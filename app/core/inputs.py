@@ -118,12 +118,12 @@ def resolve_dataset(pair: Pair, spec: str | Dataset | None, limit: int | str | N
     further. A `Dataset` a caller built (LIT's selected examples, a script's own rows) is held to the same checks.
     `visitor=False` when the server's operator named it (command-line flags): hosted mode checks only what
     visitors type (`readable`), and only a visitor's rows are held to the text cap."""
-    cap = limits()
+    caps = limits()
     n = count("limit", limit, cap=read_cap(visitor, "max_examples"))
     if spec is None or (isinstance(spec, str) and not spec):  # an empty Dataset is not "no dataset"
         spec = default_dataset(pair)
     if isinstance(spec, Dataset):
-        return _checked(pair, spec.head(n), visitor, cap)
+        return _checked(pair, spec.head(n), visitor, caps)
     if not isinstance(spec, str):
         raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
     if (picked := SLICE_SPEC.match(spec)) is not None:  # a slice: some rows of a dataset, as the app names them
@@ -154,10 +154,10 @@ def resolve_dataset(pair: Pair, spec: str | Dataset | None, limit: int | str | N
             ds = load_dataset(spec, task=pair.task.name, limit=n)
         except OSError as exc:  # a name the file system refuses (too long, ...), not a file
             raise DataError(f"dataset: {spec[:80]!r} can't be opened ({exc.strerror or type(exc).__name__})") from None
-    return _checked(pair, ds.head(n), visitor, cap)
+    return _checked(pair, ds.head(n), visitor, caps)
 
 
-def _checked(pair: Pair, ds: Dataset, visitor: bool, cap: dict) -> Dataset:
+def _checked(pair: Pair, ds: Dataset, visitor: bool, caps: dict) -> Dataset:
     """A dataset as every capability may read it: some examples, each with the task's fields, a visitor's texts
     within this server's length."""
     if not ds.examples:
@@ -168,9 +168,9 @@ def _checked(pair: Pair, ds: Dataset, visitor: bool, cap: dict) -> Dataset:
     if visitor:
         for i, e in enumerate(ds.examples, 1):
             for f, t in zip(pair.task.fields, e.texts):
-                if len(t) > cap["max_chars"]:
+                if len(t) > caps["max_chars"]:
                     raise InputError(f"dataset: {ds.name}, example {i}: field {f!r} is {len(t):,} characters long; "
-                                     f"the limit here is {cap['max_chars']:,}")
+                                     f"the limit here is {caps['max_chars']:,}")
     return ds
 
 

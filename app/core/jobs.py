@@ -1,7 +1,7 @@
 """Work that stops: a request's deadline and its client's presence, checked between batches.
 
 A front end runs a request inside `running(Job(...))`; the loops that can take long (inference batches, attack
-queries, saliency per example, WordNet swaps per example) call `check()`, which raises `Stopped` once the job's
+queries, saliency per example, WordNet swaps per example) call `checkpoint()`, which raises `Stopped` once the job's
 budget is spent, its client has gone or its Stop button was pressed. Without this a visitor who closed the tab
 left a 246 s job holding a worker slot, and CheckList had no deadline at all. The check is a context variable
 read, so code run without a job (the CLI, tests, Ray workers) pays nothing and is never stopped.
@@ -29,7 +29,7 @@ class Job:
     name: str = "job"
     clock: Callable[[], float] = time.monotonic
     cancelled: threading.Event = field(default_factory=threading.Event)
-    checks: int = 0  # how often the work asked whether to go on: a stopped job asked once more, not a batch more
+    checkpoints: int = 0  # how often the work asked whether to go on: a stopped job asked once more, not a batch more
     stopped: str | None = None
     progress: tuple[int, int] | None = None  # the last (done, total) a check carried
     reached: dict[str, tuple[int, int]] = field(default_factory=dict)  # per kind of work ("examples explained")
@@ -55,10 +55,10 @@ class Job:
             return f"the request's {self.seconds:g} s time budget on this server ran out; ask for fewer examples"
         return None
 
-    def check(self, done: int | None = None, total: int | None = None, what: str = "items") -> None:
+    def checkpoint(self, done: int | None = None, total: int | None = None, what: str = "items") -> None:
         if self.parent is not None:
-            self.parent.check(done, total, what)
-        self.checks += 1
+            self.parent.checkpoint(done, total, what)
+        self.checkpoints += 1
         if done is not None and total is not None:
             self.progress = self.reached[what] = (done, total)
         why = self.reason()
@@ -78,16 +78,16 @@ def current() -> Job | None:
     return _CURRENT.get()
 
 
-def check(done: int | None = None, total: int | None = None, what: str = "items") -> None:
+def checkpoint(done: int | None = None, total: int | None = None, what: str = "items") -> None:
     """Raise `Stopped` if the running job must stop; a no-op outside a job."""
     job = _CURRENT.get()
     if job is not None:
-        job.check(done, total, what)
+        job.checkpoint(done, total, what)
 
 
 @contextmanager
 def running(job: Job, *, record: bool = True) -> Iterator[Job]:
-    """Run the body as `job`: every `check()` inside it (in this thread) asks `job`."""
+    """Run the body as `job`: every `checkpoint()` inside it (in this thread) asks `job`."""
     token = _CURRENT.set(job)
     try:
         yield job

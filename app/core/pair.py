@@ -49,12 +49,12 @@ class Pair:
 
     @classmethod
     def _resolve(cls, pair: str | None, models: Sequence[str] | None, task: str | None) -> "Pair":
-        cap = limits()
-        if cap["hosted"]:
+        caps = limits()
+        if caps["hosted"]:
             if models:
                 raise InputError("models: hosted mode serves only its configured pairs, not arbitrary model ids")
-            if pair and pair.strip().lower() not in cap["allowed_pairs"]:
-                raise InputError(f"pair: {pair!r} is not served here; allowed: {sorted(cap['allowed_pairs'])}")
+            if pair and pair.strip().lower() not in caps["allowed_pairs"]:
+                raise InputError(f"pair: {pair!r} is not served here; allowed: {sorted(caps['allowed_pairs'])}")
         if models:
             if len(models) != 2:
                 raise InputError(f"models: give exactly two model ids or directories, got {len(models)}")

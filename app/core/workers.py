@@ -108,7 +108,8 @@ def _child(conn, cancelled, gone, nice: int, threads: int | None, setup: Setup) 
             if not isinstance(exc, LensError):
                 log.exception("worker call %s failed", name)
             out = ("error", call, _portable(exc))
-        state = {"checks": job.checks, "stopped": job.stopped, "progress": job.progress, "reached": job.reached}
+        state = {"checkpoints": job.checkpoints, "stopped": job.stopped, "progress": job.progress,
+                 "reached": job.reached}
         try:
             conn.send((*out, state))
         except Exception as exc:  # noqa: BLE001 - an answer that can't be pickled
@@ -223,7 +224,7 @@ class Worker:
                     continue
                 kind, _, value, state = msg
                 if job is not None:
-                    job.checks += state["checks"]
+                    job.checkpoints += state["checkpoints"]
                     job.reached.update(state["reached"])
                     job.progress = state["progress"] or job.progress
                     job.stopped = state["stopped"] or job.stopped

@@ -237,12 +237,12 @@ def serve(demo: gr.Blocks, **launch_kw) -> tuple:
     block = not launch_kw.pop("prevent_thread_lock", False)
     out = demo.launch(prevent_thread_lock=True, app_kwargs=app_kwargs, **launch_kw)
     demo.app.debug = False  # Gradio passes debug=True; without it Starlette answers with `failed` above
-    cap = api.limits()
+    caps = api.limits()
     from starlette.middleware import Middleware
 
     demo.app.user_middleware.insert(0, Middleware(
-        ShareAtTheDoor, most=int(cap["client_slots"]) + int(cap["client_waiting"]), rate=cap["client_rate"],
-        proxies=int(cap["proxies"])))
+        ShareAtTheDoor, most=int(caps["client_slots"]) + int(caps["client_waiting"]), rate=caps["client_rate"],
+        proxies=int(caps["proxies"])))
     demo.app.middleware_stack = None  # rebuilt at the next request, with debug off and the share at the door
     if block:
         demo.block_thread()

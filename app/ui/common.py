@@ -238,10 +238,10 @@ def direct(handler: Callable, slots: int = DIRECT_SLOTS) -> dict:
     """Event kwargs for a cheap handler served outside the queue, at most `slots` at a time, each client (its
     address) at most its share of them (`api.Shares`: hosted, 2 running and 2 waiting; a request past that is
     refused at once rather than holding a server thread), a freed slot going to the client that holds fewest."""
-    cap = api.limits()
-    shares = api.Shares(slots, min(slots, int(cap["client_slots"])), int(cap["client_waiting"]),
-                        wait_s=float(cap["request_seconds"]), what=handler.__name__.removeprefix("do_"))
-    proxies = int(cap["proxies"])
+    caps = api.limits()
+    shares = api.Shares(slots, min(slots, int(caps["client_slots"])), int(caps["client_waiting"]),
+                        wait_s=float(caps["request_seconds"]), what=handler.__name__.removeprefix("do_"))
+    proxies = int(caps["proxies"])
 
     @functools.wraps(handler)
     def gated(*args, **kwargs):
@@ -411,14 +411,14 @@ def progress_of(progress, desc: str):
 
 
 @functools.lru_cache(maxsize=8)
-def _shipped_for(task) -> tuple:
+def _task_examples(task) -> tuple:
     return tuple(api.shipped_examples(task, None if task.is_pair else 8))
 
 
 def shipped(pair: api.Pair) -> tuple:
     """The shipped examples for the pair's task (read once: the Compare, Saliency and Attacks tabs all offer
     them); eight for single sentences, all the pairs."""
-    return _shipped_for(pair.task)
+    return _task_examples(pair.task)
 
 
 def examples(pair: api.Pair) -> list[list[str]]:
@@ -439,8 +439,8 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     bar and returns `show(ctx, res, values)`, the tab's outputs (`values`: every parameter by name, as `read` left
     them). `read(values)`: the values the tab's extras change (a file dropped on the page read instead of the
     dataset field: `uploaded_or_named`)."""
-    cap = api.capabilities.get(capability)
-    declared = {o.name: o for o in cap.options}
+    declaration = api.capabilities.get(capability)
+    declared = {o.name: o for o in declaration.options}
     extras = extras or {}
     unknown = [n for n in params if n not in declared and n not in INPUTS and n not in extras]
     if unknown or len(set(params)) != len(params):
@@ -470,7 +470,7 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
                                            P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())])
     run.__name__ = run.__qualname__ = endpoint or capability
     run.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)  # the tab's own, as a written handler's
-    run.__doc__ = cap.help
+    run.__doc__ = declaration.help
     return run
 
 

@@ -17,11 +17,11 @@ def handler(name: str) -> Callable:
     """`handler(ctx, <its inputs>, <its options>)` for the capability `name`, generated like every tab's
     (`common.handler`): the endpoint's parameters are the facade's names, optional where the declaration has a
     default; its answer is the result's JSON and its text."""
-    cap = api.capabilities.get(name)
-    inputs = ("text", "text2") if cap.inputs == "text" else ("dataset", "limit")
+    capability = api.capabilities.get(name)
+    inputs = ("text", "text2") if capability.inputs == "text" else ("dataset", "limit")
     return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.declared_text(res)}\n```"),
-                          params=(*inputs, *(o.name for o in cap.options)),
-                          where="single" if cap.inputs == "text" else "batch")
+                          params=(*inputs, *(o.name for o in capability.options)),
+                          where="single" if capability.inputs == "text" else "batch")
 
 
 def control(option) -> gr.components.Component:
@@ -38,15 +38,15 @@ def control(option) -> gr.components.Component:
 
 def tab(ctx: Ctx, served: set[str]) -> None:
     """The tab, when some declared capability has no tab of its own (`served`: those that have)."""
-    caps = [c for c in api.capabilities.declared() if c.name not in served]
-    if not caps:
+    rest = [c for c in api.capabilities.declared() if c.name not in served]
+    if not rest:
         return
     with gr.Tab("More", id="more"):
         describe("Further probes, each on the example above or on a dataset.")
-        for cap in caps:
-            with gr.Accordion(cap.name, open=len(caps) == 1):
-                describe(cap.help)
-                if cap.inputs == "text":
+        for capability in rest:
+            with gr.Accordion(capability.name, open=len(rest) == 1):
+                describe(capability.help)
+                if capability.inputs == "text":
                     sources = list(ctx.inputs)
                 else:
                     with gr.Row():
@@ -54,9 +54,10 @@ def tab(ctx: Ctx, served: set[str]) -> None:
                                                  value=api.default_dataset(ctx.pair)),
                                    common.number(value=None, label="max examples (empty: this server's cap)")]
                 with gr.Row():
-                    controls = [control(o) for o in cap.options]
-                go = gr.Button(f"Run {cap.name}", variant="primary")
+                    controls = [control(o) for o in capability.options]
+                go = gr.Button(f"Run {capability.name}", variant="primary")
                 text = gr.Markdown()
                 raw = json_out()
-                action(go, bind(handler(cap.name), ctx), sources + controls, [raw, text], api_name=cap.name,
-                       **(SINGLE if cap.inputs == "text" else BATCH))
+                action(go, bind(handler(capability.name), ctx), sources + controls, [raw, text],
+                       api_name=capability.name,
+                       **(SINGLE if capability.inputs == "text" else BATCH))
