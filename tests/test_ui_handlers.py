@@ -61,6 +61,9 @@ def test_saliency_asked_for_another_class_explains_it_in_both(offline_pair):
 def test_counterfactual_controls_follow_the_generator():
     """Replacements only for word replacement; the dataset and its limit only for the dataset_* generators."""
     shown = {g: [u["visible"] for u in counterfactuals._controls(g)] for g in api.GENERATORS}
+    declared = api.capabilities.COUNTERFACTUAL_GENERATORS
+    assert shown == {g: [declared[g].reads("replacements"), g.startswith("dataset_"), g.startswith("dataset_")]
+                     for g in api.GENERATORS}
     assert shown["word_replacement"] == [True, False, False]
     assert shown["wordnet_synonym"] == [False, False, False]
     assert shown["dataset_flip_rate"] == [True, True, True]

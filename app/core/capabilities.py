@@ -197,11 +197,35 @@ SALIENCY_METHODS = {
     "occlusion": "app.core.saliency:Occlusion",
 }
 OUTPUTS = ("prob", "logit")
-# counterfactual generators on one input, and over a dataset (with the edit each makes to every example)
-DATASET_GENERATORS = {"dataset_flip_rate": "word_replacement", "dataset_wordnet_synonym": "wordnet_synonym",
-                      "dataset_wordnet_antonym": "wordnet_antonym"}
-GENERATORS = ("word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip",
-              *DATASET_GENERATORS)
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A counterfactual generator as every front end offers it: the options it reads (declared here, with it; the
+    counterfactual capability takes each generator's) and, over a dataset, the one-input edit it makes to every
+    example. Its code is `counterfactuals.ONE_INPUT[name]` (one input) or `flip_rate` with `edits`."""
+
+    options: tuple[Option, ...] = ()
+    edits: str | None = None  # over a dataset: the one-input generator whose edit it makes to each example
+
+    def reads(self, name: str) -> bool:
+        return any(o.name == name for o in self.options)
+
+
+_REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (the "
+                       "generators that swap the words you give)")
+COUNTERFACTUAL_GENERATORS = {
+    "word_replacement": Generator((_REPLACEMENTS,)),
+    "wordnet_synonym": Generator(),
+    "wordnet_antonym": Generator(),
+    "ablation_flip": Generator(),
+    "hotflip": Generator(),
+    "dataset_flip_rate": Generator((_REPLACEMENTS,), edits="word_replacement"),
+    "dataset_wordnet_synonym": Generator(edits="wordnet_synonym"),
+    "dataset_wordnet_antonym": Generator(edits="wordnet_antonym"),
+}
+GENERATORS = tuple(COUNTERFACTUAL_GENERATORS)
+DATASET_GENERATORS = {name: g.edits for name, g in COUNTERFACTUAL_GENERATORS.items() if g.edits}
 PROJECTIONS = ("umap", "pca")
 POOLINGS = ("cls", "mean")
 LAYER_POOLINGS = (*POOLINGS, "words")
@@ -251,8 +275,8 @@ register(Capability(
         Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
                "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
                choices=GENERATORS),
-        Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (word_replacement, "
-               "dataset_flip_rate)"))))
+        # the generators' own options, each once
+        *{o.name: o for g in COUNTERFACTUAL_GENERATORS.values() for o in g.options}.values())))
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
     runner="app.core.projection:run_project",

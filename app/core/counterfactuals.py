@@ -17,7 +17,7 @@ import torch
 
 from . import jobs, meaning
 from .alignment import edit_texts, split_words
-from .capabilities import DATASET_GENERATORS, GENERATORS
+from .capabilities import COUNTERFACTUAL_GENERATORS, DATASET_GENERATORS, GENERATORS
 from .data import Example, surrogate_reason
 from .errors import InputError, WordNetMissing
 from .gradients import input_gradients
@@ -429,7 +429,7 @@ def _replaced(models, ex: Example, replacements: str) -> CounterfactualResult:
 
 
 def _swapped(kind: str):
-    def swaps(models, ex: Example, replacements: str) -> CounterfactualResult:
+    def swaps(models, ex: Example) -> CounterfactualResult:
         changes = [c.to_dict() for c in wordnet_swaps(models, ex, kind)]
         if not changes:
             raise InputError(f"text: WordNet offers no {kind} for its words (function words and inflected forms "
@@ -442,7 +442,7 @@ def _swapped(kind: str):
 def _searched(name: str, search, edits):
     """A generator that searches each model on its own (`search(clf, ex)`), then scores every edit it found on both
     models; `edits(found)`: the (old, new) pairs of one model's search."""
-    def run(models, ex: Example, replacements: str) -> CounterfactualResult:
+    def run(models, ex: Example) -> CounterfactualResult:
         per_model = [search(clf, ex) for clf in models]
         changes = [compare(models, ex, Example(r["edited"]), edits(r), f"{name} ({r['model']})").to_dict()
                    for r in per_model if r.get("edited")]
@@ -451,8 +451,9 @@ def _searched(name: str, search, edits):
     return run
 
 
-# one input's generators, by their declared names (`capabilities.GENERATORS`); the dataset_* ones are
-# `DATASET_GENERATORS`, answered by `flip_rate` with the edit each names
+# one input's generators, by their declared names (`capabilities.COUNTERFACTUAL_GENERATORS`), each called with the
+# options it declares it reads; the dataset_* ones are `DATASET_GENERATORS`, answered by `flip_rate` with the edit
+# each names
 ONE_INPUT = {
     "word_replacement": _replaced,
     "wordnet_synonym": _swapped("synonym"),
@@ -469,15 +470,19 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
                        replacements: str, dataset: str | None = None, limit: int | str | None = None,
                        progress=None, visitor: bool = True) -> CounterfactualResult:
     """One input edited by `generator` and both models compared before and after; a dataset_* generator edits
-    every example of `dataset` (its first `limit`) and compares the models' flip rates."""
-    if (why := surrogate_reason(replacements)) is not None:
+    every example of `dataset` (its first `limit`) and compares the models' flip rates. A generator is given the
+    options it declares it reads."""
+    declared = COUNTERFACTUAL_GENERATORS[generator]
+    given = {"replacements": replacements}  # every generator's options, checked as the capability declares them
+    reads = {o.name: given[o.name] for o in declared.options}
+    if declared.reads("replacements") and (why := surrogate_reason(replacements)) is not None:
         raise InputError(f"replacements: {why}")
     if generator in DATASET_GENERATORS:
         if not dataset:
             raise InputError(f"dataset: {generator} needs a dataset (a shipped name, a file or a datasets id)")
         ds = dataset_of(pair, dataset, limit, default=500 if visitor else None, visitor=visitor)
         edits = DATASET_GENERATORS[generator]
-        pairs = parse_pairs(replacements) if edits == "word_replacement" else None
+        pairs = parse_pairs(replacements) if declared.reads("replacements") else None
         res = flip_rate(pair.models, ds.examples, pairs, progress, edits=edits,
                         per_example=limits()["swaps_per_example"])
         if not res["changed"]:
@@ -486,4 +491,4 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
             raise InputError(f"{field}: {what} in the {len(ds)} examples of {ds.name}")
         return CounterfactualResult.of(res, generator=generator, dataset=ds.name,
                                        models=[m.name for m in pair.models])
-    return ONE_INPUT[generator](pair.models, example_from(pair, text, text2), replacements)
+    return ONE_INPUT[generator](pair.models, example_from(pair, text, text2), **reads)

@@ -51,9 +51,10 @@ def edited_note(res: dict, row: int) -> str:
 
 
 def _controls(generator: str) -> tuple:
-    """Replacements apply to the word-replacement generators, the dataset to the dataset_* ones."""
-    return (gr.update(visible=generator in ("word_replacement", "dataset_flip_rate")),
-            *[gr.update(visible=generator.startswith("dataset_"))] * 2)
+    """The replacements box where the generator reads them, the dataset and its limit where it edits a dataset,
+    as each generator declares (`capabilities.COUNTERFACTUAL_GENERATORS`)."""
+    declared = api.capabilities.COUNTERFACTUAL_GENERATORS.get(generator, api.capabilities.Generator())
+    return (gr.update(visible=declared.reads("replacements")), *[gr.update(visible=declared.edits is not None)] * 2)
 
 
 def tab(ctx: Ctx) -> None:
