@@ -538,7 +538,7 @@ def _click_a_point(drv, first):
     ActionChains(drv).move_to_element_with_offset(other, x - other.size["width"] // 2,
                                                   y - other.size["height"] // 2).pause(0.5).click().perform()
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:15] == said[:15]), (row, said)
-    assert _wait(lambda: _says(drv, f"the projection, point {row}"))
+    assert _wait(lambda: _says(drv, f"the projection, row {row}"))
     assert _wait(lambda: _probabilities(drv) not in (None, first))  # Compare answered for it
 
 

@@ -24,3 +24,58 @@ def test_a_dataset_a_caller_built_is_read_as_a_named_one(tiny_pair, monkeypatch)
     assert len(resolve_dataset(tiny_pair, long, visitor=False)) == 1
     with pytest.raises(InputError, match="dataset: expected a name or path, got list"):
         resolve_dataset(tiny_pair, ["a fine film"])
+
+
+def _rows_file(tmp_path, n=60):
+    rows = tmp_path / "rows.tsv"
+    rows.write_text("sentence\tlabel\n" + "".join(f"film number {i} was {'fine' if i % 2 else 'dull'}\t{i % 2}\n"
+                                                  for i in range(1, n + 1)), encoding="utf-8")
+    return rows
+
+
+def test_rows_keep_the_whole_datasets_numbers_through_a_slice_of_a_slice(tiny_pair, tmp_path):
+    """One numbering: a slice's examples carry the whole dataset's row numbers; rows picked from it (a brush over
+    its projection) name the whole dataset's rows again, and "@rows:A @rows:B" reads B's rows, each among A's (the
+    app once handed "872 @rows:211" to @rows as one row number)."""
+    from app.core.inputs import slice_spec
+
+    rows = str(_rows_file(tmp_path))
+    first = resolve_dataset(tiny_pair, slice_spec(rows, [40, 5, 12, 33]), visitor=False)
+    assert first.row_numbers() == [40, 5, 12, 33] and first.examples[0].texts == ("film number 40 was dull",)
+    assert first.head(2).row_numbers() == [40, 5]
+    again = slice_spec(slice_spec(rows, [40, 5, 12, 33]), [12, 40])
+    assert again == f"{rows} @rows:12,40"
+    got = resolve_dataset(tiny_pair, again, visitor=False)
+    assert got.row_numbers() == [12, 40] and [e.texts[0] for e in got] == ["film number 12 was dull",
+                                                                             "film number 40 was dull"]
+    nested = resolve_dataset(tiny_pair, f"{rows} @rows:40,5,12,33 @rows:33,5", visitor=False)
+    assert nested.row_numbers() == [33, 5] and nested.examples[0].texts == ("film number 33 was fine",)
+    with pytest.raises(InputError, match="dataset: row 7 is not among the rows picked before it"):
+        resolve_dataset(tiny_pair, f"{rows} @rows:40,5,12,33 @rows:5,7", visitor=False)
+    with pytest.raises(InputError, match="row 61 is past the end"):
+        resolve_dataset(tiny_pair, f"{rows} @rows:4 @rows:61", visitor=False)
+
+
+def test_a_slice_of_a_slice_projected_brushed_and_read_by_every_tab(tiny_pair, tmp_path):
+    """The chain the app offers: a slice of a dataset as the dataset, its projection (each point under the whole
+    dataset's row), every point brushed, the picked points as every tab's dataset: the projection, Benchmark's
+    disagreements, Find slices and Inside's CKA each read the same rows, under the same numbers."""
+    from app.core import api
+
+    rows = str(_rows_file(tmp_path))
+    picked = [7, 22, 23, 30, 41, 44, 50, 51, 52, 58]
+    proj = api.project(tiny_pair, api.slice_spec(rows, picked), method="pca", visitor=False)
+    assert sorted({p["row"] for p in proj["points"]}) == sorted(picked)
+    by_row = {p["row"]: p["text"] for p in proj["points"]}
+    assert all(by_row[r] == f"film number {r} was {'fine' if r % 2 else 'dull'}" for r in picked)
+    brushed = api.slice_spec(api.slice_spec(rows, picked), sorted(picked)[2:])  # what a brush over it names
+    ds = api.resolve_dataset(tiny_pair, brushed, visitor=False)
+    assert ds.row_numbers() == sorted(picked)[2:]
+    assert api.similarity(tiny_pair, brushed, visitor=False)["n"] == len(ds)
+    assert {p["row"] for p in api.project(tiny_pair, brushed, method="pca", visitor=False)["points"]} == set(
+        sorted(picked)[2:])
+    from app.core.benchmark import benchmark
+
+    for e in benchmark(tiny_pair, ds)["disagreements"]["examples"]:
+        word = "fine" if e["row"] % 2 else "dull"
+        assert e["row"] in picked and e["texts"][0] == f"film number {e['row']} was {word}"

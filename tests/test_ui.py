@@ -354,9 +354,10 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair)
     assert len(slicers) == 2 and len(fields) >= 6
     for f in slicers:
         assert {o._id for o in f.outputs[:-1]} == {b._id for b in fields}
-    brushed = {"picked": [1, 2], "dataset": "sentiment_plain", "name": "sentiment_plain"}
+    brushed = {"picked": [1, 2], "dataset": "sentiment_plain @rows:4-9", "name": "sentiment_plain, 6 picked rows",
+               "points": [{"index": i, "row": i + 4} for i in range(6)]}  # a brush over a slice: its own rows
     *updates, note = next(f for f in slicers if len(f.inputs) == 1).fn(brushed)
-    assert all(u["value"] == "sentiment_plain @rows:2,3" for u in updates) and "2 points picked" in note
+    assert all(u["value"] == "sentiment_plain @rows:5,6" for u in updates) and "2 points picked" in note
     for f in answered:
         assert [o._id for o in f.outputs] == [o._id for o in fns["predict"].outputs]
         assert [i._id for i in f.inputs] == [b._id for b in boxes]

@@ -240,15 +240,23 @@ def test_a_picked_row_loads_its_example_into_every_tab_and_opens_compare(ctx):
     assert "row 4 · gold label **negative**" in projection.picked_note(state, 0)
 
 
-def test_a_range_drawn_on_a_projection_lists_its_points_nearest_first(ctx):
-    points = [{"model": m, "index": i, "x": float(i), "y": 0.0, "text": f"t{i}", "gold": "",
-               **{f"{n} prediction": "p" for n in ctx.names}} for m in ctx.names for i in range(10)]
-    state = {"points": points, "texts": [[f"t{i}"] for i in range(10)], "picked": []}
+def test_a_range_drawn_on_a_projection_lists_every_point_in_it_by_its_row(ctx):
+    """Every point in the brushed range is picked (a brush once took only the 30 nearest its middle), listed in
+    the dataset's order under the dataset's own row numbers (a slice's points keep the whole dataset's)."""
+    n = 100
+    points = [{"model": m, "index": i, "row": 10 * i + 7, "x": float(i), "y": 0.0, "text": f"t{i}", "gold": "",
+               **{f"{n} prediction": "p" for n in ctx.names}} for m in ctx.names for i in range(n)]
+    state = {"points": points, "texts": [[f"t{i}"] for i in range(n)], "picked": [], "dataset": "d @rows:1-2000",
+             "name": "d"}
     for i, p in enumerate(points):  # the second model's cloud lies elsewhere: the same examples, other places
-        p["x"] = p["x"] if p["model"] == ctx.names[0] else 100.0 - i
+        p["x"] = p["x"] if p["model"] == ctx.names[0] else 1000.0 - i
+    table, state, *plots = projection.points_in(ctx, state, ctx.names[0], [52.6, 5.2])
+    assert list(table["row"]) == [10 * i + 7 for i in range(6, 53)]  # 47 points, more than the old 30
+    assert projection.picked_texts(state, 1) == ["t7"] and projection.picked_texts(state, 47) is None
+    assert projection.picked_dataset(state)[1] == "d @rows:" + ",".join(str(10 * i + 7) for i in range(6, 53))
+    assert projection.clicked_texts(state, "67/123") == ["t6"] and projection.clicked_index(state, "68/1") is None
+    assert "row 67" in projection.clicked_note(state, "67/123")
     table, state, *plots = projection.points_in(ctx, state, ctx.names[0], [2.6, 5.2])
-    assert list(table["row"]) == [5, 4, 6]  # x = 4 is nearest the middle (3.9), then 3, then 5 (shown 1-based)
-    assert projection.picked_texts(state, 1) == ["t3"] and projection.picked_texts(state, 3) is None
     # both plots colour the same three examples as picked, wherever each model put them
     assert len(plots) == 2
     for plot, name in zip(plots, ctx.names):
@@ -263,7 +271,7 @@ def test_a_point_clicked_on_a_projection_is_read_by_its_row():
     saying where it came from; anything else (no row, row 0, past the end, a stray value) loads nothing."""
     state = {"points": [{"index": 2, "gold": "positive"}], "texts": [["t0"], ["t1"], ["t2", "u2"]], "picked": []}
     assert projection.clicked_texts(state, "3/1795736171641") == ["t2", "u2"]
-    assert "point 3 · gold label **positive**" in projection.clicked_note(state, "3/17")
+    assert "the projection, row 3 · gold label **positive**" in projection.clicked_note(state, "3/17")
     # "²" and "١" pass str.isdigit(); int() refused the first with a raw "invalid literal" (issue 58)
     for value in ("0/17", "4/17", "x/17", "", "-1/2", None, "²/17", "١/17", "9" * 5000 + "/1", "3\x00/1"):
         assert projection.clicked_texts(state, value) is None, value
@@ -365,7 +373,8 @@ def test_a_picked_slice_or_brushed_points_become_a_dataset_that_reads_those_rows
     whole = api.resolve_dataset(ctx.pair, "sentiment_plain")
     assert [e.texts for e in api.resolve_dataset(ctx.pair, spec).examples] == [whole.examples[i].texts
                                                                                for i in (2, 0, 4)]
-    state = {"picked": [4, 0], "dataset": "sentiment_plain", "name": "sentiment_plain", "points": [], "texts": []}
+    state = {"picked": [4, 0], "dataset": "sentiment_plain", "name": "sentiment_plain", "texts": [],
+             "points": [{"index": i, "row": i + 1} for i in range(5)]}
     assert projection.picked_dataset(state) == ("2 points picked on the projection of sentiment_plain",
                                                 "sentiment_plain @rows:5,1")
     assert projection.picked_dataset(state | {"picked": []}) is None

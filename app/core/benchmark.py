@@ -60,7 +60,9 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress=No
     process the whole sample in one call, on Ray in batches across its workers; throughput is each model's own
     compute time (summed over batches), latency and parameters come from one worker, and the wall time of the
     predictions is reported beside them. Accuracy is the same either way."""
+    own = dataset.row_numbers()  # each example's row as the dataset numbers it (a slice's: the whole dataset's)
     labelled = [ex for ex in dataset.examples if ex.label is not None]
+    numbers = [r for r, ex in zip(own, dataset.examples) if ex.label is not None]
     if not labelled:
         raise InputError(f"dataset: {dataset.name} has no labelled examples to score")
     gold = [ex.label for ex in labelled]
@@ -78,14 +80,14 @@ def benchmark(pair: Pair, dataset: Dataset, *, batch_size: int = 32, progress=No
         rows.append({"model": clf.name, "source": clf.spec.source, "n": len(labelled), **quality(clf, pred, gold),
                      "throughput_per_s": len(labelled) / t["seconds"], "seconds": t["seconds"], **p})
     return _result(pair, dataset.name, labelled, rows, engine.describe() | {
-        "wall_seconds": wall, "examples_per_s_both_models": 2 * len(labelled) / wall}, preds)
+        "wall_seconds": wall, "examples_per_s_both_models": 2 * len(labelled) / wall}, preds, numbers)
 
 
-def _result(pair, name, labelled, rows, engine_info, preds) -> dict:
+def _result(pair, name, labelled, rows, engine_info, preds, numbers: list[int] | None = None) -> dict:
     a, b = rows
     gold = [ex.label for ex in labelled]
     return {"pair": pair.name, "dataset": name, "n": len(labelled), "models": rows, "engine": engine_info,
-            "comparison": compare(gold, preds), "disagreements": disagreements(labelled, preds),
+            "comparison": compare(gold, preds), "disagreements": disagreements(labelled, preds, rows=numbers),
             "ratios": {"parameters_b_over_a": b["parameters"] / a["parameters"],
                        "throughput_b_over_a": b["throughput_per_s"] / a["throughput_per_s"],
                        "latency_b_over_a": b["latency_ms_median"] / a["latency_ms_median"]}}
@@ -106,24 +108,27 @@ def compare(gold: list, preds) -> dict:
 DISAGREEMENTS_SHOWN = 100
 
 
-def disagreements(labelled: list[Example], preds, most: int = DISAGREEMENTS_SHOWN) -> dict:
+def disagreements(labelled: list[Example], preds, most: int = DISAGREEMENTS_SHOWN,
+                  rows: list[int] | None = None) -> dict:
     """The examples the two models answer differently, for reading: those exactly one model gets right first
     (they are what McNemar's test counts), then those both get wrong, each in dataset order; for regression the
-    largest gaps between the two scores first. `total` counts them all, `examples` holds at most `most`."""
+    largest gaps between the two scores first. `total` counts them all, `examples` holds at most `most`, each
+    with its `index` among the labelled examples and its `row` in the dataset (`rows`; else index + 1)."""
+    own = rows if rows is not None else list(range(1, len(labelled) + 1))
     first, second = preds
     if first.labels is None:
         gap = np.abs(first.scores - second.scores)
         order = [int(i) for i in np.argsort(-gap, kind="stable")]
-        rows = [{"index": i, "texts": list(labelled[i].texts), "gold": labelled[i].label,
-                 "predictions": [float(first.scores[i]), float(second.scores[i])], "gap": float(gap[i])}
-                for i in order[:most]]
-        return {"total": len(order), "examples": rows}
+        found = [{"index": i, "row": own[i], "texts": list(labelled[i].texts), "gold": labelled[i].label,
+                  "predictions": [float(first.scores[i]), float(second.scores[i])], "gap": float(gap[i])}
+                 for i in order[:most]]
+        return {"total": len(order), "examples": found}
     a, b = first.predicted, second.predicted
     differ = [i for i in range(len(labelled)) if a[i] != b[i]]
     right = {i: [a[i] == labelled[i].label, b[i] == labelled[i].label] for i in differ}
     differ.sort(key=lambda i: sum(right[i]) != 1)  # stable: one model right first, dataset order within
-    rows = [{"index": i, "texts": list(labelled[i].texts), "gold": labelled[i].label, "predictions": [a[i], b[i]],
-             "confidence": [float(first.probs[i].max()), float(second.probs[i].max())],
-             "right": [first.model, second.model][right[i].index(True)] if sum(right[i]) == 1 else None}
-            for i in differ[:most]]
-    return {"total": len(differ), "examples": rows}
+    found = [{"index": i, "row": own[i], "texts": list(labelled[i].texts), "gold": labelled[i].label,
+              "predictions": [a[i], b[i]], "confidence": [float(first.probs[i].max()), float(second.probs[i].max())],
+              "right": [first.model, second.model][right[i].index(True)] if sum(right[i]) == 1 else None}
+             for i in differ[:most]]
+    return {"total": len(differ), "examples": found}

@@ -48,6 +48,9 @@ class Dataset:
     examples: list[Example]
     task: str | None = None  # preset task name when known (sst2, rte, ...)
     source: str = ""
+    # each example's row in the file it was read from, 1-based (some rows of a dataset: `<dataset> @rows:...`);
+    # None: 1, 2, ... Every table and plot numbers an example by it, so a row keeps its number through a slice
+    rows: list[int] | None = None
 
     def __len__(self) -> int:
         return len(self.examples)
@@ -55,8 +58,13 @@ class Dataset:
     def __iter__(self):
         return iter(self.examples)
 
+    def row_numbers(self) -> list[int]:
+        return list(self.rows) if self.rows is not None else list(range(1, len(self.examples) + 1))
+
     def head(self, n: int | None) -> "Dataset":
-        return Dataset(self.name, self.examples[:n] if n else self.examples, self.task, self.source)
+        cut = slice(None, n if n else None)
+        return Dataset(self.name, self.examples[cut], self.task, self.source,
+                       None if self.rows is None else self.rows[cut])
 
 
 # ------------------------------------------------------------------ helpers

@@ -73,8 +73,9 @@ def read_cap(visitor: bool, key: str) -> int | float:
     return limits()[key] if visitor else OPERATOR_CAP
 
 
-# "<dataset> @rows:3,17,40-45": rows of a dataset (1-based, as the app's tables number them), what a brushed
-# projection or a slice hands the dataset-level tabs; the CLI's --dataset takes it too
+# "<dataset> @rows:3,17,40-45": rows of a dataset (1-based, its own numbers: every table and plot numbers an
+# example so, a slice's rows included), what a brushed projection or a slice hands the dataset-level tabs; the
+# CLI's --dataset takes it too. "<dataset> @rows:A @rows:B": the rows of B, each of which must be among A's
 SLICE_SPEC = re.compile(r"^(?P<base>.+?)\s*@rows:(?P<rows>.*)$", re.S)
 
 
@@ -107,8 +108,12 @@ def slice_ranges(text: str, cap: int) -> list[tuple[int, int]]:
 
 
 def slice_spec(dataset: str, rows) -> str:
-    """The dataset name of some of `dataset`'s rows (1-based), for every dataset field and --dataset."""
-    return f"{dataset} @rows:{','.join(str(int(r)) for r in rows)}"
+    """The dataset name of some of `dataset`'s rows (its own 1-based numbers), for every dataset field and
+    --dataset. Rows picked from a slice carry the whole dataset's numbers, so a slice of a slice names the whole
+    dataset's rows again (a brush over a projection of a slice)."""
+    picked = SLICE_SPEC.match(dataset)
+    base = picked["base"] if picked is not None else dataset
+    return f"{base} @rows:{','.join(str(int(r)) for r in rows)}"
 
 
 def resolve_dataset(pair: Pair, spec: str | Dataset | None, limit: int | str | None = None, *,
@@ -128,17 +133,24 @@ def resolve_dataset(pair: Pair, spec: str | Dataset | None, limit: int | str | N
         raise InputError(f"dataset: expected a name or path, got {type(spec).__name__}")
     if (picked := SLICE_SPEC.match(spec)) is not None:  # a slice: some rows of a dataset, as the app names them
         reads = read_cap(visitor, "max_examples")
-        ranges = slice_ranges(picked["rows"], reads)
-        last = max(b for _, b in ranges)
+        groups = [slice_ranges(g, reads) for g in picked["rows"].split("@rows:")]
+        last = max(b for ranges in groups for _, b in ranges)
         if last > reads:
             raise InputError(f"dataset: row {last:,} is past the first {reads:,} rows this server reads")
         whole = resolve_dataset(pair, picked["base"], last, visitor=visitor)
         if last > len(whole):
-            first = next(max(a, len(whole) + 1) for a, b in ranges if b > len(whole))
+            first = next(max(a, len(whole) + 1) for ranges in groups for a, b in ranges if b > len(whole))
             raise InputError(f"dataset: row {first:,} is past the end of {whole.name} ({len(whole):,} rows)")
-        rows = list(dict.fromkeys(r for a, b in ranges for r in range(a, b + 1)))
+        named = [list(dict.fromkeys(r for a, b in ranges for r in range(a, b + 1))) for ranges in groups]
+        rows = named[-1]
+        for before in named[:-1]:  # a slice of a slice: the later rows, each among the earlier ones
+            among = set(before)
+            if (out := next((r for r in rows if r not in among), None)) is not None:
+                raise InputError(f"dataset: row {out:,} is not among the rows picked before it ({len(among):,} "
+                                 "rows); rows are the whole dataset's numbers")
+        own = whole.row_numbers()
         return Dataset(f"{whole.name}, {len(rows):,} picked rows", [whole.examples[r - 1] for r in rows][:n],
-                       whole.task, whole.source)
+                       whole.task, whole.source, [own[r - 1] for r in rows][:n])
     shipped = shipped_datasets()
     spec = released_datasets(pair).get(spec, spec)
     if spec not in shipped and visitor:

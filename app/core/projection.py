@@ -362,20 +362,22 @@ def project_pair(models: Sequence[ModelHead], examples: Sequence[Example], *, me
 
 
 def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Sequence[Example],
-                     predictions: Sequence) -> list[dict]:
+                     predictions: Sequence, rows: Sequence[int] | None = None) -> list[dict]:
     """Long-format rows (one per model and example) for plots and CSV export; each row also carries every
-    model's prediction of its example and whether they differ, for hover text and colouring by disagreement."""
+    model's prediction of its example and whether they differ, for hover text and colouring by disagreement, its
+    position (`index`) and its row in the dataset (`row`: `rows`, the dataset's own numbers; else index + 1)."""
+    numbers = list(rows) if rows is not None else list(range(1, len(examples) + 1))
     labels = [[str(p) for p in pred.predicted] for pred in predictions]
-    rows = []
+    out = []
     for clf, xy, own, pred in zip(models, proj.coords, labels, predictions):
         for i, ex in enumerate(examples):
             gold = ex.label
-            rows.append({"model": clf.name, "index": i, "x": float(xy[i, 0]), "y": float(xy[i, 1]),
+            out.append({"model": clf.name, "index": i, "row": numbers[i], "x": float(xy[i, 0]), "y": float(xy[i, 1]),
                          "text": " / ".join(ex.texts), "gold": "" if gold is None else str(gold),
                          "prediction": own[i], "correct": "" if gold is None else str(pred.predicted[i] == gold),
                          **{f"{m.name} prediction": lab[i] for m, lab in zip(models, labels)},
                          "models": "disagree" if len({lab[i] for lab in labels}) > 1 else "agree"})
-    return rows
+    return out
 
 
 # ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
@@ -404,4 +406,5 @@ def projection_result(models, ds: Dataset, proj: Projection, preds) -> Projectio
         dataset=ds.name, n=len(ds), method=proj.method, layer=proj.layer, pooling=proj.pooling,
         knn_overlap=proj.knn_overlap, k=proj.k, knn_chance=knn_chance(len(ds), proj.k),
         procrustes_disparity=proj.disparity, embeddings_cached=proj.embeddings_cached,
-        points=projection_table(proj, models, ds.examples, preds), texts=[list(e.texts) for e in ds.examples])
+        points=projection_table(proj, models, ds.examples, preds, ds.row_numbers()),
+        texts=[list(e.texts) for e in ds.examples])

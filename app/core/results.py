@@ -380,7 +380,7 @@ class ProjectionResult(Result):
     knn_chance: float  # the overlap two unrelated spaces would have
     procrustes_disparity: float  # residual after aligning the second projection to the first (0: same shape)
     embeddings_cached: list[bool]  # per model
-    points: list[dict] = field(repr=False)  # `projection.projection_table`: model, index, x, y, text, gold, ...
+    points: list[dict] = field(repr=False)  # `projection.projection_table`: model, index, row, x, y, text, ...
     texts: list[list[str]] = field(repr=False)  # each example's fields; a point's `index` is its position here
 
 

@@ -226,8 +226,9 @@ def run_slices(pair: Pair, *, metric: str, min_size: int, clusters: int, dataset
     if pair.task.is_regression:
         raise InputError(f"slices: the {pair.task.name} task is a regression; slices compare classifiers' answers")
     ds = dataset_of(pair, dataset, limit, default=1000 if visitor else None, visitor=visitor)
-    rows = [i + 1 for i, ex in enumerate(ds.examples) if ex.label is not None]  # the dataset's own row numbers
-    labelled = [ds.examples[r - 1] for r in rows]
+    own = ds.row_numbers()  # the dataset's own row numbers (a slice's rows keep the whole dataset's)
+    at = [i for i, ex in enumerate(ds.examples) if ex.label is not None]
+    rows, labelled = [own[i] for i in at], [ds.examples[i] for i in at]
     if not labelled:
         raise InputError(f"dataset: {ds.name} has no gold labels; slices compare the models' right answers")
     gold_names = [ex.label for ex in labelled]

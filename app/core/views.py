@@ -158,7 +158,7 @@ def disagreement_frame(res: dict, names: list[str]) -> pd.DataFrame:
     rows = []
     for e in res["disagreements"]["examples"]:
         preds = [p if isinstance(p, str) else f"{p:.2f}" for p in e["predictions"]]
-        rows.append([e["index"] + 1, clip(" ‖ ".join(e["texts"])), str(e["gold"]), *preds,
+        rows.append([e.get("row", e["index"] + 1), clip(" ‖ ".join(e["texts"])), str(e["gold"]), *preds,
                      e.get("right") or ("neither" if "right" in e else f"gap {e['gap']:.2f}")])
     return pd.DataFrame(rows, columns=cols)
 

@@ -49,7 +49,8 @@ def disagreement_texts(res: dict, row: int) -> list[str] | None:
 
 def disagreement_note(res: dict, row: int) -> str:
     r = res["disagreements"]["examples"][row]
-    return views.picked_note(f"the benchmark's disagreements on {res['dataset']}, row {r['index'] + 1}", r["gold"])
+    row = r.get("row", r["index"] + 1)
+    return views.picked_note(f"the benchmark's disagreements on {res['dataset']}, row {row}", r["gold"])
 
 
 def slice_dataset(dataset: str | None, uploaded, res: dict | None, row: int | None) -> tuple[str, str] | None:

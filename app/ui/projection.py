@@ -56,8 +56,14 @@ def shown(points: list[dict]) -> pd.DataFrame:
     """The points as the plots draw them: with their row, 1-based as every table numbers rows, which the tooltip
     shows first and a click reads."""
     frame = pd.DataFrame(points)
-    frame.insert(0, "row", frame["index"] + 1)
+    row = frame.pop("row") if "row" in frame else frame["index"] + 1  # the dataset's own number (a slice's too)
+    frame.insert(0, "row", row)
     return frame
+
+
+def _row_of(state: dict) -> dict[int, int]:
+    """Each point's position (`index`) by its row in the dataset."""
+    return {p.get("row", p["index"] + 1): p["index"] for p in state["points"]}
 
 
 EXPORTS_KEPT = 32  # a request's CSV and PNG stay until this many newer ones exist (Gradio copies them when sent)
@@ -83,21 +89,18 @@ def _remove_exports() -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-PICKED_SHOWN = 30
 PICKED, OTHER = "picked", "not picked"
 
 
 def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
-    """The points of `model`'s plot whose x lies in the brushed `span` (Gradio's scatter selects an x range),
-    nearest its middle first, as a table whose rows open their example; the state remembers which is which.
-    Both models' plots then colour the same examples as picked: a range drawn on either highlights them on both."""
+    """Every point of `model`'s plot whose x lies in the brushed `span` (Gradio's scatter selects an x range), in
+    the dataset's order, as a table whose rows open their example; the state remembers which is which. Both
+    models' plots then colour the same examples as picked: a range drawn on either highlights them on both."""
     if not state or not isinstance(span, list | tuple) or len(span) != 2:
         return gr.update(), state, *[gr.update() for _ in ctx.names]
     lo, hi = sorted(float(v) for v in span)
-    mid = (lo + hi) / 2
-    hits = sorted((p for p in state["points"] if p["model"] == model and lo <= p["x"] <= hi),
-                  key=lambda p: abs(p["x"] - mid))[:PICKED_SHOWN]
-    rows = [{"row": p["index"] + 1, "text": views.clip(p["text"]), "gold": p["gold"],
+    hits = [p for p in state["points"] if p["model"] == model and lo <= p["x"] <= hi]
+    rows = [{"row": p.get("row", p["index"] + 1), "text": views.clip(p["text"]), "gold": p["gold"],
              **{f"{n} prediction": p.get(f"{n} prediction", "") for n in ctx.names}} for p in hits]
     columns = ["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
     chosen = {p["index"] for p in hits}
@@ -117,7 +120,8 @@ def picked_dataset(state: dict | None) -> tuple[str, str] | None:
     """The points a brush picked, as a dataset: (its name, the spec every dataset field reads it by)."""
     if not state or not state.get("picked") or not state.get("dataset"):
         return None
-    rows = [i + 1 for i in state["picked"]]
+    number = {i: r for r, i in _row_of(state).items()}
+    rows = [number[i] for i in state["picked"]]  # the dataset's own numbers: a slice's rows keep theirs
     return f"{len(rows)} points picked on the projection of {state['name']}", api.slice_spec(state["dataset"], rows)
 
 
@@ -127,9 +131,9 @@ def clicked_index(state: dict | None, value: str | None) -> int | None:
     if not state or not isinstance(value, str):
         return None
     row = value.split("/")[0].strip()
-    if not (row.isascii() and row.isdigit() and len(row) <= 9) or not 1 <= int(row) <= len(state.get("texts") or ()):
+    if not (row.isascii() and row.isdigit() and len(row) <= 9):
         return None
-    return int(row) - 1
+    return _row_of(state).get(int(row))
 
 
 def clicked_texts(state: dict, value: str) -> list[str] | None:
@@ -138,15 +142,16 @@ def clicked_texts(state: dict, value: str) -> list[str] | None:
 
 
 def clicked_note(state: dict, value: str) -> str:
-    index = clicked_index(state, value)
-    gold = next((p["gold"] for p in state["points"] if p["index"] == index), None)
-    return views.picked_note(f"the projection, point {index + 1}", gold)
+    return _note(state, clicked_index(state, value))
 
 
 def picked_note(state: dict, row: int) -> str:
-    index = state["picked"][row]
-    gold = next((p["gold"] for p in state["points"] if p["index"] == index), None)
-    return views.picked_note(f"the projection, row {index + 1}", gold)
+    return _note(state, state["picked"][row])
+
+
+def _note(state: dict, index: int) -> str:
+    point = next(p for p in state["points"] if p["index"] == index)
+    return views.picked_note(f"the projection, row {point.get('row', index + 1)}", point["gold"])
 
 
 def tab(ctx: Ctx) -> None:
