@@ -30,6 +30,23 @@ def test_predict_answers_the_pages_direct_route_with_the_same_json(client):
         assert d["label"] == q["label"] and d["probabilities"] == pytest.approx(q["probabilities"], abs=1e-6)
 
 
+def test_a_refused_prediction_stays_on_the_page_and_still_raises_for_scripts(client):
+    """Gradio's page closes an error of an event outside the queue after 10 s, whatever its duration, leaving bare
+    "Error" badges: the page's direct /run/predict answers a refusal with the message in Compare's text (it stays
+    until the next run) and empty results; gradio_client, through the queue, still gets the error."""
+    import httpx
+    from gradio_client.exceptions import AppError
+
+    r = httpx.post(client.src.rstrip("/") + "/gradio_api/run/predict",
+                   json={"data": ["   ", ""], "session_hash": "refused-test"}, timeout=60)
+    r.raise_for_status()
+    raw, *labels, text = r.json()["data"]
+    assert raw is None and not any(labels) and len(labels) == 2
+    assert text == "**Not answered:** field 'sentence' is empty"
+    with pytest.raises(AppError, match="field 'sentence' is empty"):
+        client.predict("   ", "", api_name="/predict")
+
+
 def test_saliency_api_keeps_html_as_text(client):
     res, hl_a, hl_b, summary, bars, largest = client.predict("<b>great</b> film", "", "gradient_x_input", "predicted",
                                                     api_name="/saliency")

@@ -857,6 +857,11 @@ def declared_text(res) -> str:
     return "\n".join(lines)
 
 
+def refusal(message: str) -> str:
+    """A refused request's message where its answer would be (already escaped for the page), until the next run."""
+    return f"**Not answered:** {message}"
+
+
 def picked_note(origin: str, gold: str | None = None, detail: str = "") -> str:
     """The line under the shared example after a pick: where it came from, its gold label when the dataset
     has one, and what else the row said (a CheckList expectation, an attack's outcome)."""

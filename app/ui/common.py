@@ -234,10 +234,20 @@ def bind(fn: Callable, ctx: Ctx) -> Callable:
     return guarded(handler)
 
 
-def direct(handler: Callable, slots: int = DIRECT_SLOTS) -> dict:
+def _off_the_queue(request) -> bool:
+    """Whether the event came by the page's direct POST (/run/NAME), not through the queue (gradio_client's)."""
+    path = getattr(getattr(request, "url", None), "path", "") or ""
+    return "/run/" in path
+
+
+def direct(handler: Callable, slots: int = DIRECT_SLOTS, shown_error: Callable[[str], tuple] | None = None) -> dict:
     """Event kwargs for a cheap handler served outside the queue, at most `slots` at a time, each client (its
     address) at most its share of them (`api.Shares`: hosted, 2 running and 2 waiting; a request past that is
-    refused at once rather than holding a server thread), a freed slot going to the client that holds fewest."""
+    refused at once rather than holding a server thread), a freed slot going to the client that holds fewest.
+    `shown_error(message)`: the outputs that show a refusal on the page. Gradio's page closes the message of an
+    event outside the queue after 10 s whatever it is told (leaving bare "Error" badges); the page's run then
+    answers with the message in its outputs, where it stays until the next run. A queued call (gradio_client's)
+    still gets the error."""
     caps = api.limits()
     shares = api.Shares(slots, min(slots, int(caps["client_slots"])), int(caps["client_waiting"]),
                         wait_s=float(caps["request_seconds"]), what=handler.__name__.removeprefix("do_"))
@@ -249,10 +259,15 @@ def direct(handler: Callable, slots: int = DIRECT_SLOTS) -> dict:
         peer = getattr(getattr(request, "client", None), "host", None)
         client = api.client_key(peer, getattr(request, "headers", None), proxies)
         try:
-            with shares.slot(client):
-                return handler(*args, **kwargs)
-        except (api.TooMany, api.SharesBusy) as exc:
-            raise gr.Error(str(exc), print_exception=False) from None
+            try:
+                with shares.slot(client):
+                    return handler(*args, **kwargs)
+            except (api.TooMany, api.SharesBusy) as exc:
+                raise gr.Error(html.escape(str(exc), quote=False), duration=None, print_exception=False) from None
+        except gr.Error as exc:
+            if shown_error is None or not _off_the_queue(request):
+                raise
+            return shown_error(exc.message)
 
     gated.shares = shares
     # a client that queues it anyway (gradio_client always does) gets the same slots in a group of its own

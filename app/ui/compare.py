@@ -22,6 +22,8 @@ def tab(ctx: Ctx) -> None:
             labels = [gr.Label(label=n, num_top_classes=5) for n in ctx.names]
         info = gr.Markdown(label="probabilities")
         raw = json_out()
-        action(go, inputs=[t1, t2], outputs=[raw, *labels, info], api_name="predict", **direct(bind(predict, ctx)))
+        refused = lambda message: (None, *[None] * len(labels), views.refusal(message))  # noqa: E731
+        action(go, inputs=[t1, t2], outputs=[raw, *labels, info], api_name="predict",
+               **direct(bind(predict, ctx), shown_error=refused))
         ctx.on_pick.append((bind(predict, ctx), [t1, t2], [raw, *labels, info]))  # a pick elsewhere: answered
         gr.Examples(examples(ctx.pair), [t1, t2] if ctx.pair.task.is_pair else [t1])
