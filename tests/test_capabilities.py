@@ -79,13 +79,18 @@ def test_a_toy_capability_appears_in_the_facade_the_cli_and_the_app(toy, tiny_pa
 
 
 def test_options_are_checked_as_declared_and_capped_for_a_visitor(monkeypatch):
-    """A count with a hosted cap is clamped to it for a visitor and not for the operator; an index (a range
-    without a cap) is refused outside it; a yes/no takes its words; text is held to the server's length."""
+    """A count with a hosted cap is refused above it for a visitor and not for the operator, a size of work
+    (`clamp`) lowered to it; an index (a range without a cap) is refused outside it; a yes/no takes its words;
+    text is held to the server's length."""
     top = Option("top", int, 10, "how many", cap="max_examples")
     flag = Option("loud", bool, False, "shout")
     layer = Option("layer", int, -1, "which layer", low=-1, high=6)
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
-    assert top.check(10**6) == 500 and top.check(10**6, visitor=False) == 10**6 and top.check("") == 10
+    assert top.check(500) == 500 and top.check(10**6, visitor=False) == 10**6 and top.check("") == 10
+    with pytest.raises(InputError, match="top: 1,000,000 is more than this server takes; give a whole number from 1 "
+                                         "to 500"):
+        top.check(10**6)
+    assert Option("batch", int, 8, "rows", high=64, clamp=True).check(10**6) == 64
     with pytest.raises(InputError, match="top: 0 is too small"):
         top.check(0)
     assert [flag.check(v) for v in ("yes", "false", True, None)] == [True, False, True, False]

@@ -20,10 +20,17 @@ def test_a_count_refuses_what_is_not_a_whole_number_of_one_or_more(bad):
         policy.count("limit", bad, cap=500)
 
 
-def test_a_count_clamps_to_the_cap_and_fills_the_default():
-    assert policy.count("limit", 10**9, cap=500) == 500
+def test_a_count_refuses_more_than_the_cap_and_fills_the_default():
+    """Above the cap a count is refused like one below 1, naming the range ("1e12" was taken as the cap); a size
+    of work (`clamp`) is lowered to it; an empty field takes the default, at most the cap."""
+    for big, shown in ((10**9, "1,000,000,000"), ("1e12", "1,000,000,000,000"), ("1e300", "1e300"), (501, "501")):
+        with pytest.raises(InputError, match=rf"^limit: {shown} is more than this server takes; give a whole "
+                                             r"number from 1 to 500$"):
+            policy.count("limit", big, cap=500)
+    assert policy.count("limit", 10**9, cap=500, clamp=True) == 500 and policy.count("limit", 500, cap=500) == 500
     assert policy.count("limit", "7", cap=500) == 7 and policy.count("limit", 7.0, cap=500) == 7
     assert policy.count("limit", None, cap=500, default=50) == 50
+    assert policy.count("limit", None, cap=500, default=1000) == 500  # a default above the cap: the cap
     assert policy.count("limit", "  ", cap=500) == 500  # empty and no default: the cap
     # the bug this replaces: min(limit or cap, cap) with -1, then examples[:n], ran all rows but one
     rows = list(range(871))

@@ -80,7 +80,7 @@ class Option:
             low = 1 if self.low is None else int(self.low)
             if self.high is not None and not self.cap and not self.clamp:  # an index: refused, never clamped
                 return integer(self.name, value, low=low, high=int(self.high))
-            return count(self.name, value, cap=int(cap), default=self.default, lower=low)
+            return count(self.name, value, cap=int(cap), default=self.default, lower=low, clamp=self.clamp)
         if self.kind is float:
             high = self.high if self.high is not None else float("inf")
             if self.cap and visitor:

@@ -104,11 +104,13 @@ def _as_number(field: str, value, what: str) -> float:
     return x
 
 
-def count(field: str, value, *, cap: int, default: int | None = None, lower: int = 1) -> int:
-    """A whole number of things (examples, cases, queries): empty gives `default` (None: the cap), anything
-    below `lower`, fractional, infinite or not a number is refused; above the cap it is clamped to the cap."""
+def count(field: str, value, *, cap: int, default: int | None = None, lower: int = 1, clamp: bool = False) -> int:
+    """A whole number of things (examples, cases, queries): empty gives `default` (None: the cap; a default
+    above the cap is lowered to it), anything below `lower` or above the cap, fractional, infinite or not a
+    number is refused, naming the range ("1e12" examples was once taken as the cap without a word). `clamp`: a
+    size of work (a minibatch) lowered to the cap instead."""
     if value is None or (isinstance(value, str) and not value.strip()):
-        value = cap if default is None else default
+        return int(cap if default is None else min(default, cap))
     allowed = (
         f"give a whole number from {lower:,} to {cap:,}" if cap < 10**9 else f"give a whole number of {lower} or more"
     )
@@ -117,6 +119,9 @@ def count(field: str, value, *, cap: int, default: int | None = None, lower: int
         raise InputError(f"{field}: {str(value)[:40]!r} is not a whole number; {allowed}")
     if x < lower:
         raise InputError(f"{field}: {int(x):,} is too small; {allowed}")
+    if x > cap and not clamp:
+        shown = f"{int(x):,}" if x < 10**15 else str(value).strip()[:40]
+        raise InputError(f"{field}: {shown} is more than this server takes; {allowed}")
     return int(min(x, cap))
 
 

@@ -77,7 +77,7 @@ def tab(ctx: Ctx) -> None:
             ds = dataset_field(ctx, "labelled dataset", "shipped name or path",
                                value=ctx.dev or api.default_dataset(ctx.pair))
             upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
-            limit = common.number(value=1000, label="max examples")
+            limit = common.number(value=common.capped(1000), label="max examples")
         go = gr.Button("Score both models", variant="primary")
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(label="accuracy")

@@ -489,6 +489,11 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     return run
 
 
+def capped(n: int, key: str = "max_examples") -> int:
+    """A count field's starting value, at most this server's cap (a larger number typed there is refused)."""
+    return min(n, int(api.limits()[key]))
+
+
 def default(capability: str, name: str):
     """An option's default as its capability declares it: a handler's default (what gradio_client sends when an
     input is left out) is never typed a second time."""

@@ -71,7 +71,7 @@ def tab(ctx: Ctx) -> None:
                               lines=2)
         with gr.Row():
             cds = dataset_field(ctx, "dataset for flip rate", "shipped name or path", visible=False)
-            climit = common.number(value=500, label="max examples", visible=False)
+            climit = common.number(value=common.capped(500), label="max examples", visible=False)
         gen.change(_controls, gen, [repl, cds, climit], api_name=False, queue=False)
         go = gr.Button("Generate", variant="primary")
         csum = gr.Markdown(label="summary")

@@ -60,7 +60,7 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             ds = dataset_field(ctx, "dataset for CKA", "shipped name or path",
                                value=ctx.dev or api.default_dataset(pair))
-            limit = common.number(value=500, label="max examples")
+            limit = common.number(value=common.capped(500), label="max examples")
             declared = option("similarity", "pooling")
             pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,
                                label="pooling",

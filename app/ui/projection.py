@@ -175,7 +175,7 @@ def tab(ctx: Ctx) -> None:
                               label="layer (-1 = top, 0 = embeddings)")
             colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
                                ("models agree?", "models")], value="gold", label="colour by")
-            limit = common.number(value=500, label="max examples")
+            limit = common.number(value=common.capped(500), label="max examples")
         go = gr.Button("Project", variant="primary")
         summary = gr.Markdown(label="summary")
         # the row first: a click on a point reads it from the tooltip (`CLICK_JS`)

@@ -86,7 +86,8 @@ def tab(ctx: Ctx) -> None:
         with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
             with gr.Row():
                 sds = dataset_field(ctx, "dataset", "shipped name or path", value=api.default_dataset(pair))
-                slimit = common.number(value=50, label="max examples (each is explained by both models)")
+                slimit = common.number(value=common.capped(50, "max_saliency_examples"),
+                                       label="max examples (each is explained by both models)")
             sgo = gr.Button("Explain the dataset with this method")
             ssum = gr.Markdown(label="summary")
             splot = gr.Plot(label="faithfulness and agreement")
