@@ -113,6 +113,46 @@ def test_changes_table_leads_with_examples_that_flip_one_model_only():
     assert "a fine «movie»." in cell and cell.startswith("…") and cell.endswith("…") and len(cell) < 400
 
 
+def test_every_checked_edit_says_whether_it_is_counted_and_the_counted_lead():
+    """WordNet swaps are checked for meaning: each row says "yes" or why not (the trial found "bad -> big" and
+    "plot -> plot of land" at the top with nothing saying the rates leave them out); counted rows come first, on
+    one input and over a dataset; generators whose edits aren't checked get no column."""
+    from app.core.meaning import MIN_COSINE
+    from app.core.views import changes_frame, changes_in_order, counted
+
+    def change(text, flipped, validity):
+        return {"edited": [text], "original": ["a plot"], "edits": [["plot", text.split()[-1]]],
+                "generator": "wordnet_synonym", "before": [{"label": "positive"}] * 2,
+                "after": [{"label": "negative"}] * 2, "flipped": flipped, "deltas": [{"positive": -0.5}] * 2,
+                "validity": validity}
+
+    ok = {"part_of_speech_kept": True, "usual_sense": True, "cosine": 0.93, "valid": True}
+    sense = {"part_of_speech_kept": True, "usual_sense": False, "cosine": 0.9, "valid": False}
+    drift = {"part_of_speech_kept": True, "usual_sense": None, "cosine": MIN_COSINE - 0.1, "valid": False}
+    both = {"part_of_speech_kept": False, "usual_sense": False, "cosine": 0.5, "valid": False}
+    one = {"generator": "wordnet_synonym", "changes": [change("a scheme", [True, False], sense),
+                                                        change("a story", [False, False], ok),
+                                                        change("a land", [False, True], both),
+                                                        change("a secret", [False, False], drift)]}
+    frame = changes_frame(one, ["BERT", "ALBERT"])
+    assert list(frame["edited"]) == ["a «story»", "a «scheme»", "a «land»", "a «secret»"]
+    assert list(frame["counted"]) == [
+        "yes", "no: not the word's usual sense",
+        f"no: another part of speech, not the word's usual sense, meaning moved (cosine 0.50 < {MIN_COSINE:g})",
+        f"no: meaning moved (cosine {MIN_COSINE - 0.1:.2f} < {MIN_COSINE:g})"]
+    order = [c["edited"][0] for c in changes_in_order(one, ["BERT", "ALBERT"])]
+    assert order == ["a story", "a scheme", "a land", "a secret"]  # a picked row is the edit at its place
+    over = one | {"generator": "dataset_wordnet_synonym", "flip_rate": [0.5, 0.5], "examples": one["changes"]}
+    over.pop("changes")
+    frame = changes_frame(over, ["BERT", "ALBERT"])
+    assert list(frame["counted"])[:1] == ["yes"] and all(c.startswith("no") for c in list(frame["counted"])[1:])
+    assert list(frame["flips"])[1:] == ["BERT only", "ALBERT only", "none"]  # flips order within the uncounted
+    assert counted({"edited": ["x"]}) == ""
+    plain = {"generator": "word_replacement", "changes": [{k: v for k, v in c.items() if k != "validity"}
+                                                          for c in one["changes"]]}
+    assert "counted" not in changes_frame(plain, ["BERT", "ALBERT"]).columns
+
+
 def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_short_span():
     """Every character of both fields comes back in order; past the cut, a field's rest is one plain span (a
     100,000-character review was 16,000 unscored spans for the browser), shortened when long."""

@@ -385,14 +385,34 @@ def mark_edits(original: str, edited: str) -> str:
     return "".join(out) + edited[pos:]
 
 
+def counted(change: dict) -> str:
+    """Whether an edit counts as meaning-keeping (WordNet swaps are checked, `meaning.validity`), and why not:
+    "yes", or "no: " and each check it failed; "" where the generator's edits are not checked."""
+    from .meaning import MIN_COSINE
+
+    v = change.get("validity")
+    if not v:
+        return ""
+    if v.get("valid"):
+        return "yes"
+    why = [w for w, failed in (("another part of speech", v.get("part_of_speech_kept") is False),
+                               ("not the word's usual sense", v.get("usual_sense") is False),
+                               (f"meaning moved (cosine {v.get('cosine', 0):.2f} < {MIN_COSINE:g})",
+                                v.get("cosine", 1.0) < MIN_COSINE)) if failed]
+    return "no: " + (", ".join(why) or "failed the meaning check")
+
+
 def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     """One row per edit; which model's label it flips comes first, and over a dataset the examples that flip
-    one model only lead the table (the study's question: where do the two models part ways?)."""
+    one model only lead the table (the study's question: where do the two models part ways?). Where edits are
+    checked for meaning (WordNet swaps), a "counted" column says which the flip rates count, and they lead."""
     rows = []
-    for c in changes_in_order(res, names):
+    ordered = changes_in_order(res, names)
+    checked = any(c.get("validity") for c in ordered)
+    for c in ordered:
         shown = [around_edit(o, mark_edits(o, e)) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
-        row = {"flips": flips(c, names), "edited": " / ".join(shown), "edits": edits_text(c),
-               "generator": generator_name(c["generator"])}
+        row = {"flips": flips(c, names), **({"counted": counted(c)} if checked else {}), "edited": " / ".join(shown),
+               "edits": edits_text(c), "generator": generator_name(c["generator"])}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]
             row[f"{n} before"] = b.get("label", b.get("score"))
@@ -405,12 +425,16 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
 
 
 def changes_in_order(res: dict, names: list[str]) -> list[dict]:
-    """The edits in the changes table's order: over a dataset those that flip one model only first, then both,
-    then neither (dataset order within each group); a picked row is the edit at its place here."""
+    """The edits in the changes table's order: those that keep the meaning (or aren't checked) before those that
+    don't; over a dataset, within each, those that flip one model only first, then both, then neither (dataset
+    order within each group); a picked row is the edit at its place here."""
     changes = list(res.get("changes") or res.get("examples") or [])
+    uncounted = lambda c: bool(c.get("validity")) and not c["validity"].get("valid")  # noqa: E731
     if "flip_rate" in res:
         rank = {"both": 1, "none": 2}
-        changes.sort(key=lambda c: rank.get(flips(c, names), 0))
+        changes.sort(key=lambda c: (uncounted(c), rank.get(flips(c, names), 0)))
+    else:
+        changes.sort(key=uncounted)  # stable: the edits the rates count first, each group in its order
     return changes
 
 
