@@ -52,6 +52,22 @@ def test_saliency_panels_explain_one_class_and_say_which(offline_pair):
         assert f"**{name}** {deepest}" in largest, (largest, deepest)
 
 
+def test_an_unsigned_method_is_highlighted_in_one_colours_shades(ctx):
+    """Gradient norm has no sign: its highlight gives each word a level of the largest score, drawn in one
+    colour's shades (every word was red, "supports the explained class", beside a chart saying "no sign"); a
+    signed method keeps its scores in [-1, 1]."""
+    res, map_a, map_b, *_ = saliency.saliency(ctx, "a fine film with a dull end", None, "gradient_norm")
+    assert res["signed"] is False
+    for m, shown in zip(res["maps"], (map_a, map_b)):
+        levels = [lab for _, lab in shown if lab is not None]
+        assert levels and all(lab in views.SENSITIVITY_COLOURS for lab in levels)
+        top = max(m["scores"])
+        want = [f"sensitivity {min(5, 1 + int(5 * s / top))}" for s in m["scores"]]
+        assert levels == want and "sensitivity 5" in levels
+    res, map_a, *_ = saliency.saliency(ctx, "a fine film with a dull end", None, "gradient_x_input")
+    assert all(isinstance(v, float) and -1 <= v <= 1 for _, v in map_a if v is not None)
+
+
 def test_saliency_asked_for_another_class_explains_it_in_both(offline_pair):
     ctx = Ctx.of(offline_pair)
     res, *_ = saliency.saliency(ctx, DISAGREE, None, "occlusion", "positive")

@@ -94,11 +94,24 @@ def largest_bars(largest: list[tuple[str, str]]) -> str:
         "</small>" if any(w for _, w in largest) else ""
 
 
-def highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
+# an unsigned map (a sensitivity, gradient norm's) as shades of one colour, never the signed red/purple pair
+SENSITIVITY_LEVELS = 5
+SENSITIVITY_COLOURS = {f"sensitivity {k}": c for k, c in
+                       enumerate(("#fef3c7", "#fde68a", "#fbbf24", "#d97706", "#92400e"), start=1)}
+
+
+def _level(share: float) -> str:
+    return f"sensitivity {min(SENSITIVITY_LEVELS, 1 + int(share * SENSITIVITY_LEVELS))}"
+
+
+def highlight(sal: dict, texts: list[str], signed: bool = True) -> list[tuple[str, float | str | None]]:
     """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
     text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
-    and pages of text the input box already holds)."""
+    and pages of text the input box already holds). Unsigned (`signed=False`: a sensitivity, which neither
+    supports nor opposes a class): each word's level of the largest score, 1-5 (`SENSITIVITY_COLOURS`), which
+    the page draws in one colour's shades where signed scores are red or purple."""
     top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
+    shade = (lambda x: round(x / top, 4)) if signed else (lambda x: _level(abs(x) / top))
     if sal.get("spans"):  # the words' places as the core found them, carried in the map
         spans = [Word(w, f, a, b) for w, f, (a, b) in zip(sal["words"], sal["fields"], sal["spans"])]
     else:
@@ -118,7 +131,7 @@ def highlight(sal: dict, texts: list[str]) -> list[tuple[str, float | None]]:
             continue
         if span.start > pos:
             out.append((texts[field][pos : span.start], None))
-        out.append((span.text, round(score / top, 4)))
+        out.append((span.text, shade(score)))
         pos = span.end
     return out
 

@@ -12,7 +12,7 @@ from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, e
 
 def _maps_shown(ctx: Ctx, res, values: dict) -> tuple:
     texts = [values["text"]] + ([values["text2"]] if ctx.pair.task.is_pair else [])
-    maps = [views.highlight(m, texts) for m in res["maps"]]
+    maps = [views.highlight(m, texts, signed=res["signed"] is not False) for m in res["maps"]]
     figure = saliency_figure(res)
     return res.to_dict(), *maps, views.saliency_summary(res), figure, views.largest_bars(figure.largest)
 
@@ -66,10 +66,13 @@ def tab(ctx: Ctx) -> None:
             go = gr.Button("Explain", variant="primary")
             every = gr.Button("All methods side by side")
         with gr.Row():
-            maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False, color_map=None)
+            # signed scores in red and purple; an unsigned method's levels (views.highlight) in one colour
+            maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
+                                       color_map=views.SENSITIVITY_COLOURS, show_inline_category=False)
                     for n in ctx.names]
         gr.Markdown("<small>red: the word supports the explained class · purple: it speaks against it · shade: "
-                    "share of that model's largest |score|</small>")
+                    "share of that model's largest |score| · amber (gradient norm and other methods without a "
+                    "sign): how much the answer moves with the word, darker = more</small>")
         summary = gr.Markdown(label="summary")
         bars = gr.Plot(label="per-word scores")
         largest = gr.Markdown(elem_id="largest-bars")
