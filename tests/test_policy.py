@@ -173,19 +173,26 @@ def test_a_name_the_file_system_refuses_is_a_message(tiny_pair):
         api.resolve_dataset(tiny_pair, "a" * 5000)
 
 
-def test_a_hosted_error_names_an_upload_by_its_file_name_not_its_server_path(monkeypatch, tmp_path):
-    """Every upload error named the server's upload folder (`/tmp/.../<sha256>/empty.csv: empty file`): hosted,
-    a path under the server's folders is cut to the file's name; the operator's own run keeps the whole path."""
+def test_an_error_names_an_upload_by_its_file_name_not_its_server_path(monkeypatch, tmp_path):
+    """Every upload error named the server's upload folder (`/tmp/.../<sha256>/empty.csv: empty file`): an
+    uploaded file is named by its file name, as the visitor chose it, hosted or not; hosted, a path under any of
+    the server's folders is cut to the file's name too; the operator's own files keep the whole path."""
     uploads = tmp_path / "gradio"
     (uploads / "9f2c").mkdir(parents=True)
     empty = uploads / "9f2c" / "empty.csv"
     empty.write_text("")
     monkeypatch.setattr(policy, "_READABLE", [])
+    monkeypatch.setattr(policy, "_UPLOADS", set())
+    own = tmp_path / "mine" / "rows.csv"
+    assert policy.public_message(f"{own}: empty file") == f"{own}: empty file"
     policy.allow_reads_under(uploads)
     with pytest.raises(DataError) as err:
         load_dataset(empty)
     message = str(err.value)
-    assert str(empty) in message and policy.public_message(message) == message  # not hosted: as it was
+    assert str(empty) in message
+    shown = policy.public_message(message)  # not hosted: the upload by its name all the same
+    assert shown.startswith("empty.csv") and str(uploads) not in shown and "9f2c" not in shown, shown
+    assert policy.public_message(f"{own}: empty file") == f"{own}: empty file"  # not an upload: as it was
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
     shown = policy.public_message(message)
     assert shown.startswith("empty.csv") and str(uploads) not in shown and "9f2c" not in shown, shown

@@ -165,20 +165,25 @@ def integer(field: str, value, *, low: int, high: int) -> int:
 _READABLE: list[Path] = []  # folders a front end registered (its uploads), see `allow_reads_under`
 
 
+_UPLOADS: set[str] = set()  # the upload folders as registered and as resolved: messages name their files only
+
+
 def allow_reads_under(folder: str | Path) -> None:
     """A front end registers the folder its uploads land in, so that hosted mode can read them."""
     path = Path(folder).resolve()
     if path not in _READABLE:
         _READABLE.append(path)
+    _UPLOADS.update({str(Path(folder).absolute()), str(path)})
 
 
 def public_message(message: str) -> str:
-    """An error's words as a hosted server's visitor may read them: a path under this server's folders (uploads,
-    shipped assets, released data, caches) becomes its file name alone, as the visitor named it when uploading.
-    Unchanged outside hosted mode, where reading any path is the user's own business."""
-    if not limits()["hosted"]:
-        return message
-    roots = {str(r) for r in (*_READABLE, ASSETS_DIR.resolve(), SHARED_DATA.resolve(), cache_dir().resolve())}
+    """An error's words as the person who sent the request may read them: a file they uploaded is named as they
+    named it (its file name, not the server's temporary copy, `.../gradio/<hash>/rows.csv`), always; hosted, a
+    path under any of this server's folders (shipped assets, released data, caches) becomes its file name too.
+    Other paths are left outside hosted mode, where reading any path is the user's own business."""
+    roots = set(_UPLOADS)
+    if limits()["hosted"]:
+        roots |= {str(r) for r in (*_READABLE, ASSETS_DIR.resolve(), SHARED_DATA.resolve(), cache_dir().resolve())}
     for root in sorted(roots, key=len, reverse=True):  # the deepest first: an upload folder inside a cache
         message = re.sub(re.escape(root.rstrip("/")) + r"(?:/[^\s'\",:;]*)?",
                          lambda m: Path(m.group()).name or "(server folder)", message)
