@@ -68,7 +68,7 @@ def test_layer_transitions_against_hand_computation(tiny_pair):
 
 def test_model_facts_fields(tiny_pair):
     f = model_facts(tiny_pair.models[0], [Example((s,)) for s in SENTENCES])
-    assert f["latency_ms"] > 0 and f["throughput_per_s"] > 0
+    assert "latency_ms" not in f and "throughput_per_s" not in f  # speed is the facts' paired measurement only
     assert f["parameters"] == count_parameters(tiny_pair.models[0].model)
 
 
@@ -106,9 +106,11 @@ def test_facts_lines_of_a_pair_task_split_at_the_tab(tiny_nli_pair):
 
 def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair, monkeypatch):
     """Model facts printed "latency 3.69x" (the second model slower) directly above "the first model's latency is
-    higher beyond chance": the ratio came from each model's own timing, the verdict from the paired one. With a
-    clock that makes the second model 3x slower in the paired measurement, and each model's own timing saying the
-    opposite, the headline ratio and the verdict both say the second is slower."""
+    higher beyond chance", and "latency 0.80x" beside table medians of 139 and 31 ms: ratio, table and verdict
+    came from different timings. With a clock that makes the second model 3x slower one input at a time and 3x
+    slower over a batch, and each model's own timing saying the opposite, the table, the headline ratios and the
+    verdicts all read the paired measurements, each figure with its interval."""
+    import dataclasses
     import functools
 
     from app.core import api, timing, views
@@ -119,8 +121,9 @@ def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair
     real_predict, real_facts, real_comparison = timing.predict, facts_module.model_facts, timing.latency_comparison
 
     def timed_predict(clf, exs, **kw):  # the injected clock moves 1 ms for the first model, 3 ms for the second
-        clock["t"] += 0.003 if clf is second else 0.001
-        return real_predict(clf, exs, **kw)
+        cost = 0.003 if clf is second else 0.001
+        clock["t"] += cost
+        return dataclasses.replace(real_predict(clf, exs, **kw), seconds=cost * len(exs))
 
     monkeypatch.setattr(timing, "predict", timed_predict)
     # where the engine's jobs (`facts.facts_batch`, `timing.latency_batch`) find them
@@ -134,6 +137,16 @@ def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair
     summary, _, _ = views.facts_views(res, names, ["0→1"] * 8)
     assert "latency **3.00×**" in summary
     assert f"{names[1]}'s latency (ms) is higher beyond chance on these 12 inputs" in summary
+    thr = res["throughput_comparison"]
+    assert thr["values"] == pytest.approx([1000.0, 1000.0 / 3]) and thr["n"] == timing.THROUGHPUT_ROUNDS
+    assert res["ratios"]["throughput"] == pytest.approx(1 / 3) and "throughput **0.33×**" in summary
+    assert f"{names[0]}'s throughput (inputs/s) is higher beyond chance on these {thr['n']} rounds" in summary
+    for m, lat, rate in zip(res["models"], (1.0, 3.0), (1000.0, 1000.0 / 3)):  # the table: the same figures
+        assert m["latency_ms"] == pytest.approx(lat) and m["throughput_per_s"] == pytest.approx(rate)
+        assert m["latency_ms_interval"] == pytest.approx([lat, lat]) and m["throughput_interval"][0] <= rate
+    _, table, _ = views.facts_views(res, names, ["0→1"] * 8)
+    row = table[table.fact == views.fact_label("latency_ms")]
+    assert list(row[names[1]]) == ["3.0 (3.0–3.0)"] and list(row[names[0]]) == ["1.0 (1.0–1.0)"]
 
 
 def test_the_facts_table_reads_in_words(tiny_pair):

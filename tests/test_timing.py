@@ -8,7 +8,7 @@ import pytest
 
 from app.core import timing
 from app.core.errors import InputError
-from app.core.timing import latency, latency_comparison, speed
+from app.core.timing import latency, latency_comparison, throughput_comparison
 
 
 def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_pair, monkeypatch):
@@ -40,7 +40,7 @@ def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_
         latency_comparison(tiny_pair.models[:1], exs)
 
 
-def test_latency_and_speed_report_the_injected_costs(tiny_pair, monkeypatch):
+def test_latency_and_throughput_report_the_injected_costs(tiny_pair, monkeypatch):
     """Each one-example prediction costs 2 ms and a batch of n costs n ms on a fake clock: latency is their
     median and p95, throughput n over the batch's seconds."""
     from app.core.data import Example
@@ -58,8 +58,8 @@ def test_latency_and_speed_report_the_injected_costs(tiny_pair, monkeypatch):
     clf = tiny_pair.models[0]
     lat = latency(clf, exs, n=5, clock=lambda: now[0])
     assert lat["latency_ms_median"] == pytest.approx(2.0) and lat["latency_ms_p95"] == pytest.approx(2.0)
-    out = speed(clf, exs, clock=lambda: now[0])
-    assert out["latency_ms"] == pytest.approx(2.0) and out["throughput_per_s"] == pytest.approx(1000.0)
+    out = throughput_comparison([clf, tiny_pair.models[1]], exs, rounds=4)
+    assert out["values"] == pytest.approx([1000.0, 1000.0]) and out["n"] == 4  # n examples over their n ms
 
 
 def test_a_text_cost_is_a_robust_line_through_what_was_measured():

@@ -119,12 +119,20 @@ def test_checklist_views_have_a_row_per_test_and_model_columns():
                                                              "fail rate": 0.0}
 
 
-def test_facts_handler_tables_every_fact_per_model(ctx, tiny_pair):
+def test_facts_handler_tables_every_fact_per_model(ctx, tiny_pair, monkeypatch):
     res, summary, table, frame, again = facts.facts(ctx, "a fine film\n\nan awful film")
     assert res["n_inputs"] == 2 and list(table.columns) == ["fact", *ctx.names]
     layers = [m.model.config.num_hidden_layers for m in tiny_pair.models]
     assert len(frame) == sum(layers) and frame is again
-    assert "parameters" in summary
+    assert "parameters" in summary and "the example above" not in summary
+    # nothing typed here: the shared example (every tab's) first, then shipped examples
+    seen = []
+    real = api.facts
+    monkeypatch.setattr(api, "facts", lambda pair, texts, **kw: seen.append(texts) or real(pair, texts, **kw))
+    res, summary, *_ = facts.facts(ctx, "", "my own sentence", None)
+    shipped = api.resolve_dataset(tiny_pair, None, facts.SHIPPED_BESIDE, visitor=False).examples
+    assert seen[-1] == [("my own sentence",), *(e.texts for e in shipped)]
+    assert res["n_inputs"] == 1 + len(shipped) and "the example above, then shipped examples" in summary
 
 
 def test_projection_handler_writes_what_it_shows(ctx):

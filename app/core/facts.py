@@ -8,7 +8,6 @@ from . import graphs
 from .embeddings import hidden_states
 from .kernels import OneDNNLinear, describe, switched
 from .precision import int8_layers
-from .timing import speed
 
 
 def count_parameters(model) -> int:
@@ -90,7 +89,7 @@ def model_facts(clf, examples) -> dict:
         "embedding_size": getattr(cfg, "embedding_size", cfg.hidden_size), "shares_layers": shares_layers(clf.model),
         "vocab_size": cfg.vocab_size, "tokenizer": type(clf.tokenizer).__name__,
         "linear_layers": linear_layers(clf.model), "precision": clf.precision,
-        **devices.describe(clf.device), "transitions": layer_transitions(clf, examples), **speed(clf, examples),
+        **devices.describe(clf.device), "transitions": layer_transitions(clf, examples),
         **devices.memory(clf.device), **graphs.status(clf),
     }
 

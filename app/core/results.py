@@ -174,8 +174,10 @@ class ModelFacts(TypedDict, total=False):
     device: str
     device_name: str
     cuda_graphs: bool
-    latency_ms: dict
-    throughput_per_s: float
+    latency_ms: float  # one input at a time: the mean of the paired runs (`FactsResult.latency_comparison`)
+    latency_ms_interval: list[float]
+    throughput_per_s: float  # batched: the mean of the paired rounds (`FactsResult.throughput_comparison`)
+    throughput_interval: list[float]
 
 
 class Slice(TypedDict, total=False):
@@ -466,8 +468,9 @@ class FactsResult(Result):
     models: list[ModelFacts]
     n_inputs: int
     latency_comparison: dict  # the paired latency test, one input at a time, models in turns
-    ratios: dict  # second over first: parameters, latency, throughput
+    ratios: dict  # second over first: parameters, latency, throughput (the paired measurements' means)
     precision: dict | None = None  # which precision answers batch work and why (`Pair.precision_asked`)
+    throughput_comparison: dict | None = None  # the paired throughput test, batched rounds, models in turns
 
 
 @dataclass(frozen=True)

@@ -510,7 +510,7 @@ FACT_LABELS = {  # Model facts' rows as people read them; a key not here reads w
     "embedding_size": "embedding size", "shares_layers": "one layer's weights shared by every depth",
     "vocab_size": "vocabulary", "tokenizer": "tokenizer", "precision": "precision", "device": "device",
     "device_name": "device name", "device_memory_gb": "device memory (GB)",
-    "latency_ms": "latency, one input (ms, median)", "throughput_per_s": "throughput (inputs/s, batched)",
+    "latency_ms": "latency, one input (ms, mean, 95% CI)", "throughput_per_s": "throughput (inputs/s, batched, 95% CI)",
     "gpu_memory_mb": "GPU memory held (MB)", "gpu_peak_memory_mb": "GPU memory at peak (MB)",
     "cuda_graphs": "small batches replayed from CUDA graphs", "cuda_graph_buckets": "CUDA graph buckets",
     "cuda_graphs_off": "why CUDA graphs are off",
@@ -518,6 +518,16 @@ FACT_LABELS = {  # Model facts' rows as people read them; a key not here reads w
     "cuda_graphs_ig_off": "why integrated gradients' CUDA graphs are off",
 }
 FOOTNOTED = ("linear_layers",)  # long implementation notes: under the table, not in a column of their own
+WITH_INTERVAL = {"latency_ms": "latency_ms_interval", "throughput_per_s": "throughput_interval"}
+
+
+def with_interval(m: dict, key: str) -> str:
+    """A measured figure and its interval, as the facts table shows it: "31.2 (29.8–33.0)"."""
+    lo_hi = m.get(WITH_INTERVAL.get(key, ""))
+    value = m[key]
+    if not lo_hi:
+        return _fact_value(value)
+    return f"{value:.1f} ({lo_hi[0]:.1f}–{lo_hi[1]:.1f})"
 
 
 def fact_label(key: str) -> str:
@@ -528,19 +538,27 @@ def _fact_value(value) -> str:
     return ("yes" if value else "no") if isinstance(value, bool) else fact_text(value)
 
 
-def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+def facts_views(res: dict, names: list[str], steps: list[str], example_first: bool = False
+                ) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     """Model facts as a summary line, a fact × model table (facts in words, booleans as yes / no) and the layer
-    transitions as long-form rows; the matrix-product note goes under the summary, not into the table."""
-    rows = [{("model" if k == "model" else fact_label(k)): _fact_value(v) for k, v in m.items()
-             if k != "transitions" and k not in FOOTNOTED} for m in res["models"]]
+    transitions as long-form rows; the matrix-product note goes under the summary, not into the table.
+    `example_first`: the inputs were the example above, then shipped examples (the summary says so)."""
+    hidden = {"transitions", *FOOTNOTED, *WITH_INTERVAL.values()}
+    rows = [{("model" if k == "model" else fact_label(k)): with_interval(m, k) for k in m if k not in hidden}
+            for m in res["models"]]
     trans = [{"model": m["model"], "layer": steps[i], "l2": l2, "cosine": c}
              for m in res["models"]
              for i, (l2, c) in enumerate(zip(m["transitions"]["l2"], m["transitions"]["cosine"]))]
     r = res["ratios"]
     summary = (f"{html.escape(names[1])} / {html.escape(names[0])}: parameters **{r['parameters']:.2f}×**, latency "
                f"**{r['latency']:.2f}×**, throughput **{r['throughput']:.2f}×** (measured now on {res['n_inputs']} "
-               "inputs)\n\nOne input at a time, both models in turns: "
+               f"inputs{': the example above, then shipped examples' if example_first else ''})\n\n"
+               "One input at a time, both models in turns: "
                + html.escape(verdict(res["latency_comparison"], names, unit="inputs"), quote=False))
+    if res.get("throughput_comparison"):
+        rounds = res["throughput_comparison"]["n"]
+        summary += (f"\n\nBatched, {rounds} rounds of all {res['n_inputs']} inputs in turns: "
+                    + html.escape(verdict(res["throughput_comparison"], names, unit="rounds"), quote=False))
     notes = [f"{html.escape(m['model'])}: {html.escape(str(m[k]))}" for k in FOOTNOTED for m in res["models"] if k in m]
     if notes:
         summary += "\n\n<small>Matrix products: " + " · ".join(notes) + "</small>"
@@ -855,11 +873,12 @@ def facts_text(res: dict) -> str:
     the paired latency verdict."""
     models = res["models"]
     names = [m["model"] for m in models]
-    keys = [k for k in models[0] if k not in ("transitions", "model")]
+    keys = [k for k in models[0] if k not in ("transitions", "model", *WITH_INTERVAL.values())]
     lines = [f"{'':<26}" + "".join(f"{n:>24}" for n in names)]
     for k in keys:
-        shown = [f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else
-                 f"{v:.2f}" if isinstance(v, float) else str(v) for v in (m[k] for m in models)]
+        shown = [with_interval(m, k) if k in WITH_INTERVAL and m.get(WITH_INTERVAL[k]) else
+                 f"{v:,}" if isinstance(v, int) and not isinstance(v, bool) else
+                 f"{v:.2f}" if isinstance(v, float) else str(v) for m in models for v in [m[k]]]
         lines.append(f"{k:<26}" + "".join(f"{v:>24}" for v in shown))
     for m in models:
         t = m["transitions"]
@@ -870,6 +889,9 @@ def facts_text(res: dict) -> str:
                  f"throughput {r['throughput']:.2f}x (on {res['n_inputs']} inputs)")
     lines.append("one input at a time, both models in turns: "
                  + verdict(res["latency_comparison"], names, unit="inputs"))
+    if res.get("throughput_comparison"):
+        lines.append(f"batched, {res['throughput_comparison']['n']} rounds in turns: "
+                     + verdict(res["throughput_comparison"], names, unit="rounds"))
     if res.get("precision"):
         lines.append(precision_line(res["precision"]))
     return "\n".join(lines)

@@ -13,11 +13,22 @@ def steps(ctx: Ctx) -> list[str]:
     return transition_labels(max(m.model.config.num_hidden_layers for m in ctx.pair.models))
 
 
-def facts(ctx: Ctx, texts: str | None = None, progress=gr.Progress()) -> tuple:
+SHIPPED_BESIDE = 29  # shipped examples measured beside the example above when no inputs are typed here
+
+
+def facts(ctx: Ctx, texts: str | None = None, text: str | None = None, text2: str | None = None,
+          progress=gr.Progress()) -> tuple:
+    """Measured on the inputs typed here, one per line; none: the example above (every tab's) first, then
+    shipped examples; neither: the shipped examples."""
     progress(0, desc="measuring")
     lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
+    example = not lines and bool(text and text.strip())
+    if example:
+        fields = (text, text2 or text) if ctx.pair.task.is_pair else (text,)
+        shipped = api.resolve_dataset(ctx.pair, None, SHIPPED_BESIDE, visitor=False).examples
+        lines = [fields, *(e.texts for e in shipped)]
     res = ctx.heavy.single(api.facts, ctx.pair, lines or None, progress=progress_of(progress, "measuring"))
-    summary, table, frame = views.facts_views(res, ctx.names, steps(ctx))
+    summary, table, frame = views.facts_views(res, ctx.names, steps(ctx), example_first=example)
     return res.to_dict(), summary, table, frame, frame
 
 
@@ -25,8 +36,8 @@ def tab(ctx: Ctx) -> None:
     with gr.Tab("Model facts", id="facts"):
         describe("Parameters, speed and how much each layer changes the representation (ALBERT shares one set "
                  "of layer weights; its transitions are smoother in the paper's Fig. 2).")
-        texts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = shipped examples)",
-                           lines=3)
+        texts = gr.Textbox(label="inputs for layer transitions and speed (one per line; empty = the example above, "
+                                 "then shipped examples)", lines=3)
         go = gr.Button("Measure", variant="primary")
         summary = gr.Markdown(label="summary")
         table = gr.Dataframe(headers=["fact", *ctx.names], label="facts")
@@ -36,4 +47,5 @@ def tab(ctx: Ctx) -> None:
             cosine = gr.LinePlot(x="layer", y="cosine", color="model", sort=order,
                                  label="cosine between layers")
         raw = json_out()
-        action(go, bind(facts, ctx), [texts], [raw, summary, table, l2, cosine], api_name="facts", **SINGLE)
+        action(go, bind(facts, ctx), [texts, *ctx.inputs], [raw, summary, table, l2, cosine], api_name="facts",
+               **SINGLE)
