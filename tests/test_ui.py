@@ -146,8 +146,10 @@ def test_saliency_dataset_names_a_bad_method_and_is_capped_when_hosted(tiny_pair
     with pytest.raises(InputError, match="method: 'shap' is not one of"):
         api.saliency(tiny_pair, dataset="sentiment_plain", method="shap")
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")  # each example is a full explanation by both models
-    res = api.saliency(tiny_pair, dataset=api.released_dev_set(tiny_pair), method="gradient_norm", limit=500)
+    res = api.saliency(tiny_pair, dataset=api.released_dev_set(tiny_pair), method="gradient_norm")
     assert res["n"] == api.limits()["max_saliency_examples"] == 50
+    with pytest.raises(InputError, match="limit: 500 is more than this server takes; give a whole number from 1 to 50"):
+        api.saliency(tiny_pair, dataset=api.released_dev_set(tiny_pair), method="gradient_norm", limit=500)
 
 
 def test_facts_api(client, tiny_pair):

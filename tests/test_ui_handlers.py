@@ -426,3 +426,39 @@ def test_every_handlers_defaults_are_its_capabilitys_declared_ones():
                     assert p.default == declared[cap][p.name], (module, name, p.name, p.default)
                     checked += 1
     assert checked >= 25  # every tab with a declared capability was read
+
+
+def test_every_action_shows_progress_that_moves():
+    """No action sits on a frozen bar: before the core's first report (one sentence: none at all) the page reads
+    "working" with the seconds so far, then the core's fraction with them, then "finishing" while the run goes on
+    after its last step (single-sentence actions sat at 0% or 10%, attention at 100% from 0.7 s to 19 s)."""
+    import time as _time
+
+    from app.ui.common import Ticker
+
+    shown, now = [], [0.0]
+    ticker = Ticker(lambda value, desc="", unit="steps": shown.append((value, desc, unit)), "explaining",
+                    every=0.01, clock=lambda: now[0])
+    with ticker as report:
+        now[0] = 3.0
+        _time.sleep(0.1)  # the ticker's own updates, with no report from the core
+        assert shown[0] == ((0, None), "explaining: working", "s") and shown[-1] == ((3, None), "explaining: working",
+                                                                                    "s")
+        now[0] = 5.0
+        report(1, 4)
+        assert shown[-1] == (0.25, "explaining · 1 of 4 · 5 s", "steps")
+        report(4, 4)
+        now[0] = 19.0
+        _time.sleep(0.1)
+        assert shown[-1] == (1.0, "explaining: finishing · 19 s", "steps")
+    count = len(shown)
+    _time.sleep(0.1)
+    assert len(shown) <= count + 1  # it stops with the run
+
+
+def test_a_declared_tabs_handler_ticks_while_its_run_reports_nothing(ctx, monkeypatch):
+    """The generated handlers run inside a ticker: a run that reports nothing still shows "working"."""
+    shown = []
+    res, *_ = saliency.saliency(ctx, "a fine film", None, "occlusion",
+                                progress=lambda value, desc="", unit="steps": shown.append((value, desc)))
+    assert res["method"] == "occlusion" and shown[0] == ((0, None), "explaining on both models: working")

@@ -292,7 +292,7 @@ def overview(pair: Pair) -> dict:
             **pair.hardware()}
 
 
-def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = 1000, progress: Progress = None, *,
+def benchmark(pair: Pair, dataset: str | None = None, limit: int | None = None, progress: Progress = None, *,
               engine: Engine | None = None, visitor: bool = True) -> BenchmarkResult:
     """Both models scored on one labelled dataset: accuracy (Pearson for regression), speed, the paired test of
     the gap between them and the examples they answer differently (`core.benchmark`); on a Ray `engine` the

@@ -16,16 +16,17 @@ from .common import (
     describe,
     json_out,
     on_select,
-    progress_of,
     stop_button,
+    ticking,
     upload_path,
 )
 
 
-def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = 1000,
+def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = None,
               progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
-    res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, limit, progress=progress_of(progress, "predicting"))
+    with ticking(progress, "predicting") as report:
+        res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, limit, progress=report)
     return (res.to_dict(), views.benchmark_summary(res, ctx.names), benchmark_figure(res),
             views.disagreement_frame(res, ctx.names))
 

@@ -6,7 +6,7 @@ import gradio as gr
 from app.core import api, views
 from app.core.plots import transition_labels
 
-from .common import SINGLE, Ctx, action, bind, describe, json_out, progress_of
+from .common import SINGLE, Ctx, action, bind, describe, json_out, ticking
 
 
 def steps(ctx: Ctx) -> list[str]:
@@ -20,14 +20,14 @@ def facts(ctx: Ctx, texts: str | None = None, text: str | None = None, text2: st
           progress=gr.Progress()) -> tuple:
     """Measured on the inputs typed here, one per line; none: the example above (every tab's) first, then
     shipped examples; neither: the shipped examples."""
-    progress(0, desc="measuring")
     lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
     example = not lines and bool(text and text.strip())
     if example:
         fields = (text, text2 or text) if ctx.pair.task.is_pair else (text,)
         shipped = api.resolve_dataset(ctx.pair, None, SHIPPED_BESIDE, visitor=False).examples
         lines = [fields, *(e.texts for e in shipped)]
-    res = ctx.heavy.single(api.facts, ctx.pair, lines or None, progress=progress_of(progress, "measuring"))
+    with ticking(progress, "measuring") as report:
+        res = ctx.heavy.single(api.facts, ctx.pair, lines or None, progress=report)
     summary, table, frame = views.facts_views(res, ctx.names, steps(ctx), example_first=example)
     return res.to_dict(), summary, table, frame, frame
 
