@@ -397,7 +397,7 @@ def _declared_commands(sub) -> None:
         _pair_args(p)
         _precision_args(p)
         if capability.inputs != "dataset":
-            _text_args(p, required=capability.inputs == "text")
+            _text_args(p, required=capability.inputs in ("text", "both"))
         if capability.inputs != "text":
             p.add_argument("--dataset", help="a shipped name, a released set by name, a file (GLUE tsv, csv, jsonl), "
                            "an id of `datasets`, or some of its rows (<dataset> @rows:3,17,40-45)"

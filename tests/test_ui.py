@@ -285,7 +285,7 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
     assert required == {"/predict": ["text"], "/saliency": ["text"], "/saliency_methods": ["text"],
                         "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [], "/slices": [],
                         "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": [], "/similarity": [],
-                        "/attention": ["text"], "/tokens": ["text"]}, required
+                        "/attention": ["text"], "/tokens": ["text"], "/locate": ["text"]}, required
     for name, e in info.items():
         assert all(len(r["label"]) <= 30 for r in e["returns"]), (name, [r["label"] for r in e["returns"]])
         defaults = [p["parameter_default"] for p in e["parameters"]]
@@ -362,9 +362,10 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair)
              and (f.collects_event_data or [t[0] for t in f.targets] == [click._id])}
     answered = [f for f in demo.fns.values() if f.trigger_after in picks and f.trigger_only_on_success]
     # benchmark rows, slices, CheckList failures, picked projection points, counterfactual edits, a point clicked on
-    # the projection (its row, from the page's script); an attack's rows set the example but keep the Attacks tab
-    # (its panels show the picked row); each pick also sets the note under it
-    assert len(picks) == 7 and len(answered) == 6 and len({f.trigger_after for f in answered}) == 6
+    # the projection (its row, from the page's script), the examples nearest the input ("where is my sentence");
+    # an attack's rows set the example but keep the Attacks tab (its panels show the picked row); each pick also
+    # sets the note under it
+    assert len(picks) == 8 and len(answered) == 7 and len({f.trigger_after for f in answered}) == 7
     assert all(f.outputs[-1].elem_id == "example-note" for f in picks.values())
     # a slice picked in Benchmark or points brushed on the projection become every dataset field's value
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]

@@ -126,11 +126,13 @@ def test_facts_handler_tables_every_fact_per_model(ctx, tiny_pair, monkeypatch):
     assert len(frame) == sum(layers) and frame is again
     assert "parameters" in summary and "the example above" not in summary
     # nothing typed here: the shared example (every tab's) first, then shipped examples
-    seen = []
-    real = api.facts
-    monkeypatch.setattr(api, "facts", lambda pair, texts, **kw: seen.append(texts) or real(pair, texts, **kw))
+    from app.core import engine as engine_module
+
+    seen, real_run = [], engine_module.Engine.run
+    monkeypatch.setattr(engine_module.Engine, "run", lambda self, pair, job, exs, **kw: seen.append(
+        [e.texts for e in exs]) or real_run(self, pair, job, exs, **kw))
     res, summary, *_ = facts.facts(ctx, "", "my own sentence", None)
-    shipped = api.resolve_dataset(tiny_pair, None, facts.SHIPPED_BESIDE, visitor=False).examples
+    shipped = api.resolve_dataset(tiny_pair, None, api.FACTS_SHIPPED - 1, visitor=False).examples
     assert seen[-1] == [("my own sentence",), *(e.texts for e in shipped)]
     assert res["n_inputs"] == 1 + len(shipped) and "the example above, then shipped examples" in summary
 

@@ -86,6 +86,7 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     CounterfactualResult,
     EmbedResult,
     FactsResult,
+    LocateResult,
     PredictResult,
     ProjectionResult,
     SaliencyDatasetResult,
@@ -183,6 +184,7 @@ saliency = entry("saliency")
 saliency_methods = entry("saliency_methods")
 counterfactual = entry("counterfactual")
 project = entry("project")
+locate = entry("locate")
 similarity = entry("similarity")
 attention = entry("attention")
 attack = entry("attack")
@@ -319,11 +321,15 @@ def embed(pair: Pair, dataset: str | None = None, limit: int | None = None, laye
                        fidelity=against_fp32(pair, ds.examples, pooling=pooling))
 
 
+FACTS_SHIPPED = 30  # shipped examples measured when no texts are given (one fewer beside a given input)
+
+
 def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progress: Progress = None, *,
-          engine: Engine | None = None) -> FactsResult:
+          text: str | None = None, text2: str | None = None, engine: Engine | None = None) -> FactsResult:
     """Model facts measured on `texts`: one input each, a line of text (for a pair task the two texts separated
-    by a tab, or one text used for both) or its fields; none: the shipped examples. On a Ray `engine`, measured
-    on one of its workers. `progress`: each model's facts, then the paired latency measurement."""
+    by a tab, or one text used for both) or its fields; none: `text` (and `text2`), the example every tab reads,
+    first where given, then shipped examples. On a Ray `engine`, measured on one of its workers. `progress`: each
+    model's facts, then the paired latency measurement."""
     if isinstance(texts, str):
         texts = [texts]
     if texts:
@@ -339,7 +345,8 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progre
             except InputError as exc:  # the UI gives one input per line: say which
                 raise InputError(f"texts, line {i}: {exc}") from None
     else:
-        exs = resolve_dataset(pair, None, 30).examples
+        given = [example_from(pair, text, text2)] if text is not None and text.strip() else []
+        exs = given + resolve_dataset(pair, None, FACTS_SHIPPED - len(given), visitor=False).examples
     run = (engine or Engine()).run
     steps = len(pair.spec.models) + 1  # each model's facts, then the paired latency
     models = run(pair, facts_batch, exs, progress=(lambda d, t: progress(d * (steps - 1) // t, steps))
@@ -355,7 +362,8 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progre
         m.update(latency_ms=latency["values"][k], latency_ms_interval=latency["intervals"][k],
                  throughput_per_s=throughput["values"][k], throughput_interval=throughput["intervals"][k])
     a, b = models
-    return FactsResult(models=models, n_inputs=len(exs), latency_comparison=latency,
+    return FactsResult(models=models, n_inputs=len(exs), example_first=bool(not texts and text and text.strip()),
+                       latency_comparison=latency,
                        throughput_comparison=throughput, precision=pair.precision_asked,
                        ratios={"parameters": b["parameters"] / a["parameters"],
                                "latency": latency["values"][1] / latency["values"][0],

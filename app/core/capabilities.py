@@ -26,7 +26,8 @@ from .errors import InputError
 from .policy import OPERATOR_CAP, check_length, count, integer, limits, number, tolerance
 
 KINDS = (str, int, float, bool)
-INPUTS = ("text", "dataset", "either")  # either: one input, or a dataset when the options ask for one
+# either: one input, or a dataset when the options ask for one; both: one input placed in a dataset
+INPUTS = ("text", "dataset", "either", "both")
 # names the front ends give every capability (its inputs, the pair, where it runs): no option may take one
 RESERVED = {"text", "text2", "dataset", "limit", "pair", "models", "task", "device", "precision", "json", "png",
             "engine", "address", "workers", "progress", "visitor", "name", "capability", "ctx", "func", "verbose"}
@@ -285,6 +286,14 @@ register(Capability(
         Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
         Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
         Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))))
+register(Capability(
+    "locate", "Where is my sentence: the input among a dataset's examples, for each model: its nearest examples in "
+    "the model's embedding space, its place in the dataset's projection and its score among the dataset's.",
+    runner="app.core.locate:run_locate", result="app.core.results:LocateResult", inputs="both", options=(
+        Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
+        Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
+        Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS),
+        Option("k", int, 5, "nearest examples listed per model", low=1, high=50))))
 register(Capability(
     "similarity", "Linear CKA between every layer of the two models, in bounded memory.",
     runner="app.core.similarity:run_similarity",

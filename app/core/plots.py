@@ -338,6 +338,27 @@ def attention_figure(res: dict):
     return fig
 
 
+def locate_figure(res: dict):
+    """Where the input's score falls among the dataset's, per model: the distribution of the dataset's
+    probability of the input's label (its score, for regression) with the input's own as a line."""
+    import numpy as np
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    models = res["models"]
+    fig = Figure(figsize=(4.2 * len(models), 3.2), layout="constrained")
+    axes = np.atleast_1d(fig.subplots(1, len(models), sharey=True))
+    for ax, m in zip(axes, models):
+        regression = not isinstance(m["answer"], str)
+        ax.hist(m["scores"], bins=20, range=None if regression else (0, 1), color="#93c5fd", edgecolor="white")
+        ax.axvline(m["score"], color="#b91c1c", linewidth=2)
+        what = "score" if regression else f"P({m['answer']})"
+        ax.set_title(f"{m['model']}: the input's {what} {m['score']:.2f}, above {100 * m['share_below']:.0f}% "
+                     f"of {res['n']:,}", fontsize=9)
+        ax.set_xlabel(f"{what} over {res['dataset']}"[:60], fontsize=9)
+    axes[0].set_ylabel("examples")
+    return fig
+
+
 def attention_stats_figure(res: dict):
     """Per model (rows) a layer × head heatmap of each statistic (columns): what the heads look at."""
     import numpy as np
@@ -369,7 +390,7 @@ def figure_of(res):
         return counterfactual_figure(res, res["models"])
     drawn = {"SaliencyResult": saliency_figure, "SaliencyDatasetResult": saliency_dataset_figure,
              "SimilarityResult": similarity_figure, "AttentionResult": attention_figure,
-             "AttentionStatsResult": attention_stats_figure}
+             "AttentionStatsResult": attention_stats_figure, "LocateResult": locate_figure}
     return drawn[kind](res) if kind in drawn else None
 
 

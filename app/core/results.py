@@ -386,6 +386,39 @@ class ProjectionResult(Result):
     texts: list[list[str]] = field(repr=False)  # each example's fields; a point's `index` is its position here
 
 
+class Neighbour(TypedDict):
+    """One of a model's nearest dataset examples to an input (`locate.run_locate`)."""
+    index: int  # its position in the projection's texts
+    row: int  # the dataset's own row number
+    text: str
+    gold: str
+    prediction: str | float
+    cosine: float
+
+
+class Located(TypedDict):
+    """Where one input sits in a dataset for one model (`locate.run_locate`)."""
+    model: str
+    answer: str | float  # the model's label for the input (its score for regression)
+    score: float  # the probability it gives that label (regression: its score)
+    share_below: float  # the dataset's examples given a lower probability of that label (a lower score), ties half
+    scores: list[float]  # every dataset example's probability of that label (score), for the distribution
+    neighbours: list[Neighbour]  # nearest first, cosine in the model's own embedding space
+    position: list[float]  # in the model's projection: the mean of its neighbours' places
+
+
+@dataclass(frozen=True)
+class LocateResult(Result):
+    """Where one input sits in a dataset, for each model: its nearest examples, its place in the projection and
+    its score among the dataset's."""
+    input: list[str]
+    dataset: str
+    n: int
+    k: int
+    models: list[Located]
+    projection: dict = field(repr=False)  # the dataset's projection (`ProjectionResult.to_dict()`) it is placed in
+
+
 @dataclass(frozen=True)
 class SimilarityResult(Result):
     """Linear CKA between every layer of the two models, and of each with itself (`similarity.layer_similarity`):
@@ -471,6 +504,7 @@ class FactsResult(Result):
     ratios: dict  # second over first: parameters, latency, throughput (the paired measurements' means)
     precision: dict | None = None  # which precision answers batch work and why (`Pair.precision_asked`)
     throughput_comparison: dict | None = None  # the paired throughput test, batched rounds, models in turns
+    example_first: bool = False  # measured on the example every tab reads, then shipped examples
 
 
 @dataclass(frozen=True)
@@ -512,5 +546,5 @@ class CapabilityResult(Result):
 
 
 RESULTS = (PredictResult, SaliencyResult, SaliencyMethodsResult, SaliencyDatasetResult, CounterfactualResult,
-           ProjectionResult, SimilarityResult, AttentionResult, AttentionStatsResult, BenchmarkResult, EmbedResult,
-           FactsResult, AttackResult, ChecklistResult, SlicesResult, CapabilityResult)
+           ProjectionResult, LocateResult, SimilarityResult, AttentionResult, AttentionStatsResult, BenchmarkResult,
+           EmbedResult, FactsResult, AttackResult, ChecklistResult, SlicesResult, CapabilityResult)

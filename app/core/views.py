@@ -538,11 +538,10 @@ def _fact_value(value) -> str:
     return ("yes" if value else "no") if isinstance(value, bool) else fact_text(value)
 
 
-def facts_views(res: dict, names: list[str], steps: list[str], example_first: bool = False
-                ) -> tuple[str, pd.DataFrame, pd.DataFrame]:
+def facts_views(res: dict, names: list[str], steps: list[str]) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     """Model facts as a summary line, a fact × model table (facts in words, booleans as yes / no) and the layer
-    transitions as long-form rows; the matrix-product note goes under the summary, not into the table.
-    `example_first`: the inputs were the example above, then shipped examples (the summary says so)."""
+    transitions as long-form rows; the matrix-product note goes under the summary, not into the table."""
+    example_first = res.get("example_first")
     hidden = {"transitions", *FOOTNOTED, *WITH_INTERVAL.values()}
     rows = [{("model" if k == "model" else fact_label(k)): with_interval(m, k) for k in m if k not in hidden}
             for m in res["models"]]
@@ -1038,6 +1037,40 @@ def checklist_text(res: dict) -> str:
     return "\n".join(filter(None, [head, res["markdown"], res["summary"]]))
 
 
+def locate_text(res: dict, show: int = 5) -> str:
+    """Where the input sits in the dataset, per model: its answer and where its score falls among the dataset's,
+    then its nearest examples (row, cosine, gold, the model's answer, text)."""
+    lines = [f"{' / '.join(res['input'])!r} among {res['dataset']} ({res['n']:,} examples)"]
+    for m in res["models"]:
+        regression = not isinstance(m["answer"], str)
+        what = f"score {m['score']:.3f}" if regression else f"{m['answer']} at {m['score']:.3f}"
+        lines += ["", f"{m['model']}: {what}, above {100 * m['share_below']:.0f}% of the dataset's "
+                      f"{'scores' if regression else 'probabilities of ' + m['answer']}; nearest examples:"]
+        for nb in m["neighbours"][:show]:
+            gold = f", gold {nb['gold']}" if nb["gold"] else ""
+            lines.append(f"  row {nb['row']:>5}  cos {nb['cosine']:.3f}{gold}, says {nb['prediction']}: "
+                         f"{clip(nb['text'])}")
+    return "\n".join(lines)
+
+
+def locate_summary(res: dict) -> str:
+    """The Projection tab's lines for "where is my sentence": each model's answer and its place in the scores."""
+    out = []
+    for m in res["models"]:
+        regression = not isinstance(m["answer"], str)
+        what = f"score **{m['score']:.3f}**" if regression else f"**{html.escape(m['answer'])}** at {m['score']:.3f}"
+        out.append(f"**{html.escape(m['model'])}**: {what}, above {100 * m['share_below']:.0f}% of "
+                   f"{html.escape(res['dataset'])}'s {res['n']:,} examples; its {res['k']} nearest are listed below")
+    return "\n\n".join(out)
+
+
+def neighbours_frame(res: dict) -> pd.DataFrame:
+    """Each model's nearest examples to the input, a row each: the model, the row, cosine, gold, its answer, text."""
+    rows = [{"model": m["model"], "row": nb["row"], "cosine": round(nb["cosine"], 3), "gold": nb["gold"],
+             "says": nb["prediction"], "text": clip(nb["text"])} for m in res["models"] for nb in m["neighbours"]]
+    return pd.DataFrame(rows, columns=["model", "row", "cosine", "gold", "says", "text"])
+
+
 def text_of(res, *, pair: str = "", show: int = 5) -> str:
     """What the command line prints for a capability's result (`--json` prints its `to_dict()`), by its type:
     `pair` names the pair in the headers that say it, `show` how many rows a dataset's text lists."""
@@ -1048,6 +1081,8 @@ def text_of(res, *, pair: str = "", show: int = 5) -> str:
         return saliency_dataset_summary(res, markdown=False, show=show)
     if kind == "CounterfactualResult":
         return counterfactual_text(res, res["models"], show=show)
+    if kind == "LocateResult":
+        return locate_text(res, show=show)
     shown = {"SaliencyMethodsResult": methods_text, "ProjectionResult": projection_text,
              "SimilarityResult": similarity_table, "AttentionResult": attention_text,
              "AttentionStatsResult": attention_stats_text, "AttackResult": attack_text,

@@ -515,7 +515,8 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     def param(name: str) -> inspect.Parameter:
         if name in declared:
             return P(name, P.POSITIONAL_OR_KEYWORD, default=declared[name].default)
-        if name == "text" and "dataset" not in params:  # the endpoint explains one input: it is required
+        if name == "text" and ("dataset" not in params or declaration.inputs == "both"):  # it reads one input
+            # (explains it, or places it in the dataset): it is required
             return P(name, P.POSITIONAL_OR_KEYWORD, annotation=str)
         return P(name, P.POSITIONAL_OR_KEYWORD, default=extras.get(name))
 

@@ -13,22 +13,14 @@ def steps(ctx: Ctx) -> list[str]:
     return transition_labels(max(m.model.config.num_hidden_layers for m in ctx.pair.models))
 
 
-SHIPPED_BESIDE = 29  # shipped examples measured beside the example above when no inputs are typed here
-
-
 def facts(ctx: Ctx, texts: str | None = None, text: str | None = None, text2: str | None = None,
           progress=gr.Progress()) -> tuple:
     """Measured on the inputs typed here, one per line; none: the example above (every tab's) first, then
-    shipped examples; neither: the shipped examples."""
+    shipped examples."""
     lines = [ln for ln in (texts or "").splitlines() if ln.strip()]
-    example = not lines and bool(text and text.strip())
-    if example:
-        fields = (text, text2 or text) if ctx.pair.task.is_pair else (text,)
-        shipped = api.resolve_dataset(ctx.pair, None, SHIPPED_BESIDE, visitor=False).examples
-        lines = [fields, *(e.texts for e in shipped)]
     with ticking(progress, "measuring") as report:
-        res = ctx.heavy.single(api.facts, ctx.pair, lines or None, progress=report)
-    summary, table, frame = views.facts_views(res, ctx.names, steps(ctx), example_first=example)
+        res = ctx.heavy.single(api.facts, ctx.pair, lines or None, text=text, text2=text2, progress=report)
+    summary, table, frame = views.facts_views(res, ctx.names, steps(ctx))
     return res.to_dict(), summary, table, frame, frame
 
 

@@ -11,7 +11,7 @@ import gradio as gr
 import pandas as pd
 
 from app.core import api, views
-from app.core.plots import plot_png
+from app.core.plots import locate_figure, plot_png
 
 from . import common
 from .common import (
@@ -44,6 +44,52 @@ def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
             {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims, "dataset": spec,
              "name": res["dataset"]})
+
+
+YOURS = "★ your sentence"  # the input's mark on the projection, in whatever column colours the points
+
+
+def _located_shown(ctx: Ctx, res, values: dict) -> tuple:
+    """Where is my sentence: each model's plot with the input at its place (the mean of its neighbours'), its
+    nearest examples, the score distributions; the projection's state as a projection's (a brush still picks)."""
+    colour, spec = values["colour"], values["dataset"]
+    proj = res["projection"]
+    frame = shown(proj["points"])
+    lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}
+    text = " / ".join(res["input"])
+    per_model = []
+    for m in res["models"]:
+        mine = frame[frame.model == m["model"]].sort_values(colour, kind="stable")
+        star = {c: "" for c in frame.columns} | {"row": 0, "model": m["model"], "x": m["position"][0],
+                                                  "y": m["position"][1], "text": text, colour: YOURS}
+        per_model.append(gr.update(value=pd.concat([mine, pd.DataFrame([star])], ignore_index=True), color=colour,
+                                   **lims))
+    state = {"points": proj["points"], "texts": proj["texts"], "picked": [], "lims": lims, "dataset": spec,
+             "name": proj["dataset"]}
+    return (res.to_dict(), views.locate_summary(res), locate_figure(res), views.neighbours_frame(res), *per_model,
+            state)
+
+
+def _neighbour(res: dict, row: int) -> dict | None:
+    found = [nb for m in (res or {}).get("models", []) for nb in m["neighbours"]]  # the table's order
+    return found[row] if 0 <= row < len(found) else None
+
+
+def neighbour_texts(res: dict, row: int) -> list[str] | None:
+    nb = _neighbour(res, row)
+    return None if nb is None else res["projection"]["texts"][nb["index"]]
+
+
+def neighbour_note(res: dict, row: int) -> str:
+    nb = _neighbour(res, row)
+    return views.picked_note(f"the examples nearest yours in {res['dataset']}, row {nb['row']}", nb["gold"])
+
+
+locate = common.handler("locate", _located_shown,
+                        params=("text", "text2", "dataset", "uploaded", "method", "pooling", "layer", "colour", "k",
+                                "limit"),
+                        extras={"uploaded": None, "colour": "gold"}, where="batch", desc="placing the example",
+                        read=common.uploaded_or_named)
 
 
 project = common.handler("project", _projection_shown,
@@ -212,3 +258,20 @@ def tab(ctx: Ctx) -> None:
         use = gr.Button("Make the picked points every tab's dataset", size="sm")
         common.use_as_dataset(ctx, use, [state], picked_dataset)
         stop_button(summary)
+        with gr.Accordion("Where is my sentence?", open=False):
+            describe("The example above placed in this dataset's projection (★, among its nearest examples), "
+                     "each model's nearest examples to it, and where each model's score for it falls among the "
+                     "dataset's.")
+            with gr.Row():
+                k = common.number(value=common.default("locate", "k"), label="nearest examples per model",
+                                  precision=0)
+                where = gr.Button("Place the example", variant="secondary")
+            placed = gr.Markdown()
+            scores = gr.Plot(label="scores over the dataset")
+            nearest = gr.Dataframe(headers=["model", "row", "cosine", "gold", "says", "text"], wrap=True,
+                                   label="nearest examples")
+            lraw = json_out("where is my sentence")
+            action(where, bind(locate, ctx),
+                   [*ctx.inputs, pds, upload, method, pooling, layer, colour, k, limit],
+                   [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **BATCH)
+            ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note)
