@@ -242,8 +242,9 @@ def test_hosted_has_no_rest_route_around_the_queue(served):
 
 
 def test_hosted_caps_hold_for_negative_zero_and_huge_limits(tiny_pair, tmp_path):
-    """-1 ran all rows but one; 0 ran everything: each is now refused with the range, and 10^9 is capped,
-    on a 2,000-row upload (Benchmark, Projection) and the released SST-2 dev (the other dataset endpoints)."""
+    """-1 ran all rows but one; 0 ran everything: each is now refused with the range, as is 10^9 (it was quietly
+    capped: "1e12" read as the cap), on a 2,000-row upload (Benchmark, Projection) and the released SST-2 dev
+    (the other dataset endpoints); the cap itself runs that many."""
     from gradio_client import handle_file
     from gradio_client.exceptions import AppError
 
@@ -269,12 +270,16 @@ def test_hosted_caps_hold_for_negative_zero_and_huge_limits(tiny_pair, tmp_path)
                 for n in (-1, 0):
                     with pytest.raises(AppError, match=f"(limit|n): {n} is too small; give a whole number from 1"):
                         client.predict(*args(n), api_name=endpoint)
-                res = client.predict(*args(10**9), api_name=endpoint)[0]
+                for n in (10**9, "1e12", cap[key] + 1):
+                    with pytest.raises(AppError, match=rf"(limit|n): [0-9,]+ is more than this server takes; give a "
+                                                       rf"whole number from 1 to {cap[key]:,}"):
+                        client.predict(*args(n), api_name=endpoint)
+                res = client.predict(*args(cap[key]), api_name=endpoint)[0]
                 got = len(res["examples"]) if endpoint == "/attack" else \
                     res["examples_changed"] if endpoint == "/counterfactual" else res["n"]
                 assert 0 < got <= cap[key], (endpoint, got)
                 if endpoint in ("/benchmark", "/project", "/saliency_dataset", "/attack"):
-                    assert got == cap[key], (endpoint, got)  # capped, not refused: the first rows, up to the cap
+                    assert got == cap[key], (endpoint, got)  # the first rows, up to the cap
 
 
 def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monkeypatch):

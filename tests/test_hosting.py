@@ -26,8 +26,10 @@ def test_hosted_mode_caps(hosted, tiny_pair):
     with pytest.raises(InputError, match="field 'sentence' is 3,000 characters long; the limit here is 2,000"):
         api.predict(tiny_pair, "x" * 3000)
     assert api.limits()["max_examples"] == 500
-    ds = api.resolve_dataset(tiny_pair, "sentiment_plain", 10_000)
-    assert len(ds) <= 500
+    with pytest.raises(InputError, match="limit: 10,000 is more than this server takes; give a whole number from 1 "
+                                         "to 500"):
+        api.resolve_dataset(tiny_pair, "sentiment_plain", 10_000)
+    assert len(api.resolve_dataset(tiny_pair, "sentiment_plain", 500)) <= 500
     with pytest.raises(InputError, match="field 'replacements' is 3,000 characters long; the limit here is 2,000"):
         api.counterfactual(tiny_pair, "a fine film", None, generator="word_replacement",
                            replacements="film -> movie, " * 200)
@@ -210,8 +212,10 @@ def test_hosted_benchmark_scores_the_released_dev_set_within_the_cap(hosted, tin
     `max_examples` of it; a typed server path is refused like everywhere else."""
     dev = api.released_dev_set(tiny_pair)
     assert dev is not None and dev.endswith("glue/sst2/dev.tsv")
-    res = api.benchmark(tiny_pair, dev, 10_000)
+    res = api.benchmark(tiny_pair, dev)  # its default, 1,000 rows, lowered to the cap; a typed 10,000 refused
     assert res["n"] == api.limits()["max_examples"] == 500
+    with pytest.raises(InputError, match="limit: 10,000 is more than this server takes"):
+        api.benchmark(tiny_pair, dev, 10_000)
     with pytest.raises(InputError, match="dataset: this hosted server reads only"):
         api.benchmark(tiny_pair, str(_tsv(tmp_path / "private.tsv")))
 
