@@ -509,6 +509,92 @@ def _every_tab(drv, app_url, offline_pair, size):
     _click_a_point(drv, first)
 
 
+def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactuals(browser, app_url):
+    """The chain a researcher follows (it broke at Inside: `'872 @rows:211' in @rows is not a row number`):
+    Find slices on SST-2 dev, a slice made every tab's dataset, its projection, a range brushed on it, the picked
+    points made every tab's dataset, then Inside's CKA, Saliency over the dataset and a counterfactual flip rate
+    each answer on those rows, every row number the dataset's own."""
+    drv = browser
+    try:
+        _chain(drv, app_url)
+    except Exception:
+        _shot(drv, "desktop-chain-failed")
+        raise
+
+
+def _chain(drv, app_url):
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    drv.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    drv.set_window_size(*SIZES["desktop"])
+    drv.get(app_url)
+    _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
+    _tab(drv, "Benchmark")
+    _number(drv, "max examples", 300)
+    _number(drv, "smallest slice", 30)
+    _button(drv, "Find slices").click()
+    _wait(lambda: _says(drv, "candidate slices of at least") or _errors(drv), timeout=180)
+    assert not _errors(drv), _errors(drv)
+    name = _wait(lambda: [c for c in _cells(drv, 3) if ":" in c.get_attribute("textContent")][0])
+    sliced = name.get_attribute("textContent").strip()
+    _click(drv, name)  # the slice's first example opens in Compare; the slice stays picked
+    _tab(drv, "Benchmark")
+    _click(drv, _button(drv, "Make the picked slice every tab's dataset"))
+    note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                            "return e && e.textContent.includes('every dataset field') ? "
+                                            "e.textContent : null;"))
+    assert "slice «" in note and sliced.split(":")[0] in note, (note, sliced)
+
+    _tab(drv, "Projection")
+    _button(drv, "Project").click()
+    _wait(lambda: _says(drv, "Procrustes disparity") or _errors(drv), timeout=180)
+    assert not _errors(drv), _errors(drv)
+    _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, PLOTS)])
+    plot = _visible(drv, PLOTS)[0]
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+    _steady(lambda: _visible(drv, PLOTS)[0].rect)
+    plot = _visible(drv, PLOTS)[0]
+    width = plot.size["width"]
+    ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).click_and_hold() \
+        .move_by_offset(2 * width // 3, 0).release().perform()
+    cells = _wait(lambda: _cells(drv, 25))
+    picked_rows = drv.execute_script(
+        "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
+        " && c.closest('table').textContent.includes('prediction')).map(c => c.textContent.trim())"
+        ".filter(t => /^[0-9]+$/.test(t))")
+    assert cells and picked_rows, picked_rows
+    _click(drv, _button(drv, "Make the picked points every tab's dataset"))
+    note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                            "return e && e.textContent.includes('points picked') ? e.textContent "
+                                            ": null;"))
+    shown = _visible(drv, "input[role='listbox']")[0].get_attribute("value")
+    assert "points picked on the projection" in note and "picked" in shown, (note, shown)
+    _shot(drv, "desktop-chain-projection")
+
+    _tab(drv, "Inside")
+    _button(drv, "Compare the layers").click()
+    _wait(lambda: _says(drv, "the ALBERT layer most like it") or _errors(drv), timeout=180)
+    assert not _errors(drv), _errors(drv)
+
+    _tab(drv, "Saliency")
+    [e for e in _visible(drv, "button, span") if e.text.strip().startswith("Over a dataset")][0].click()
+    _button(drv, "Explain the dataset with this method").click()
+    _wait(lambda: _says(drv, "comprehensiveness well above") or _errors(drv), timeout=240)
+    assert not _errors(drv), _errors(drv)
+
+    _tab(drv, "Counterfactuals")
+    menu = [e for e in _visible(drv, "input[role='listbox']") if e.get_attribute("value") == "replace words"][0]
+    menu.click()
+    _wait(lambda: [o for o in _visible(drv, "ul[role='listbox'] li") if "(flip rate)" in o.text])[0].click()
+    _type(drv, "textarea[data-testid='textbox']", "the -> a, a -> the",
+          index=[i for i, e in enumerate(_visible(drv, "textarea[data-testid='textbox']"))
+                 if "->" in (e.get_attribute("value") or "")][0])
+    _button(drv, "Generate").click()
+    _wait(lambda: _says(drv, "flip rate") and _cells(drv, 3) or _errors(drv), timeout=240)
+    assert not _errors(drv), _errors(drv)
+    _shot(drv, "desktop-chain-counterfactuals")
+
+
 def _idle_updates(drv, frames=30):
     """The components' own updates (Gradio's `prop_change` events, by property) over `frames` animation frames of
     a page nobody touches: each one has Gradio lay the page out again."""
