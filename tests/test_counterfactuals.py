@@ -282,3 +282,17 @@ def test_a_datasets_swaps_predict_each_distinct_input_once_and_answer_as_one_by_
         for k, clf in enumerate(tiny_pair.models):
             alone = real(clf, [Example(tuple(c["edited"]))]).record(0)["probabilities"]
             assert c["after"][k]["probabilities"] == pytest.approx(alone, abs=1e-5)
+
+
+def test_word_swaps_that_do_not_occur_say_what_to_do_instead(tiny_pair):
+    """The app's default swaps (film -> movie, ...) errored on any typed sentence without those words, saying only
+    that: the message now names the input's own first content word as a pair to write, and the generator that
+    needs none."""
+    from app.core import api
+    from app.core.errors import InputError
+
+    with pytest.raises(InputError, match=r"replacements: none of \['film', 'food'\] occurs in the input; write old "
+                                         r"-> new pairs for its own words \('plot -> \.\.\.'\), or choose WordNet "
+                                         r"synonym swaps, which need none"):
+        api.counterfactual(tiny_pair, "the plot was thin", generator="word_replacement",
+                           replacements="film -> movie, food -> meal")

@@ -248,3 +248,24 @@ def test_the_saliency_charts_axis_label_fits_inside_the_figure(signed):
     box = label.get_window_extent(canvas.get_renderer())
     assert label.get_text().startswith("score" if signed else "magnitude")
     assert box.y0 >= 0 and box.y1 <= fig.bbox.y1 and box.x0 >= 0, (box, fig.bbox)
+
+
+def test_a_counterfactual_chart_numbers_edits_as_the_table_marks_the_uncounted_and_fits_its_label():
+    """The single-sentence chart's bars are numbered in the table's order (counted edits first), an edit that
+    fails the meaning check is marked †, and the y label fits inside the figure (it was clipped)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    def change(new, valid):
+        return {"edits": [["plot", new]], "before": [{"label": "positive"}] * 2,
+                "deltas": [{"positive": -0.1}, {"positive": -0.2}],
+                "validity": {"part_of_speech_kept": True, "usual_sense": valid, "cosine": 0.9, "valid": valid}}
+
+    res = {"generator": "wordnet_synonym", "changes": [change("secret plan", False), change("story", True)]}
+    fig = counterfactual_figure(res, ["BERT", "ALBERT"])
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["1: plot→story", "2: plot→secret plan †"]
+    assert "† not counted" in ax.get_title()
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    box = ax.yaxis.label.get_window_extent(canvas.get_renderer())
+    assert box.y0 >= 0 and box.y1 <= fig.bbox.y1 and box.x0 >= 0, (box, fig.bbox)

@@ -235,9 +235,11 @@ def test_default_replacements_apply_to_the_shipped_examples(tiny_pair, tiny_nli_
         assert hit and hit[0] == _shipped(pair)[0]  # the first example, the one people click, has one
 
 
-def test_app_launch_warms_umap_and_wordnet_even_if_one_fails(monkeypatch):
-    """The warm-up thread runs each step; a failing one (here UMAP) is logged and the next still runs."""
+def test_app_launch_warms_umap_wordnet_and_the_meaning_encoder_even_if_one_fails(monkeypatch):
+    """The warm-up thread runs each step; a failing one (here UMAP) is logged and the next still runs; the
+    sentence encoder that checks a WordNet swap's meaning is loaded too (the first swap waited for it)."""
     import app.core.counterfactuals as counterfactuals
+    import app.core.meaning as meaning
     import app.core.projection as projection
     from app.ui import _warm_up
 
@@ -249,8 +251,9 @@ def test_app_launch_warms_umap_and_wordnet_even_if_one_fails(monkeypatch):
 
     monkeypatch.setattr(projection, "warm_up", broken)
     monkeypatch.setattr(counterfactuals, "warm_up", lambda: called.append("wordnet"))
+    monkeypatch.setattr(meaning, "embed", lambda texts: called.append("encoder"))
     _warm_up().join(timeout=10)
-    assert called == ["umap", "wordnet"]
+    assert called == ["umap", "wordnet", "encoder"]
 
 
 def test_attack_api_takes_named_arguments(client):

@@ -277,8 +277,11 @@ def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
 
 def warm_ups() -> tuple:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
-    WordNet), which a server pays while it starts instead of its first visitor."""
-    return (projection.warm_up, cf.warm_up)
+    WordNet, then the sentence encoder that checks a swap's meaning), which a server pays while it starts
+    instead of its first visitor."""
+    from . import meaning
+
+    return (projection.warm_up, cf.warm_up, meaning.warm_up)
 
 
 def overview(pair: Pair) -> dict:

@@ -424,7 +424,11 @@ def _replaced(models, ex: Example, replacements: str) -> CounterfactualResult:
     pairs = parse_pairs(replacements)
     changes = [word_replacement(models, ex, pairs).to_dict()]
     if not changes[0]["edits"]:
-        raise InputError(f"replacements: none of {list(pairs)} occurs in the input")
+        words = [w.text for f in ex.texts for w in split_words(f) if w.text.isalpha()]
+        own = next((w for w in words if w.lower() not in _stopwords()), words[0] if words else "word")
+        shown = list(pairs)[:6] + (["..."] if len(pairs) > 6 else [])
+        raise InputError(f"replacements: none of {shown} occurs in the input; write old -> new pairs for its own "
+                         f"words ('{own} -> ...'), or choose WordNet synonym swaps, which need none")
     return CounterfactualResult("word_replacement", [m.name for m in models], changes)
 
 

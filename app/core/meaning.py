@@ -44,6 +44,12 @@ def _encoder():
     return AutoTokenizer.from_pretrained(str(path)), model, torch
 
 
+def warm_up() -> None:
+    """Load the sentence encoder ahead of the first checked WordNet swap (2 s on a fast Xeon, its first click's
+    wait on slower CPUs after WordNet itself, which `counterfactuals.warm_up` loads)."""
+    embed(["warm up"])
+
+
 def embed(texts: Sequence[str], batch_size: int = 64) -> np.ndarray:
     """Unit-length MiniLM sentence vectors (mean pooling over tokens, as sentence-transformers does), in the
     order given. Each distinct text is encoded once, in batches of similar length (a dataset's swaps repeat each

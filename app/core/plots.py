@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .views import edits_text, own_delta, unread_by_all
+from .views import changes_in_order, counted, edits_text, own_delta, unread_by_all
 
 
 def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = "",
@@ -31,7 +31,7 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
             ax.errorbar([p for p, _, _ in marked], [h for _, h, _ in marked], fmt="none", ecolor="#333", capsize=4,
                         yerr=[[h - lo for _, h, (lo, _) in marked], [hi - h for _, h, (_, hi) in marked]])
     ax.axhline(0, color="#888", linewidth=0.6)
-    tilt = len(xs) > 6
+    tilt = len(xs) > 6 or sum(len(str(v)) for v in xs) > 9 * len(xs) + 20  # long labels overlap sooner
     ax.set_xticks(range(len(xs)), [str(v) for v in xs], rotation=30 if tilt else 0, ha="right" if tilt else "center",
                   fontsize=8)
     ax.set_ylabel(ylabel)
@@ -118,10 +118,12 @@ def counterfactual_figure(res: dict, names: Sequence[str]):
         return grouped_bars(rows, "x", "v", "model", "share of the edits",
                             title=f"{res['changed']} edits; flip rate with its 95% interval",
                             ylim=(0, min(1.0, max(0.05, 1.25 * top))), interval="ci")
-    changes = res.get("changes", [])
-    rows = [{"x": f"{i + 1}: {edits_text(c)}"[:40], "model": n, "v": own_delta(c, k)[1]}
-            for i, c in enumerate(changes) for k, n in enumerate(names)]
-    return grouped_bars(rows, "x", "v", "model", "Δ probability of the original label")
+    changes = changes_in_order(res, names)  # numbered as the table lists them, the counted edits first
+    marks = [" †" if counted(c).startswith("no") else "" for c in changes]
+    rows = [{"x": f"{i + 1}: {edits_text(c)}"[:38] + mark, "model": n, "v": own_delta(c, k)[1]}
+            for i, (c, mark) in enumerate(zip(changes, marks)) for k, n in enumerate(names)]
+    return grouped_bars(rows, "x", "v", "model", "Δ p (original label)",  # a longer label was clipped
+                        title="† not counted: the edit fails the meaning check" if any(marks) else "")
 
 
 def transition_labels(n: int) -> list[str]:
