@@ -371,6 +371,13 @@ def _every_tab(drv, app_url, offline_pair, size):
             const gap = td.getBoundingClientRect().left - c.getBoundingClientRect().left;
             c.scrollLeft = 0; return gap;""")
         assert held is not None and abs(held) <= 2, held
+        # a figure's label sits above it, not over its title
+        overlap = _wait(lambda: drv.execute_script(
+            "const b = [...document.querySelectorAll('.figure')].filter(e => e.offsetParent && e.querySelector('img'))"
+            "[0]; if (!b) return null; const l = b.querySelector('[data-testid=\"block-label\"]');"
+            "return l.getBoundingClientRect().bottom - b.querySelector('img').getBoundingClientRect().top;"),
+            timeout=30)
+        assert overlap <= 1, overlap
     _shot(drv, f"{size}-benchmark")
     first = _wait(lambda: _cells(drv, 25)[0])  # a disagreement's input
     text = first.get_attribute("textContent").strip()
@@ -626,6 +633,10 @@ def _click_a_point(drv, first):
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:15] == said[:15]), (row, said)
     assert _wait(lambda: _says(drv, f"the projection, row {row}"))
     assert _wait(lambda: _probabilities(drv) not in (None, first))  # Compare answered for it
+    # and the page shows it from the example down (a phone's tap left Compare scrolled far below its answer)
+    assert _wait(lambda: drv.execute_script("const r = document.getElementById('example-text')"
+                                            ".getBoundingClientRect(); return r.top > -5 && r.top < innerHeight / 2;"))
+    assert not _visible(drv, ".toast-body.warning")  # nor a warning over it
 
 
 # the first point found under a pointer moved across a plot, as the plot's tooltip names it: [x, y, row, text]

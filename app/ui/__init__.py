@@ -64,6 +64,9 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        # and its tab names wrap onto a second line instead of all but two hiding in a "..." menu
        "  .tab-wrapper, .tab-container { height: auto !important; } .tab-container { flex-wrap: wrap !important; }\n"
        "  .tab-container button { padding: 4px 8px !important; }\n"
+       # a figure's label sat over its top (its title); and Gradio's own warnings ("On mobile, the connection can
+       # break ...") covered the results they were about: the app itself raises none
+       "  .figure { padding-top: 30px !important; } .toast-body.warning { display: none !important; }\n"
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
        # a table of ten columns (the counterfactuals' edits): wide enough that a Δp such as -0.000904 fits whole
        "  .wide-table .table-wrap table { min-width: 980px !important; }\n"

@@ -94,7 +94,7 @@ def tab(ctx: Ctx) -> None:
             diffs = [gr.HTML(label=n_) for n_ in ctx.names]
         table = gr.Dataframe(headers=["row", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
                              label="per example and model", wrap=True)
-        plot = gr.Plot(label="success and transfer rates")
+        plot = gr.Plot(elem_classes=["figure"], label="success and transfer rates")
         raw = json_out()
         action(go, bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)

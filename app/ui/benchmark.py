@@ -81,7 +81,7 @@ def tab(ctx: Ctx) -> None:
             limit = common.number(value=common.capped(1000), label="max examples")
         go = gr.Button("Score both models", variant="primary")
         summary = gr.Markdown(label="summary")
-        plot = gr.Plot(label="accuracy")
+        plot = gr.Plot(elem_classes=["figure"], label="accuracy")
         describe(f"The examples the models answer differently, one model right first (at most "
                  f"{api.DISAGREEMENTS_SHOWN}); pick one to open it in Compare.")
         table = gr.Dataframe(headers=["row", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
@@ -105,7 +105,7 @@ def tab(ctx: Ctx) -> None:
                                  label="embedding clusters per model (0: none)", precision=0)
         find = gr.Button("Find slices")
         slice_summary = gr.Markdown(label="slices")
-        slice_plot = gr.Plot(label="slices")
+        slice_plot = gr.Plot(elem_classes=["figure"], label="slices")
         slice_table = gr.Dataframe(headers=["slice", "size", *ctx.names, "agree", "gap", "q", "beyond chance"],
                                    wrap=True, label="slices",
                                    column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])

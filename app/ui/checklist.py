@@ -64,7 +64,7 @@ def tab(ctx: Ctx) -> None:
             sample = common.number(value=option("checklist", "sample").default, label="cases per test")
         go = gr.Button("Run suite on both models", variant="primary")
         verdict = gr.Markdown(label="differences beyond chance")
-        bars = gr.Plot(label="mean fail rate per capability")
+        bars = gr.Plot(elem_classes=["figure"], label="mean fail rate per capability")
         table = gr.Dataframe(headers=["capability", "test", "type", "n", *[f"{n_} fail %" for n_ in names],
                                       "p (McNemar)", "p (Holm)", "expectation"], wrap=True,
                              column_widths=["9%", "18%", "5%", "4%", *["9%"] * len(names), "10%", "8%", "28%"],

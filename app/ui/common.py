@@ -323,6 +323,15 @@ def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
         if switch:
             for fn, inputs, outputs in ctx.on_pick:
                 picked.success(when_given(fn, len(outputs)), inputs, outputs, api_name=False, queue=False)
+            # the page shows Compare from its top, where the example and its answer are (a point tapped on a
+            # phone opened Compare scrolled far below its answer)
+            picked.then(None, None, None, js=SCROLL_TO_EXAMPLE_JS, api_name=False, queue=False)
+
+
+SCROLL_TO_EXAMPLE_JS = """() => {
+  const box = document.getElementById("example-text");
+  if (box) box.scrollIntoView({block: "start"});
+}"""
 
 
 def when_given(fn: Callable, n_outputs: int) -> Callable:

@@ -75,7 +75,7 @@ def tab(ctx: Ctx) -> None:
         gen.change(_controls, gen, [repl, cds, climit], api_name=False, queue=False)
         go = gr.Button("Generate", variant="primary")
         csum = gr.Markdown(label="summary")
-        cplot = gr.Plot(label="effect per model")
+        cplot = gr.Plot(elem_classes=["figure"], label="effect per model")
         ctable = gr.Dataframe(
             headers=["flips", "edited", "edits", "generator",
                      *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],

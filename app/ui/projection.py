@@ -267,7 +267,7 @@ def tab(ctx: Ctx) -> None:
                                   precision=0)
                 where = gr.Button("Place the example", variant="secondary")
             placed = gr.Markdown()
-            scores = gr.Plot(label="scores over the dataset")
+            scores = gr.Plot(elem_classes=["figure"], label="scores over the dataset")
             nearest = gr.Dataframe(headers=["model", "row", "cosine", "gold", "says", "text"], wrap=True,
                                    label="nearest examples")
             lraw = json_out("where is my sentence")

@@ -74,7 +74,7 @@ def tab(ctx: Ctx) -> None:
                     "share of that model's largest |score| · amber (gradient norm and other methods without a "
                     "sign): how much the answer moves with the word, darker = more</small>")
         summary = gr.Markdown(label="summary")
-        bars = gr.Plot(label="per-word scores")
+        bars = gr.Plot(elem_classes=["figure"], label="per-word scores")
         largest = gr.Markdown(elem_id="largest-bars")
         table = gr.HTML()  # all methods side by side
         raw = json_out()
@@ -93,7 +93,7 @@ def tab(ctx: Ctx) -> None:
                                        label="max examples (each is explained by both models)")
             sgo = gr.Button("Explain the dataset with this method")
             ssum = gr.Markdown(label="summary")
-            splot = gr.Plot(label="faithfulness and agreement")
+            splot = gr.Plot(elem_classes=["figure"], label="faithfulness and agreement")
             stable = gr.Dataframe(headers=["row", "input", "explained class", "agreement",
                                            *[f"{n} top words" for n in ctx.names]], wrap=True,
                                   label="lowest agreement")
