@@ -516,24 +516,32 @@ def _every_tab(drv, app_url, offline_pair, size):
     _click_a_point(drv, first)
 
 
-def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactuals(browser, app_url):
+@pytest.mark.parametrize("size", ["desktop", "phone"])
+def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactuals(browser, app_url, size):
     """The chain a researcher follows (it broke at Inside: `'872 @rows:211' in @rows is not a row number`):
     Find slices on SST-2 dev, a slice made every tab's dataset, its projection, a range brushed on it, the picked
     points made every tab's dataset, then Inside's CKA, Saliency over the dataset and a counterfactual flip rate
-    each answer on those rows, every row number the dataset's own."""
+    each answer on those rows, every row number the dataset's own. At a phone's width (an emulated touch screen
+    only taps, and a mouse's drag there drew no range) the same tabs answer on the slice itself."""
     drv = browser
     try:
-        _chain(drv, app_url)
+        _chain(drv, app_url, size)
     except Exception:
-        _shot(drv, "desktop-chain-failed")
+        _shot(drv, f"{size}-chain-failed")
         raise
+    finally:
+        drv.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        drv.set_window_size(1400, 1800)
 
 
-def _chain(drv, app_url):
+def _chain(drv, app_url, size):
     from selenium.webdriver.common.action_chains import ActionChains
 
-    drv.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    drv.set_window_size(*SIZES["desktop"])
+    w, h = SIZES[size]
+    drv.set_window_size(max(w, 500), h)
+    if size == "phone":
+        drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": w, "height": h, "deviceScaleFactor": 1,
+                                                                  "mobile": False})
     drv.get(app_url)
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
     _tab(drv, "Benchmark")
@@ -556,27 +564,34 @@ def _chain(drv, app_url):
     _button(drv, "Project").click()
     _wait(lambda: _says(drv, "Procrustes disparity") or _errors(drv), timeout=180)
     assert not _errors(drv), _errors(drv)
-    _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, PLOTS)])
-    plot = _visible(drv, PLOTS)[0]
-    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
-    _steady(lambda: _visible(drv, PLOTS)[0].rect)
-    plot = _visible(drv, PLOTS)[0]
-    width = plot.size["width"]
-    ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).click_and_hold() \
-        .move_by_offset(2 * width // 3, 0).release().perform()
-    cells = _wait(lambda: _cells(drv, 25))
-    picked_rows = drv.execute_script(
-        "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
-        " && c.closest('table').textContent.includes('prediction')).map(c => c.textContent.trim())"
-        ".filter(t => /^[0-9]+$/.test(t))")
-    assert cells and picked_rows, picked_rows
-    _click(drv, _button(drv, "Make the picked points every tab's dataset"))
-    note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
-                                            "return e && e.textContent.includes('points picked') ? e.textContent "
-                                            ": null;"))
-    shown = _visible(drv, "input[role='listbox']")[0].get_attribute("value")
-    assert "points picked on the projection" in note and "picked" in shown, (note, shown)
-    _shot(drv, "desktop-chain-projection")
+    if size == "desktop":  # a range is drawn with a mouse (under a phone's emulated width the drag drew none):
+        # on a phone the tabs below read the slice itself
+        _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, PLOTS)])
+        plot = _visible(drv, PLOTS)[0]
+        drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+        _steady(lambda: _visible(drv, PLOTS)[0].rect)
+        plot = _visible(drv, PLOTS)[0]
+        width = plot.size["width"]
+        drag = ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).pause(0.2).click_and_hold()
+        for _ in range(4):  # in steps, as a hand moves: the brush follows the pointer's moves
+            drag = drag.move_by_offset(width // 6, 0).pause(0.05)
+        drag.release().perform()
+        cells = _wait(lambda: _cells(drv, 25))
+        picked_rows = drv.execute_script(
+            "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
+            " && c.closest('table').textContent.includes('prediction')).map(c => c.textContent.trim())"
+            ".filter(t => /^[0-9]+$/.test(t))")
+        assert cells and picked_rows, picked_rows
+        # the whole dataset's row numbers, not the slice's 1, 2, ... (Benchmark and the projection numbered the
+        # same sentence 205 and 102)
+        assert max(map(int, picked_rows)) > len(picked_rows), picked_rows
+        _click(drv, _button(drv, "Make the picked points every tab's dataset"))
+        note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                                "return e && e.textContent.includes('points picked') ? e.textContent "
+                                                ": null;"))
+        shown = _visible(drv, "input[role='listbox']")[0].get_attribute("value")
+        assert "points picked on the projection" in note and "picked" in shown, (note, shown)
+    _shot(drv, f"{size}-chain-projection")
 
     _tab(drv, "Inside")
     _button(drv, "Compare the layers").click()
@@ -599,7 +614,7 @@ def _chain(drv, app_url):
     _button(drv, "Generate").click()
     _wait(lambda: _says(drv, "flip rate") and _cells(drv, 3) or _errors(drv), timeout=240)
     assert not _errors(drv), _errors(drv)
-    _shot(drv, "desktop-chain-counterfactuals")
+    _shot(drv, f"{size}-chain-counterfactuals")
 
 
 def _idle_updates(drv, frames=30):

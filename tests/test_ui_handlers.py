@@ -283,12 +283,16 @@ def test_a_range_drawn_on_a_projection_lists_every_point_in_it_by_its_row(ctx):
     assert projection.clicked_texts(state, "67/123") == ["t6"] and projection.clicked_index(state, "68/1") is None
     assert "row 67" in projection.clicked_note(state, "67/123")
     table, state, *plots = projection.points_in(ctx, state, ctx.names[0], [2.6, 5.2])
-    # both plots colour the same three examples as picked, wherever each model put them
-    assert len(plots) == 2
-    for plot, name in zip(plots, ctx.names):
-        frame = plot["value"]
-        assert plot["color"] == "picked" and set(frame.model) == {name}
-        assert sorted(frame[frame.picked == projection.PICKED]["index"]) == [3, 4, 5]
+    # the other plot colours the same three examples as picked, wherever its model put them; the brushed plot is
+    # left as drawn, keeping its brush's rectangle (a redraw dropped it)
+    assert len(plots) == 2 and plots[0] == {"__type__": "update"}
+    frame = plots[1]["value"]
+    assert plots[1]["color"] == "picked" and set(frame.model) == {ctx.names[1]}
+    assert sorted(frame[frame.picked == projection.PICKED]["index"]) == [3, 4, 5]
+    # a range drawn on the other plot now: the first, coloured by no pick yet, is redrawn with the new pick; the
+    # second, coloured by the earlier pick, is redrawn too (its colours would say the old pick)
+    _, state, *plots = projection.points_in(ctx, state, ctx.names[1], [895.5, 897.5])  # its x: 897, 896
+    assert [sorted(p["value"][p["value"].picked == projection.PICKED]["index"]) for p in plots] == [[3, 4]] * 2
     assert projection.points_in(ctx, state, ctx.names[0], None)[2] == {"__type__": "update"}
 
 

@@ -152,9 +152,13 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
     chosen = {p["index"] for p in hits}
     frame = shown(state["points"])
     frame["picked"] = [PICKED if i in chosen else OTHER for i in frame["index"]]
+    # the other plots colour the same examples as picked; the brushed one keeps its own drawing, and so its
+    # brush's rectangle (a new value redraws a plot and dropped it), unless an earlier pick coloured it
+    redrawn = [n for n in ctx.names if n != model or n in state.get("coloured", ())]
     plots = [gr.update(value=frame[frame.model == n].sort_values("picked", kind="stable"), color="picked",
-                       **state.get("lims", {})) for n in ctx.names]
-    return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits]}, *plots
+                       **state.get("lims", {})) if n in redrawn else gr.update() for n in ctx.names]
+    return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits],
+                                                         "coloured": redrawn}, *plots
 
 
 def picked_texts(state: dict, row: int) -> list[str] | None:
