@@ -209,3 +209,25 @@ def test_the_figure_draws_each_slices_accuracies(sst2):
     ticks = ax.get_yticklabels()
     assert ticks[-1].get_text() == "word: film" and ticks[-1].get_fontweight() == "bold"
     assert [t.get_fontweight() == "bold" for t in ticks] == [s["q"] < 0.05 for s in shown]
+
+
+def test_find_slices_again_makes_no_forward_pass(tiny_pair, tmp_path, monkeypatch):
+    """Predictions and the clusters' embeddings are kept by content (the projection's cache): Find slices run
+    again with another smallest size or metric, or after a projection of the same rows at the top layer's [CLS],
+    reads them instead of running both models again; the answers are the same."""
+    from app.core import api, projection
+
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
+    passes = []
+    for name in ("embed_and_predict", "predict", "embed"):
+        real = getattr(projection, name)
+        monkeypatch.setattr(projection, name,
+                            lambda *a, real=real, name=name, **k: passes.append(name) or real(*a, **k))
+    data = str(SHARED_DATA / "glue" / "sst2" / "dev.tsv")
+    first = api.slices(tiny_pair, data, limit=120, min_size=10, clusters=3, visitor=False)
+    assert passes  # the first run computed them
+    done = len(passes)
+    again = api.slices(tiny_pair, data, limit=120, min_size=12, clusters=3, metric="agreement", visitor=False)
+    assert len(passes) == done and again.n == first.n == 120
+    same = api.slices(tiny_pair, data, limit=120, min_size=10, clusters=3, visitor=False)
+    assert same.to_dict() == first.to_dict() and len(passes) == done

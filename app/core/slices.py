@@ -198,19 +198,21 @@ def _fisher(d_in: int, n_in: int, d_out: int, n_out: int) -> float:
     return float(fisher_exact([[d_in, n_in - d_in], [d_out, n_out - d_out]]).pvalue)
 
 
-def slices_batch(pair, batch, embed: bool = False) -> list[np.ndarray]:
-    """Engine job: each model's logits for one batch, then (with `embed`) each model's [CLS] sentence embeddings
-    from the same forward pass."""
-    from .embeddings import embed_and_predict  # deferred: torch: the spec above is numpy alone
-    from .inference import predict
+def slices_batch(pair, batch, embed: bool = False, progress=None) -> list[np.ndarray]:
+    """Engine job: each model's logits for one batch, then (with `embed`) each model's top-layer [CLS] sentence
+    embeddings from the same forward pass, through the cache a projection keeps by content
+    (`projection.cached_predictions`): Find slices run again with another metric or smallest size, or after a
+    projection of the same rows at the top layer's [CLS], makes no forward pass."""
+    from .projection import cached_predictions, vectors_batch  # deferred: torch: the spec above is numpy alone
 
     if not embed:
-        return [predict(clf, batch).logits for clf in pair.models]
-    both = [embed_and_predict(clf, batch, layer=-1, pooling="cls") for clf in pair.models]
-    return [logits for _, logits in both] + [vectors for vectors, _ in both]
+        return [cached_predictions(clf, batch, progress=progress)[0].logits for clf in pair.models]
+    return vectors_batch(pair, batch, layer=-1, pooling="cls", progress=progress)
 
 
 slices_batch.combine = "concat"
+slices_batch.sorts = True  # in process: the whole sample at once, as the cache keys it
+slices_batch.reports_progress = True
 
 
 # ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
