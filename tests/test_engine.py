@@ -210,8 +210,10 @@ def test_report_on_ray_equals_local(tiny_pair, ray_engine, tmp_path, monkeypatch
             assert a["overall"] == b["overall"] and a["candidates_tested"] == b["candidates_tested"]
             plain = lambda r: [(s["name"], s["size"], s["q"]) for s in r["slices"] if s["kind"] != "cluster"]
             assert plain(a) == plain(b)
-        elif kind == "umap":
-            assert a["knn_overlap"] == b["knn_overlap"]
+        elif kind == "umap":  # embedded on the workers in their own batches: under a BLAS matrix product (the
+            # AVX2 path) a batch's make-up moves a vector's last bits, and a near-tie between two neighbours can
+            # flip: the overlaps agree to one neighbour of the n * k (it read 0.4367 against 0.44 there)
+            assert a["knn_overlap"] == pytest.approx(b["knn_overlap"], abs=1.01 / (a["n"] * a["k"]))
             assert [p["prediction"] for p in a["points"]] == [p["prediction"] for p in b["points"]]
         elif kind == "facts":
             assert [m["parameters"] for m in a["models"]] == [m["parameters"] for m in b["models"]]
