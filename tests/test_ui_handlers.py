@@ -227,7 +227,10 @@ def test_every_method_side_by_side_explains_one_class_with_its_faithfulness(offl
     assert table.count("<table") == 2 and table.count("<tr>") == 2 * (1 + words + 2)  # head, words, faithfulness
     for model in ctx.names:
         part = table.split(f"<b>{model}</b>")[1].split("</table>")[0]
-        assert part.count("<th>") == 1 + 5 and part.count("+1.00") + part.count("-1.00") >= 5  # each column's top
+        tops = part.count(">+1.00<") + part.count(">-1.00<") + part.count(">1.00<")
+        assert part.count("<th>") == 1 + 5 and tops >= 5  # each column's top
+        # gradient norm has no sign: its column in amber, unsigned (it was red, "supports", like the highlight)
+        assert part.count("rgba(217,119,6") == words and part.count(">1.00<") >= 1
     assert "agreement (rank correlation) under each method" in table
 
 

@@ -162,7 +162,8 @@ def run_saliency_methods(pair: Pair, text: str | None = None, text2: str | None 
         agreed[name] = out["agreement"]
         rows += [{"method": name, "model": m.model, "scores": m.scores, "unread": m.unread,
                   "comprehensiveness": f["comprehensiveness"], "sufficiency": f["sufficiency"],
-                  "seconds": m.seconds, "delta": m.delta} for m, f in zip(out["maps"], out["faithfulness"])]
+                  "seconds": m.seconds, "delta": m.delta, "signed": METHODS[name].signed}
+                 for m, f in zip(out["maps"], out["faithfulness"])]
         if progress:
             progress(len(agreed), len(METHODS))
     return SaliencyMethodsResult(fields=list(pair.task.fields), words=words, target_label=label, output=explained,

@@ -64,6 +64,7 @@ class MethodRow(TypedDict):
     sufficiency: float | None
     seconds: float
     delta: float | None
+    signed: bool  # the method's scores say for (+) or against (-); False: a magnitude (gradient norm)
 
 
 class Estimate(TypedDict, total=False):

@@ -691,13 +691,15 @@ POOLING_NAMES = {"cls": "[CLS]", "mean": "mean", "words": "words"}
 SHOWN_WORDS = 40  # word columns of the method table; the JSON has every word
 
 
-def _cell(score: float | None, top: float) -> str:
-    """A word's cell as the maps colour it: red for the explained class, purple against, shade by |score|."""
+def _cell(score: float | None, top: float, signed: bool = True) -> str:
+    """A word's cell as the maps colour it: red for the explained class, purple against, shade by |score|; an
+    unsigned method's (a sensitivity) in amber, as its highlight, never the red that reads as "supports"."""
     if score is None:
         return '<td style="color:#999">·</td>'
     a = min(1.0, abs(score) / top) if top else 0.0
-    rgb = "220,38,38" if score >= 0 else "126,34,206"
-    return f'<td style="background:rgba({rgb},{0.85 * a:.2f});text-align:right">{score / top if top else 0:+.2f}</td>'
+    rgb = "217,119,6" if not signed else "220,38,38" if score >= 0 else "126,34,206"
+    shown = f"{score / top if top else 0:{'+' if signed else ''}.2f}"
+    return f'<td style="background:rgba({rgb},{0.85 * a:.2f});text-align:right">{shown}</td>'
 
 
 def methods_table(res: dict) -> str:
@@ -716,9 +718,9 @@ def methods_table(res: dict) -> str:
             r = by[(model, method)]
             unread = set(r.get("unread") or ())
             scores = [None if i in unread else s for i, s in enumerate(r["scores"][:SHOWN_WORDS])]
-            cols.append((scores, max((abs(s) for s in scores if s is not None), default=0.0)))
-        rows = [f"<tr><td>{html.escape(w)}</td>" + "".join(_cell(c[i], top) for c, top in cols) + "</tr>"
-                for i, w in enumerate(words)]
+            cols.append((scores, max((abs(s) for s in scores if s is not None), default=0.0), r.get("signed", True)))
+        rows = [f"<tr><td>{html.escape(w)}</td>" + "".join(_cell(c[i], top, signed) for c, top, signed in cols)
+                + "</tr>" for i, w in enumerate(words)]
         if len(res["words"]) > SHOWN_WORDS:
             rows.append(f'<tr><td colspan="{len(methods) + 1}">… {len(res["words"]) - SHOWN_WORDS} more words '
                         "(the JSON has every one)</td></tr>")
