@@ -10,7 +10,7 @@ from .engine import Engine
 from .inference import from_logits
 from .inputs import dataset_of, example_from
 from .pair import Pair
-from .projection import project_pair, projection_result, vectors_batch
+from .projection import projected, projection_result, vectors_batch
 from .results import LocateResult
 
 
@@ -41,12 +41,9 @@ def run_locate(pair: Pair, text: str | None = None, text2: str | None = None, *,
     example = example_from(pair, text, text2)
     ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
     heads = pair.heads
-    run = (engine or Engine()).run
-    arrays = run(pair, vectors_batch, ds.examples, params={"layer": layer, "pooling": pooling}, progress=progress)
-    mine = run(pair, vectors_batch, [example], params={"layer": layer, "pooling": pooling})
-    preds = [from_logits(h, lg) for h, lg in zip(heads, arrays[:2])]
-    proj = project_pair(heads, ds.examples, method=method, layer=layer, pooling=pooling,
-                        compute=lambda exs: arrays[2:])
+    arrays, preds, proj = projected(pair, ds, method=method, layer=layer, pooling=pooling, progress=progress,
+                                    engine=engine)
+    mine = (engine or Engine()).run(pair, vectors_batch, [example], params={"layer": layer, "pooling": pooling})
     rows, located = ds.row_numbers(), []
     for m, (head, pred) in enumerate(zip(heads, preds)):
         own = from_logits(head, mine[m])

@@ -390,6 +390,15 @@ def run_project(pair: Pair, *, method: str, layer: int, pooling: str, dataset: s
     on a Ray `engine` the predictions and embeddings are computed on its workers (the driver holds no weights).
     The layer is checked again where the weights are, before any forward pass (`vectors_batch`)."""
     ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
+    _, preds, proj = projected(pair, ds, method=method, layer=layer, pooling=pooling, progress=progress,
+                               engine=engine)
+    return projection_result(pair.heads, ds, proj, preds)
+
+
+def projected(pair: Pair, ds: Dataset, *, method: str, layer: int, pooling: str, progress=None,
+              engine: Engine | None = None) -> tuple[list[np.ndarray], list[Prediction], Projection]:
+    """(each model's logits then embeddings, their predictions, the aligned projection) of `ds`, through the
+    engine: what a projection and an input placed in it (`locate`) both read."""
     heads = pair.heads  # a Ray driver reads labels and names, not weights
     had = [in_cache(h, ds.examples, layer, pooling) for h in heads]
     arrays = (engine or Engine()).run(pair, vectors_batch, ds.examples, params={"layer": layer, "pooling": pooling},
@@ -398,7 +407,7 @@ def run_project(pair: Pair, *, method: str, layer: int, pooling: str, dataset: s
     proj = project_pair(heads, ds.examples, method=method, layer=layer, pooling=pooling,
                         compute=lambda exs: arrays[2:])
     proj.embeddings_cached = had  # whether each model's vectors were on disk before this request
-    return projection_result(heads, ds, proj, preds)
+    return arrays, preds, proj
 
 
 def projection_result(models, ds: Dataset, proj: Projection, preds) -> ProjectionResult:

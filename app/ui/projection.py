@@ -42,8 +42,14 @@ def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
     summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
     return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, **lims),
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
-            {"points": res["points"], "texts": res["texts"], "picked": [], "lims": lims, "dataset": spec,
-             "name": res["dataset"]})
+            _state(res, lims, spec))
+
+
+def _state(projection: dict, lims: dict, spec: str) -> dict:
+    """What the tab keeps of a projection for its brush, clicks and "make the picked points every tab's dataset"
+    (`spec`: the dataset as its field named it, a dropped file's path where one was dropped)."""
+    return {"points": projection["points"], "texts": projection["texts"], "picked": [], "lims": lims,
+            "dataset": spec, "name": projection["dataset"]}
 
 
 YOURS = "★ your sentence"  # the input's mark on the projection, in whatever column colours the points
@@ -64,10 +70,8 @@ def _located_shown(ctx: Ctx, res, values: dict) -> tuple:
                                                   "y": m["position"][1], "text": text, colour: YOURS}
         per_model.append(gr.update(value=pd.concat([mine, pd.DataFrame([star])], ignore_index=True), color=colour,
                                    **lims))
-    state = {"points": proj["points"], "texts": proj["texts"], "picked": [], "lims": lims, "dataset": spec,
-             "name": proj["dataset"]}
     return (res.to_dict(), views.locate_summary(res), locate_figure(res), views.neighbours_frame(res), *per_model,
-            state)
+            _state(proj, lims, spec))
 
 
 def _neighbour(res: dict, row: int) -> dict | None:
