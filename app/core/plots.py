@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .views import changes_in_order, counted, edits_text, own_delta, unread_by_all
+from .views import changes_in_order, edits_text, own_delta, uncounted, unread_by_all
 
 
 def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = "",
@@ -119,7 +119,7 @@ def counterfactual_figure(res: dict, names: Sequence[str]):
                             title=f"{res['changed']} edits; flip rate with its 95% interval",
                             ylim=(0, min(1.0, max(0.05, 1.25 * top))), interval="ci")
     changes = changes_in_order(res, names)  # numbered as the table lists them, the counted edits first
-    marks = [" †" if counted(c).startswith("no") else "" for c in changes]
+    marks = [" †" if uncounted(c) else "" for c in changes]
     rows = [{"x": f"{i + 1}: {edits_text(c)}"[:38] + mark, "model": n, "v": own_delta(c, k)[1]}
             for i, (c, mark) in enumerate(zip(changes, marks)) for k, n in enumerate(names)]
     return grouped_bars(rows, "x", "v", "model", "Δ p (original label)",  # a longer label was clipped

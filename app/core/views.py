@@ -398,6 +398,11 @@ def mark_edits(original: str, edited: str) -> str:
     return "".join(out) + edited[pos:]
 
 
+def uncounted(change: dict) -> bool:
+    """An edit the flip rates leave out: checked for meaning, and failed (`meaning.validity`)."""
+    return bool(change.get("validity")) and not change["validity"].get("valid")
+
+
 def counted(change: dict) -> str:
     """Whether an edit counts as meaning-keeping (WordNet swaps are checked, `meaning.validity`), and why not:
     "yes", or "no: " and each check it failed; "" where the generator's edits are not checked."""
@@ -406,7 +411,7 @@ def counted(change: dict) -> str:
     v = change.get("validity")
     if not v:
         return ""
-    if v.get("valid"):
+    if not uncounted(change):
         return "yes"
     why = [w for w, failed in (("another part of speech", v.get("part_of_speech_kept") is False),
                                ("not the word's usual sense", v.get("usual_sense") is False),
@@ -442,7 +447,6 @@ def changes_in_order(res: dict, names: list[str]) -> list[dict]:
     don't; over a dataset, within each, those that flip one model only first, then both, then neither (dataset
     order within each group); a picked row is the edit at its place here."""
     changes = list(res.get("changes") or res.get("examples") or [])
-    uncounted = lambda c: bool(c.get("validity")) and not c["validity"].get("valid")  # noqa: E731
     if "flip_rate" in res:
         rank = {"both": 1, "none": 2}
         changes.sort(key=lambda c: (uncounted(c), rank.get(flips(c, names), 0)))
