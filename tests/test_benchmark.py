@@ -120,3 +120,29 @@ def test_a_result_cached_before_the_paired_test_still_formats(tiny_pair):
     res = benchmark(tiny_pair, ds)
     old = {k: v for k, v in res.items() if k not in ("comparison", "disagreements")}
     assert benchmark_table(res).startswith(benchmark_table(old) + "\n") and "McNemar" not in benchmark_table(old)
+
+
+def test_find_slices_after_benchmark_runs_no_model_and_answers_the_same(tiny_pair, tmp_path, monkeypatch):
+    """Benchmark's timed pass keeps its predictions and the top layer's [CLS] vectors by content: Find slices on
+    the same rows (clusters included) then runs neither model (a second pass of each took 51-57 s on SST-2 dev),
+    and answers as it does computing them itself; the kept vectors are `embed`'s."""
+    from app.core import api, projection
+    from app.core.embeddings import embed
+
+    data = str(shared("glue", "sst2", "dev.tsv"))
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "alone"))
+    alone = api.slices(tiny_pair, data, limit=90, min_size=10, clusters=3, visitor=False)
+
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "shared"))
+    scored = api.benchmark(tiny_pair, data, limit=90, visitor=False)
+    passes = []
+    for name in ("embed_and_predict", "predict", "embed"):
+        real = getattr(projection, name)
+        monkeypatch.setattr(projection, name,
+                            lambda *a, real=real, name=name, **k: passes.append(name) or real(*a, **k))
+    after = api.slices(tiny_pair, data, limit=90, min_size=10, clusters=3, visitor=False)
+    assert passes == [] and after.to_dict() == alone.to_dict() and scored.n == after.n == 90
+    labelled = [ex for ex in load_dataset(data).head(90).examples if ex.label is not None]
+    for clf in tiny_pair.models:
+        kept, cached = projection.cached_embeddings(clf, labelled, layer=-1, pooling="cls")
+        assert cached and np.allclose(kept, embed(clf, labelled, layer=-1, pooling="cls"), atol=1e-5)

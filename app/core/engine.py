@@ -2,7 +2,7 @@
 results put back in input order, identical to the local run.
 
 A job is a module-level function `job(pair, batch, **params)` of the technique that owns it
-(`embeddings.embed_batch`, `inference.logits_batch`, `inference.timed_logits_batch`, `attacks.attack_batch`,
+(`embeddings.embed_batch`, `inference.logits_batch`, `benchmark.timed_batch`, `attacks.attack_batch`,
 `benchmark.profile_batch`, `facts.facts_batch`, `timing.latency_batch`, `explanation.explain_batch`); its `combine`
 attribute says how batches join: "concat" (per-model arrays), "timed" (arrays joined, seconds summed), "rows"
 (rows with a batch-relative "index") or "whole" (the whole sample in one call, on one worker). The engine is

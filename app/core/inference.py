@@ -263,6 +263,7 @@ class Prediction:
     logits: np.ndarray
     seconds: float
     n_tokens: int
+    cls: np.ndarray | None = None  # (n, hidden): the top layer's [CLS] vectors, where `predict(top_cls=True)`
 
     @property
     def predicted(self) -> list[str] | list[float]:
@@ -282,8 +283,10 @@ class Prediction:
 
 @torch.inference_mode()
 def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = DEFAULT_BATCH,
-            progress: Progress | None = None, validate: bool = True) -> Prediction:
-    """`validate=False` lets perturbation methods score inputs with every word removed (an empty field)."""
+            progress: Progress | None = None, validate: bool = True, top_cls: bool = False) -> Prediction:
+    """`validate=False` lets perturbation methods score inputs with every word removed (an empty field).
+    `top_cls`: also the top layer's [CLS] vectors (`Prediction.cls`, what a projection and Find slices' clusters
+    embed), from the same pass: the classifier's head reads that vector anyway, so it costs a copy."""
     if validate:
         examples = check_examples(clf.task, examples)
     t0 = time.perf_counter()
@@ -292,22 +295,39 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     logits = np.zeros((len(examples), n_out), dtype=np.float32)
     done = 0
     rows = Gathered(clf, logits)
+    vectors = Gathered(clf, np.zeros((len(examples), clf.model.config.hidden_size), dtype=np.float32)) \
+        if top_cls else None
     for idx in length_batches(enc, batch_for(clf, batch_size)):
         jobs.checkpoint(done, len(examples), "predictions")  # a request past its budget, or left, stops here
         batch = pad(clf, enc, idx)
         with autocast(clf):
-            out = graphs.logits(clf, batch)  # a small batch on a GPU: one recorded launch (None elsewhere)
-            if out is None:
-                out = cls_path.inputs_logits(clf, batch)  # the last layer for [CLS] only: same logits, less time
-            if out is None:
-                out = clf.model(**batch).logits
+            if top_cls:
+                out, cls = _logits_and_cls(clf, batch)
+                vectors.put(idx, cls)
+            else:
+                out = graphs.logits(clf, batch)  # a small batch on a GPU: one recorded launch (None elsewhere)
+                if out is None:
+                    out = cls_path.inputs_logits(clf, batch)  # the last layer for [CLS] only: same logits, less time
+                if out is None:
+                    out = clf.model(**batch).logits
         rows.put(idx, out)
         done += len(idx)
         if progress:
             progress(done, len(examples))
     rows.finish()
+    cls = None if vectors is None else vectors.finish()
     seconds = time.perf_counter() - t0
-    return from_logits(clf, logits, seconds, int(enc.lengths.sum()))
+    return from_logits(clf, logits, seconds, int(enc.lengths.sum()), cls=cls)
+
+
+def _logits_and_cls(clf: Classifier, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, top layer's [CLS] vectors) of one padded batch: `cls_path`'s last layer for [CLS] alone, or the
+    whole forward pass for a layout it does not know."""
+    both = cls_path.inputs_logits_and_state(clf, batch, clf.model.config.num_hidden_layers, cls_only=True)
+    if both is None:
+        out = clf.model(**batch, output_hidden_states=True)
+        both = out.logits, out.hidden_states[-1]
+    return both[0], both[1][:, 0].float()
 
 
 def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True,
@@ -330,24 +350,14 @@ logits_batch.sorts = True  # in process: one call over the sample, whose length 
 logits_batch.reports_progress = True
 
 
-def timed_logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH,
-                       progress: Progress | None = None) -> list[dict]:
-    """Engine job: both models' logits for one batch and the seconds each model spent on it."""
-    return [{"logits": p.logits, "seconds": p.seconds} for p in _both(pair, batch, batch_size, True, progress)]
-
-
-timed_logits_batch.combine = "timed"
-timed_logits_batch.sorts = True
-timed_logits_batch.reports_progress = True
-
-
-def from_logits(clf: ModelHead, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0) -> Prediction:
+def from_logits(clf: ModelHead, logits: np.ndarray, seconds: float = 0.0, n_tokens: int = 0,
+                cls: np.ndarray | None = None) -> Prediction:
     """A Prediction from raw logits, e.g. computed on a Ray worker: the same softmax as a local run."""
     logits = np.asarray(logits, dtype=np.float32)
     if clf.is_regression:
-        return Prediction(clf.name, None, None, logits[:, 0].copy(), logits, seconds, n_tokens)
+        return Prediction(clf.name, None, None, logits[:, 0].copy(), logits, seconds, n_tokens, cls)
     probs = torch.softmax(torch.from_numpy(logits), -1).numpy()
-    return Prediction(clf.name, clf.labels, probs, None, logits, seconds, n_tokens)
+    return Prediction(clf.name, clf.labels, probs, None, logits, seconds, n_tokens, cls)
 
 
 def class_index(clf: Classifier, target: int | str | None, probs: np.ndarray | None = None) -> int:

@@ -167,6 +167,14 @@ def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=No
     return pred, False
 
 
+def keep(clf: Classifier, examples: Sequence[Example], pred: Prediction) -> None:
+    """Keep a pass made elsewhere (Benchmark's timed predictions, with `Prediction.cls`) for whoever reads these
+    examples next by content: Find slices and a projection at the top layer's [CLS] then run no model."""
+    _store(_cache_path(clf, examples, "logits", ""), pred.logits)
+    if pred.cls is not None:
+        _store(_cache_path(clf, examples, -1, "cls"), pred.cls)
+
+
 def vectors_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = "cls", progress=None
                   ) -> list[np.ndarray]:
     """Engine job: each model's logits, then each model's embeddings at (`layer`, `pooling`), through this
