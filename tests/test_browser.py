@@ -521,8 +521,8 @@ def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactua
     """The chain a researcher follows (it broke at Inside: `'872 @rows:211' in @rows is not a row number`):
     Find slices on SST-2 dev, a slice made every tab's dataset, its projection, a range brushed on it, the picked
     points made every tab's dataset, then Inside's CKA, Saliency over the dataset and a counterfactual flip rate
-    each answer on those rows, every row number the dataset's own. At a phone's width (an emulated touch screen
-    only taps, and a mouse's drag there drew no range) the same tabs answer on the slice itself."""
+    each answer on those rows, every row number the dataset's own. On the phone, an emulated touch screen 390 px
+    wide, the range is a finger's drag (a touch screen gave every drag to scrolling and cancelled the brush)."""
     drv = browser
     try:
         _chain(drv, app_url, size)
@@ -531,17 +531,40 @@ def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactua
         raise
     finally:
         drv.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        drv.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
         drv.set_window_size(1400, 1800)
 
 
-def _chain(drv, app_url, size):
-    from selenium.webdriver.common.action_chains import ActionChains
+def _brush(drv, plot, touch: bool) -> None:
+    """Drag across a projection's plot from 30% to 90% of its width, inside its axes (a drag that starts on the
+    y axis's labels draws no range), in steps as a hand moves: a mouse, or one finger (`touch`)."""
+    r = drv.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.width, "
+                           "r.height];", plot)
+    y, xs = r[1] + r[3] / 2, [r[0] + r[2] * (0.3 + 0.1 * k) for k in range(7)]
+    if touch:  # and the page doesn't take the finger for a scroll: that cancels the brush at its first move, which
+        # then spans a few pixels (points in them, if any, still listed)
+        drv.execute_script("window.albertLensCancels = 0; arguments[0].addEventListener('pointercancel', "
+                           "() => window.albertLensCancels++);", plot)
+        for kind, x in [("touchStart", xs[0]), *[("touchMove", x) for x in xs[1:]], ("touchEnd", xs[-1])]:
+            drv.execute_cdp_cmd("Input.dispatchTouchEvent",
+                                {"type": kind, "touchPoints": [] if kind == "touchEnd" else [{"x": x, "y": y}]})
+            time.sleep(0.05)
+        assert drv.execute_script("return window.albertLensCancels") == 0, "the page took the drag for a scroll"
+        return
+    for kind, x, buttons in [("mouseMoved", xs[0], 0), ("mousePressed", xs[0], 1),
+                             *[("mouseMoved", x, 1) for x in xs[1:]], ("mouseReleased", xs[-1], 0)]:
+        drv.execute_cdp_cmd("Input.dispatchMouseEvent", {"type": kind, "x": x, "y": y, "button": "left",
+                                                         "buttons": buttons, "clickCount": 1})
+        time.sleep(0.05)
 
+
+def _chain(drv, app_url, size):
     w, h = SIZES[size]
     drv.set_window_size(max(w, 500), h)
     if size == "phone":
         drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": w, "height": h, "deviceScaleFactor": 1,
-                                                                  "mobile": False})
+                                                                  "mobile": True})
+        drv.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 1})
     drv.get(app_url)
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
     _tab(drv, "Benchmark")
@@ -564,33 +587,38 @@ def _chain(drv, app_url, size):
     _button(drv, "Project").click()
     _wait(lambda: _says(drv, "Procrustes disparity") or _errors(drv), timeout=180)
     assert not _errors(drv), _errors(drv)
-    if size == "desktop":  # a range is drawn with a mouse (under a phone's emulated width the drag drew none):
-        # on a phone the tabs below read the slice itself
-        _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, PLOTS)])
+    # a range drawn across the plot: a mouse's drag, or a finger's on the phone's emulated touch screen
+    _steady(lambda: [(e.size["width"], e.size["height"]) for e in _visible(drv, PLOTS)])
+    plot = _visible(drv, PLOTS)[0]
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
+    _steady(lambda: _visible(drv, PLOTS)[0].rect)
+    if size == "phone":  # a finger moved up the plot still scrolls the page: only a sideways drag is the brush's
         plot = _visible(drv, PLOTS)[0]
+        r = drv.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left + r.width / 2, "
+                               "r.top + r.height / 2, scrollY];", plot)
+        for kind, dy in [("touchStart", 0), *[("touchMove", -30 * k) for k in range(1, 6)], ("touchEnd", 0)]:
+            drv.execute_cdp_cmd("Input.dispatchTouchEvent", {"type": kind, "touchPoints": [] if kind == "touchEnd"
+                                                              else [{"x": r[0], "y": r[1] + dy}]})
+            time.sleep(0.05)
+        assert _wait(lambda: drv.execute_script("return scrollY") > r[2] + 50, timeout=10)
         drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", plot)
         _steady(lambda: _visible(drv, PLOTS)[0].rect)
-        plot = _visible(drv, PLOTS)[0]
-        width = plot.size["width"]
-        drag = ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).pause(0.2).click_and_hold()
-        for _ in range(4):  # in steps, as a hand moves: the brush follows the pointer's moves
-            drag = drag.move_by_offset(width // 6, 0).pause(0.05)
-        drag.release().perform()
-        cells = _wait(lambda: _cells(drv, 25))
-        picked_rows = drv.execute_script(
-            "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
-            " && c.closest('table').textContent.includes('prediction')).map(c => c.textContent.trim())"
-            ".filter(t => /^[0-9]+$/.test(t))")
-        assert cells and picked_rows, picked_rows
-        # the whole dataset's row numbers, not the slice's 1, 2, ... (Benchmark and the projection numbered the
-        # same sentence 205 and 102)
-        assert max(map(int, picked_rows)) > len(picked_rows), picked_rows
-        _click(drv, _button(drv, "Make the picked points every tab's dataset"))
-        note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
-                                                "return e && e.textContent.includes('points picked') ? e.textContent "
-                                                ": null;"))
-        shown = _visible(drv, "input[role='listbox']")[0].get_attribute("value")
-        assert "points picked on the projection" in note and "picked" in shown, (note, shown)
+    _brush(drv, _visible(drv, PLOTS)[0], touch=size == "phone")
+    cells = _wait(lambda: _cells(drv, 25))
+    picked_rows = drv.execute_script(
+        "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
+        " && c.closest('table').textContent.includes('prediction')).map(c => c.textContent.trim())"
+        ".filter(t => /^[0-9]+$/.test(t))")
+    assert cells and picked_rows, picked_rows
+    # the whole dataset's row numbers, not the slice's 1, 2, ... (Benchmark and the projection numbered the
+    # same sentence 205 and 102)
+    assert max(map(int, picked_rows)) > len(picked_rows), picked_rows
+    _click(drv, _button(drv, "Make the picked points every tab's dataset"))
+    note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                            "return e && e.textContent.includes('points picked') ? e.textContent "
+                                            ": null;"))
+    shown = _visible(drv, "input[role='listbox']")[0].get_attribute("value")
+    assert "points picked on the projection" in note and "picked" in shown, (note, shown)
     _shot(drv, f"{size}-chain-projection")
 
     _tab(drv, "Inside")

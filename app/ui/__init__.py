@@ -53,6 +53,9 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        ".offscreen { position: absolute !important; left: -10000px !important; width: 1px !important; "
        "height: 1px !important; overflow: hidden !important; opacity: 0 !important; }\n"
        ".square-plot { max-width: 500px; }\n"  # with its 420 px height and legend: a square drawing area
+       # a finger dragged sideways on a projection draws its range (the brush reads x only); up or down it scrolls
+       # the page: a touch screen gave every drag to scrolling and cancelled the brush at its first move
+       ".square-plot .vega-embed canvas, .square-plot .vega-embed svg { touch-action: pan-y; }\n"
        # Gradio's cells break anywhere, so a narrow column split a number mid-digit ("-0.00090" over "4"): a word
        # or number breaks only where it can't fit whole, and a column sized to its content holds it whole
        ".table-wrap td, .table-wrap td span { overflow-wrap: break-word !important; word-break: normal !important; }\n"
