@@ -645,6 +645,51 @@ def _chain(drv, app_url, size):
     _shot(drv, f"{size}-chain-counterfactuals")
 
 
+def test_an_upload_error_names_the_file_and_leaves_no_badge_after_a_good_run(browser, app_url, tmp_path):
+    """Benchmark on an upload without labels: the error names the file the visitor chose (not the server's copy);
+    that upload removed, a labelled one dropped and scored, no "Error" badge is left anywhere on the page (the
+    trial saw one stay on an upload box after a later good run)."""
+    drv = browser
+    drv.set_window_size(1400, 1000)
+    drv.get(app_url)
+    _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
+    _tab(drv, "Benchmark")
+    bad, good = tmp_path / "nolabels.csv", tmp_path / "labelled.csv"
+    bad.write_text("text\na fine film\na dull film\n")
+    good.write_text("text,label\na fine film,positive\na dull film,negative\nan awful plot,negative\n")
+
+    def drop(path):
+        box = [e for e in drv.find_elements("css selector", "input[type='file']")
+               if e.find_element("xpath", "./ancestor::div[contains(@class, 'block')]").is_displayed()][0]
+        box.send_keys(str(path))
+        _wait(lambda: drv.execute_script("return [...document.querySelectorAll('.file-name, td')].some(e => "
+                                         "e.offsetParent && e.textContent.includes(arguments[0]))", path.stem))
+
+    drop(bad)
+    _button(drv, "Score both models").click()
+    said = _wait(lambda: _errors(drv), timeout=60)
+    assert "nolabels has no labelled examples" in said[0] and "gtmp" not in said[0], said
+    assert _badges(drv)  # the run's outputs say it failed
+    for close in _visible(drv, ".toast-close"):
+        close.click()
+    upload = [b for b in _visible(drv, "button[aria-label='Clear']")
+              if b.find_elements("xpath", "./ancestor::div[contains(@class, 'block')]//input[@type='file']")
+              or "nolabels" in b.find_element("xpath", "./ancestor::div[contains(@class, 'block')][1]").text]
+    _click(drv, upload[0])
+    drop(good)
+    _button(drv, "Score both models").click()
+    assert _wait(lambda: _says(drv, "3 labelled examples") and not _busy(drv), timeout=60)
+    _settled(drv)
+    assert not _errors(drv) and _badges(drv) == [], (_errors(drv), _badges(drv))
+
+
+def _badges(drv):
+    """Every "Error" badge shown on the page's components (a toast's title aside)."""
+    return drv.execute_script(
+        "return [...document.querySelectorAll('.block *')].filter(e => e.offsetParent && !e.children.length && "
+        "e.textContent.trim() === 'Error' && !e.closest('.toast-body')).map(e => e.closest('.block').id)")
+
+
 def _idle_updates(drv, frames=30):
     """The components' own updates (Gradio's `prop_change` events, by property) over `frames` animation frames of
     a page nobody touches: each one has Gradio lay the page out again."""
