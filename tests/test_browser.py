@@ -336,6 +336,15 @@ def _every_tab(drv, app_url, offline_pair, size):
           const spans = [...l.closest('.block').querySelectorAll('.score-text')].map(s => [s.textContent.trim(),
             (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3]) : (c ? 1 : 0))(s.style.backgroundColor)]);
           return spans.reduce((a, b) => (b[1] > a[1] ? b : a))[0]; });""")
+    # the per-word chart is shown at its drawn size, its word labels as legible as drawn: on a phone it scrolls
+    # sideways (shrunk to 320 px they were a few pixels tall)
+    drawn = _wait(lambda: drv.execute_script(
+        "const i = [...document.querySelectorAll('.wide-figure img')].filter(e => e.offsetParent && e.naturalWidth)"
+        "[0]; return i ? [i.getBoundingClientRect().width / i.naturalWidth, i.parentElement.scrollWidth,"
+        " i.parentElement.clientWidth] : null;"))
+    assert drawn[0] > 0.95, drawn
+    if size == "phone":
+        assert drawn[1] > drawn[2], drawn  # wider than the phone: it scrolls
     said = _wait(lambda: _visible(drv, "#largest-bars")[0].text)
     assert said == "largest bar: " + " · ".join(f"{n} {w}" for n, w in zip(names, deepest)), (said, deepest)
     # every method side by side: words are rows, a table per model, no sideways scroll on a desktop, and on a

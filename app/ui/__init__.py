@@ -70,6 +70,10 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        # a figure's label sat over its top (its title); and Gradio's own warnings ("On mobile, the connection can
        # break ...") covered the results they were about: the app itself raises none
        "  .figure { padding-top: 30px !important; } .toast-body.warning { display: none !important; }\n"
+       # a chart of a bar per word keeps its drawn size and scrolls sideways, as a wide table does: shrunk to the
+       # phone's width its word labels were a few pixels tall
+       "  .wide-figure .matplotlib { overflow-x: auto; align-items: flex-start !important; }\n"
+       "  .wide-figure .matplotlib img { max-width: none !important; width: auto !important; }\n"
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
        # a table of ten columns (the counterfactuals' edits): wide enough that a Δp such as -0.000904 fits whole
        "  .wide-table .table-wrap table { min-width: 980px !important; }\n"

@@ -74,7 +74,7 @@ def tab(ctx: Ctx) -> None:
                     "share of that model's largest |score| · amber (gradient norm and other methods without a "
                     "sign): how much the answer moves with the word, darker = more</small>")
         summary = gr.Markdown(label="summary")
-        bars = gr.Plot(elem_classes=["figure"], label="per-word scores")
+        bars = gr.Plot(elem_classes=["figure", "wide-figure"], label="per-word scores")
         largest = gr.Markdown(elem_id="largest-bars")
         table = gr.HTML()  # all methods side by side
         raw = json_out()
