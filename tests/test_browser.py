@@ -692,6 +692,29 @@ def test_an_upload_error_names_the_file_and_leaves_no_badge_after_a_good_run(bro
     assert not _errors(drv) and _badges(drv) == [], (_errors(drv), _badges(drv))
 
 
+def test_a_row_picked_after_sorting_a_table_opens_that_row(browser, app_url):
+    """Benchmark's disagreements sorted by row, descending (the header's menu), then the first row picked: its own
+    sentence becomes the example (the unsorted table's first sentence did)."""
+    drv = browser
+    drv.set_window_size(1400, 1000)
+    drv.get(app_url)
+    _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
+    _tab(drv, "Benchmark")
+    _number(drv, "max examples", 200)
+    _button(drv, "Score both models").click()
+    first = _wait(lambda: _cells(drv, 25)[0].get_attribute("textContent").strip(), timeout=120)
+    menu = drv.execute_script("return [...document.querySelectorAll('th')].filter(h => h.offsetParent && "
+                              "h.textContent.trim().startsWith('row'))[0].querySelector('.cell-menu-button')")
+    drv.execute_script("arguments[0].click()", menu)  # shown on hover
+    drv.execute_script("arguments[0].click()", _wait(lambda: [e for e in _visible(drv, "button")
+                                                              if e.text.strip() == "Sort descending"][0]))
+    cell = _wait(lambda: (lambda c: c if c.get_attribute("textContent").strip() != first else None)(
+        _cells(drv, 25)[0]))
+    text = cell.get_attribute("textContent").strip()
+    _click(drv, cell)
+    assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:30] == text[:30]), (text, first)
+
+
 def _badges(drv):
     """Every "Error" badge shown on the page's components (a toast's title aside)."""
     return drv.execute_script(

@@ -3,6 +3,7 @@ wiring Gradio reads from them (optional inputs, names)."""
 import inspect
 import json
 
+import gradio as gr
 import pandas as pd
 import pytest
 
@@ -471,3 +472,57 @@ def test_a_declared_tabs_handler_ticks_while_its_run_reports_nothing(ctx, monkey
     res, *_ = saliency.saliency(ctx, "a fine film", None, "occlusion",
                                 progress=lambda value, desc="", unit="steps": shown.append((value, desc)))
     assert res["method"] == "occlusion" and shown[0] == ((0, None), "explaining on both models: working")
+
+
+def test_a_row_picked_in_a_sorted_table_opens_that_row(tiny_pair, monkeypatch):
+    """A table the visitor sorted (its header's menu) numbers its rows as shown, and so does Gradio's select event:
+    sorted descending, the first row of Benchmark's disagreements opened the unsorted table's first example. Every
+    linked table of the app finds the picked row by its values in the table as the server sent it (`rows_of`,
+    from the JSON the page hands back): Benchmark's, Find slices', Counterfactuals', a brush's, CheckList's and
+    the attacks'."""
+    from app.ui import build, common
+
+    built = []
+    of = Ctx.of.__func__
+    monkeypatch.setattr(Ctx, "of", classmethod(lambda cls, *a, **k: built.append(of(cls, *a, **k)) or built[-1]))
+    build(tiny_pair)
+    ctx = built[-1]
+    links = {id(t): (texts_of, rows_of) for t, _, texts_of, _, _, rows_of in ctx.links}
+    assert all(rows_of for t, *_, rows_of in ctx.links if not isinstance(t, gr.Textbox))
+
+    def by_texts(texts_of):  # the link whose rows open `texts_of`'s example
+        return next(v for v in links.values() if v[0] is texts_of)
+
+    from .conftest import shared
+
+    path = str(shared("glue", "sst2", "dev.tsv"))
+    bench = benchmark.benchmark(ctx, path, None, 150)
+    found = benchmark.slices(ctx, path, None, 150, "accuracy", 10, 0)
+    edits = counterfactuals.counterfactual(ctx, "", None, "dataset_flip_rate", "the -> a, a -> the", path, 40)
+    n = 6
+    points = [{"model": m, "index": i, "row": 3 * i + 1, "x": float(i), "y": 0.0, "text": f"t{i}", "gold": "g",
+               **{f"{m_} prediction": "p" for m_ in ctx.names}} for m in ctx.names for i in range(n)]
+    state = {"points": points, "texts": [[f"t{i}"] for i in range(n)], "picked": [], "dataset": "d", "name": "d"}
+    picked, state, *_ = projection.points_in(ctx, state, ctx.names[0], [0.5, 4.5])
+    suite = {"tests": [{"capability": "Vocabulary", "name": "t1", "type": "MFT", "expectation": "positive",
+                        "paired": {"p_value": 0.5, "p_holm": 1.0},
+                        "results": [{"model": "A", "n": 4, "fail_rate": 0.5, "examples": [
+                            {"inputs": [["bad"]], "detail": "said positive"}, {"inputs": [["worse"]], "detail": ""}]},
+                                    {"model": "B", "n": 4, "fail_rate": None, "examples": []}]}],
+             "capabilities": {"Vocabulary": {"A": 0.5, "B": None}}}
+    attacked = _attacked("success", "failed")
+    cases = [(bench[0], bench[3], benchmark.disagreement_texts), (found[0], found[3], benchmark.slice_texts),
+             (edits[0], edits[3], counterfactuals.edited_texts), (state, picked, projection.picked_texts),
+             (suite, views.checklist_views(suite)[1], checklist.failure_texts),
+             (attacked, views.attack_views(attacked, ctx.names, ["negative", "positive"])[2], attacks.attacked_texts)]
+    for res, sent, texts_of in cases:
+        res = json.loads(json.dumps(res, default=str))  # as the page hands it back
+        _, rows_of = by_texts(texts_of)
+        assert len(sent) >= 2, texts_of.__name__
+        assert rows_of(res).values.tolist() == sent.values.tolist(), texts_of.__name__  # the table as sent
+        last = json.loads(json.dumps(sent.values.tolist()[-1], default=str))
+        evt = gr.SelectData(None, {"index": [0, 1], "value": last[1], "row_value": last})  # sorted: shown first
+        row = common.on_select(lambda ctx_, res_, row_: row_, ctx, rows_of)(res, evt)
+        assert row == len(sent) - 1 and texts_of(res, row) != texts_of(res, 0), texts_of.__name__
+        unsorted = gr.SelectData(None, {"index": [1, 0], "value": last[0], "row_value": sent.values.tolist()[1]})
+        assert common.on_select(lambda ctx_, res_, row_: row_, ctx, rows_of)(res, unsorted) == 1

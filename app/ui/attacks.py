@@ -92,14 +92,17 @@ def tab(ctx: Ctx) -> None:
         describe("Pick a row of the table to see that example's words here; its text becomes the shared example.")
         with gr.Row():
             diffs = [gr.HTML(label=n_) for n_ in ctx.names]
+        def rows_of(res: dict):  # the table as sent
+            return views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []))[2]
+
         table = gr.Dataframe(headers=["row", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
                              label="per example and model", wrap=True)
         plot = gr.Plot(elem_classes=["figure"], label="success and transfer rates")
         raw = json_out()
         action(go, bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
-        table.select(on_select(show_example, ctx), raw, diffs, api_name=False, queue=False)
+        table.select(on_select(show_example, ctx, rows_of), raw, diffs, api_name=False, queue=False)
         # the panels above show it; the other tabs get it
-        ctx.link(table, raw, attacked_texts, switch=False, note_of=attacked_note)
+        ctx.link(table, raw, attacked_texts, switch=False, note_of=attacked_note, rows_of=rows_of)
         gr.Examples(attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
         stop.click(stop_session, None, summary, api_name="attack_stop", queue=False)

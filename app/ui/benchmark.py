@@ -87,7 +87,8 @@ def tab(ctx: Ctx) -> None:
         table = gr.Dataframe(headers=["row", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
                              column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = json_out()
-        ctx.link(table, raw, disagreement_texts, note_of=disagreement_note)
+        ctx.link(table, raw, disagreement_texts, note_of=disagreement_note,
+                 rows_of=lambda res: views.disagreement_frame(res, ctx.names))
         action(go, bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark",
                **BATCH)
         stop_button(summary)
@@ -110,10 +111,10 @@ def tab(ctx: Ctx) -> None:
                                    wrap=True, label="slices",
                                    column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])
         slice_raw = json_out()
-        ctx.link(slice_table, slice_raw, slice_texts, note_of=slice_note)
+        ctx.link(slice_table, slice_raw, slice_texts, note_of=slice_note, rows_of=views.slices_frame)
         chosen = gr.State()  # the slice row picked last
-        slice_table.select(on_select(lambda ctx_, res, row: row, ctx), slice_raw, chosen, api_name=False,
-                           queue=False)
+        slice_table.select(on_select(lambda ctx_, res, row: row, ctx, views.slices_frame), slice_raw, chosen,
+                           api_name=False, queue=False)
         use = gr.Button("Make the picked slice every tab's dataset", size="sm")
         common.use_as_dataset(ctx, use, [ds, upload, slice_raw, chosen], slice_dataset)
         action(find, bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],

@@ -73,7 +73,7 @@ def tab(ctx: Ctx) -> None:
                              label="failing examples",
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
-        ctx.link(fails, raw, failure_texts, note_of=failure_note)
+        ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])
         action(go, bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
                  api_name="checklist", **BATCH)
         stop_button(verdict)

@@ -7,6 +7,7 @@ import functools
 import html
 import inspect
 import logging
+import numbers
 import os
 import sys
 import threading
@@ -199,12 +200,16 @@ class Ctx:
     # what re-runs when a pick sets the example: (handler, inputs, outputs), Compare's prediction
     on_pick: list = field(default_factory=list)
 
-    def link(self, table, source, texts_of: Callable, switch: bool = True, note_of: Callable | None = None) -> None:
+    def link(self, table, source, texts_of: Callable, switch: bool = True, note_of: Callable | None = None,
+             rows_of: Callable | None = None) -> None:
         """Picking a row of `table` loads `texts_of(res, row)` (`res`: the value of `source`, the tab's JSON or
         state) into every tab's text boxes, `note_of(res, row)` (`views.picked_note`: where it came from, its
-        gold label) under them, and, with `switch`, opens Compare. `table` may be a Textbox the page's script
-        fills (`CLICK_JS`: a point clicked on a plot): `row` is then its value."""
-        self.links.append((table, source, texts_of, switch, note_of))
+        gold label) under them, and, with `switch`, opens Compare. `rows_of(res)`: the table as the server sent it
+        (`picked_row`). `table` may be a Textbox the page's script fills (`CLICK_JS`: a point clicked on a plot):
+        `row` is then its value."""
+        if rows_of is None and not isinstance(table, gr.Textbox):
+            raise TypeError("Ctx.link: a table needs rows_of (a sorted table's pick is found by its values)")
+        self.links.append((table, source, texts_of, switch, note_of, rows_of))
 
     @classmethod
     def of(cls, pair: api.Pair, heavy: Heavy | None = None) -> Ctx:
@@ -275,16 +280,46 @@ def direct(handler: Callable, slots: int = DIRECT_SLOTS, shown_error: Callable[[
     return {"fn": gated, "queue": False, "concurrency_id": "predict", "concurrency_limit": slots}
 
 
-def on_select(fn: Callable, ctx: Ctx) -> Callable:
+def on_select(fn: Callable, ctx: Ctx, rows_of: Callable) -> Callable:
     """`fn(ctx, res, row)` as the handler of a table's row being picked, `res` the tab's JSON output (the table
-    shows a shortened view of it) and `row` the picked row's index. Gradio finds the event's data by its type
-    hint, which a `functools.partial` hides."""
+    shows a shortened view of it) and `row` the picked row's place in the table as the server sent it,
+    `rows_of(res)` (`picked_row`). Gradio finds the event's data by its type hint, which a `functools.partial`
+    hides."""
 
     def picked(res: dict | None, evt: gr.SelectData):
-        row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
-        return fn(ctx, res, None if row is None else int(row))
+        return fn(ctx, res, picked_row(rows_of(res) if res else None, evt))
 
     return picked
+
+
+def picked_row(sent, evt: gr.SelectData) -> int | None:
+    """The picked row's place in `sent`, the table as the server sent it (a DataFrame or a list of rows). A table
+    the visitor sorted (its header's menu) numbers its rows as shown, and so does the event: sorted descending,
+    the first row opened the unsorted table's first example. The row's values (`evt.row_value`) find it; where
+    several rows hold the same values, the one at the event's index if it is among them."""
+    row = evt.index[0] if isinstance(evt.index, list | tuple) else evt.index
+    row = None if row is None else int(row)
+    values = getattr(evt, "row_value", None)
+    if sent is None or values is None:
+        return row
+    rows = sent.values.tolist() if hasattr(sent, "values") else list(sent)
+    hits = [i for i, r in enumerate(rows) if len(r) == len(values) and all(map(_same_cell, r, values))]
+    return row if not hits or row in hits else hits[0]
+
+
+def _same_cell(sent, shown) -> bool:
+    """A cell as the server sent it and as the page hands it back: numbers through JSON, None for NaN."""
+    def missing(v) -> bool:
+        return v is None or (isinstance(v, float) and v != v)
+
+    if missing(sent) or missing(shown):
+        return missing(sent) and missing(shown)
+    if isinstance(sent, numbers.Real) and not isinstance(sent, bool) and isinstance(shown, int | float | str):
+        try:
+            return abs(float(sent) - float(shown)) <= 1e-9 * max(1.0, abs(float(sent)))
+        except ValueError:
+            return False
+    return str(sent) == str(shown)
 
 
 def on_select_range(fn: Callable, ctx: Ctx, *args) -> Callable:
@@ -308,7 +343,7 @@ def load_texts(texts: list[str] | None, n_boxes: int, switch: bool, note: str = 
 def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
     """After every tab is built: each linked table sets the shared example (`Ctx.link`) and, when it opens
     Compare, Compare answers for it at once (`Ctx.on_pick`)."""
-    for table, source, texts_of, switch, note_of in ctx.links:
+    for table, source, texts_of, switch, note_of, rows_of in ctx.links:
         def load(ctx_: Ctx, res, row, texts_of=texts_of, switch=switch, note_of=note_of):
             texts = texts_of(res, row) if res and row is not None else None
             note = note_of(res, row) if texts and note_of is not None else ""
@@ -318,8 +353,8 @@ def wire_links(ctx: Ctx, tabs: gr.Tabs) -> None:
             picked = table.input(lambda res, value, load=load: load(ctx, res, value), [source, table],
                                  [*ctx.inputs, tabs, ctx.note], api_name=False, queue=False)
         else:
-            picked = table.select(on_select(load, ctx), source, [*ctx.inputs, tabs, ctx.note], api_name=False,
-                                  queue=False)
+            picked = table.select(on_select(load, ctx, rows_of), source, [*ctx.inputs, tabs, ctx.note],
+                                  api_name=False, queue=False)
         if switch:
             for fn, inputs, outputs in ctx.on_pick:
                 picked.success(when_given(fn, len(outputs)), inputs, outputs, api_name=False, queue=False)

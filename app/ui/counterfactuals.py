@@ -87,6 +87,7 @@ def tab(ctx: Ctx) -> None:
         craw = json_out()
         action(go, bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
                  api_name="counterfactual", **SINGLE)
-        ctx.link(ctable, craw, edited_texts, note_of=edited_note)  # an edit picked becomes the example
+        ctx.link(ctable, craw, edited_texts, note_of=edited_note,  # an edit picked becomes the example
+                 rows_of=lambda res: views.changes_frame(res, ctx.names))
         common.stop_button(csum)
         gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.is_pair else [c1])

@@ -150,9 +150,6 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
         return gr.update(), state, *[gr.update() for _ in ctx.names]
     lo, hi = sorted(float(v) for v in span)
     hits = [p for p in state["points"] if p["model"] == model and lo <= p["x"] <= hi]
-    rows = [{"row": p.get("row", p["index"] + 1), "text": views.clip(p["text"]), "gold": p["gold"],
-             **{f"{n} prediction": p.get(f"{n} prediction", "") for n in ctx.names}} for p in hits]
-    columns = ["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]]
     chosen = {p["index"] for p in hits}
     frame = shown(state["points"])
     frame["picked"] = [PICKED if i in chosen else OTHER for i in frame["index"]]
@@ -161,8 +158,18 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
     redrawn = [n for n in ctx.names if n != model or n in state.get("coloured", ())]
     plots = [gr.update(value=frame[frame.model == n].sort_values("picked", kind="stable"), color="picked",
                        **state.get("lims", {})) if n in redrawn else gr.update() for n in ctx.names]
-    return pd.DataFrame(rows, columns=columns), state | {"picked": [p["index"] for p in hits],
-                                                         "coloured": redrawn}, *plots
+    state = state | {"picked": [p["index"] for p in hits], "coloured": redrawn}
+    return picked_frame(state, ctx.names), state, *plots
+
+
+def picked_frame(state: dict, names: list[str]) -> pd.DataFrame:
+    """The picked points as the table lists them: the dataset's row, the text, gold and each model's answer."""
+    first = {}
+    for p in state["points"]:
+        first.setdefault(p["index"], p)
+    rows = [[p.get("row", p["index"] + 1), views.clip(p["text"]), p["gold"],
+             *[p.get(f"{n} prediction", "") for n in names]] for p in (first[i] for i in state.get("picked") or [])]
+    return pd.DataFrame(rows, columns=["row", "text", "gold", *[f"{n} prediction" for n in names]])
 
 
 def picked_texts(state: dict, row: int) -> list[str] | None:
@@ -261,7 +268,7 @@ def tab(ctx: Ctx) -> None:
         for plot, name in zip(scatter, ctx.names):
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
                         queue=False)
-        ctx.link(picked, state, picked_texts, note_of=picked_note)
+        ctx.link(picked, state, picked_texts, note_of=picked_note, rows_of=lambda st: picked_frame(st, ctx.names))
         ctx.link(clicked, state, clicked_texts, note_of=clicked_note)
         use = gr.Button("Make the picked points every tab's dataset", size="sm")
         common.use_as_dataset(ctx, use, [state], picked_dataset)
@@ -282,4 +289,4 @@ def tab(ctx: Ctx) -> None:
             action(where, bind(locate, ctx),
                    [*ctx.inputs, pds, upload, method, pooling, layer, colour, k, limit],
                    [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **BATCH)
-            ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note)
+            ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note, rows_of=views.neighbours_frame)
