@@ -694,7 +694,8 @@ def test_an_upload_error_names_the_file_and_leaves_no_badge_after_a_good_run(bro
 
 def test_a_row_picked_after_sorting_a_table_opens_that_row(browser, app_url):
     """Benchmark's disagreements sorted by row, descending (the header's menu), then the first row picked: its own
-    sentence becomes the example (the unsorted table's first sentence did)."""
+    sentence becomes the example (the unsorted table's first sentence did); then searched for a word only one row
+    holds, and that row picked: its sentence becomes the example."""
     drv = browser
     drv.set_window_size(1400, 1000)
     drv.get(app_url)
@@ -713,6 +714,17 @@ def test_a_row_picked_after_sorting_a_table_opens_that_row(browser, app_url):
     text = cell.get_attribute("textContent").strip()
     _click(drv, cell)
     assert _wait(lambda: _visible(drv, "textarea")[0].get_attribute("value")[:30] == text[:30]), (text, first)
+    # the table is searchable, and a row picked among the rows a search left opens that row too
+    _tab(drv, "Benchmark")  # the pick opened Compare
+    rows = [c.get_attribute("textContent").strip() for c in _cells(drv, 25)]
+    word = next(w for w in rows[-1].split() if len(w) > 5 and not any(w in r.split() for r in rows[:-1]))
+    box = _wait(lambda: [e for e in _visible(drv, "input") if "search" in (e.get_attribute("placeholder") or
+                                                                            "").lower()][0])
+    box.send_keys(word)
+    cell = _wait(lambda: (lambda c: c[0] if len(c) == 1 else None)(_cells(drv, 25)))
+    assert word in cell.get_attribute("textContent")
+    _click(drv, cell)
+    assert _wait(lambda: word in _visible(drv, "textarea")[0].get_attribute("value").split()), word
 
 
 def _badges(drv):

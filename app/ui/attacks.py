@@ -96,7 +96,7 @@ def tab(ctx: Ctx) -> None:
             return views.attack_views(res, ctx.names, list(ctx.pair.task.labels or []))[2]
 
         table = gr.Dataframe(headers=["row", "model", "outcome", "adversarial", "queries", "perturbed %", "seconds"],
-                             label="per example and model", wrap=True)
+                             label="per example and model", wrap=True, show_search="search")
         plot = gr.Plot(elem_classes=["figure"], label="success and transfer rates")
         raw = json_out()
         action(go, bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],

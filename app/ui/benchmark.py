@@ -85,6 +85,7 @@ def tab(ctx: Ctx) -> None:
         describe(f"The examples the models answer differently, one model right first (at most "
                  f"{api.DISAGREEMENTS_SHOWN}); pick one to open it in Compare.")
         table = gr.Dataframe(headers=["row", "input", "gold", *ctx.names, "right"], wrap=True, label="disagreements",
+                             show_search="search",
                              column_widths=["6%", "52%", "10%", "11%", "11%", "10%"])
         raw = json_out()
         ctx.link(table, raw, disagreement_texts, note_of=disagreement_note,
@@ -108,7 +109,7 @@ def tab(ctx: Ctx) -> None:
         slice_summary = gr.Markdown(label="slices")
         slice_plot = gr.Plot(elem_classes=["figure"], label="slices")
         slice_table = gr.Dataframe(headers=["slice", "size", *ctx.names, "agree", "gap", "q", "beyond chance"],
-                                   wrap=True, label="slices",
+                                   wrap=True, label="slices", show_search="search",
                                    column_widths=["40%", "8%", "9%", "9%", "8%", "8%", "8%", "10%"])
         slice_raw = json_out()
         ctx.link(slice_table, slice_raw, slice_texts, note_of=slice_note, rows_of=views.slices_frame)

@@ -70,7 +70,7 @@ def tab(ctx: Ctx) -> None:
                              column_widths=["9%", "18%", "5%", "4%", *["9%"] * len(names), "10%", "8%", "28%"],
                              label="fail rate per test")
         fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], wrap=True,
-                             label="failing examples",
+                             label="failing examples", show_search="search",
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
         ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])

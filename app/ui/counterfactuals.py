@@ -79,7 +79,7 @@ def tab(ctx: Ctx) -> None:
         ctable = gr.Dataframe(
             headers=["flips", "edited", "edits", "generator",
                      *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
-            label="changes", wrap=True, elem_classes=["wide-table"],
+            label="changes", wrap=True, show_search="search", elem_classes=["wide-table"],
             # a label column fits "positive", a Δp column a signed number to 3 significant digits ("-0.000904")
             column_widths=["7%", "23%", "11%", "8%",
                            *[f"{w / len(names):.2f}%" for _ in names for w in (14, 14, 23)]],

@@ -260,7 +260,7 @@ def tab(ctx: Ctx) -> None:
         clicked = gr.Textbox(elem_id="projection-click", elem_classes=["offscreen"], show_label=False,
                              container=False)
         picked = gr.Dataframe(headers=["row", "text", "gold", *[f"{n} prediction" for n in ctx.names]], wrap=True,
-                              label="picked points")
+                              label="picked points", show_search="search")
         raw = json_out()
         state = gr.State()
         action(go, bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
@@ -284,7 +284,7 @@ def tab(ctx: Ctx) -> None:
             placed = gr.Markdown()
             scores = gr.Plot(elem_classes=["figure"], label="scores over the dataset")
             nearest = gr.Dataframe(headers=["model", "row", "cosine", "gold", "says", "text"], wrap=True,
-                                   label="nearest examples")
+                                   label="nearest examples", show_search="search")
             lraw = json_out("where is my sentence")
             action(where, bind(locate, ctx),
                    [*ctx.inputs, pds, upload, method, pooling, layer, colour, k, limit],
