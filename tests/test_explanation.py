@@ -175,3 +175,28 @@ def test_faithfulness_from_the_maps_logits_equals_predicting_the_input(offline_p
             ours, fresh = faithfulness(clf, ex, sal), faithfulness(clf, ex, replace(sal, logits=None))
             for key in ("comprehensiveness", "sufficiency"):
                 assert ours[key] == pytest.approx(fresh[key], abs=2e-6)
+
+
+def test_each_model_explains_its_own_prediction_when_asked(offline_pair):
+    """target "own" (the app's "each model's own"): where the models disagree, each map explains its own model's
+    prediction, equal to the map asked for that class by name; the methods side by side say each model's class."""
+    from app.core import api, views
+
+    text = "The cities were beautiful but the hotel was dreadful."
+    said = [m["label"] for m in api.predict(offline_pair, text)["models"]]
+    assert said[0] != said[1]  # the case in question
+    own = api.saliency(offline_pair, text, method="gradient_x_input", target="own")
+    assert [m["target_label"] for m in own["maps"]] == said
+    for k, label in enumerate(said):
+        alone = api.saliency(offline_pair, text, method="gradient_x_input", target=label)
+        np.testing.assert_allclose(own["maps"][k]["scores"], alone["maps"][k]["scores"], atol=1e-6)
+    assert own["agreement_label"] == said[0]  # the agreement still compares both on one class
+    default = api.saliency(offline_pair, text, method="gradient_x_input")
+    assert [m["target_label"] for m in default["maps"]] == [said[0]] * 2
+    table = api.saliency_methods(offline_pair, text, target="own")
+    assert table["target_labels"] == dict(zip([m.name for m in offline_pair.models], said))
+    rows = {r["model"]: r["scores"] for r in table["rows"] if r["method"] == "gradient_x_input"}
+    for m in own["maps"]:
+        np.testing.assert_allclose(rows[m["model"]], m["scores"], atol=1e-6)
+    shown = views.methods_table(table)
+    assert all(f"{m.name} <b>{lab}</b>" in shown for m, lab in zip(offline_pair.models, said))

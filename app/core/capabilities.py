@@ -251,7 +251,7 @@ def head_or_mean(name: str, value) -> int | None:
 
 
 _TARGET = Option("target", str, "", "the class both models explain (empty or 'predicted': the first model's "
-                 "prediction)", validator=class_name_or_index)
+                 "prediction; 'own': each model its own prediction)", validator=class_name_or_index)
 _TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this "
                     "server's smallest to 1)", validator=tolerance)
 _OUTPUT = Option("output", str, "prob", "what is explained: the class's probability, or its logit, which a "

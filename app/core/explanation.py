@@ -117,10 +117,13 @@ explain_batch.reports_progress = True
 # ------------------------------------------------------------------ the capabilities' runners (`api.run` calls them)
 
 
+OWN = "own"  # the target that asks each model to explain its own prediction
+
+
 def asked_class(target: int | str) -> int | str | None:
     """The class a request asks to explain: a class index as given, a label's name, or none ("" or "predicted":
-    the first model's prediction)."""
-    return None if target in ("", "predicted") else target
+    the first model's prediction; "own": each model's own)."""
+    return None if target in ("", "predicted", OWN) else target
 
 
 def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, *, method: str, target: int | str,
@@ -139,7 +142,7 @@ def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, 
                                        progress=progress)
         return SaliencyDatasetResult.of(res, dataset=ds.name, output=settings["output"])
     ex = example_from(pair, text, text2)
-    out = explain(pair.models, ex, method, asked_class(target), **settings)
+    out = explain(pair.models, ex, method, asked_class(target), same_class=target != OWN, **settings)
     return SaliencyResult(method=method, output=settings["output"], fields=list(pair.task.fields),
                           maps=[m.to_dict() for m in out["maps"]], faithfulness=out["faithfulness"],
                           agreement=out["agreement"], agreement_label=out["agreement_label"],
@@ -148,16 +151,19 @@ def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, 
 
 def run_saliency_methods(pair: Pair, text: str | None = None, text2: str | None = None, *, target: int | str,
                          tolerance: float, output: str, progress=None) -> SaliencyMethodsResult:
-    """Every method on one input, both models explaining one class (the first model's prediction, or `target`),
-    with each map's faithfulness: where the methods agree on a model's reasons, and which to trust.
-    `progress`: methods done."""
+    """Every method on one input, both models explaining one class (the first model's prediction, or `target`;
+    "own": each model its own prediction, `target_labels`), with each map's faithfulness: where the methods agree
+    on a model's reasons, and which to trust. `progress`: methods done."""
     ex = example_from(pair, text, text2)
-    tgt = asked_class(target)
-    rows, agreed, words, label, explained = [], {}, [], None, "prob"
+    tgt, own = asked_class(target), target == OWN
+    rows, agreed, words, label, explained, labels = [], {}, [], None, "prob", None
     for name in sorted(METHODS):
         settings = METHODS[name].settings({"tolerance": tolerance, "output": output}, limits())
-        out = explain(pair.models, ex, name, tgt if tgt is not None else label, **settings)
+        out = explain(pair.models, ex, name, tgt if tgt is not None or own else label, same_class=not own,
+                      **settings)
         label = out["maps"][0].target_label  # the first method's class, asked of every later one
+        if own:
+            labels = {m.model: m.target_label for m in out["maps"]}
         words, explained = out["maps"][0].words, settings["output"]
         agreed[name] = out["agreement"]
         rows += [{"method": name, "model": m.model, "scores": m.scores, "unread": m.unread,
@@ -167,4 +173,4 @@ def run_saliency_methods(pair: Pair, text: str | None = None, text2: str | None 
         if progress:
             progress(len(agreed), len(METHODS))
     return SaliencyMethodsResult(fields=list(pair.task.fields), words=words, target_label=label, output=explained,
-                                 rows=rows, agreement=agreed)
+                                 rows=rows, agreement=agreed, target_labels=labels)

@@ -329,6 +329,7 @@ class SaliencyMethodsResult(Result):
     output: str
     rows: list[MethodRow]  # per method and model
     agreement: dict  # method -> the two models' rank agreement with it
+    target_labels: dict | None = None  # model -> its class, where each explains its own prediction ("own")
 
 
 @dataclass(frozen=True)

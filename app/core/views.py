@@ -737,9 +737,11 @@ def methods_table(res: dict) -> str:
                       f"<thead><tr><th>word</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>")
     agree = " · ".join(f"{html.escape(method_label(m))} {fixed(res['agreement'][m], 2)}"
                        for m in methods if res["agreement"].get(m) is not None)
-    label = res.get("target_label")
-    what = "the score" if label is None else f"{'the logit of ' if res['output'] == 'logit' else ''}" \
-                                            f"<b>{html.escape(str(label))}</b>"
+    label, logit = res.get("target_label"), "the logit of " if res["output"] == "logit" else ""
+    what = "the score" if label is None else f"{logit}<b>{html.escape(str(label))}</b>"
+    if res.get("target_labels"):  # each model its own prediction
+        what = "its model's own prediction: " + ", ".join(
+            f"{html.escape(m)} {logit}<b>{html.escape(str(lab))}</b>" for m, lab in res["target_labels"].items())
     return (f"<div>Every map explains {what}; each column is scaled to its own largest score (+1 or −1). "
             "Comprehensiveness: higher is more faithful; sufficiency: lower is.</div>"
             f'<div style="display:flex;flex-wrap:wrap;gap:1em">{"".join(tables)}</div>'

@@ -51,8 +51,8 @@ def tab(ctx: Ctx) -> None:
             declared = common.option("saliency", "method")
             method = gr.Dropdown([(views.method_label(m), m) for m in sorted(declared.choices)],
                                  value=declared.default, label="method")
-            target = gr.Dropdown(["predicted", *(pair.task.labels or [])], value="predicted",
-                                 label="explain class (predicted: the first model's)")
+            target = gr.Dropdown(["predicted", ("each model's own", "own"), *(pair.task.labels or [])],
+                                 value="predicted", label="explain class (predicted: the first model's)")
             tolerance = gr.Dropdown([f"{t:.0e}" for t in api.IG_TOLERANCES if t >= api.limits()["min_ig_tolerance"]],
                                     value=f"{common.option('saliency', 'tolerance').default:.0e}",
                                     label="integrated gradients: delta tolerance")
