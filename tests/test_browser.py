@@ -336,6 +336,17 @@ def _every_tab(drv, app_url, offline_pair, size):
           const spans = [...l.closest('.block').querySelectorAll('.score-text')].map(s => [s.textContent.trim(),
             (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3]) : (c ? 1 : 0))(s.style.backgroundColor)]);
           return spans.reduce((a, b) => (b[1] > a[1] ? b : a))[0]; });""")
+    # one colour scale for both models: the model with the smaller scores is drawn paler (no model runs again)
+    alphas = """return [...document.querySelectorAll('[data-testid="block-label"]')]
+        .filter(l => l.offsetParent && l.textContent.includes('explains')).map(l => Math.max(...[...l.closest('.block')
+          .querySelectorAll('.score-text')].map(s => (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3])
+          : (c ? 1 : 0))(s.style.backgroundColor))));"""
+    own = drv.execute_script(alphas)
+    [e for e in _visible(drv, "label") if e.text.strip() == "one for both models"][0].click()
+    shared = _wait(lambda: (lambda a: a if a != own else None)(drv.execute_script(alphas)))
+    assert max(shared) == pytest.approx(max(own), abs=0.02) and min(shared) < min(own) - 0.1, (own, shared)
+    [e for e in _visible(drv, "label") if e.text.strip() == "each model's own largest score"][0].click()
+    assert _wait(lambda: drv.execute_script(alphas) == own)
     # the per-word chart is shown at its drawn size, its word labels as legible as drawn: on a phone it scrolls
     # sideways (shrunk to 320 px they were a few pixels tall)
     drawn = _wait(lambda: drv.execute_script(

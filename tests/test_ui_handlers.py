@@ -526,3 +526,27 @@ def test_a_row_picked_in_a_sorted_table_opens_that_row(tiny_pair, monkeypatch):
         assert row == len(sent) - 1 and texts_of(res, row) != texts_of(res, 0), texts_of.__name__
         unsorted = gr.SelectData(None, {"index": [1, 0], "value": last[0], "row_value": sent.values.tolist()[1]})
         assert common.on_select(lambda ctx_, res_, row_: row_, ctx, rows_of)(res, unsorted) == 1
+
+
+def test_saliency_drawn_on_one_scale_for_both_models_or_each_its_own(offline_pair):
+    """The colour scale redraws the result on the page, no model run: each model's largest score drawn full, or
+    one scale for both, where the model with the smaller scores is paler by the ratio of the two largest; the
+    chart's bars follow; a sentence changed since the run is not drawn on the old maps."""
+    ctx = Ctx.of(offline_pair)
+    res, *_ = saliency.saliency(ctx, DISAGREE, None, "occlusion", "predicted", "1e-03", "prob")
+    tops = [max(abs(s) for s in m["scores"]) for m in res["maps"]]
+    assert max(tops) > 1.5 * min(tops)  # the case in question: one model's scores are smaller
+
+    def deepest(shown):  # the largest |shade| of a highlight
+        return max(abs(v) for _, v in shown if isinstance(v, float))
+
+    own, shared = (saliency.drawn(ctx, res, DISAGREE, None, scale) for scale in saliency.SCALES)
+    assert [deepest(h) for h in own[:2]] == pytest.approx([1.0, 1.0])
+    assert [deepest(h) for h in shared[:2]] == pytest.approx([t / max(tops) for t in tops], abs=1e-3)
+    for fig, whose in ((own[2], "model's largest"), (shared[2], "both models' largest")):
+        assert whose in fig.axes[0].get_ylabel()
+        assert max(abs(p.get_height()) for p in fig.axes[0].patches) == pytest.approx(1.0, abs=1e-3)
+    per_model = [max(abs(p.get_height()) for p in c.patches) for c in shared[2].axes[0].containers]
+    assert sorted(per_model) == pytest.approx(sorted(t / max(tops) for t in tops), abs=1e-3)
+    changed = saliency.drawn(ctx, res, "An entirely different sentence.", None, "one for both models")
+    assert changed[0] == {"__type__": "update"} and "press Explain" in changed[-1]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .views import changes_in_order, edits_text, own_delta, uncounted, unread_by_all
+from .views import changes_in_order, edits_text, largest_score, own_delta, uncounted, unread_by_all
 
 
 def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, *, ax=None, title: str = "",
@@ -48,10 +48,11 @@ def grouped_bars(rows: Sequence[dict], x: str, y: str, group: str, ylabel: str, 
 SALIENCY_BARS = 60  # words per chart: a 512-token input's bars would draw a figure too wide to encode or read
 
 
-def saliency_figure(res: dict, most: int = SALIENCY_BARS):
+def saliency_figure(res: dict, most: int = SALIENCY_BARS, shared: bool = False):
     """Both models' per-word scores of an `api.saliency` result, numbered words on x (a word can repeat): the
     words some model read, and of those, when there are more than `most`, the `most` with the largest |score|
-    in either model, in text order."""
+    in either model, in text order. `shared`: both over the largest score of either (one scale), not each over
+    its own."""
     def who(m: dict) -> str:  # the legend says which class each model's bars explain: they can differ
         if m.get("target_label") is None:
             return m["model"]
@@ -71,11 +72,14 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS):
     # each model's scores over its own largest |score|, as the highlight colours them: on one raw axis a model
     # with small scores (ALBERT's occlusion) had invisible bars beside a deep-red highlight
     top = [max((abs(x) for x in m["scores"]), default=0.0) or 1.0 for m in maps]  # `views.highlight`'s scale
+    if shared:
+        top = [largest_score(maps)] * len(maps)
     rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i] / t}
             for m, t in zip(maps, top) for i in shown]
     # two short lines: on one line the label was taller than the 3-inch figure and lost both ends
-    ylabel = ("score ÷ model's largest\n+ for the class, − against" if res.get("signed", True) else
-              "magnitude ÷ model's largest\n(how sensitive, no sign)")
+    whose = "both models' largest" if shared else "model's largest"
+    ylabel = (f"score ÷ {whose}\n+ for the class, − against" if res.get("signed", True) else
+              f"magnitude ÷ {whose}\n(how sensitive, no sign)")
     # a title above the axes also keeps the app's label badge off the top y tick
     fig = grouped_bars(rows, "word", "score", "model", ylabel, title=title,
                        ylim=(-1.05, 1.05) if res.get("signed", True) else (0, 1.05))

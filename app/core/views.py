@@ -104,13 +104,15 @@ def _level(share: float) -> str:
     return f"sensitivity {min(SENSITIVITY_LEVELS, 1 + int(share * SENSITIVITY_LEVELS))}"
 
 
-def highlight(sal: dict, texts: list[str], signed: bool = True) -> list[tuple[str, float | str | None]]:
+def highlight(sal: dict, texts: list[str], signed: bool = True, top: float | None = None
+              ) -> list[tuple[str, float | str | None]]:
     """Words with scores scaled to [-1, 1], the original spacing kept between them; fields separated. A field's
     text past the model's cut is one plain span, shortened (a long review would be thousands of unscored spans
     and pages of text the input box already holds). Unsigned (`signed=False`: a sensitivity, which neither
     supports nor opposes a class): each word's level of the largest score, 1-5 (`SENSITIVITY_COLOURS`), which
-    the page draws in one colour's shades where signed scores are red or purple."""
-    top = max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
+    the page draws in one colour's shades where signed scores are red or purple. `top`: the score drawn full
+    (both models' largest, for one scale; None: this map's largest)."""
+    top = top or max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
     shade = (lambda x: round(x / top, 4)) if signed else (lambda x: _level(abs(x) / top))
     if sal.get("spans"):  # the words' places as the core found them, carried in the map
         spans = [Word(w, f, a, b) for w, f, (a, b) in zip(sal["words"], sal["fields"], sal["spans"])]
@@ -134,6 +136,11 @@ def highlight(sal: dict, texts: list[str], signed: bool = True) -> list[tuple[st
         out.append((span.text, shade(score)))
         pos = span.end
     return out
+
+
+def largest_score(maps: Sequence[dict]) -> float:
+    """The largest |score| of any of `maps`: one colour scale for both models' highlights and bars."""
+    return max((abs(s) for m in maps for s in m["scores"]), default=0.0) or 1.0
 
 
 def first_screen(info: dict) -> str:

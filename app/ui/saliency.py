@@ -9,12 +9,34 @@ from app.core.plots import saliency_dataset_figure, saliency_figure
 from . import common
 from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out
 
+SCALES = {"each model's own largest score": False, "one for both models": True}  # label: shared
+
 
 def _maps_shown(ctx: Ctx, res, values: dict) -> tuple:
     texts = [values["text"]] + ([values["text2"]] if ctx.pair.task.is_pair else [])
     maps = [views.highlight(m, texts, signed=res["signed"] is not False) for m in res["maps"]]
     figure = saliency_figure(res)
     return res.to_dict(), *maps, views.saliency_summary(res), figure, views.largest_bars(figure.largest)
+
+
+def drawn(ctx: Ctx, res: dict | None, text: str, text2: str | None, scale: str) -> tuple:
+    """The highlights and the chart of the result on the page drawn again on `scale` (`SCALES`): each model's
+    own largest score drawn full, or one scale for both, where a model whose scores are all small looks pale
+    (its own scale made ALBERT's near-uniform map as deep as BERT's). No model runs."""
+    if not res or not res.get("maps"):
+        return (gr.update(),) * (len(ctx.names) + 2)
+    shared = SCALES.get(scale, False)
+    texts = [text or ""] + ([text2 or ""] if ctx.pair.task.is_pair else [])
+    m = res["maps"][0]
+    if m.get("spans") and any(f >= len(texts) or texts[f][a:b] != w
+                              for w, f, (a, b) in zip(m["words"], m["fields"], m["spans"])):
+        return (*[gr.update()] * (len(ctx.names) + 1),
+                "<small>the sentence changed since these maps were made: press Explain to draw it on this "
+                "scale</small>")
+    top = views.largest_score(res["maps"]) if shared else None
+    maps = [views.highlight(m, texts, signed=res.get("signed") is not False, top=top) for m in res["maps"]]
+    figure = saliency_figure(res, shared=shared)
+    return *maps, figure, views.largest_bars(figure.largest)
 
 
 saliency = common.handler("saliency", _maps_shown, params=("text", "text2", "method", "target", "tolerance", "output"),
@@ -70,9 +92,10 @@ def tab(ctx: Ctx) -> None:
             maps = [gr.HighlightedText(label=n, combine_adjacent=False, show_legend=False,
                                        color_map=views.SENSITIVITY_COLOURS, show_inline_category=False)
                     for n in ctx.names]
+        scale = gr.Radio(list(SCALES), value=next(iter(SCALES)), label="colour scale")
         gr.Markdown("<small>red: the word supports the explained class · purple: it speaks against it · shade: "
-                    "share of that model's largest |score| · amber (gradient norm and other methods without a "
-                    "sign): how much the answer moves with the word, darker = more</small>")
+                    "share of the largest |score| on the scale above · amber (gradient norm and other methods "
+                    "without a sign): how much the answer moves with the word, darker = more</small>")
         summary = gr.Markdown(label="summary")
         bars = gr.Plot(elem_classes=["figure", "wide-figure"], label="per-word scores")
         largest = gr.Markdown(elem_id="largest-bars")
@@ -81,7 +104,10 @@ def tab(ctx: Ctx) -> None:
         mraw = json_out("all methods")
         action(go, bind(saliency, ctx), [s1, s2, method, target, tolerance, output],
                [raw, *maps, summary, bars, largest], api_name="saliency", **SINGLE).success(
-            headers, raw, maps, api_name=False, queue=False)
+            headers, raw, maps, api_name=False, queue=False).then(
+            lambda *v: drawn(ctx, *v) if SCALES.get(v[-1]) else (gr.update(),) * (len(maps) + 2),
+            [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False)
+        scale.change(bind(drawn, ctx), [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False)
         action(every, bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
                     api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
