@@ -106,8 +106,10 @@ def tab(ctx: Ctx) -> None:
                [raw, *maps, summary, bars, largest], api_name="saliency", **SINGLE).success(
             headers, raw, maps, api_name=False, queue=False).then(
             lambda *v: drawn(ctx, *v) if SCALES.get(v[-1]) else (gr.update(),) * (len(maps) + 2),
-            [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False)
-        scale.change(bind(drawn, ctx), [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False)
+            [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False, show_progress="hidden")
+        # a redraw of what the page holds: no timer over the outputs (it stood in "largest bar" for a moment)
+        scale.change(bind(drawn, ctx), [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False,
+                     show_progress="hidden")
         action(every, bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
                     api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
