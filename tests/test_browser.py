@@ -249,7 +249,7 @@ def _shot(drv, name):
     else:
         drv.set_window_size(w, h)
     assert path.stat().st_size > 10_000
-    if DOC_IMAGES_WANTED and not phone and not name.endswith("failed"):
+    if DOC_IMAGES_WANTED and not phone and not name.endswith("failed") and "-chain-" not in name:
         _doc_image(path, name.split("-", 1)[1])
     return path
 
