@@ -9,7 +9,7 @@ from .data import Dataset, Example
 from .engine import Engine
 from .errors import InputError
 from .facts import count_parameters, parameter_split
-from .inference import DEFAULT_BATCH, from_logits, predict
+from .inference import DEFAULT_BATCH, from_logits, predict_both
 from .loading import generic_labels
 from .pair import Pair
 from .projection import keep
@@ -61,13 +61,10 @@ def timed_batch(pair, batch, batch_size: int = DEFAULT_BATCH, progress=None) -> 
     gives the top layer's [CLS] vectors, and both are kept by content (`projection.keep`): Find slices and a
     projection of the same rows then predict nothing (a second pass of each model on SST-2 dev took 51-57 s
     for Find slices after Benchmark's). Benchmark itself always times a pass of its own: it is a measurement."""
-    out = []
-    for k, clf in enumerate(pair.models):
-        step = (lambda d, n, k=k: progress(k * n + d, 2 * n)) if progress else None
-        pred = predict(clf, batch, batch_size=batch_size, progress=step, top_cls=True)
+    preds = predict_both(pair, batch, batch_size=batch_size, progress=progress, top_cls=True)
+    for clf, pred in zip(pair.models, preds):
         keep(clf, batch, pred)
-        out.append({"logits": pred.logits, "seconds": pred.seconds})
-    return out
+    return [{"logits": p.logits, "seconds": p.seconds} for p in preds]
 
 
 timed_batch.combine = "timed"

@@ -21,6 +21,7 @@ from .inference import (
     encode_one,
     host,
     length_batches,
+    logits_and_state,
     model_input_names,
     pad,
     tokenize,
@@ -102,10 +103,7 @@ def embed_and_predict(clf: Classifier, examples: Sequence[Example], *, layer: in
     rows, answers = Gathered(clf, vectors), Gathered(clf, logits)
     for idx, batch in _batches(clf, enc, batch_size, progress):
         with autocast(clf):
-            both = cls_path.inputs_logits_and_state(clf, batch, idx_layer, cls_only=pooling == "cls")
-            if both is None:
-                out = clf.model(**batch, output_hidden_states=True)
-                both = out.logits, out.hidden_states[idx_layer]
+            both = logits_and_state(clf, batch, idx_layer, cls_only=pooling == "cls")
         answers.put(idx, both[0])
         rows.put(idx, _pool(both[1].float(), batch["attention_mask"], pooling))
     return rows.finish(), answers.finish()

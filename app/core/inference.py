@@ -302,8 +302,8 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
         batch = pad(clf, enc, idx)
         with autocast(clf):
             if top_cls:
-                out, cls = _logits_and_cls(clf, batch)
-                vectors.put(idx, cls)
+                out, state = logits_and_state(clf, batch, clf.model.config.num_hidden_layers, cls_only=True)
+                vectors.put(idx, state[:, 0])
             else:
                 out = graphs.logits(clf, batch)  # a small batch on a GPU: one recorded launch (None elsewhere)
                 if out is None:
@@ -320,28 +320,31 @@ def predict(clf: Classifier, examples: Sequence[Example], *, batch_size: int = D
     return from_logits(clf, logits, seconds, int(enc.lengths.sum()), cls=cls)
 
 
-def _logits_and_cls(clf: Classifier, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits, top layer's [CLS] vectors) of one padded batch: `cls_path`'s last layer for [CLS] alone, or the
-    whole forward pass for a layout it does not know."""
-    both = cls_path.inputs_logits_and_state(clf, batch, clf.model.config.num_hidden_layers, cls_only=True)
+def logits_and_state(clf: Classifier, batch: dict, layer: int, cls_only: bool = False
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, `hidden_states[layer]`) of one padded batch from one pass: `cls_path`'s (with `cls_only` at the
+    top layer, the last layer run for [CLS] alone: (rows, 1, hidden)), or the whole forward pass with its hidden
+    states for a layout it does not know."""
+    both = cls_path.inputs_logits_and_state(clf, batch, layer, cls_only=cls_only)
     if both is None:
         out = clf.model(**batch, output_hidden_states=True)
-        both = out.logits, out.hidden_states[-1]
-    return both[0], both[1][:, 0].float()
+        both = out.logits, out.hidden_states[layer]
+    return both
 
 
 def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True,
                  progress: Progress | None = None) -> list[np.ndarray]:
     """Engine job: both models' logits for one batch; `progress`: examples of both models."""
-    return [p.logits for p in _both(pair, batch, batch_size, validate, progress)]
+    return [p.logits for p in predict_both(pair, batch, batch_size=batch_size, validate=validate, progress=progress)]
 
 
-def _both(pair, batch, batch_size, validate, progress) -> list[Prediction]:
+def predict_both(pair, batch: Sequence[Example], *, progress: Progress | None = None, **kw) -> list[Prediction]:
+    """Each model's `predict(**kw)` of `batch` in turn; `progress`: examples of both models."""
     models = pair.models
     out = []
     for k, clf in enumerate(models):
         step = (lambda d, n, k=k: progress(k * n + d, len(models) * n)) if progress else None
-        out.append(predict(clf, batch, batch_size=batch_size, validate=validate, progress=step))
+        out.append(predict(clf, batch, progress=step, **kw))
     return out
 
 

@@ -71,9 +71,7 @@ def saliency_figure(res: dict, most: int = SALIENCY_BARS, shared: bool = False):
         title += f": the {len(shown)} of {len(words)} words read"
     # each model's scores over its own largest |score|, as the highlight colours them: on one raw axis a model
     # with small scores (ALBERT's occlusion) had invisible bars beside a deep-red highlight
-    top = [max((abs(x) for x in m["scores"]), default=0.0) or 1.0 for m in maps]  # `views.highlight`'s scale
-    if shared:
-        top = [largest_score(maps)] * len(maps)
+    top = [largest_score(maps if shared else [m]) for m in maps]  # `views.highlight`'s scale
     rows = [{"model": who(m), "word": f"{i + 1}:{words[i]}", "score": m["scores"][i] / t}
             for m, t in zip(maps, top) for i in shown]
     # two short lines: on one line the label was taller than the 3-inch figure and lost both ends

@@ -112,7 +112,7 @@ def highlight(sal: dict, texts: list[str], signed: bool = True, top: float | Non
     supports nor opposes a class): each word's level of the largest score, 1-5 (`SENSITIVITY_COLOURS`), which
     the page draws in one colour's shades where signed scores are red or purple. `top`: the score drawn full
     (both models' largest, for one scale; None: this map's largest)."""
-    top = top or max((abs(s) for s in sal["scores"]), default=0.0) or 1.0
+    top = top or largest_score([sal])
     shade = (lambda x: round(x / top, 4)) if signed else (lambda x: _level(abs(x) / top))
     if sal.get("spans"):  # the words' places as the core found them, carried in the map
         spans = [Word(w, f, a, b) for w, f, (a, b) in zip(sal["words"], sal["fields"], sal["spans"])]
