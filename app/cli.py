@@ -408,7 +408,7 @@ def _declared_commands(sub) -> None:
         _option_args(p, capability.name)
         if capability.writes:
             p.add_argument("--out", help=capability.writes)
-        if capability.result.endswith(":ProjectionResult"):
+        if capability.result_name == "ProjectionResult":
             p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
                            help="what colours --out's figure (models: whether the two models agree on the example)")
         p.add_argument("--png", help="save the result's figure here (where it has one)")

@@ -142,12 +142,19 @@ def test_the_built_in_capabilities_are_declared_once():
         assert cap.result.split(":")[1] in str(inspect.signature(runner).return_annotation), name
         assert capabilities.resolve(cap.result).__name__ == cap.result.split(":")[1]
         facade, params = inspect.signature(getattr(api, name)).parameters, inspect.signature(runner).parameters
+        # the options its variants (methods, generators) declare reach it checked through **: it names none
+        parts = capabilities.part_options(cap.parts) if cap.parts is not None else ()  # `get`: merged in
+        assert not parts or any(p.kind is p.VAR_KEYWORD for p in params.values()), name
         for o in cap.options:
             assert facade[o.name].kind is inspect.Parameter.KEYWORD_ONLY and facade[o.name].default is None
+            if o in parts:
+                assert o.name not in params, (name, o.name)
+                continue
             assert params[o.name].kind is inspect.Parameter.KEYWORD_ONLY, (name, o.name)
             assert params[o.name].default is inspect.Parameter.empty, (name, o.name)
     assert set(saliency.METHODS) == set(capabilities.get("saliency").option("method").choices)
-    assert api.GENERATORS == capabilities.get("counterfactual").option("generator").choices
+    generators = capabilities.get("counterfactual").option("generator").choices
+    assert tuple(capabilities.COUNTERFACTUAL_GENERATORS) == generators
 
     sub = next(a for a in cli.build_parser()._actions if a.dest == "command" or getattr(a, "choices", None)
                and "saliency" in a.choices).choices

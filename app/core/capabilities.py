@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import keyword
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .errors import InputError
@@ -112,11 +112,20 @@ class Capability:
     # engine job (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with
     # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
     # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
-    runner: str | None = None
+    runner: str | Callable | None = None
     writes: str = ""  # what the command line's --out writes (a runner's `out`, else the result's export)
-    # "module:Class": the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON)
-    result: str = "app.core.results:CapabilityResult"
+    # "module:Class" or the class: the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON)
+    result: str | type = "app.core.results:CapabilityResult"
+    # the named variants it offers (`SALIENCY_METHODS`, `COUNTERFACTUAL_GENERATORS`): each variant's options are
+    # the capability's too (`get` merges them in, each name once), and `chooses` names the option that picks one
+    # (its choices the variants registered now); without `chooses`, every variant runs (saliency_methods)
+    parts: dict | None = field(default=None, repr=False, compare=False, hash=False)
+    chooses: str | None = None
+    # LIT's own component that answers it, where one does (LIT's projector, its salience interpreters): said in
+    # `lit_models` instead of a metric of ours; "" where LIT shows it as our metric or interpreter
+    lit_counterpart: str = ""
     _resolved: list = field(default_factory=list, repr=False, compare=False)
+    merged: bool = field(default=False, repr=False, compare=False)  # `complete`'s: its variants' options merged in
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or keyword.iskeyword(self.name):
@@ -126,9 +135,23 @@ class Capability:
         if (self.job is None) == (self.runner is None):
             raise ValueError(f"capability {self.name!r}: give an engine job or a runner, one of the two")
         names = [o.name for o in self.options]
+        if self.chooses is not None and self.chooses not in names:
+            raise ValueError(f"capability {self.name!r}: chooses names no option of its own ({self.chooses!r})")
         if len(set(names)) != len(names) or RESERVED & set(names):
             raise ValueError(f"capability {self.name!r}: options {names} repeat a name or take one of "
                              f"{sorted(RESERVED)}")
+
+    def runs(self) -> Callable | None:
+        """The runner, imported on first use (a "module:function" string) or as given."""
+        return None if self.runner is None else resolve(self.runner)
+
+    def result_type(self) -> type:
+        return resolve(self.result)
+
+    @property
+    def result_name(self) -> str:
+        """The result type's name, without importing it."""
+        return self.result.rpartition(":")[2] if isinstance(self.result, str) else self.result.__name__
 
     def function(self) -> Callable:
         """The engine job, imported on first use."""
@@ -158,6 +181,7 @@ def resolve(path: str | Callable) -> Callable:
 
 
 _REGISTRY: dict[str, Capability] = {}
+_COMPLETE: dict[str, tuple[tuple, Capability]] = {}  # name -> (what it was completed from, the completed one)
 
 
 def register(capability: Capability) -> Capability:
@@ -165,21 +189,66 @@ def register(capability: Capability) -> Capability:
     if capability.name in _REGISTRY and _REGISTRY[capability.name] != capability:
         raise ValueError(f"capability {capability.name!r} is declared already")
     _REGISTRY[capability.name] = capability
+    complete(capability)  # a variant's option that clashes with the capability's own is refused now
     return capability
 
 
 def unregister(name: str) -> None:
     _REGISTRY.pop(name, None)
+    _COMPLETE.pop(name, None)
 
 
 def declared() -> list[Capability]:
-    return list(_REGISTRY.values())
+    """Every capability as the front ends show it (plugins' included: `plugins.load`), its variants' options
+    merged in."""
+    _plugins()
+    return [complete(c) for c in list(_REGISTRY.values())]
 
 
 def get(name: str) -> Capability:
+    """One capability as the front ends show it, its variants' options merged in."""
+    _plugins()
     if not isinstance(name, str) or name not in _REGISTRY:
         raise InputError(f"capability: {str(name)[:40]!r} is not one of {sorted(_REGISTRY)}")
-    return _REGISTRY[name]
+    return complete(_REGISTRY[name])
+
+
+def _plugins() -> None:
+    from . import plugins  # the entry points' capabilities, methods and generators, loaded once per process
+
+    plugins.load()
+
+
+def part_options(parts: dict, own: tuple[Option, ...] = ()) -> tuple[Option, ...]:
+    """The options a capability's variants declare, each name once, in the order they were registered: two
+    variants may share an option only if they declare it alike, and none may take one of the capability's own
+    names or a front end's (`RESERVED`)."""
+    seen: dict[str, tuple[str, Option]] = {}
+    taken = {o.name for o in own}
+    for variant, part in parts.items():
+        for o in getattr(part, "options", ()):
+            if o.name in taken or o.name in RESERVED:
+                raise ValueError(f"{variant!r}: option {o.name!r} is already the capability's or a front end's")
+            if o.name in seen and seen[o.name][1] != o:
+                raise ValueError(f"{variant!r}: option {o.name!r} is declared otherwise by {seen[o.name][0]!r}")
+            seen.setdefault(o.name, (variant, o))
+    return tuple(o for _, o in seen.values())
+
+
+def complete(capability: Capability) -> Capability:
+    """`capability` with its variants' options merged in and the choosing option's choices the variants
+    registered now (a method or generator registered later is offered at once)."""
+    if capability.parts is None or capability.merged:
+        return capability
+    key = (id(capability), tuple((n, id(p)) for n, p in capability.parts.items()))
+    done = _COMPLETE.get(capability.name)
+    if done is not None and done[0] == key:
+        return done[1]
+    own = tuple(replace(o, choices=tuple(capability.parts)) if o.name == capability.chooses else o
+                for o in capability.options)
+    merged = replace(capability, options=own + part_options(capability.parts, own), merged=True)
+    _COMPLETE[capability.name] = (key, merged)
+    return merged
 
 
 # ------------------------------------------------------------------ the catalogue: capabilities declared here
@@ -188,45 +257,72 @@ register(Capability(
     "ones it reads as [UNK].", "app.core.tokens:tokens_batch",
     options=(Option("special", bool, False, "show the tokens the tokenizer adds ([CLS], [SEP]) too"),)))
 
-# Saliency methods: a method is its class (a `saliency.Method`) plus its line here; `saliency.METHODS` and every
-# front end's list are read from this one.
-SALIENCY_METHODS = {
-    "gradient_norm": "app.core.saliency:GradientNorm",
-    "gradient_x_input": "app.core.saliency:GradientXInput",
-    "integrated_gradients": "app.core.saliency:IntegratedGradients",
-    "lime": "app.core.saliency:Lime",
-    "occlusion": "app.core.saliency:Occlusion",
-}
-OUTPUTS = ("prob", "logit")
-
-
 @dataclass(frozen=True)
-class Generator:
-    """A counterfactual generator as every front end offers it: the options it reads (declared here, with it; the
-    counterfactual capability takes each generator's) and, over a dataset, the one-input edit it makes to every
-    example. Its code is `counterfactuals.ONE_INPUT[name]` (one input) or `flip_rate` with `edits`."""
+class Part:
+    """A named variant a capability offers, a saliency method or a counterfactual generator: its code ("module:
+    attribute", imported on first use, or the object), the options it reads (declared here, with it: the
+    capability takes every variant's, `complete`), and for a generator over a dataset the one-input edit it makes
+    to every example (`edits`; its code is then `counterfactuals.flip_rate`'s)."""
 
+    code: str | Callable | type | None = None
     options: tuple[Option, ...] = ()
-    edits: str | None = None  # over a dataset: the one-input generator whose edit it makes to each example
+    edits: str | None = None
 
     def reads(self, name: str) -> bool:
         return any(o.name == name for o in self.options)
 
+    def load(self):
+        return None if self.code is None else resolve(self.code)
+
+
+OUTPUTS = ("prob", "logit")
+TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this server's "
+                   "smallest to 1)", validator=tolerance)
+# Saliency methods: a method is its class (a `saliency.Method`) plus its line here, which declares the options it
+# reads; `saliency.METHODS` and every front end's list are read from this one (`saliency.register` adds a class)
+SALIENCY_METHODS: dict[str, Part] = {
+    "gradient_norm": Part("app.core.saliency:GradientNorm"),
+    "gradient_x_input": Part("app.core.saliency:GradientXInput"),
+    "integrated_gradients": Part("app.core.saliency:IntegratedGradients", (TOLERANCE,)),
+    "lime": Part("app.core.saliency:Lime"),
+    "occlusion": Part("app.core.saliency:Occlusion"),
+}
+Generator = Part  # a counterfactual generator's declaration (`COUNTERFACTUAL_GENERATORS`)
 
 _REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (the "
                        "generators that swap the words you give)")
-COUNTERFACTUAL_GENERATORS = {
-    "word_replacement": Generator((_REPLACEMENTS,)),
-    "wordnet_synonym": Generator(),
-    "wordnet_antonym": Generator(),
-    "ablation_flip": Generator(),
-    "hotflip": Generator(),
-    "dataset_flip_rate": Generator((_REPLACEMENTS,), edits="word_replacement"),
-    "dataset_wordnet_synonym": Generator(edits="wordnet_synonym"),
-    "dataset_wordnet_antonym": Generator(edits="wordnet_antonym"),
+# one input's generators: `fn(models, example, **the options it reads)` returning a `CounterfactualResult`
+COUNTERFACTUAL_GENERATORS: dict[str, Part] = {
+    "word_replacement": Part("app.core.counterfactuals:replaced", (_REPLACEMENTS,)),
+    "wordnet_synonym": Part("app.core.counterfactuals:synonym_swaps"),
+    "wordnet_antonym": Part("app.core.counterfactuals:antonym_swaps"),
+    "ablation_flip": Part("app.core.counterfactuals:ablation_search"),
+    "hotflip": Part("app.core.counterfactuals:hotflip_search"),
+    "dataset_flip_rate": Part(options=(_REPLACEMENTS,), edits="word_replacement"),
+    "dataset_wordnet_synonym": Part(edits="wordnet_synonym"),
+    "dataset_wordnet_antonym": Part(edits="wordnet_antonym"),
 }
-GENERATORS = tuple(COUNTERFACTUAL_GENERATORS)
+GENERATORS = tuple(COUNTERFACTUAL_GENERATORS)  # the built-in ones (a plugin's are in the dict, registered later)
 DATASET_GENERATORS = {name: g.edits for name, g in COUNTERFACTUAL_GENERATORS.items() if g.edits}
+
+
+def register_part(parts: dict, name: str, part: Part, kind: str) -> None:
+    """A variant added to a capability's `parts` (a plugin's method or generator): refused, leaving the catalogue
+    as it was, when the name is taken by another or its options clash with the capabilities that offer it."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"{kind} {name!r}: a name must be a Python identifier")
+    if name in parts and parts[name] != part:
+        raise ValueError(f"{kind} {name!r} is declared already")
+    parts[name] = part
+    try:
+        for c in list(_REGISTRY.values()):
+            if c.parts is parts:
+                complete(c)
+    except ValueError:
+        del parts[name]
+        raise
+
+
 PROJECTIONS = ("umap", "pca")
 POOLINGS = ("cls", "mean")
 LAYER_POOLINGS = (*POOLINGS, "words")
@@ -252,35 +348,36 @@ def head_or_mean(name: str, value) -> int | None:
 
 _TARGET = Option("target", str, "", "the class both models explain (empty or 'predicted': the first model's "
                  "prediction; 'own': each model its own prediction)", validator=class_name_or_index)
-_TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this "
-                    "server's smallest to 1)", validator=tolerance)
 _OUTPUT = Option("output", str, "prob", "what is explained: the class's probability, or its logit, which a "
                  "confident prediction does not flatten", choices=OUTPUTS)
 
 register(Capability(
     "saliency", "Per-word saliency of both models, aligned, with faithfulness and agreement.",
     runner="app.core.explanation:run_saliency",
-    result="app.core.results:SaliencyResult", inputs="either", needs_gradients=True, options=(
-        # the methods as registered now (`saliency.register` adds one from its class alone)
-        Option("method", str, "integrated_gradients", "the attribution method", choices=SALIENCY_METHODS.keys()),
-        _TARGET, _TOLERANCE, _OUTPUT)))
+    result="app.core.results:SaliencyResult", inputs="either", needs_gradients=True,
+    lit_counterpart="LIT's salience interpreters (albert-lens's methods, one per method)",
+    # `method`'s choices are the methods registered now; each method's own options (tolerance, ...) are merged in
+    parts=SALIENCY_METHODS, chooses="method", options=(
+        Option("method", str, "integrated_gradients", "the attribution method", choices=tuple(SALIENCY_METHODS)),
+        _TARGET, _OUTPUT)))
 register(Capability(
     "saliency_methods", "Every saliency method on one input, each map with its faithfulness: where the methods "
     "agree on a model's reasons, and which to trust.", runner="app.core.explanation:run_saliency_methods",
-    result="app.core.results:SaliencyMethodsResult", needs_gradients=True, options=(_TARGET, _TOLERANCE, _OUTPUT)))
+    result="app.core.results:SaliencyMethodsResult", needs_gradients=True, parts=SALIENCY_METHODS,
+    lit_counterpart="LIT's salience interpreters, one per method", options=(_TARGET, _OUTPUT)))
 register(Capability(
     "counterfactual", "Edit an input (or every example of a dataset) and compare both models before and after.",
     runner="app.core.counterfactuals:run_counterfactual",
     result="app.core.results:CounterfactualResult", inputs="either",
-    needs_gradients=True, options=(
+    needs_gradients=True, lit_counterpart="LIT's generators (albert-lens's, one per generator)",
+    # `generator`'s choices are the generators registered now; each generator's own options are merged in
+    parts=COUNTERFACTUAL_GENERATORS, chooses="generator", options=(
         Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
                "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
-               choices=GENERATORS),
-        # the generators' own options, each once
-        *{o.name: o for g in COUNTERFACTUAL_GENERATORS.values() for o in g.options}.values())))
+               choices=GENERATORS),)))
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
-    runner="app.core.projection:run_project",
+    runner="app.core.projection:run_project", lit_counterpart="LIT's embedding projector (UMAP, PCA)",
     result="app.core.results:ProjectionResult", inputs="dataset",
     writes="a folder for projection.csv (every point), projection.png and projection.json", options=(
         Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
@@ -289,7 +386,8 @@ register(Capability(
 register(Capability(
     "locate", "Where is my sentence: the input among a dataset's examples, for each model: its nearest examples in "
     "the model's embedding space, its place in the dataset's projection and its score among the dataset's.",
-    runner="app.core.locate:run_locate", result="app.core.results:LocateResult", inputs="both", options=(
+    runner="app.core.locate:run_locate", result="app.core.results:LocateResult", inputs="both",
+    lit_counterpart="LIT's embedding projector and its nearest neighbours", options=(
         Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
         Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
         Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS),
@@ -304,7 +402,7 @@ register(Capability(
 register(Capability(
     "attention", "Both models' attention on one input, word to word, at one layer (over a dataset: per layer and "
     "head, entropy and the share on [CLS], [SEP] and punctuation).",
-    runner="app.core.attention:run_attention",
+    runner="app.core.attention:run_attention", lit_counterpart="LIT's attention module (the models' attention)",
     result="app.core.results:AttentionResult", inputs="either", options=(
         Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
         Option("head", int, None, "one head (from 0); not given: the mean of the layer's heads", low=0, high=1000,
@@ -313,6 +411,8 @@ register(Capability(
     "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
     "fool the other.", runner="app.core.attacks:run_attack",
     result="app.core.results:AttackResult", inputs="either",
+    lit_counterpart="LIT's Hotflip and Ablation Flip generators (a TextAttack recipe takes minutes per example: the "
+    "app's Attacks tab and `albert-lens attack` run it)",
     writes="a JSON-lines file of per-example results, appended as each finishes; an existing one is resumed", options=(
         Option("recipe", str, "deepwordbug", "the TextAttack recipe (deepwordbug, pruthi, input-reduction, pwws, "
                "leap, textfooler-offline, ...)"),

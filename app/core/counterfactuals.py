@@ -17,7 +17,7 @@ import torch
 
 from . import jobs, meaning
 from .alignment import edit_texts, split_words
-from .capabilities import COUNTERFACTUAL_GENERATORS, DATASET_GENERATORS, GENERATORS
+from .capabilities import COUNTERFACTUAL_GENERATORS, DATASET_GENERATORS
 from .data import Example, surrogate_reason
 from .errors import InputError, WordNetMissing
 from .gradients import input_gradients
@@ -455,31 +455,25 @@ def _searched(name: str, search, edits):
     return run
 
 
-# one input's generators, by their declared names (`capabilities.COUNTERFACTUAL_GENERATORS`), each called with the
-# options it declares it reads; the dataset_* ones are `DATASET_GENERATORS`, answered by `flip_rate` with the edit
-# each names
-ONE_INPUT = {
-    "word_replacement": _replaced,
-    "wordnet_synonym": _swapped("synonym"),
-    "wordnet_antonym": _swapped("antonym"),
-    "ablation_flip": _searched("ablation_flip", ablation_flip, lambda r: [(w, "") for w in r["removed"]]),
-    "hotflip": _searched("hotflip", hotflip, lambda r: [r["swap"]]),
-}
-if set(ONE_INPUT) | set(DATASET_GENERATORS) != set(GENERATORS):
-    raise ImportError(f"counterfactual generators declared and answered differ: {GENERATORS} against "
-                      f"{sorted(ONE_INPUT)} + {sorted(DATASET_GENERATORS)}")
+# one input's generators, named as `capabilities.COUNTERFACTUAL_GENERATORS` declares them (each `Part`'s code); the
+# dataset_* ones are `DATASET_GENERATORS`, answered by `flip_rate` with the edit each names
+replaced = _replaced
+synonym_swaps = _swapped("synonym")
+antonym_swaps = _swapped("antonym")
+ablation_search = _searched("ablation_flip", ablation_flip, lambda r: [(w, "") for w in r["removed"]])
+hotflip_search = _searched("hotflip", hotflip, lambda r: [r["swap"]])
 
 
 def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = None, *, generator: str,
-                       replacements: str, dataset: str | None = None, limit: int | str | None = None,
-                       progress=None, visitor: bool = True) -> CounterfactualResult:
+                       dataset: str | None = None, limit: int | str | None = None,
+                       progress=None, visitor: bool = True, **generator_options) -> CounterfactualResult:
     """One input edited by `generator` and both models compared before and after; a dataset_* generator edits
-    every example of `dataset` (its first `limit`) and compares the models' flip rates. A generator is given the
-    options it declares it reads."""
+    every example of `dataset` (its first `limit`) and compares the models' flip rates. `generator_options`:
+    every generator's declared options, checked (`api.run`); a generator is given those it declares."""
     declared = COUNTERFACTUAL_GENERATORS[generator]
-    given = {"replacements": replacements}  # every generator's options, checked as the capability declares them
-    reads = {o.name: given[o.name] for o in declared.options}
-    if declared.reads("replacements") and (why := surrogate_reason(replacements)) is not None:
+    reads = {o.name: generator_options[o.name] for o in declared.options}
+    replacements = reads.get("replacements")
+    if replacements is not None and (why := surrogate_reason(replacements)) is not None:
         raise InputError(f"replacements: {why}")
     if generator in DATASET_GENERATORS:
         if not dataset:
@@ -495,4 +489,4 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
             raise InputError(f"{field}: {what} in the {len(ds)} examples of {ds.name}")
         return CounterfactualResult.of(res, generator=generator, dataset=ds.name,
                                        models=[m.name for m in pair.models])
-    return ONE_INPUT[generator](pair.models, example_from(pair, text, text2), **reads)
+    return declared.load()(pair.models, example_from(pair, text, text2), **reads)

@@ -127,13 +127,14 @@ def asked_class(target: int | str) -> int | str | None:
 
 
 def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, *, method: str, target: int | str,
-                 tolerance: float, output: str, dataset: str | None = None, limit: int | str | None = None,
-                 progress=None, engine: Engine | None = None,
-                 visitor: bool = True) -> SaliencyResult | SaliencyDatasetResult:
+                 output: str, dataset: str | None = None, limit: int | str | None = None,
+                 progress=None, engine: Engine | None = None, visitor: bool = True,
+                 **method_options) -> SaliencyResult | SaliencyDatasetResult:
     """Per-word maps of both models on one input; with `dataset`, over its first `limit` examples
     (`explain_dataset`: faithfulness per model against a random ranking, the paired comparison of the two and the
-    models' agreement), on a Ray `engine`'s worker where one is given."""
-    settings = METHODS[method].settings({"tolerance": tolerance, "output": output}, limits())
+    models' agreement), on a Ray `engine`'s worker where one is given. `method_options`: every method's declared
+    options, checked (`api.run`); the chosen method is built with those it declares."""
+    settings = METHODS[method].settings({"output": output, **method_options}, limits())
     if dataset is not None:
         if text:
             raise InputError("text: give either an input or a dataset, not both")
@@ -150,15 +151,16 @@ def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, 
 
 
 def run_saliency_methods(pair: Pair, text: str | None = None, text2: str | None = None, *, target: int | str,
-                         tolerance: float, output: str, progress=None) -> SaliencyMethodsResult:
+                         output: str, progress=None, **method_options) -> SaliencyMethodsResult:
     """Every method on one input, both models explaining one class (the first model's prediction, or `target`;
     "own": each model its own prediction, `target_labels`), with each map's faithfulness: where the methods agree
-    on a model's reasons, and which to trust. `progress`: methods done."""
+    on a model's reasons, and which to trust. Each method is built with the options it declares, from
+    `method_options` (every method's, checked). `progress`: methods done."""
     ex = example_from(pair, text, text2)
     tgt, own = asked_class(target), target == OWN
     rows, agreed, words, label, explained, labels = [], {}, [], None, "prob", None
     for name in sorted(METHODS):
-        settings = METHODS[name].settings({"tolerance": tolerance, "output": output}, limits())
+        settings = METHODS[name].settings({"output": output, **method_options}, limits())
         out = explain(pair.models, ex, name, tgt if tgt is not None or own else label, same_class=not own,
                       **settings)
         label = out["maps"][0].target_label  # the first method's class, asked of every later one

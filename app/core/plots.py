@@ -388,14 +388,19 @@ def attention_stats_figure(res: dict):
 
 
 def figure_of(res):
-    """The figure the command line's --png saves for a capability's result, by its type; None where it has none."""
-    kind = type(res).__name__
-    if kind == "CounterfactualResult":
+    """The figure of a capability's result (the command line's --png, the app's generated panel): the result's own
+    `as_figure()` where its type has one (a plugin's), else the built-in figure of its type; None where it has
+    none."""
+    from . import results as r  # deferred: plots stays importable without the results' imports
+
+    if callable(getattr(type(res), "as_figure", None)):
+        return res.as_figure()
+    if isinstance(res, r.CounterfactualResult):
         return counterfactual_figure(res, res["models"])
-    drawn = {"SaliencyResult": saliency_figure, "SaliencyDatasetResult": saliency_dataset_figure,
-             "SimilarityResult": similarity_figure, "AttentionResult": attention_figure,
-             "AttentionStatsResult": attention_stats_figure, "LocateResult": locate_figure}
-    return drawn[kind](res) if kind in drawn else None
+    drawn = {r.SaliencyResult: saliency_figure, r.SaliencyDatasetResult: saliency_dataset_figure,
+             r.SimilarityResult: similarity_figure, r.AttentionResult: attention_figure,
+             r.AttentionStatsResult: attention_stats_figure, r.LocateResult: locate_figure}
+    return next((draw(res) for kind, draw in drawn.items() if isinstance(res, kind)), None)
 
 
 def export(res, out, colour: str = "gold") -> list:

@@ -16,7 +16,7 @@ import torch
 from . import capabilities, graphs, quadrature
 from . import device as devices
 from .alignment import Alignment, edit_texts
-from .capabilities import SALIENCY_METHODS, resolve
+from .capabilities import SALIENCY_METHODS
 from .data import Example
 from .errors import InputError
 from .gradients import (
@@ -105,22 +105,25 @@ def target_outputs(clf: Classifier, examples: list[Example], target: int, output
 
 class Method:
     """A saliency method: `attribute(example, target)` gives each word's score. A method is declared by its class
-    (what it is called and shown as, whether its scores have a sign, LIT's implementation of it, the request's
-    options it reads and what it takes from this server's caps) and its line in `capabilities.SALIENCY_METHODS`;
-    every front end reads these (docs/architecture.md)."""
+    (what it is called and shown as, whether its scores have a sign, LIT's own implementation of the same name,
+    the options it reads and what it takes from this server's caps); a built-in also by its line in
+    `capabilities.SALIENCY_METHODS`, a plugin's by `register` (docs/plugins.md). Every front end reads these."""
 
     name = "method"
     label = "method"  # its name for people: the app's menus, the CLI's text, the report
     signed = True  # scores say for (+) or against (-) the class; False: how sensitive, whatever the direction
-    lit_name: str | None = None  # LIT's own implementation of the method, served under this name; None: LIT serves
-    # ours (`lit_models.server`)
-    options: tuple[str, ...] = ()  # the saliency capability's options it reads besides `output`
+    # LIT's own implementation of the same idea, which LIT still lists under "<this> (LIT's)" beside ours; None:
+    # LIT has none (`lit_models.server`)
+    lit_name: str | None = None
+    # the options it reads besides `output` (`capabilities.Option`s): the saliency capabilities take them from
+    # here, and every front end offers them (a built-in's come from its line in `capabilities.SALIENCY_METHODS`)
+    options: tuple = ()
 
     @classmethod
     def settings(cls, request: dict, caps: dict) -> dict:
-        """The keywords the method is built with for a checked request (`request`: the capability's options)
-        on this server (`caps`: `policy.limits()`)."""
-        return {"output": request["output"], **{name: request[name] for name in cls.options}}
+        """The keywords the method is built with for a checked request (`request`: the capability's options,
+        checked) on this server (`caps`: `policy.limits()`): `output` and the options it declares."""
+        return {"output": request["output"], **{o.name: request[o.name] for o in cls.options}}
 
     def __init__(self, clf: Classifier, output: str = "prob"):
         self.clf = clf
@@ -214,7 +217,6 @@ class IntegratedGradients(Method):
     name = "integrated_gradients"
     label = "integrated gradients"
     lit_name = "Integrated Gradients"
-    options = ("tolerance",)
     ROW_TOKENS = 8192  # rows x tokens per forward/backward chunk: bounds memory on long inputs
     RULES = ("transplanted", "gauss_legendre")
 
@@ -384,22 +386,28 @@ class Lime(Method):
         return self._result(al, tgt, scores, note=f"{self.n_samples} samples")
 
 
-# the methods as the capabilities' catalogue declares them (`capabilities.SALIENCY_METHODS`): a method is its class
-# plus its line there, or its class and `register`
-METHODS: dict[str, type[Method]] = {name: resolve(path) for name, path in SALIENCY_METHODS.items()}
+# the methods as the capabilities' catalogue declares them (`capabilities.SALIENCY_METHODS`): a built-in is its
+# class plus its line there (which declares its options), a plugin's its class and `register`
+METHODS: dict[str, type[Method]] = {}
+for _name, _part in SALIENCY_METHODS.items():
+    METHODS[_name] = _part.load()
+    METHODS[_name].options = _part.options
 if any(cls.name != name for name, cls in METHODS.items()):
     raise ImportError(f"saliency methods declared under another name than their own: {METHODS}")
 
 
 def register(cls: type[Method]) -> type[Method]:
-    """A saliency method from its class alone: the saliency capability offers it from now on, so every front end
-    built afterwards does too (the CLI's --method, the app's menu and gradio_client, LIT: under `cls.lit_name`
-    where LIT has its own implementation, else ours)."""
-    if not (isinstance(cls, type) and issubclass(cls, Method)) or not cls.name.isidentifier():
+    """A saliency method from its class alone, its options those it declares (`cls.options`): the saliency
+    capabilities offer it and its options from now on, so every front end built afterwards does too (the CLI's
+    --method and flags, the app's menu and controls and gradio_client, LIT's interpreter and its settings)."""
+    if not (isinstance(cls, type) and issubclass(cls, Method)) or not str(cls.name).isidentifier():
         raise ValueError(f"saliency method {cls!r}: a Method subclass whose name is an identifier")
     if METHODS.get(cls.name, cls) is not cls:
         raise ValueError(f"saliency method {cls.name!r} is declared already")
-    SALIENCY_METHODS[cls.name] = cls
+    if not all(isinstance(o, capabilities.Option) for o in cls.options):
+        raise ValueError(f"saliency method {cls.name!r}: its options must be capabilities.Option declarations")
+    capabilities.register_part(SALIENCY_METHODS, cls.name, capabilities.Part(cls, tuple(cls.options)),
+                               "saliency method")
     METHODS[cls.name] = cls
     return cls
 
@@ -411,6 +419,7 @@ def unregister(name: str) -> None:
 
 def check_method(name: str) -> None:
     """Unknown method names are refused before any work (a dataset read, a model run)."""
+    capabilities.get("saliency")  # the plugins' methods registered (once per process)
     if name not in METHODS:
         raise InputError(f"method: {name!r} is not one of {sorted(METHODS)}")
 

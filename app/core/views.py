@@ -1087,19 +1087,26 @@ def neighbours_frame(res: dict) -> pd.DataFrame:
 
 
 def text_of(res, *, pair: str = "", show: int = 5) -> str:
-    """What the command line prints for a capability's result (`--json` prints its `to_dict()`), by its type:
-    `pair` names the pair in the headers that say it, `show` how many rows a dataset's text lists."""
-    kind = type(res).__name__
-    if kind == "SaliencyResult":
+    """What the command line prints for a capability's result (`--json` prints its `to_dict()`): the result's own
+    `as_text(show=)` where its type has one (a plugin's), else the built-in text of its type; `pair` names the pair
+    in the headers that say it, `show` how many rows a dataset's text lists."""
+    from . import results as r  # deferred: the CLI's --help reads views without the results' imports
+
+    if callable(getattr(type(res), "as_text", None)):
+        return res.as_text(show=show)
+    if isinstance(res, r.SaliencyResult):
         return saliency_text(res, pair, res["fields"])
-    if kind == "SaliencyDatasetResult":
+    if isinstance(res, r.SaliencyDatasetResult):
         return saliency_dataset_summary(res, markdown=False, show=show)
-    if kind == "CounterfactualResult":
+    if isinstance(res, r.CounterfactualResult):
         return counterfactual_text(res, res["models"], show=show)
-    if kind == "LocateResult":
+    if isinstance(res, r.LocateResult):
         return locate_text(res, show=show)
-    shown = {"SaliencyMethodsResult": methods_text, "ProjectionResult": projection_text,
-             "SimilarityResult": similarity_table, "AttentionResult": attention_text,
-             "AttentionStatsResult": attention_stats_text, "AttackResult": attack_text,
-             "ChecklistResult": checklist_text, "SlicesResult": slices_table}
-    return shown.get(kind, declared_text)(res)
+    shown = {r.SaliencyMethodsResult: methods_text, r.ProjectionResult: projection_text,
+             r.SimilarityResult: similarity_table, r.AttentionResult: attention_text,
+             r.AttentionStatsResult: attention_stats_text, r.AttackResult: attack_text,
+             r.ChecklistResult: checklist_text, r.SlicesResult: slices_table, r.CapabilityResult: declared_text}
+    for kind, text in shown.items():
+        if isinstance(res, kind):
+            return text(res)
+    raise TypeError(f"{type(res).__name__}: a result type needs an as_text(show=) method for people to read it")
