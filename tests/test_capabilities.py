@@ -67,7 +67,8 @@ def test_a_toy_capability_appears_in_the_facade_the_cli_and_the_app(toy, tiny_pa
     endpoint = demo.get_api_info()["named_endpoints"]["/toy_shout"]
     assert [p["parameter_name"] for p in endpoint["parameters"]] == ["text", "text2", "times", "mark"]
     assert [p["parameter_has_default"] for p in endpoint["parameters"]] == [False, True, True, True]
-    got, text = declared.handler("toy_shout")(Ctx.of(tiny_pair), "a fine film", None, 3, "?")
+    got, text, figure = declared.handler("toy_shout")(Ctx.of(tiny_pair), "a fine film", None, 3, "?")
+    assert figure is None  # an engine job's answer has no figure
     assert got["result"] == res["result"] and all(r["said"] in text for r in res["result"])
 
     # gone from every front end built after it is withdrawn
@@ -291,7 +292,7 @@ def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_the_app_a
         assert "top: 6 is out of range" in capsys.readouterr().err
         endpoint = build(tiny_pair).get_api_info()["named_endpoints"]["/toy_votes"]
         assert [p["parameter_name"] for p in endpoint["parameters"]] == ["dataset", "limit", "top"]
-        got, text = declared.handler("toy_votes")(Ctx.of(tiny_pair), str(rows), 4, 1)
+        got, text, _ = declared.handler("toy_votes")(Ctx.of(tiny_pair), str(rows), 4, 1)
         assert got["result"] == res["result"] and all(str(r["model"]) in text for r in res["result"])
 
         # LIT: a metrics component on the selected examples (the declared defaults: top=2), asked as the page asks

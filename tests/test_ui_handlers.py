@@ -9,7 +9,7 @@ import pytest
 
 from app.core import api, views
 from app.core.errors import LensError
-from app.ui import attacks, benchmark, checklist, compare, counterfactuals, facts, projection, saliency
+from app.ui import attacks, benchmark, checklist, common, compare, counterfactuals, facts, projection, saliency
 from app.ui.common import Ctx, bind
 
 DISAGREE = "The cities were beautiful but the hotel was dreadful."  # offline BERT: negative, ALBERT: positive
@@ -77,7 +77,8 @@ def test_saliency_asked_for_another_class_explains_it_in_both(offline_pair):
 
 def test_counterfactual_controls_follow_the_generator():
     """Replacements only for word replacement; the dataset and its limit only for the dataset_* generators."""
-    shown = {g: [u["visible"] for u in counterfactuals._controls(g)] for g in api.GENERATORS}
+    shown = {g: [*common.parts_read("counterfactual", g, ["replacements"]),
+                 *(u["visible"] for u in counterfactuals._controls(g))] for g in api.GENERATORS}
     declared = api.capabilities.COUNTERFACTUAL_GENERATORS
     assert shown == {g: [declared[g].reads("replacements"), g.startswith("dataset_"), g.startswith("dataset_")]
                      for g in api.GENERATORS}

@@ -156,8 +156,9 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
         with gr.Tabs() as tabs:
             for tab in TABS:
                 tab.tab(ctx)
-            # the declared capabilities without a tab of their own (those answered by a facade function have one)
-            declared.tab(ctx, served={c.name for c in api.capabilities.declared() if c.runner})
+            # the declared capabilities without a tab of their own (a plugin's among them)
+            declared.tab(ctx, served={name for name, module in common.HANDLED
+                                      if module.startswith("app.ui.") and module != declared.__name__})
         common.wire_links(ctx, tabs)
         common.wire_slice_buttons(ctx)
     # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its

@@ -31,8 +31,9 @@ def _attack_shown(ctx: Ctx, res, values: dict) -> tuple:
                                                                   ylim=(0, 1)))
 
 
-attack = common.handler("attack", _attack_shown, params=("text", "text2", "recipe", "label", "dataset", "n",
-                                                          "query_budget", "time_limit"),
+attack = common.handler("attack", _attack_shown, params=common.with_rest("attack", ("text", "text2", "recipe", "label",
+                                                                                  "dataset", "n", "query_budget",
+                                                                                  "time_limit")),
                         where="batch", desc="attacking", read=lambda values: {"dataset": values["dataset"] or None})
 
 
@@ -99,7 +100,9 @@ def tab(ctx: Ctx) -> None:
                              label="per example and model", wrap=True, show_search="search")
         plot = gr.Plot(elem_classes=["figure"], label="success and transfer rates")
         raw = json_out()
-        action(go, bind(attack, ctx), [a1, a2, recipe, gold, ads, n, budget, tlimit],
+        named = common.controls("attack", {"text": a1, "text2": a2, "recipe": recipe, "label": gold, "dataset": ads,
+                                           "n": n, "query_budget": budget, "time_limit": tlimit})
+        action(go, bind(attack, ctx), common.inputs(attack, named),
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
         table.select(on_select(show_example, ctx, rows_of), raw, diffs, api_name=False, queue=False)
         # the panels above show it; the other tabs get it

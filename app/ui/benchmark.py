@@ -34,7 +34,8 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float 
 slices = common.handler(
     "slices", lambda ctx, res, values: (res.to_dict(), views.slices_summary(res), slices_figure(res),
                                         views.slices_frame(res)),
-    params=("dataset", "uploaded", "limit", "metric", "min_size", "clusters"), extras={"uploaded": None},
+    params=common.with_rest("slices", ("dataset", "uploaded", "limit", "metric", "min_size", "clusters")),
+    extras={"uploaded": None},
     where="batch", desc="predicting", read=common.uploaded_or_named)
 
 
@@ -118,6 +119,8 @@ def tab(ctx: Ctx) -> None:
                            api_name=False, queue=False)
         use = gr.Button("Make the picked slice every tab's dataset", size="sm")
         common.use_as_dataset(ctx, use, [ds, upload, slice_raw, chosen], slice_dataset)
-        action(find, bind(slices, ctx), [ds, upload, limit, metric, min_size, clusters],
+        named = common.controls("slices", {"dataset": ds, "uploaded": upload, "limit": limit, "metric": metric,
+                                           "min_size": min_size, "clusters": clusters})
+        action(find, bind(slices, ctx), common.inputs(slices, named),
                    [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
         stop_button(slice_summary)

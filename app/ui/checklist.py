@@ -29,7 +29,8 @@ def _suite_shown(ctx: Ctx, res, values: dict) -> tuple:
             grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
 
 
-checklist = common.handler("checklist", _suite_shown, params=("suite", "uploaded", "sample"),
+checklist = common.handler("checklist", _suite_shown, params=common.with_rest("checklist", ("suite", "uploaded",
+                                                                                        "sample")),
                            extras={"uploaded": None}, where="batch", desc="predicting suite inputs",
                            read=_suite_read)
 
@@ -62,6 +63,7 @@ def tab(ctx: Ctx) -> None:
                                 label="CheckList suite" + ("" if ctx.hosted else " (or a path to *_suite.json.gz)"))
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = common.number(value=option("checklist", "sample").default, label="cases per test")
+        named = common.controls("checklist", {"suite": suite, "uploaded": upload, "sample": sample})
         go = gr.Button("Run suite on both models", variant="primary")
         verdict = gr.Markdown(label="differences beyond chance")
         bars = gr.Plot(elem_classes=["figure"], label="mean fail rate per capability")
@@ -74,6 +76,6 @@ def tab(ctx: Ctx) -> None:
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
         ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])
-        action(go, bind(checklist, ctx), [suite, upload, sample], [raw, verdict, bars, table, fails],
+        action(go, bind(checklist, ctx), common.inputs(checklist, named), [raw, verdict, bars, table, fails],
                  api_name="checklist", **BATCH)
         stop_button(verdict)

@@ -536,6 +536,9 @@ def examples(pair: api.Pair) -> list[list[str]]:
 
 
 INPUTS = ("text", "text2", "dataset", "limit")  # a capability's inputs as the facade names them
+# (capability, the module whose handler answers it): a tab's own handlers say which capabilities it shows, and
+# the More tab (`declared`) shows the others
+HANDLED: set[tuple[str, str]] = set()
 
 
 def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras: dict | None = None,
@@ -578,9 +581,79 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     run.__signature__ = inspect.Signature([P("ctx", P.POSITIONAL_OR_KEYWORD), *map(param, params),
                                            P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())])
     run.__name__ = run.__qualname__ = endpoint or capability
+    run.params = tuple(params)
     run.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)  # the tab's own, as a written handler's
+    HANDLED.add((capability, run.__module__))
     run.__doc__ = declaration.help
     return run
+
+
+def with_rest(capability: str, laid_out: tuple[str, ...]) -> tuple[str, ...]:
+    """A handler's parameters: those a tab lays out itself, then every other option the capability declares (a
+    plugin's method or generator options among them), which the tab shows as generated controls (`controls`)."""
+    declared = [o.name for o in api.capabilities.get(capability).options]
+    return (*laid_out, *(n for n in declared if n not in laid_out))
+
+
+def control(option) -> gr.components.Component:
+    """The control an option's declaration calls for: a menu of its choices, a checkbox, a number or a text box,
+    at its declared default, labelled with its name and help."""
+    label = f"{option.name}: {option.help}"
+    if option.choices:
+        return gr.Dropdown(list(option.choices), value=option.default, label=label)
+    if option.kind is bool:
+        return gr.Checkbox(value=option.default, label=label)
+    if option.kind in (int, float):
+        return number(value=option.default, label=label, precision=0 if option.kind is int else None)
+    return gr.Textbox(value=option.default, label=label)
+
+
+def controls(capability: str, laid_out: dict) -> dict:
+    """`laid_out` ({name: component}, the tab's own) and a generated control for every other option the capability
+    declares, in one row: a tab states each control once, by name, and its handlers read them by name (`inputs`)."""
+    declaration = api.capabilities.get(capability)
+    rest = [o for o in declaration.options if o.name not in laid_out]
+    chosen = (declaration.parts or {}).get(declaration.option(declaration.chooses).default) \
+        if declaration.chooses else None
+    own = {o.name for o in api.capabilities.part_options(declaration.parts or {})}
+    made = {}
+    if rest:
+        with gr.Row():
+            for o in rest:  # a variant's option starts hidden unless the default variant reads it (`show_parts`)
+                made[o.name] = control(o)
+                if declaration.chooses and o.name in own:
+                    made[o.name].visible = chosen is not None and chosen.reads(o.name)
+    return {**laid_out, **made}
+
+
+def inputs(handler: Callable, named: dict) -> list:
+    """The components that feed `handler`'s parameters, by name (`handler.params`): no second list matched by
+    position, and a parameter without a control is an error when the page is built."""
+    missing = [p for p in handler.params if p not in named]
+    if missing:
+        raise ValueError(f"{handler.__name__}: no control for {missing}")
+    return [named[p] for p in handler.params]
+
+
+def parts_read(capability: str, choice: str, names: list[str]) -> list[bool]:
+    """For each option in `names`, whether the variant `choice` (a method, a generator) reads it."""
+    part = (api.capabilities.get(capability).parts or {}).get(choice)
+    return [part is not None and part.reads(n) for n in names]
+
+
+def show_parts(capability: str, chooser, named: dict, extra: tuple[Callable, list] | None = None) -> None:
+    """A variant's options shown only while the variant chosen in `chooser` (a method, a generator) reads them:
+    integrated gradients' tolerance, a plugin method's own option. `extra`: (fn, its outputs), `fn(choice)` giving
+    more updates for the same change (the counterfactual's dataset fields)."""
+    parts = api.capabilities.get(capability).parts or {}
+    shown = [n for n in (o.name for o in api.capabilities.part_options(parts)) if n in named]
+    more, more_outputs = extra or (None, [])
+
+    def visible(choice):
+        updates = [gr.update(visible=v) for v in parts_read(capability, choice, shown)]
+        return [*updates, *(more(choice) if more else ())]
+
+    chooser.change(visible, chooser, [named[n] for n in shown] + list(more_outputs), api_name=False, queue=False)
 
 
 def capped(n: int, key: str = "max_examples") -> int:

@@ -33,8 +33,10 @@ def _edits_shown(ctx: Ctx, res, values: dict) -> tuple:
             views.changes_frame(res, ctx.names))
 
 
+# its parameters: what the tab lays out, then every other generator's options (a plugin's), generated
 counterfactual = common.handler("counterfactual", _edits_shown,
-                                params=("text", "text2", "generator", "replacements", "dataset", "limit"),
+                                params=common.with_rest("counterfactual", ("text", "text2", "generator",
+                                                                           "replacements", "dataset", "limit")),
                                 desc="editing, scoring, checking")
 
 
@@ -51,10 +53,10 @@ def edited_note(res: dict, row: int) -> str:
 
 
 def _controls(generator: str) -> tuple:
-    """The replacements box where the generator reads them, the dataset and its limit where it edits a dataset,
-    as each generator declares (`capabilities.COUNTERFACTUAL_GENERATORS`)."""
-    declared = api.capabilities.COUNTERFACTUAL_GENERATORS.get(generator, api.capabilities.Generator())
-    return (gr.update(visible=declared.reads("replacements")), *[gr.update(visible=declared.edits is not None)] * 2)
+    """The dataset and its limit where the generator edits a dataset, as each generator declares
+    (`capabilities.COUNTERFACTUAL_GENERATORS`); its options' boxes follow `common.show_parts`."""
+    declared = api.capabilities.COUNTERFACTUAL_GENERATORS.get(generator, api.capabilities.Part())
+    return (*[gr.update(visible=declared.edits is not None)] * 2,)
 
 
 def tab(ctx: Ctx) -> None:
@@ -72,7 +74,10 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             cds = dataset_field(ctx, "dataset for flip rate", "shipped name or path", visible=False)
             climit = common.number(value=common.capped(500), label="max examples", visible=False)
-        gen.change(_controls, gen, [repl, cds, climit], api_name=False, queue=False)
+        # every control once, by name; a generator's own options (replacements, a plugin's) shown while it is chosen
+        named = common.controls("counterfactual", {"text": c1, "text2": c2, "generator": gen, "replacements": repl,
+                                                   "dataset": cds, "limit": climit})
+        common.show_parts("counterfactual", gen, named, extra=(_controls, [cds, climit]))
         go = gr.Button("Generate", variant="primary")
         csum = gr.Markdown(label="summary")
         cplot = gr.Plot(elem_classes=["figure"], label="effect per model")
@@ -85,7 +90,7 @@ def tab(ctx: Ctx) -> None:
                            *[f"{w / len(names):.2f}%" for _ in names for w in (14, 14, 23)]],
         )
         craw = json_out()
-        action(go, bind(counterfactual, ctx), [c1, c2, gen, repl, cds, climit], [craw, csum, cplot, ctable],
+        action(go, bind(counterfactual, ctx), common.inputs(counterfactual, named), [craw, csum, cplot, ctable],
                  api_name="counterfactual", **SINGLE)
         ctx.link(ctable, craw, edited_texts, note_of=edited_note,  # an edit picked becomes the example
                  rows_of=lambda res: views.changes_frame(res, ctx.names))

@@ -1,39 +1,40 @@
-"""More: a section for every declared capability (`app.core.capabilities`), generated from its declaration: its
-controls, its gradio_client endpoint (named as the capability, its parameters as the options) and its answer.
-Nothing here is written per capability."""
+"""More: a section for every declared capability that no tab of its own shows (`app.core.capabilities`: `tokens`,
+a plugin's), generated from its declaration: its controls, its gradio_client endpoint (named as the capability,
+its parameters as the options) and its answer, as text and, where its result has one, a figure. Nothing here is
+written per capability."""
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import gradio as gr
 
-from app.core import api, views
+from app.core import api, plots, views
 
 from . import common
 from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, json_out
 
 
+def inputs_of(capability) -> tuple[str, ...]:
+    """What a section reads besides options: the example above (text, text2), a dataset and its limit, or both
+    (`inputs="both"`: the example placed in a dataset; "either": here, the dataset)."""
+    return {"text": ("text", "text2"), "both": ("text", "text2", "dataset", "limit")}.get(capability.inputs,
+                                                                                          ("dataset", "limit"))
+
+
 def handler(name: str) -> Callable:
     """`handler(ctx, <its inputs>, <its options>)` for the capability `name`, generated like every tab's
     (`common.handler`): the endpoint's parameters are the facade's names, optional where the declaration has a
-    default; its answer is the result's JSON and its text."""
+    default; its answer is the result's JSON, its text (`views.text_of`: the result's own where it has one) and
+    its figure (`plots.figure_of`, None where it has none)."""
     capability = api.capabilities.get(name)
-    inputs = ("text", "text2") if capability.inputs == "text" else ("dataset", "limit")
-    return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.declared_text(res)}\n```"),
-                          params=(*inputs, *(o.name for o in capability.options)),
-                          where="single" if capability.inputs == "text" else "batch")
+    single = capability.inputs == "text"
+    return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.text_of(res)}\n```",
+                                                          plots.figure_of(res)),
+                          params=common.with_rest(name, inputs_of(capability)),
+                          where="single" if single else "batch")
 
 
-def control(option) -> gr.components.Component:
-    """The control an option's declaration calls for."""
-    label = f"{option.name}: {option.help}"
-    if option.choices:
-        return gr.Dropdown(list(option.choices), value=option.default, label=label)
-    if option.kind is bool:
-        return gr.Checkbox(value=option.default, label=label)
-    if option.kind in (int, float):
-        return common.number(value=option.default, label=label, precision=0 if option.kind is int else None)
-    return gr.Textbox(value=option.default, label=label)
+control = common.control  # the control an option's declaration calls for
 
 
 def tab(ctx: Ctx, served: set[str]) -> None:
@@ -46,18 +47,18 @@ def tab(ctx: Ctx, served: set[str]) -> None:
         for capability in rest:
             with gr.Accordion(capability.name, open=len(rest) == 1):
                 describe(capability.help)
-                if capability.inputs == "text":
-                    sources = list(ctx.inputs)
-                else:
+                named = {"text": ctx.inputs[0], "text2": ctx.inputs[1]}
+                if capability.inputs != "text":
                     with gr.Row():
-                        sources = [dataset_field(ctx, "dataset", "shipped name or path",
-                                                 value=api.default_dataset(ctx.pair)),
-                                   common.number(value=None, label="max examples (empty: this server's cap)")]
-                with gr.Row():
-                    controls = [control(o) for o in capability.options]
+                        named |= {"dataset": dataset_field(ctx, "dataset", "shipped name or path",
+                                                           value=api.default_dataset(ctx.pair)),
+                                  "limit": common.number(value=None, label="max examples (empty: this server's cap)")}
+                named = common.controls(capability.name, named)
                 go = gr.Button(f"Run {capability.name}", variant="primary")
                 text = gr.Markdown()
+                figure = gr.Plot(elem_classes=["figure"], label=f"{capability.name}: figure")
                 raw = json_out()
-                action(go, bind(handler(capability.name), ctx), sources + controls, [raw, text],
+                run = handler(capability.name)
+                action(go, bind(run, ctx), common.inputs(run, named), [raw, text, figure],
                        api_name=capability.name,
                        **(SINGLE if capability.inputs == "text" else BATCH))

@@ -33,8 +33,8 @@ def _similarity_shown(ctx: Ctx, res, values: dict) -> tuple:
     return res.to_dict(), similarity_summary(res), similarity_figure(res)
 
 
-similarity = common.handler("similarity", _similarity_shown, params=("dataset", "limit", "pooling"), where="batch",
-                            desc="layer embeddings")
+similarity = common.handler("similarity", _similarity_shown, where="batch", desc="layer embeddings",
+                            params=common.with_rest("similarity", ("dataset", "limit", "pooling")))
 
 
 def similarity_summary(res: dict) -> str:
@@ -48,7 +48,8 @@ def similarity_summary(res: dict) -> str:
 
 
 attention = common.handler("attention", lambda ctx, res, values: (res.to_dict(), attention_figure(res)),
-                           params=("text", "text2", "layer", "head"), desc="attention of both models")
+                           params=common.with_rest("attention", ("text", "text2", "layer", "head")),
+                           desc="attention of both models")
 
 
 def tab(ctx: Ctx) -> None:
@@ -65,11 +66,13 @@ def tab(ctx: Ctx) -> None:
             pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,
                                label="pooling",
                                info="a vector per sentence, or per word (the two tokenizers compare word for word)")
+        named = common.controls("similarity", {"dataset": ds, "limit": limit, "pooling": pooling})
         go = gr.Button("Compare the layers", variant="primary")
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(elem_classes=["figure"], label="CKA")
         raw = json_out("similarity")
-        action(go, bind(similarity, ctx), [ds, limit, pooling], [raw, summary, plot], api_name="similarity", **BATCH)
+        action(go, bind(similarity, ctx), common.inputs(similarity, named), [raw, summary, plot],
+               api_name="similarity", **BATCH)
         stop_button(summary)
 
         describe("Attention of both models on one input at one layer, word to word (rows attend to columns; a "
@@ -78,7 +81,9 @@ def tab(ctx: Ctx) -> None:
         with gr.Row():
             layer = slider(-1, layers, value=-1, step=1, label="layer (-1 = top)")
             head = gr.Dropdown(["mean", *[str(h) for h in range(heads)]], value="mean", label="head")
+        anamed = common.controls("attention", {"text": t1, "text2": t2, "layer": layer, "head": head})
         show = gr.Button("Show attention")
         aplot = gr.Plot(elem_classes=["figure"], label="attention")
         araw = json_out("attention")
-        action(show, bind(attention, ctx), [t1, t2, layer, head], [araw, aplot], api_name="attention", **SINGLE)
+        action(show, bind(attention, ctx), common.inputs(attention, anamed), [araw, aplot], api_name="attention",
+               **SINGLE)

@@ -90,14 +90,15 @@ def neighbour_note(res: dict, row: int) -> str:
 
 
 locate = common.handler("locate", _located_shown,
-                        params=("text", "text2", "dataset", "uploaded", "method", "pooling", "layer", "colour", "k",
-                                "limit"),
+                        params=common.with_rest("locate", ("text", "text2", "dataset", "uploaded", "method",
+                                                           "pooling", "layer", "colour", "k", "limit")),
                         extras={"uploaded": None, "colour": "gold"}, where="batch", desc="placing the example",
                         read=common.uploaded_or_named)
 
 
 project = common.handler("project", _projection_shown,
-                         params=("dataset", "uploaded", "method", "pooling", "layer", "colour", "limit"),
+                         params=common.with_rest("project", ("dataset", "uploaded", "method", "pooling", "layer",
+                                                             "colour", "limit")),
                          extras={"uploaded": None, "colour": "gold"}, where="batch", desc="embedding",
                          read=common.uploaded_or_named)
 
@@ -237,6 +238,8 @@ def tab(ctx: Ctx) -> None:
             colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
                                ("models agree?", "models")], value="gold", label="colour by")
             limit = common.number(value=common.capped(500), label="max examples")
+        named = common.controls("project", {"dataset": pds, "uploaded": upload, "method": method, "pooling": pooling,
+                                            "layer": layer, "colour": colour, "limit": limit})
         go = gr.Button("Project", variant="primary")
         summary = gr.Markdown(label="summary")
         # the row first: a click on a point reads it from the tooltip (`CLICK_JS`)
@@ -263,7 +266,7 @@ def tab(ctx: Ctx) -> None:
                               label="picked points", show_search="search")
         raw = json_out()
         state = gr.State()
-        action(go, bind(project, ctx), [pds, upload, method, pooling, layer, colour, limit],
+        action(go, bind(project, ctx), common.inputs(project, named),
                  [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **BATCH)
         for plot, name in zip(scatter, ctx.names):
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
@@ -286,7 +289,7 @@ def tab(ctx: Ctx) -> None:
             nearest = gr.Dataframe(headers=["model", "row", "cosine", "gold", "says", "text"], wrap=True,
                                    label="nearest examples", show_search="search")
             lraw = json_out("where is my sentence")
-            action(where, bind(locate, ctx),
-                   [*ctx.inputs, pds, upload, method, pooling, layer, colour, k, limit],
+            lnamed = common.controls("locate", {**named, "text": ctx.inputs[0], "text2": ctx.inputs[1], "k": k})
+            action(where, bind(locate, ctx), common.inputs(locate, lnamed),
                    [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **BATCH)
             ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note, rows_of=views.neighbours_frame)

@@ -39,11 +39,15 @@ def drawn(ctx: Ctx, res: dict | None, text: str, text2: str | None, scale: str) 
     return *maps, figure, views.largest_bars(figure.largest)
 
 
-saliency = common.handler("saliency", _maps_shown, params=("text", "text2", "method", "target", "tolerance", "output"),
-                          desc="explaining on both models")
+# each handler's parameters: the inputs and options the tab lays out, then every other declared option (a plugin
+# method's own), which the tab generates controls for (`common.controls`)
+saliency = common.handler("saliency", _maps_shown, desc="explaining on both models",
+                          params=common.with_rest("saliency", ("text", "text2", "method", "target", "tolerance",
+                                                               "output")))
 saliency_methods = common.handler(
     "saliency_methods", lambda ctx, res, values: (res.to_dict(), views.methods_table(res)),
-    params=("text", "text2", "target", "tolerance", "output"), desc="every method on both models")
+    params=common.with_rest("saliency_methods", ("text", "text2", "target", "tolerance", "output")),
+    desc="every method on both models")
 
 
 def headers(res: dict | None) -> list:
@@ -57,8 +61,9 @@ def _dataset_shown(ctx: Ctx, res, values: dict) -> tuple:
             views.lowest_agreement_frame(res))
 
 
-saliency_dataset = common.handler("saliency", _dataset_shown, params=("dataset", "method", "tolerance", "limit",
-                                                                       "output"),
+saliency_dataset = common.handler("saliency", _dataset_shown,
+                                  params=common.with_rest("saliency", ("dataset", "method", "tolerance", "limit",
+                                                                       "output")),
                                   where="batch", desc="explaining", endpoint="saliency_dataset")
 
 
@@ -82,8 +87,10 @@ def tab(ctx: Ctx) -> None:
             declared = common.option("saliency", "output")
             output = gr.Radio([(views.OUTPUT_NAMES.get(o, o), o) for o in declared.choices], value=declared.default,
                               label="explain the class's", visible=not pair.task.is_regression)
-        method.change(lambda m: gr.update(visible=m == "integrated_gradients"), method, tolerance,
-                      api_name=False, queue=False)
+        # every control once, by name; a method's own options (tolerance, a plugin's) shown while it is chosen
+        named = common.controls("saliency", {"text": s1, "text2": s2, "method": method, "target": target,
+                                             "tolerance": tolerance, "output": output})
+        common.show_parts("saliency", method, named)
         with gr.Row():
             go = gr.Button("Explain", variant="primary")
             every = gr.Button("All methods side by side")
@@ -102,7 +109,7 @@ def tab(ctx: Ctx) -> None:
         table = gr.HTML()  # all methods side by side
         raw = json_out()
         mraw = json_out("all methods")
-        action(go, bind(saliency, ctx), [s1, s2, method, target, tolerance, output],
+        action(go, bind(saliency, ctx), common.inputs(saliency, named),
                [raw, *maps, summary, bars, largest], api_name="saliency", **SINGLE).success(
             headers, raw, maps, api_name=False, queue=False).then(
             lambda *v: drawn(ctx, *v) if SCALES.get(v[-1]) else (gr.update(),) * (len(maps) + 2),
@@ -110,7 +117,7 @@ def tab(ctx: Ctx) -> None:
         # a redraw of what the page holds: no timer over the outputs (it stood in "largest bar" for a moment)
         scale.change(bind(drawn, ctx), [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False,
                      show_progress="hidden")
-        action(every, bind(saliency_methods, ctx), [s1, s2, target, tolerance, output], [mraw, table],
+        action(every, bind(saliency_methods, ctx), common.inputs(saliency_methods, named), [mraw, table],
                     api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
 
@@ -126,6 +133,7 @@ def tab(ctx: Ctx) -> None:
                                            *[f"{n} top words" for n in ctx.names]], wrap=True,
                                   label="lowest agreement")
             sdraw = json_out("dataset result")
-            action(sgo, bind(saliency_dataset, ctx), [sds, method, tolerance, slimit, output],
+            action(sgo, bind(saliency_dataset, ctx), common.inputs(saliency_dataset,
+                                                                   {**named, "dataset": sds, "limit": slimit}),
                       [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
             common.stop_button(ssum)
