@@ -138,18 +138,30 @@ class Output:
         return value
 
 
+@dataclass(frozen=True)
+class Declared:
+    """A setting that is one of albert-lens's declared options (`capabilities.Option`): checked by the
+    declaration, as every front end checks it."""
+    option: Any
+
+    def check(self, field: str, value, caps: Caps):
+        return self.option.check(value)
+
+
 SEED = Whole(0, 2**32 - 1)
 # every component this server serves, with the settings it reads; a name missing here is not served
 SETTINGS: dict[str, dict[str, Any]] = {
     # interpreters
-    "Grad L2 Norm": {}, "Grad ⋅ Input": {}, "classification": {}, "regression": {}, "Model-provided salience": {},
-    "Integrated Gradients": {"Class to explain": Text(), "Normalize": Flag(),
-                             # LIT's own range is 5-100; hosted, the app's integrated-gradients cap too
-                             "Interpolation steps": Whole(5, lambda c: min(100, int(c["max_ig_steps"])))},
-    "LIME": {"_salience_target": Small(), "Output field to explain": Text(), "Class index to explain":
-             Whole(-1, 1000, text=True), "Mask": Text(50), "Kernel width": Whole(1, 10**6, text=True),
-             "Number of samples": Whole(1, lambda c: int(c["max_lime_samples"]), text=True),
-             "Seed": Whole(0, 2**32 - 1, text=True, empty=True)},
+    # (LIT's own salience methods under the names `server.theirs` gives them; ours are added by `make_server`)
+    "Grad L2 Norm (LIT's)": {}, "Grad ⋅ Input (LIT's)": {}, "classification": {}, "regression": {},
+    "Model-provided salience": {},
+    "Integrated Gradients (LIT's)": {"Class to explain": Text(), "Normalize": Flag(),
+                                     # LIT's own range is 5-100; hosted, the app's integrated-gradients cap too
+                                     "Interpolation steps": Whole(5, lambda c: min(100, int(c["max_ig_steps"])))},
+    "LIME (LIT's)": {"_salience_target": Small(), "Output field to explain": Text(), "Class index to explain":
+                     Whole(-1, 1000, text=True), "Mask": Text(50), "Kernel width": Whole(1, 10**6, text=True),
+                     "Number of samples": Whole(1, lambda c: int(c["max_lime_samples"]), text=True),
+                     "Seed": Whole(0, 2**32 - 1, text=True, empty=True)},
     "Salience Clustering": {"Salience Mapper": Text(), "Number of clusters": Whole(2, 100),
                             "Number of top salient tokens to consider per data point": Whole(1, 20),
                             "Number of tokens to display per cluster": Whole(5, 50), "Clustering seed":

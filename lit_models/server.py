@@ -43,10 +43,11 @@ from app.core.errors import InputError, LensError
 from . import gate
 from .client import client_root
 from .datasets import LensDataset
-from .declared import PROBE, DeclaredMetrics, metric_name, served
+from .declared import PROBE, DeclaredMetrics, metric_name, row_of, served
 from .metrics import PairedComparison
 from .models import LensModel, lens_of, light_outputs, models_for
 from .salience import LensSalience, lit_name
+from .salience import offered as salience_options
 
 log = logging.getLogger("albert_lens.lit")
 # The declared saliency methods and counterfactual generators (app/core/capabilities.py) under the names of LIT's
@@ -62,11 +63,18 @@ def _declared(capability: str, option: str, lit_names: dict[str, str]) -> tuple[
 
 def lit_salience() -> dict[str, str]:
     """Each declared saliency method LIT has its own implementation of, by that implementation's name
-    (`saliency.Method.lit_name`); the others LIT serves as ours (`salience.LensSalience`)."""
+    (`saliency.Method.lit_name`): LIT serves ours of every method (`salience.LensSalience`) and keeps its own
+    beside them, named as LIT's (`theirs`)."""
     return {name: cls.lit_name for name, cls in METHODS.items() if cls.lit_name}
 
 
-SALIENCE = tuple(lit_salience().values())  # LIT's implementations of the built-in methods
+def theirs(name: str) -> str:
+    """LIT's own implementation's name in its menus: said to be LIT's, so that one name means one algorithm (the
+    app's integrated gradients is not LIT's, nor its LIME)."""
+    return f"{name} (LIT's)"
+
+
+SALIENCE = tuple(theirs(n) for n in lit_salience().values())  # LIT's implementations, as LIT's menus name them
 GENERATORS = (*_declared("counterfactual", "generator", LIT_GENERATORS), *LIT_ONLY)
 
 
@@ -477,13 +485,16 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     interpreters = lit_core.default_interpreters(models)
     if "umap" not in interpreters:
         raise RuntimeError("LIT does not see umap-learn; install the pinned stack (./run test sets it up)")
-    # salience only by the declared methods (a method taken out of the declaration leaves LIT too): LIT's own
-    # implementation where it has one, else ours, which takes no settings
-    theirs = lit_salience()
-    lit_methods = {"Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME", *theirs.values()}
-    interpreters = {k: v for k, v in interpreters.items() if k not in lit_methods or k in theirs.values()}
-    ours = {lit_name(m): LensSalience(m) for m in METHODS if m not in theirs}
-    gate.SETTINGS.update(dict.fromkeys(ours, {}))
+    # salience by every declared method (a method taken out of the declaration leaves LIT too), ours under the
+    # app's names with the method's declared options; LIT's own implementation of a declared method beside it,
+    # named as LIT's ("LIME (LIT's)"), LIT's others left out
+    kept = lit_salience().values()
+    lit_methods = {"Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME", *kept}
+    interpreters = {(theirs(k) if k in kept else k): v for k, v in interpreters.items()
+                    if k not in lit_methods or k in kept}
+    ours = {lit_name(m): LensSalience(m, pair) for m in METHODS}
+    gate.SETTINGS.update({name: {o.name: gate.Declared(o) for o in salience_options(m)} for m, name in
+                          ((m, lit_name(m)) for m in METHODS)})
     interpreters |= ours
     # projections keyed by their checked settings and bounded in bytes, UMAP's fit stopped at the deadline; only
     # components whose settings are declared (gate.SETTINGS) are served
@@ -526,7 +537,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     # and every declared capability over a dataset that LIT has no component for, from its declaration alone
     # (its columns the numbers it answers on the served datasets' first rows)
     rows = itertools.islice((row for d in data.values() for row in d.examples), PROBE)
-    probe = [tuple(str(row.get(f, "")) for f in pair.task.fields) for row in rows]
+    probe = [row_of(row, pair.task.fields) for row in rows]
     metrics |= {metric_name(c.name): DeclaredMetrics(c.name, pair, probe) for c in served()}
     return LensServer(models, data, generators=generators, interpreters=interpreters, metrics=metrics,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

@@ -94,15 +94,16 @@ def test_integrated_gradients_steps_past_the_declared_range_are_refused_before_a
     name = pair.models[0].name
     config = {"Class to explain": "", "Normalize": True, "Interpolation steps": 100000}
     body = {"inputs": _rows(["a film that is long " * 90]), "config": config}
-    status, text = _post(url, _interp(name, "Integrated Gradients"), body)
+    status, text = _post(url, _interp(name, "Integrated Gradients (LIT's)"), body)
     assert status == 400 and not counted
-    assert text == ("Integrated Gradients: Interpolation steps: 100000 is out of range; give a whole number from 5 "
+    assert text == ("Integrated Gradients (LIT's): Interpolation steps: 100000 is out of range; give a whole number "
+                    "from 5 "
                     "to 100")
     del config["Normalize"]
-    assert _post(url, _interp(name, "Integrated Gradients"), body) == (
-        400, "Integrated Gradients: missing settings ['Normalize']; LIT's page sends every one")
+    assert _post(url, _interp(name, "Integrated Gradients (LIT's)"), body) == (
+        400, "Integrated Gradients (LIT's): missing settings ['Normalize']; LIT's page sends every one")
     body["config"] = {**config, "Normalize": True, "Interpolation steps": 8}
-    status, text = _post(url, _interp(name, "Integrated Gradients"), body)
+    status, text = _post(url, _interp(name, "Integrated Gradients (LIT's)"), body)
     assert status == 200 and len(json.loads(text)) == 1
     # the steps' outputs carry no attention (each ~60 MB at 2,000 characters); the text itself does
     with_embs = [ex for ex in counted if any(k.startswith("input_embs_") for k in ex)]
@@ -114,13 +115,14 @@ def test_integrated_gradients_steps_past_the_declared_range_are_refused_before_a
 
 
 @pytest.mark.parametrize("component, config, says", [
-    ("LIME", {"Number of samples": "5000000"}, "LIME: Number of samples: 5000000 is out of range; give a whole "
-                                                "number from 1 to 256"),
-    ("LIME", {"Kernel width": "wide"}, "LIME: Kernel width: 'wide' is not a whole number from 1 to 1000000"),
+    ("LIME (LIT's)", {"Number of samples": "5000000"}, "LIME (LIT's): Number of samples: 5000000 is out of range; "
+                                                       "give a whole number from 1 to 256"),
+    ("LIME (LIT's)", {"Kernel width": "wide"},
+     "LIME (LIT's): Kernel width: 'wide' is not a whole number from 1 to 1000000"),
     ("Salience Clustering", {"Number of clusters": 10**9}, "Salience Clustering: Number of clusters: 1000000000 is "
                                                            "out of range"),
-    ("Integrated Gradients", {"Interpolation steps": float("nan")}, "Interpolation steps: nan is out of range"),
-    ("Integrated Gradients", "steps", "Integrated Gradients: its settings must be a JSON object"),
+    ("Integrated Gradients (LIT's)", {"Interpolation steps": float("nan")}, "Interpolation steps: nan is out of range"),
+    ("Integrated Gradients (LIT's)", "steps", "Integrated Gradients (LIT's): its settings must be a JSON object"),
     ("Hotflip", {"Prediction key": "probas", "Max number of token flips": "50"},
      "Hotflip: Max number of token flips: 50 is out of range"),
     ("Ablation Flip", {"Prediction key": "probas", "Max number of token ablations": "99"},
@@ -138,9 +140,9 @@ def test_settings_are_checked_against_their_declared_ranges(hosted, component, c
 
 
 def test_undeclared_settings_are_dropped_and_declared_ones_normalised():
-    got = gate.settings("LIME", {"Number of samples": 64, "Seed": "", "evil": "x" * 10**6})
+    got = gate.settings("LIME (LIT's)", {"Number of samples": 64, "Seed": "", "evil": "x" * 10**6})
     assert got == {"Number of samples": "64", "Seed": ""}
-    assert gate.settings("Grad L2 Norm", {"anything": 1}) == {} and gate.settings("LIME", None) is None
+    assert gate.settings("Grad L2 Norm (LIT's)", {"anything": 1}) == {} and gate.settings("LIME (LIT's)", None) is None
 
 
 def test_every_served_component_declares_its_settings(hosted):
@@ -154,7 +156,7 @@ def test_every_served_component_declares_its_settings(hosted):
         declared = gate.PROJ_KW if name in gate.PROJECTORS else gate.SETTINGS[name]
         assert set(comp.config_spec()) <= set(declared) or name in gate.PROJECTORS, name
     served = app._interpreters.keys() | app._generators.keys()
-    assert {"Integrated Gradients", "LIME", "umap", "pca", "Hotflip"} <= served
+    assert {"Integrated Gradients (LIT's)", "LIME (LIT's)", "umap", "pca", "Hotflip"} <= served
 
 
 def test_lime_and_generator_probes_answer_their_prediction_alone(hosted, monkeypatch):
@@ -171,11 +173,11 @@ def test_lime_and_generator_probes_answer_their_prediction_alone(hosted, monkeyp
     config = {"_salience_target": None, "Output field to explain": "probas", "Class index to explain": "-1",
               "Mask": "[MASK]", "Kernel width": "256", "Number of samples": "32", "Seed": "0"}
     rows = _rows(["a truly fine and moving film, take nine"])
-    status, text = _post(url, _interp(pair.models[0].name, "LIME"), {"inputs": rows, "config": config})
+    status, text = _post(url, _interp(pair.models[0].name, "LIME (LIT's)"), {"inputs": rows, "config": config})
     assert status == 200 and len(json.loads(text)) == 1, text
     assert asked[0] == (True, True) and len(asked) > 10  # the datapoint in full, then its probes
     assert set(asked[1:]) == {(False, False)}
-    status, text = _post(url, _interp(pair.models[0].name, "LIME"), {"inputs": [
+    status, text = _post(url, _interp(pair.models[0].name, "LIME (LIT's)"), {"inputs": [
         {"id": None, "data": {"sentence": "no id"}, "meta": {}}], "config": config})
     assert (status, text) == (400, "inputs: datapoint 0 has no id; LIT's page gives every datapoint one "
                                    "(/annotate_new_data)")
@@ -435,11 +437,14 @@ SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**12), st.fl
 JSONISH = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
     st.sampled_from(["sentence", "label", "_id", "id", "data", "meta", "input_embs_sentence", "tokens_sentence",
                      "Interpolation steps", "Number of samples", "proj_kw", "n_epochs", "model_name", "field_name",
-                     "dataset_name", "use_input", "n_components", "Substitutions", "x"]), inner, max_size=4),
+                     "dataset_name", "use_input", "n_components", "Substitutions", "tolerance", "output", "x"]), inner,
+    max_size=4),
     max_leaves=10)
 ROUTES = st.sampled_from([
     "/get_preds?model={m}&dataset_name=rows&requested_types=MulticlassPreds",
-    "/get_interpretations?model={m}&dataset_name=rows&interpreter=Integrated%20Gradients",
+    "/get_interpretations?model={m}&dataset_name=rows&interpreter=Integrated%20Gradients%20(LIT's)",
+    "/get_interpretations?model={m}&dataset_name=rows&interpreter=LIME%20(LIT's)",
+    "/get_interpretations?model={m}&dataset_name=rows&interpreter=integrated%20gradients",  # ours, its options
     "/get_interpretations?model={m}&dataset_name=rows&interpreter=LIME",
     "/get_interpretations?model={m}&dataset_name=rows&interpreter=pca",
     "/get_interpretations?model={m}&dataset_name=rows&interpreter=umap",

@@ -79,14 +79,15 @@ def test_server_info_lists_models_datasets_and_components(lit_server):
     for n in names:
         m = info["models"][n]
         assert "sst2/dev" in m["datasets"]
-        for interp in (*SALIENCE, "occlusion (albert-lens)", "umap", "pca"):  # ours where LIT has none
+        for interp in (*SALIENCE, "occlusion", "integrated gradients", "umap", "pca"):  # LIT's, ours, projections
             assert interp in m["interpreters"], (n, interp)
         for gen in GENERATORS:
             assert gen in m["generators"], (n, gen)
     # generated from the declarations: the word replacer's default is the counterfactual capability's
     from app.core.api import capabilities
 
-    assert SALIENCE == ("Grad L2 Norm", "Grad ⋅ Input", "Integrated Gradients", "LIME")
+    assert SALIENCE == ("Grad L2 Norm (LIT's)", "Grad ⋅ Input (LIT's)", "Integrated Gradients (LIT's)",
+                        "LIME (LIT's)")
     assert GENERATORS == ("Word Replacer", "Ablation Flip", "Hotflip", "Scrambler")
     declared = capabilities.get("counterfactual").option("replacements").default
     assert info["generators"]["Word Replacer"]["configSpec"]["Substitutions"]["default"] == declared
@@ -113,7 +114,7 @@ def test_server_preds_and_salience_equal_the_core(lit_server):
         np.testing.assert_allclose(preds[0]["probas"], core, atol=1e-5)
         sal = _post(
             url,
-            f"/get_interpretations?model={clf.name}&dataset_name=sst2/dev&interpreter=Grad ⋅ Input".replace(
+            f"/get_interpretations?model={clf.name}&dataset_name=sst2/dev&interpreter=Grad ⋅ Input (LIT's)".replace(
                 " ", "%20"
             ).replace("⋅", "%E2%8B%85"),
             {"inputs": inputs},

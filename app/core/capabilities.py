@@ -423,6 +423,8 @@ register(Capability(
 register(Capability(
     "checklist", "A released CheckList suite on both models, test by test, with the paired difference.",
     runner="app.core.checklist:run_checklist",
+    lit_counterpart="none: a CheckList suite brings its own inputs, not LIT's selection (the app's Behavioural tab "
+    "and `albert-lens checklist` run it)",
     result="app.core.results:ChecklistResult", inputs="dataset", options=(
         Option("suite", str, "", "a CheckList suite export (*_suite.json.gz) or a released suite's name"),
         Option("sample", int, 20, "cases per test, the release's run_idxs first (at most this server's cap)",
