@@ -26,6 +26,7 @@ from app.core.api import Dataset, Example, Pair, capabilities, run
 from app.core.errors import LensError
 
 from .models import LABEL, lens_of
+from .salience import lit_type
 
 log = logging.getLogger("albert_lens.lit")
 NUMBERS = 200  # numbers a row may hold: LIT's table has a column per number
@@ -111,16 +112,24 @@ class DeclaredMetrics(lit_components.Metrics):
 
     def meta_spec(self) -> dict[str, lit_types.LitType]:
         return {k: lit_types.MetricResult(description=f"{self.capability.name}'s {k} on these examples (declared "
-                                                      "defaults)") for k in self._columns}
+                                                      "defaults unless the request's config sets them)")
+                for k in self._columns}
 
-    def _answer(self, rows: list[Row], visitor: bool = True) -> dict:
-        key = tuple(rows)
+    def config_spec(self) -> lit_types.Spec:
+        """The capability's declared options, as every front end offers them (LIT's metrics table sends none:
+        the declared defaults; a request that sends them is checked by the declaration)."""
+        return {o.name: lit_type(o) for o in self.capability.options}
+
+    def _answer(self, rows: list[Row], visitor: bool = True, options: dict | None = None) -> dict:
+        options = {k: v for k, v in (options or {}).items() if v is not None}
+        key = (tuple(rows), tuple(sorted(options.items())))
         with self._lock:  # LIT asks for each model in turn: the second is answered from the first's run
             if key in self._kept:
                 self._kept.move_to_end(key)
                 return self._kept[key]
         ds = Dataset("LIT's selection", [Example(t, label) for t, label in rows], self.pair.task.name)
-        res = run(self.capability.name, self.pair, dataset=ds, limit=len(rows), visitor=visitor).to_dict()
+        res = run(self.capability.name, self.pair, dataset=ds, limit=len(rows), visitor=visitor,
+                  **options).to_dict()
         with self._lock:
             self._kept[key] = res
             while len(self._kept) > KEPT:
@@ -142,6 +151,7 @@ class DeclaredMetrics(lit_components.Metrics):
         if not self._ours(lens) or not inputs:
             return []
         lens.admit(list(inputs))  # the model's own checks of a visitor's datapoints first
-        res = self._answer([row_of(ex, lens.task.fields) for ex in inputs])
+        given = {o.name: (config or {}).get(o.name) for o in self.capability.options}
+        res = self._answer([row_of(ex, lens.task.fields) for ex in inputs], options=given)
         key = "score" if lens.clf.is_regression else "probas"
         return [{"pred_key": key, "label_key": LABEL, "metrics": self._numbers(res, lens.clf.name)}]

@@ -44,6 +44,10 @@ from . import gate
 from .client import client_root
 from .datasets import LensDataset
 from .declared import PROBE, DeclaredMetrics, metric_name, row_of, served
+from .generators import LensGenerator
+from .generators import lit_name as generator_name
+from .generators import offered as generator_options
+from .generators import ours as lens_generators
 from .metrics import PairedComparison
 from .models import LensModel, lens_of, light_outputs, models_for
 from .salience import LensSalience, lit_name
@@ -502,6 +506,10 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     interpreters = {k: v for k, v in interpreters.items() if k in gate.SETTINGS or k in gate.PROJECTORS}
     offered = lit_core.default_generators() | {LIT_GENERATORS["word_replacement"]: WordReplacer()}
     generators = {k: v for k, v in offered.items() if k in GENERATORS and k in gate.SETTINGS}
+    # and the core's one-input generators, ours, each with its declared options
+    for name in lens_generators():
+        gate.SETTINGS[generator_name(name)] = {o.name: gate.Declared(o) for o in generator_options(name)}
+        generators[generator_name(name)] = LensGenerator(name, pair)
     # hosted mode: no loading of arbitrary models from the LIT UI
     caps = limits()
     hosted = caps["hosted"]
