@@ -178,18 +178,8 @@ def entry(name: str) -> Callable:
     return call
 
 
-# the declared capabilities, each one entry point (a capability declared later is `api.NAME` too: `__getattr__`)
-tokens = entry("tokens")
-saliency = entry("saliency")
-saliency_methods = entry("saliency_methods")
-counterfactual = entry("counterfactual")
-project = entry("project")
-locate = entry("locate")
-similarity = entry("similarity")
-attention = entry("attention")
-attack = entry("attack")
-checklist = entry("checklist")
-slices = entry("slices")
+# the declared capabilities, each one entry point: `api.NAME` (`__getattr__`), made from the declaration as it is
+# now, so a method or generator registered later (a plugin's) is in its signature
 
 
 def _plain(value):
@@ -207,16 +197,16 @@ def _plain(value):
     return value
 
 
-_LATER: dict[str, tuple] = {}  # entry points of capabilities declared after this module, by name
+_ENTRIES: dict[str, tuple] = {}  # name -> (the declaration it was made from, its entry point)
 
 
 def __getattr__(name: str):
     """Every declared capability is a facade function: `api.NAME(pair, text)` runs `api.run("NAME", ...)`."""
     if name in {c.name for c in capabilities.declared()}:
         capability = capabilities.get(name)
-        if _LATER.get(name, (None,))[0] is not capability:  # one function per declaration: a worker pickles it by name
-            _LATER[name] = (capability, entry(name))
-        return _LATER[name][1]
+        if _ENTRIES.get(name, (None,))[0] is not capability:  # one function per declaration: a worker pickles it
+            _ENTRIES[name] = (capability, entry(name))  # by name, and finds it here again
+        return _ENTRIES[name][1]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

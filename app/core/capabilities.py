@@ -255,6 +255,7 @@ def complete(capability: Capability) -> Capability:
 register(Capability(
     "tokens", "How each model's tokenizer reads the input: its tokens, the words it splits into pieces and the "
     "ones it reads as [UNK].", "app.core.tokens:tokens_batch",
+    lit_counterpart="each model's tokens in LIT's datapoint views (the models' Tokens outputs)",
     options=(Option("special", bool, False, "show the tokens the tokenizer adds ([CLS], [SEP]) too"),)))
 
 @dataclass(frozen=True)

@@ -10,8 +10,6 @@ from . import common
 from .common import (
     BATCH,
     Ctx,
-    action,
-    bind,
     dataset_field,
     describe,
     json_out,
@@ -31,9 +29,8 @@ def _attack_shown(ctx: Ctx, res, values: dict) -> tuple:
                                                                   ylim=(0, 1)))
 
 
-attack = common.handler("attack", _attack_shown, params=common.with_rest("attack", ("text", "text2", "recipe", "label",
-                                                                                  "dataset", "n", "query_budget",
-                                                                                  "time_limit")),
+attack = common.handler("attack", _attack_shown, rest=True, params=("text", "text2", "recipe", "label", "dataset",
+                                                                    "n", "query_budget", "time_limit"),
                         where="batch", desc="attacking", read=lambda values: {"dataset": values["dataset"] or None})
 
 
@@ -102,7 +99,7 @@ def tab(ctx: Ctx) -> None:
         raw = json_out()
         named = common.controls("attack", {"text": a1, "text2": a2, "recipe": recipe, "label": gold, "dataset": ads,
                                            "n": n, "query_budget": budget, "time_limit": tlimit})
-        action(go, bind(attack, ctx), common.inputs(attack, named),
+        common.wire(go, attack, ctx, named,
                  [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
         table.select(on_select(show_example, ctx, rows_of), raw, diffs, api_name=False, queue=False)
         # the panels above show it; the other tabs get it

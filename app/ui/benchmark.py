@@ -34,7 +34,7 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float 
 slices = common.handler(
     "slices", lambda ctx, res, values: (res.to_dict(), views.slices_summary(res), slices_figure(res),
                                         views.slices_frame(res)),
-    params=common.with_rest("slices", ("dataset", "uploaded", "limit", "metric", "min_size", "clusters")),
+    rest=True, params=("dataset", "uploaded", "limit", "metric", "min_size", "clusters"),
     extras={"uploaded": None},
     where="batch", desc="predicting", read=common.uploaded_or_named)
 
@@ -121,6 +121,6 @@ def tab(ctx: Ctx) -> None:
         common.use_as_dataset(ctx, use, [ds, upload, slice_raw, chosen], slice_dataset)
         named = common.controls("slices", {"dataset": ds, "uploaded": upload, "limit": limit, "metric": metric,
                                            "min_size": min_size, "clusters": clusters})
-        action(find, bind(slices, ctx), common.inputs(slices, named),
+        common.wire(find, slices, ctx, named,
                    [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
         stop_button(slice_summary)

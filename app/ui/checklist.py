@@ -11,7 +11,7 @@ from app.core.errors import LensError
 from app.core.plots import grouped_bars
 
 from . import common
-from .common import BATCH, Ctx, action, bind, describe, json_out, option, stop_button
+from .common import BATCH, Ctx, describe, json_out, option, stop_button
 
 
 def _suite_read(values: dict) -> dict:
@@ -29,8 +29,7 @@ def _suite_shown(ctx: Ctx, res, values: dict) -> tuple:
             grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
 
 
-checklist = common.handler("checklist", _suite_shown, params=common.with_rest("checklist", ("suite", "uploaded",
-                                                                                        "sample")),
+checklist = common.handler("checklist", _suite_shown, rest=True, params=("suite", "uploaded", "sample"),
                            extras={"uploaded": None}, where="batch", desc="predicting suite inputs",
                            read=_suite_read)
 
@@ -76,6 +75,6 @@ def tab(ctx: Ctx) -> None:
                              column_widths=["10%", "22%", "42%", "26%"])
         raw = json_out()
         ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])
-        action(go, bind(checklist, ctx), common.inputs(checklist, named), [raw, verdict, bars, table, fails],
+        common.wire(go, checklist, ctx, named, [raw, verdict, bars, table, fails],
                  api_name="checklist", **BATCH)
         stop_button(verdict)

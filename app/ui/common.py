@@ -542,7 +542,8 @@ HANDLED: set[tuple[str, str]] = set()
 
 
 def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras: dict | None = None,
-            where: str = "single", desc: str = "", endpoint: str = "", read: Callable | None = None) -> Callable:
+            where: str = "single", desc: str = "", endpoint: str = "", read: Callable | None = None,
+            rest: bool = False, module: str = "") -> Callable:
     """A tab's handler of a declared capability, generated from its declaration: `handler(ctx, *params, progress)`,
     its parameters (gradio_client's, in this order) the capability's inputs and the options the tab shows, named
     and defaulting as declared (text required where the capability reads only one input), and the tab's own
@@ -550,7 +551,12 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
     It runs the facade's entry point (`api.NAME`, `api.run`'s) in the tab's worker group (`where`) with a progress
     bar and returns `show(ctx, res, values)`, the tab's outputs (`values`: every parameter by name, as `read` left
     them). `read(values)`: the values the tab's extras change (a file dropped on the page read instead of the
-    dataset field: `uploaded_or_named`)."""
+    dataset field: `uploaded_or_named`). `rest`: `params` are those the tab lays out, followed by every other
+    option the capability declares (`with_rest`), read again when the page is built (`handler.fresh()`: a method
+    or generator registered since, a plugin's, brings its options)."""
+    laid_out = tuple(params)
+    module = module or sys._getframe(1).f_globals.get("__name__", __name__)  # the tab's own
+    params = with_rest(capability, laid_out) if rest else laid_out
     declaration = api.capabilities.get(capability)
     declared = {o.name: o for o in declaration.options}
     extras = extras or {}
@@ -582,8 +588,17 @@ def handler(capability: str, show: Callable, *, params: tuple[str, ...], extras:
                                            P("progress", P.POSITIONAL_OR_KEYWORD, default=gr.Progress())])
     run.__name__ = run.__qualname__ = endpoint or capability
     run.params = tuple(params)
-    run.__module__ = sys._getframe(1).f_globals.get("__name__", __name__)  # the tab's own, as a written handler's
+    run.__module__ = module  # the tab's own, as a written handler's
     HANDLED.add((capability, run.__module__))
+
+    def fresh() -> Callable:
+        """This handler, or one made again where the capability's options changed since (`rest`)."""
+        if not rest or with_rest(capability, laid_out) == run.params:
+            return run
+        return handler(capability, show, params=laid_out, extras=extras, where=where, desc=desc, endpoint=endpoint,
+                       read=read, rest=True, module=module)
+
+    run.fresh = fresh
     run.__doc__ = declaration.help
     return run
 
@@ -624,6 +639,13 @@ def controls(capability: str, laid_out: dict) -> dict:
                 if declaration.chooses and o.name in own:
                     made[o.name].visible = chosen is not None and chosen.reads(o.name)
     return {**laid_out, **made}
+
+
+def wire(trigger, handler: Callable, ctx: Ctx, named: dict, outputs: list, **event):
+    """`action(trigger, ...)` of `handler` as the capability is declared now (`handler.fresh()`), fed by the
+    tab's controls by name (`inputs`)."""
+    run = handler.fresh()
+    return action(trigger, bind(run, ctx), inputs(run, named), outputs, **event)
 
 
 def inputs(handler: Callable, named: dict) -> list:

@@ -7,7 +7,7 @@ from app.core import api, views
 from app.core.plots import counterfactual_figure
 
 from . import common
-from .common import SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out, text_inputs
+from .common import SINGLE, Ctx, dataset_field, describe, examples, json_out, text_inputs
 
 STUDY_SWAP = "cities -> townships"
 # Words of the shipped reviews whose swap should not change a sentiment: the study's probe, where it can apply.
@@ -35,8 +35,8 @@ def _edits_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 # its parameters: what the tab lays out, then every other generator's options (a plugin's), generated
 counterfactual = common.handler("counterfactual", _edits_shown,
-                                params=common.with_rest("counterfactual", ("text", "text2", "generator",
-                                                                           "replacements", "dataset", "limit")),
+                                rest=True, params=("text", "text2", "generator", "replacements", "dataset",
+                                                   "limit"),
                                 desc="editing, scoring, checking")
 
 
@@ -90,7 +90,7 @@ def tab(ctx: Ctx) -> None:
                            *[f"{w / len(names):.2f}%" for _ in names for w in (14, 14, 23)]],
         )
         craw = json_out()
-        action(go, bind(counterfactual, ctx), common.inputs(counterfactual, named), [craw, csum, cplot, ctable],
+        common.wire(go, counterfactual, ctx, named, [craw, csum, cplot, ctable],
                  api_name="counterfactual", **SINGLE)
         ctx.link(ctable, craw, edited_texts, note_of=edited_note,  # an edit picked becomes the example
                  rows_of=lambda res: views.changes_frame(res, ctx.names))

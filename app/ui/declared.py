@@ -11,7 +11,7 @@ import gradio as gr
 from app.core import api, plots, views
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, json_out
+from .common import BATCH, SINGLE, Ctx, dataset_field, describe, json_out
 
 
 def inputs_of(capability) -> tuple[str, ...]:
@@ -30,7 +30,7 @@ def handler(name: str) -> Callable:
     single = capability.inputs == "text"
     return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.text_of(res)}\n```",
                                                           plots.figure_of(res)),
-                          params=common.with_rest(name, inputs_of(capability)),
+                          rest=True, params=inputs_of(capability),
                           where="single" if single else "batch")
 
 
@@ -59,6 +59,6 @@ def tab(ctx: Ctx, served: set[str]) -> None:
                 figure = gr.Plot(elem_classes=["figure"], label=f"{capability.name}: figure")
                 raw = json_out()
                 run = handler(capability.name)
-                action(go, bind(run, ctx), common.inputs(run, named), [raw, text, figure],
+                common.wire(go, run, ctx, named, [raw, text, figure],
                        api_name=capability.name,
                        **(SINGLE if capability.inputs == "text" else BATCH))

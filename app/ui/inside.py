@@ -13,8 +13,6 @@ from .common import (
     BATCH,
     SINGLE,
     Ctx,
-    action,
-    bind,
     dataset_field,
     describe,
     json_out,
@@ -34,7 +32,7 @@ def _similarity_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 
 similarity = common.handler("similarity", _similarity_shown, where="batch", desc="layer embeddings",
-                            params=common.with_rest("similarity", ("dataset", "limit", "pooling")))
+                            rest=True, params=("dataset", "limit", "pooling"))
 
 
 def similarity_summary(res: dict) -> str:
@@ -48,7 +46,7 @@ def similarity_summary(res: dict) -> str:
 
 
 attention = common.handler("attention", lambda ctx, res, values: (res.to_dict(), attention_figure(res)),
-                           params=common.with_rest("attention", ("text", "text2", "layer", "head")),
+                           rest=True, params=("text", "text2", "layer", "head"),
                            desc="attention of both models")
 
 
@@ -71,7 +69,7 @@ def tab(ctx: Ctx) -> None:
         summary = gr.Markdown(label="summary")
         plot = gr.Plot(elem_classes=["figure"], label="CKA")
         raw = json_out("similarity")
-        action(go, bind(similarity, ctx), common.inputs(similarity, named), [raw, summary, plot],
+        common.wire(go, similarity, ctx, named, [raw, summary, plot],
                api_name="similarity", **BATCH)
         stop_button(summary)
 
@@ -85,5 +83,5 @@ def tab(ctx: Ctx) -> None:
         show = gr.Button("Show attention")
         aplot = gr.Plot(elem_classes=["figure"], label="attention")
         araw = json_out("attention")
-        action(show, bind(attention, ctx), common.inputs(attention, anamed), [araw, aplot], api_name="attention",
+        common.wire(show, attention, ctx, anamed, [araw, aplot], api_name="attention",
                **SINGLE)

@@ -17,8 +17,6 @@ from . import common
 from .common import (
     BATCH,
     Ctx,
-    action,
-    bind,
     dataset_field,
     describe,
     json_out,
@@ -90,15 +88,15 @@ def neighbour_note(res: dict, row: int) -> str:
 
 
 locate = common.handler("locate", _located_shown,
-                        params=common.with_rest("locate", ("text", "text2", "dataset", "uploaded", "method",
-                                                           "pooling", "layer", "colour", "k", "limit")),
+                        rest=True, params=("text", "text2", "dataset", "uploaded", "method", "pooling", "layer",
+                                           "colour", "k", "limit"),
                         extras={"uploaded": None, "colour": "gold"}, where="batch", desc="placing the example",
                         read=common.uploaded_or_named)
 
 
 project = common.handler("project", _projection_shown,
-                         params=common.with_rest("project", ("dataset", "uploaded", "method", "pooling", "layer",
-                                                             "colour", "limit")),
+                         rest=True, params=("dataset", "uploaded", "method", "pooling", "layer", "colour",
+                                            "limit"),
                          extras={"uploaded": None, "colour": "gold"}, where="batch", desc="embedding",
                          read=common.uploaded_or_named)
 
@@ -266,7 +264,7 @@ def tab(ctx: Ctx) -> None:
                               label="picked points", show_search="search")
         raw = json_out()
         state = gr.State()
-        action(go, bind(project, ctx), common.inputs(project, named),
+        common.wire(go, project, ctx, named,
                  [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **BATCH)
         for plot, name in zip(scatter, ctx.names):
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
@@ -290,6 +288,6 @@ def tab(ctx: Ctx) -> None:
                                    label="nearest examples", show_search="search")
             lraw = json_out("where is my sentence")
             lnamed = common.controls("locate", {**named, "text": ctx.inputs[0], "text2": ctx.inputs[1], "k": k})
-            action(where, bind(locate, ctx), common.inputs(locate, lnamed),
+            common.wire(where, locate, ctx, lnamed,
                    [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **BATCH)
             ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note, rows_of=views.neighbours_frame)

@@ -7,7 +7,7 @@ from app.core import api, views
 from app.core.plots import saliency_dataset_figure, saliency_figure
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, action, bind, dataset_field, describe, examples, json_out
+from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, examples, json_out
 
 SCALES = {"each model's own largest score": False, "one for both models": True}  # label: shared
 
@@ -42,11 +42,10 @@ def drawn(ctx: Ctx, res: dict | None, text: str, text2: str | None, scale: str) 
 # each handler's parameters: the inputs and options the tab lays out, then every other declared option (a plugin
 # method's own), which the tab generates controls for (`common.controls`)
 saliency = common.handler("saliency", _maps_shown, desc="explaining on both models",
-                          params=common.with_rest("saliency", ("text", "text2", "method", "target", "tolerance",
-                                                               "output")))
+                          rest=True, params=("text", "text2", "method", "target", "tolerance", "output"))
 saliency_methods = common.handler(
     "saliency_methods", lambda ctx, res, values: (res.to_dict(), views.methods_table(res)),
-    params=common.with_rest("saliency_methods", ("text", "text2", "target", "tolerance", "output")),
+    rest=True, params=("text", "text2", "target", "tolerance", "output"),
     desc="every method on both models")
 
 
@@ -62,8 +61,7 @@ def _dataset_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 
 saliency_dataset = common.handler("saliency", _dataset_shown,
-                                  params=common.with_rest("saliency", ("dataset", "method", "tolerance", "limit",
-                                                                       "output")),
+                                  rest=True, params=("dataset", "method", "tolerance", "limit", "output"),
                                   where="batch", desc="explaining", endpoint="saliency_dataset")
 
 
@@ -109,7 +107,7 @@ def tab(ctx: Ctx) -> None:
         table = gr.HTML()  # all methods side by side
         raw = json_out()
         mraw = json_out("all methods")
-        action(go, bind(saliency, ctx), common.inputs(saliency, named),
+        common.wire(go, saliency, ctx, named,
                [raw, *maps, summary, bars, largest], api_name="saliency", **SINGLE).success(
             headers, raw, maps, api_name=False, queue=False).then(
             lambda *v: drawn(ctx, *v) if SCALES.get(v[-1]) else (gr.update(),) * (len(maps) + 2),
@@ -117,7 +115,7 @@ def tab(ctx: Ctx) -> None:
         # a redraw of what the page holds: no timer over the outputs (it stood in "largest bar" for a moment)
         scale.change(bind(drawn, ctx), [raw, s1, s2, scale], [*maps, bars, largest], api_name=False, queue=False,
                      show_progress="hidden")
-        action(every, bind(saliency_methods, ctx), common.inputs(saliency_methods, named), [mraw, table],
+        common.wire(every, saliency_methods, ctx, named, [mraw, table],
                     api_name="saliency_methods", **SINGLE)
         gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
 
@@ -133,7 +131,6 @@ def tab(ctx: Ctx) -> None:
                                            *[f"{n} top words" for n in ctx.names]], wrap=True,
                                   label="lowest agreement")
             sdraw = json_out("dataset result")
-            action(sgo, bind(saliency_dataset, ctx), common.inputs(saliency_dataset,
-                                                                   {**named, "dataset": sds, "limit": slimit}),
-                      [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
+            common.wire(sgo, saliency_dataset, ctx, {**named, "dataset": sds, "limit": slimit},
+                        [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
             common.stop_button(ssum)
