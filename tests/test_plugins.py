@@ -45,7 +45,7 @@ def plugin_site(tmp_path_factory) -> Path:
 
 
 def _forget_the_plugin(site: Path) -> None:
-    plugins.forget()
+    capabilities.forget_plugins()
     if str(site) in sys.path:
         sys.path.remove(str(site))
     for name in [m for m in sys.modules if m.startswith("albert_lens_example")]:
@@ -59,8 +59,8 @@ def plugin(plugin_site):
     as before, the plugin's method, generator and capability gone again."""
     sys.path.insert(0, str(plugin_site))
     importlib.invalidate_caches()
-    plugins.forget()
-    loaded = plugins.load()
+    capabilities.forget_plugins()
+    loaded = capabilities.load_plugins()
     try:
         yield loaded
     finally:
@@ -94,10 +94,10 @@ def test_a_broken_plugin_is_named_in_one_warning_and_the_others_load(plugin_site
                                              "[albert_lens.capabilities]\njson = json:dumps\n")
     sys.path[:0] = [str(tmp_path), str(plugin_site)]
     importlib.invalidate_caches()
-    plugins.forget()
+    capabilities.forget_plugins()
     try:
         with caplog.at_level(logging.WARNING, logger="albert_lens.plugins"):
-            loaded = {p.name: p for p in plugins.load()}
+            loaded = {p.name: p for p in capabilities.load_plugins()}
         assert "ModuleNotFoundError" in loaded["nope"].error and "TypeError" in loaded["json"].error
         assert loaded["word_length"].error == "" and "word_length" in capabilities.get("saliency").option(
             "method").choices

@@ -18,13 +18,17 @@ from __future__ import annotations
 
 import importlib
 import keyword
+import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import plugins
 from .errors import InputError
 from .policy import OPERATOR_CAP, check_length, count, integer, limits, number, tolerance
 
+log = logging.getLogger("albert_lens.plugins")
 KINDS = (str, int, float, bool)
 # either: one input, or a dataset when the options ask for one; both: one input placed in a dataset
 INPUTS = ("text", "dataset", "either", "both")
@@ -199,24 +203,87 @@ def unregister(name: str) -> None:
 
 
 def declared() -> list[Capability]:
-    """Every capability as the front ends show it (plugins' included: `plugins.load`), its variants' options
+    """Every capability as the front ends show it (plugins' included: `load_plugins`), its variants' options
     merged in."""
-    _plugins()
+    load_plugins()
     return [complete(c) for c in list(_REGISTRY.values())]
 
 
 def get(name: str) -> Capability:
     """One capability as the front ends show it, its variants' options merged in."""
-    _plugins()
+    load_plugins()
     if not isinstance(name, str) or name not in _REGISTRY:
         raise InputError(f"capability: {str(name)[:40]!r} is not one of {sorted(_REGISTRY)}")
     return complete(_REGISTRY[name])
 
 
-def _plugins() -> None:
-    from . import plugins  # the entry points' capabilities, methods and generators, loaded once per process
+# ------------------------------------------------------------------ plugins (docs/plugins.md)
+_PLUGINS_LOCK = threading.RLock()
+_PLUGINS: dict = {"done": False, "loading": False, "seen": []}
 
-    plugins.load()
+
+def load_plugins() -> list[plugins.Loaded]:
+    """Every installed plugin's entry points registered (`plugins.found`), once per process: the first read of
+    the catalogue does it, in the main process and in each worker process alike. Re-entrant: a plugin's module
+    that reads the catalogue while it is imported finds it as registered so far. A plugin that fails to import,
+    or names the wrong kind of object, is named in one warning line and left out; the others load."""
+    with _PLUGINS_LOCK:
+        if _PLUGINS["done"] or _PLUGINS["loading"]:
+            return list(_PLUGINS["seen"])
+        _PLUGINS["loading"] = True
+        try:
+            for item in plugins.found():
+                try:
+                    register_plugin(item.group, item.name, item.load())
+                    _PLUGINS["seen"].append(plugins.Loaded(item.group, item.name, item.package))
+                except Exception as exc:  # noqa: BLE001 - one broken plugin must not take the others down
+                    why = plugins.failure(exc)
+                    log.warning("plugin %s (%s %r) not loaded: %s", item.package, item.group, item.name, why)
+                    _PLUGINS["seen"].append(plugins.Loaded(item.group, item.name, item.package, why))
+        finally:
+            _PLUGINS.update(loading=False, done=True)
+        return list(_PLUGINS["seen"])
+
+
+def register_plugin(group: str, name: str, obj) -> None:
+    """What entry point `name` of `group` names, registered where its group says: a saliency method's class (a
+    `saliency.Method`: a class with `attribute`, named as the entry point) among `SALIENCY_METHODS`, a generator's
+    `Part` among `COUNTERFACTUAL_GENERATORS`, a `Capability` in the catalogue."""
+    if group == plugins.METHODS_GROUP:
+        if not (isinstance(obj, type) and callable(getattr(obj, "attribute", None))) or \
+                getattr(obj, "name", None) != name:
+            raise TypeError(f"a saliency method's entry point names a saliency.Method subclass called {name!r}")
+        options = tuple(getattr(obj, "options", ()))
+        if not all(isinstance(o, Option) for o in options):
+            raise TypeError(f"saliency method {name!r}: its options must be capabilities.Option declarations")
+        register_part(SALIENCY_METHODS, name, Part(obj, options), "saliency method")
+    elif group == plugins.GENERATORS_GROUP:
+        if not isinstance(obj, Part) or obj.code is None or obj.edits is not None:
+            raise TypeError("a generator's entry point names a capabilities.Part whose code is the generator "
+                            "function (fn(models, example, **its options) -> CounterfactualResult)")
+        register_part(COUNTERFACTUAL_GENERATORS, name, obj, "counterfactual generator")
+    elif group == plugins.CAPABILITIES_GROUP:
+        if not isinstance(obj, Capability) or obj.name != name:
+            raise TypeError(f"a capability's entry point names a capabilities.Capability called {name!r}")
+        register(obj)
+    else:
+        raise ValueError(f"group: {group!r} is not one of {plugins.GROUPS}")
+
+
+def forget_plugins() -> None:
+    """Tests: what `load_plugins` registered taken out again, so that the next read loads the entry points
+    afresh."""
+    with _PLUGINS_LOCK:
+        for item in _PLUGINS["seen"]:
+            if item.error:
+                continue
+            if item.group == plugins.METHODS_GROUP:
+                SALIENCY_METHODS.pop(item.name, None)
+            elif item.group == plugins.GENERATORS_GROUP:
+                COUNTERFACTUAL_GENERATORS.pop(item.name, None)
+            else:
+                unregister(item.name)
+        _PLUGINS.update(done=False, loading=False, seen=[])
 
 
 def part_options(parts: dict, own: tuple[Option, ...] = ()) -> tuple[Option, ...]:

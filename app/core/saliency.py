@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -386,14 +387,29 @@ class Lime(Method):
         return self._result(al, tgt, scores, note=f"{self.n_samples} samples")
 
 
-# the methods as the capabilities' catalogue declares them (`capabilities.SALIENCY_METHODS`): a built-in is its
-# class plus its line there (which declares its options), a plugin's its class and `register`
-METHODS: dict[str, type[Method]] = {}
-for _name, _part in SALIENCY_METHODS.items():
-    METHODS[_name] = _part.load()
-    METHODS[_name].options = _part.options
-if any(cls.name != name for name, cls in METHODS.items()):
-    raise ImportError(f"saliency methods declared under another name than their own: {METHODS}")
+class Methods(Mapping):
+    """The saliency methods registered now, by name: each `capabilities.SALIENCY_METHODS` line's class (a
+    built-in's line declares its options, a plugin's class its own), the plugins' loaded first."""
+
+    def _parts(self) -> dict:
+        capabilities.load_plugins()
+        return SALIENCY_METHODS
+
+    def __getitem__(self, name: str) -> type[Method]:
+        return self._parts()[name].load()
+
+    def __iter__(self):
+        return iter(list(self._parts()))
+
+    def __len__(self) -> int:
+        return len(self._parts())
+
+
+METHODS = Methods()
+for _name, _part in list(SALIENCY_METHODS.items()):  # the built-ins: the options their lines declare
+    _part.load().options = _part.options
+    if _part.load().name != _name:
+        raise ImportError(f"saliency method {_part.code!r} is declared under another name ({_name!r})")
 
 
 def register(cls: type[Method]) -> type[Method]:
@@ -408,18 +424,15 @@ def register(cls: type[Method]) -> type[Method]:
         raise ValueError(f"saliency method {cls.name!r}: its options must be capabilities.Option declarations")
     capabilities.register_part(SALIENCY_METHODS, cls.name, capabilities.Part(cls, tuple(cls.options)),
                                "saliency method")
-    METHODS[cls.name] = cls
     return cls
 
 
 def unregister(name: str) -> None:
     SALIENCY_METHODS.pop(name, None)
-    METHODS.pop(name, None)
 
 
 def check_method(name: str) -> None:
     """Unknown method names are refused before any work (a dataset read, a model run)."""
-    capabilities.get("saliency")  # the plugins' methods registered (once per process)
     if name not in METHODS:
         raise InputError(f"method: {name!r} is not one of {sorted(METHODS)}")
 

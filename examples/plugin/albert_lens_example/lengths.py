@@ -46,11 +46,14 @@ class LengthsResult(lens.Result):
             highs = [max(0.0, (r["comparison"]["intervals"][k][1] if r["comparison"] else y) - y)
                      for y, r in zip(ys, self.buckets)]
             ax.bar(xs, ys, width, yerr=[lows, highs], capsize=3, label=model)
+        for i, r in enumerate(self.buckets):  # the paired test of the gap, above each bucket
+            said = f"p = {r['comparison']['p_value']:.2g}" if r["comparison"] else "no inputs"
+            ax.text(i, 1.02, said, ha="center", va="bottom", fontsize=8)
         ax.set_xticks(range(len(self.buckets)),
                       [f"{r['bucket']}\n{r['words']} words\nn={r['n']}" for r in self.buckets])
-        ax.set_ylim(0, 1.05)
+        ax.set_ylim(0, 1.12)
         ax.set_ylabel("accuracy (95% interval)")
-        ax.set_title(f"Accuracy by input length · {self.dataset}", fontsize=10)
+        ax.set_title(f"Accuracy by input length · {self.dataset} (p: McNemar's test of the gap)", fontsize=9)
         ax.legend(loc="lower right", fontsize=8)
         fig.tight_layout()
         return fig
