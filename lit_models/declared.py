@@ -92,7 +92,7 @@ class DeclaredMetrics(lit_components.Metrics):
             try:
                 res = self._answer(list(probe)[:PROBE], visitor=False)
             except LensError as exc:  # it can't answer on these rows (no gold labels, say): no columns, said once
-                log.warning("LIT metrics %s: no columns, the served rows gave no answer (%s)", capability, exc)
+                log.warning("LIT metrics %s: not served, the served rows gave it no answer (%s)", capability, exc)
                 res = None
             for clf in pair.models if res is not None else ():
                 names |= dict.fromkeys(self._numbers(res, clf.name))
@@ -100,6 +100,11 @@ class DeclaredMetrics(lit_components.Metrics):
 
     def description(self) -> str:
         return f"albert-lens's {self.capability.name}: {self.capability.help}"
+
+    @property
+    def columns(self) -> list[str]:
+        """The numbers it shows (none where the served rows gave it no answer: then it is not served)."""
+        return list(self._columns)
 
     def is_field_compatible(self, pred_spec: lit_types.LitType, parent_spec: lit_types.LitType | None) -> bool:
         return isinstance(pred_spec, lit_types.MulticlassPreds | lit_types.RegressionScore)
@@ -151,7 +156,12 @@ class DeclaredMetrics(lit_components.Metrics):
         if not self._ours(lens) or not inputs:
             return []
         lens.admit(list(inputs))  # the model's own checks of a visitor's datapoints first
-        given = {o.name: (config or {}).get(o.name) for o in self.capability.options}
-        res = self._answer([row_of(ex, lens.task.fields) for ex in inputs], options=given)
         key = "score" if lens.clf.is_regression else "probas"
+        given = {o.name: (config or {}).get(o.name) for o in self.capability.options}
+        try:
+            res = self._answer([row_of(ex, lens.task.fields) for ex in inputs], options=given)
+        except LensError as exc:  # this selection can't be answered (too few labelled rows for a slice, say): no
+            # numbers for it, and the table's other metrics still answer
+            log.info("LIT metrics %s on %d datapoints: %s", self.capability.name, len(inputs), exc)
+            return [{"pred_key": key, "label_key": LABEL, "metrics": {}}]
         return [{"pred_key": key, "label_key": LABEL, "metrics": self._numbers(res, lens.clf.name)}]

@@ -546,6 +546,7 @@ def make_server(pair: Pair, datasets: Sequence[str] | None = None, *, host: str 
     # (its columns the numbers it answers on the served datasets' first rows)
     rows = itertools.islice((row for d in data.values() for row in d.examples), PROBE)
     probe = [row_of(row, pair.task.fields) for row in rows]
-    metrics |= {metric_name(c.name): DeclaredMetrics(c.name, pair, probe) for c in served()}
+    declared = {metric_name(c.name): DeclaredMetrics(c.name, pair, probe) for c in served()}
+    metrics |= {name: m for name, m in declared.items() if m.columns}  # one that can't answer here has no columns
     return LensServer(models, data, generators=generators, interpreters=interpreters, metrics=metrics,
                              model_loaders=loaders, host=host, port=port, page_title="albert-lens · LIT", **kw)

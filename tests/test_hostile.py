@@ -306,7 +306,7 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
 
         with httpx.Client(base_url=url, timeout=30) as http:
             join = http.post("gradio_api/queue/join", json={
-                "data": ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob"], "event_data": None,
+                "data": ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob", "own"], "event_data": None,
                 "fn_index": fn_index, "trigger_id": None, "session_hash": session})
             assert join.status_code == 200, join.text
             seen = 0
@@ -412,7 +412,7 @@ def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, ro
 
     real = explanation.explain
     monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
-    data = ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob"]
+    data = ["sentiment_plain", "gradient_x_input", "1e-03", 30, "prob", "own"]  # target last: each model its own
     for _demo, url, _client in _serve(tiny_pair, hosted=False):
         if route == "call":
             http = httpx.Client(base_url=url, timeout=30)

@@ -301,7 +301,9 @@ def test_every_declared_option_reaches_every_front_end_and_nothing_undeclared_do
     parser = cli.build_parser()
     sub = next(a for a in parser._actions if getattr(a, "choices", None) and "saliency" in a.choices).choices
     endpoints = build(tiny_pair).get_api_info()["named_endpoints"]
-    lit = make_server(tiny_pair, port=None, server_type="external").serve()
+    # 60 labelled rows: every metric answers on them (a slice needs twice its smallest size)
+    lit = make_server(tiny_pair, [str(shared("glue", "sst2", "dev.tsv"))], limit=60, port=None,
+                      server_type="external").serve()
     info = _lit_get(Client(lit), "/get_info", {})
     for name, capability in declared.items():
         options = {o.name for o in capability.options}
@@ -381,3 +383,31 @@ def test_a_hosted_app_offers_the_plugin_and_answers_from_its_workers(plugin_site
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+def test_lit_metrics_of_a_runner_capability_answer_as_the_facade_and_a_small_selection_breaks_nothing(
+        plugin, tiny_pair):
+    """The plugin's `lengths` as LIT metrics: on a selection its numbers are the facade's on the same rows (each
+    model's row the whole answer's, named by bucket); with a selection too small for `slices` (it needs twice its
+    smallest slice) the table still answers, that metric without numbers (LIT's page got a 400 for the lot)."""
+    from lit_models.declared import metric_name
+    from lit_models.server import make_server
+
+    dev = str(shared("glue", "sst2", "dev.tsv"))
+    lit = make_server(tiny_pair, [dev], limit=60, port=None, server_type="external").serve()
+    named = next(iter(lit._datasets))
+    ds = api.resolve_dataset(tiny_pair, dev, 8, visitor=False)
+    picked = [{"id": str(i), "data": {"sentence": ex.text, "label": ex.label}, "meta": {}}
+              for i, ex in enumerate(ds.examples)]
+    want = api.lengths(tiny_pair, ds).to_dict()
+    asked = ",".join([metric_name("lengths"), metric_name("slices"), "multiclass"])
+    for clf in tiny_pair.models:
+        out = lit._get_metrics({"inputs": picked}, model=clf.name, dataset_name=named, metrics=asked)
+        [lengths] = out[metric_name("lengths")]
+        for bucket in want["buckets"]:
+            assert lengths["metrics"][f"buckets.{bucket['bucket']}.n"] == bucket["n"]
+            if bucket["n"]:
+                assert lengths["metrics"][f"buckets.{bucket['bucket']}.accuracy.1"] == pytest.approx(
+                    bucket["accuracy"][1])
+        assert out[metric_name("slices")][0]["metrics"] == {}
+        assert out["multiclass"][0]["metrics"]

@@ -64,10 +64,11 @@ def explain(models, example: Example, method_name: str, target: int | str | None
 
 
 def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progress=None, shown: int = 10,
-                    **kw) -> dict:
+                    target: int | str | None = None, **kw) -> dict:
     """Saliency over many examples, the numbers one map can't give: each model's faithfulness (against a random
     ranking of the same words), whether one model's explanations are more faithful than the other's (a paired
-    permutation test), and how far the two agree on which words matter, with the examples where they agree least."""
+    permutation test), and how far the two agree on which words matter, with the examples where they agree least.
+    Each model explains its own prediction, or `target` (a class by name or index) where one is asked."""
     if not examples:
         raise InputError("dataset: no examples to explain")
     rng = np.random.default_rng(seed)
@@ -76,7 +77,7 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
     for i, ex in enumerate(examples):
         try:  # a job stopped between examples keeps what it explained: the answer says where it was cut
             jobs.checkpoint(i, len(examples), "examples explained")
-            out = explain(models, ex, method_name, same_class=False, **kw)
+            out = explain(models, ex, method_name, target, same_class=False, **kw)
             rand = [faithfulness(clf, ex, shuffled(sal, rng))["comprehensiveness"]
                     for clf, sal in zip(models, out["maps"])]
         except jobs.Stopped as exc:
@@ -139,8 +140,8 @@ def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, 
         if text:
             raise InputError("text: give either an input or a dataset, not both")
         ds = dataset_of(pair, dataset, limit, default=50, visitor=visitor, cap="max_saliency_examples")
-        res = (engine or Engine()).run(pair, explain_batch, ds.examples, params={"method": method, **settings},
-                                       progress=progress)
+        res = (engine or Engine()).run(pair, explain_batch, ds.examples, progress=progress,
+                                       params={"method": method, "target": asked_class(target), **settings})
         return SaliencyDatasetResult.of(res, dataset=ds.name, output=settings["output"])
     ex = example_from(pair, text, text2)
     out = explain(pair.models, ex, method, asked_class(target), same_class=target != OWN, **settings)
