@@ -9,13 +9,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from app.core import runtime
+from app.core.ground import runtime
 
 runtime.prepare()
 
 # after prepare(); none of these loads PyTorch (policy: a bad flag is refused before the facade is imported)
-from app.core import plots, policy, views  # noqa: E402
-from app.core.errors import InputError, LensError  # noqa: E402
+from app.core.ground import policy  # noqa: E402
+from app.core.ground.errors import InputError, LensError  # noqa: E402
+from app.core.present import plots, views  # noqa: E402
 
 
 def _api():
@@ -206,7 +207,7 @@ def cmd_benchmark(args) -> int:
 
 
 def cmd_app(args) -> int:
-    from app.core import workers
+    from app.core.execution import workers
 
     policy.public_bind_allowed(args.host, args.unsafe_public)
     if policy.limits()["worker_processes"]:
@@ -366,9 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _option_args(p: argparse.ArgumentParser, name: str) -> None:
-    """The flags of a declared capability's options (`app.core.capabilities`): named, typed, bounded and explained
+    """The flags of a declared capability's options (`app.core.declare.capabilities`): named, typed, bounded and
+    explained
     as declared, with the declared defaults."""
-    from app.core import capabilities  # light: no PyTorch, so --help stays quick
+    from app.core.declare import capabilities  # light: no PyTorch, so --help stays quick
 
     for o in capabilities.get(name).options:
         kw = {"choices": list(o.choices)} if o.choices else {}
@@ -381,12 +383,12 @@ def _option_args(p: argparse.ArgumentParser, name: str) -> None:
 
 
 def _declared_commands(sub) -> None:
-    """A subcommand for every declared capability (`app.core.capabilities`), generated from its declaration: its
+    """A subcommand for every declared capability (`app.core.declare.capabilities`), generated from its declaration: its
     inputs (the text and text2, and/or --dataset with --limit), its options as flags (named, typed, bounded and
     explained as declared), Ray's flags where it reads a dataset, --out where it writes files, and --json (its
     result's `to_dict()`) or its text (`views.text_of`) and --png (`plots.figure_of`). Nothing here is written
     per capability."""
-    from app.core import capabilities  # light: no PyTorch, so --help stays quick
+    from app.core.declare import capabilities  # light: no PyTorch, so --help stays quick
 
     for capability in capabilities.declared():
         command = capability.name.replace("_", "-")
@@ -419,7 +421,7 @@ def _declared_commands(sub) -> None:
 def cmd_declared(args) -> int:
     """A declared capability: its inputs and options to `api.run` as the operator's request, its answer as JSON
     or as text, its figure and files where asked."""
-    from app.core import capabilities
+    from app.core.declare import capabilities
 
     api = _api()
     capability = capabilities.get(args.capability)

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from app.core import api, plots, views
+from app.core import api
 from app.core.api import Pair, default_suites
-from app.core.errors import LensError
-from app.core.plots import grouped_bars, saliency_dataset_figure, transitions_figure
-from app.core.views import checklist_types_legend, describe, format_mean, percent, slices_summary, verdict
+from app.core.ground.errors import LensError
+from app.core.present import plots, views
+from app.core.present.plots import grouped_bars, saliency_dataset_figure, transitions_figure
+from app.core.present.views import checklist_types_legend, describe, format_mean, percent, slices_summary, verdict
 
 
 def _slug(name: str) -> str:

@@ -18,10 +18,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from app.core import attacks  # noqa: E402
-from app.core.data import load_dataset  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground.data import load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.techniques import attacks  # noqa: E402
 
 
 def run(attack, examples, clf) -> tuple[float, list]:

@@ -37,11 +37,13 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 from saliency_speed import captum_tutorial_ig  # noqa: E402  (this folder: the tutorial recipe, one copy)
 
-from app.core import api, cls_path, kernels  # noqa: E402
-from app.core.data import Example, load_dataset  # noqa: E402
-from app.core.embeddings import embed, embed_and_predict  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core import api  # noqa: E402
+from app.core.execution import cls_path  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground import kernels  # noqa: E402
+from app.core.ground.data import Example, load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.techniques.embeddings import embed, embed_and_predict  # noqa: E402
 from tests import base_fixtures  # noqa: E402
 
 SST2_DEV = SHARED / "glue" / "sst2" / "dev.tsv"

@@ -33,9 +33,9 @@ def one(n: int, estimator: str) -> dict:
     import torch
 
     from app.core import api
-    from app.core.embeddings import embed_layers
-    from app.core.runtime import SHARED_DATA
-    from app.core.similarity import linear_cka
+    from app.core.ground.runtime import SHARED_DATA
+    from app.core.techniques.embeddings import embed_layers
+    from app.core.techniques.similarity import linear_cka
 
     torch.set_num_threads(2)
     pair = api.Pair.resolve("offline")

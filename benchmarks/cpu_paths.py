@@ -26,14 +26,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from app.core import attention  # noqa: E402
-from app.core import checklist as cl  # noqa: E402
-from app.core.data import Example, load_dataset  # noqa: E402
-from app.core.device import cpu_name  # noqa: E402
-from app.core.embeddings import embed, word_layers  # noqa: E402
-from app.core.inference import tokenize  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.execution.inference import tokenize  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground.data import Example, load_dataset  # noqa: E402
+from app.core.ground.device import cpu_name  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.techniques import attention  # noqa: E402
+from app.core.techniques import checklist as cl  # noqa: E402
+from app.core.techniques.embeddings import embed, word_layers  # noqa: E402
 
 
 def timed(fn, reps: int = 3) -> tuple[object, float]:

@@ -63,8 +63,10 @@ def one_cap() -> dict:
     import numpy as np
     import torch
 
-    from app.core import api, kernels, tuning
-    from app.core.pair import Pair
+    from app.core import api
+    from app.core.execution import tuning
+    from app.core.execution.pair import Pair
+    from app.core.ground import kernels
 
     torch.set_num_threads(2)
     t0 = time.perf_counter()
@@ -178,7 +180,7 @@ def main() -> None:
     if args.one:
         print(json.dumps(one_cap()))
         return
-    from app.core.device import cpu_name
+    from app.core.ground.device import cpu_name
 
     flags = cpu_flags()
     names = [n for n in CAPS if CAPS[n][0] <= flags] if args.caps == "all" else args.caps.split(",")

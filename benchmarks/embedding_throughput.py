@@ -3,7 +3,7 @@ sentence-transformers' `encode` of the same model on the same texts, in the same
 
 Both use mean pooling over all unmasked tokens and max length 128, so the vectors must agree (cosine >= 0.999).
 sentence-transformers loads its own copy with PyTorch's linear layers; ours run through oneDNN where the core
-chose it (`app/core/kernels.py`), so ours is timed once more on stock layers: the kernels' share of the ratio.
+chose it (`app/core/ground/kernels.py`), so ours is timed once more on stock layers: the kernels' share of the ratio.
 
     python benchmarks/embedding_throughput.py [--limit N] [--json out.json]
 """
@@ -20,11 +20,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from app.core import kernels  # noqa: E402
-from app.core.data import load_dataset  # noqa: E402
-from app.core.embeddings import embed  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground import kernels  # noqa: E402
+from app.core.ground.data import load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.techniques.embeddings import embed  # noqa: E402
 
 
 def main() -> None:

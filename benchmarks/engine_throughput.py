@@ -15,11 +15,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from app.core import engine  # noqa: E402
-from app.core.data import load_dataset  # noqa: E402
-from app.core.embeddings import embed_batch  # noqa: E402
-from app.core.registry import get_pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.execution import engine  # noqa: E402
+from app.core.ground.data import load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.models.registry import get_pair  # noqa: E402
+from app.core.techniques.embeddings import embed_batch  # noqa: E402
 
 
 def main() -> None:

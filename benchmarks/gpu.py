@@ -46,12 +46,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from saliency_speed import captum_tutorial_ig as tutorial_ig  # noqa: E402  (this folder: the recipe, one copy)
 
-from app.core import api, graphs, policy  # noqa: E402
-from app.core import device as devices  # noqa: E402
-from app.core.data import Example, load_dataset  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
-from app.core.saliency import IntegratedGradients  # noqa: E402
+from app.core import api  # noqa: E402
+from app.core.execution import graphs  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground import device as devices  # noqa: E402
+from app.core.ground import policy  # noqa: E402
+from app.core.ground.data import Example, load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.techniques.saliency import IntegratedGradients  # noqa: E402
 
 AG_NEWS = SHARED / "ag_news" / "test.csv"
 SST2_DEV = SHARED / "glue" / "sst2" / "dev.tsv"
@@ -192,7 +194,7 @@ def compare(pair: Pair, sentences: list[str], dev: str, calls: int) -> dict:
 def replayed(pair: Pair, sentences: list[str]) -> dict:
     """Graphs against the eager forward on the device: every SST-2 sentence alone and in batches of 3 and 8,
     the largest logit difference per model, and the buckets recorded."""
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
 
     row = {}
     for clf in pair.models:
@@ -261,8 +263,8 @@ def deepwordbug(pair: Pair, n: int, dev: str, budget: int = 200) -> dict:
     """The deepwordbug recipe on the first `n` SST-2 dev sentences, per model: TextAttack's stock
     HuggingFaceModelWrapper against ours (benchmarks/attack_speed.py: same recipe, examples and seeds), the
     seconds per example and the share with the same adversarial text."""
-    from app.core import attacks
-    from app.core.runtime import prepare_nltk, prepare_textattack
+    from app.core.ground.runtime import prepare_nltk, prepare_textattack
+    from app.core.techniques import attacks
 
     stand_in = stand_ins()
     prepare_nltk(), prepare_textattack()
@@ -329,7 +331,7 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str 
     row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
     row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
     if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)
-        from app.core.inference import tokenize
+        from app.core.execution.inference import tokenize
 
         exs = [Example((x,)) for x in suite_inputs()]
         t0 = time.perf_counter()
@@ -382,7 +384,7 @@ def _median_ms(dev: str, fn, reps: int) -> float:
 
 def suite_inputs() -> list[str]:
     """Every distinct input of the released CheckList sentiment suite, sorted."""
-    from app.core import checklist as cl
+    from app.core.techniques import checklist as cl
 
     suite = cl.load_suite(SUITE)
     return sorted({x for t in suite.tests for i in range(len(t.data)) for x in cl.case_inputs(t, i, suite.kind)})
@@ -426,9 +428,9 @@ def batch_anatomy(pair: Pair, dev: str, half: str, rows: int, reps: int) -> dict
     questions the twenty-fifth session's profile left (benchmarks/README.md): which attention kernel SDPA takes
     for these batches, whether another would be faster, and whether the batch is launch-bound (then a graph
     would gain) or bound by its kernels."""
-    from app.core import cls_path
-    from app.core.inference import pad, tokenize
-    from app.core.precision import autocast
+    from app.core.execution import cls_path
+    from app.core.execution.inference import pad, tokenize
+    from app.core.ground.precision import autocast
 
     texts = suite_inputs()
     out: dict = {"rows": rows}
@@ -546,7 +548,7 @@ def _ig_phases(dev: str, ig: IntegratedGradients, ex: Example) -> dict:
     """One call's milliseconds by phase, the device drained at each border: tokenising and aligning the input
     (`encode_one`), the forward over input and baseline (`_prepare`), the quadrature rounds (`path_integral`, with
     their count), and the rest (host copies, the delta check, words from tokens)."""
-    from app.core import saliency
+    from app.core.techniques import saliency
 
     spent = {"encode": 0.0, "prepare": 0.0, "rounds": 0.0}
     calls = {"rounds": 0}

@@ -32,14 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from app.core import kernels  # noqa: E402
-from app.core.data import load_dataset  # noqa: E402
-from app.core.embeddings import embed  # noqa: E402
-from app.core.inference import predict  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.projection import knn_chance, knn_overlap, project  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
-from app.core.significance import compare_accuracy  # noqa: E402
+from app.core.execution.inference import predict  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground import kernels  # noqa: E402
+from app.core.ground.data import load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.ground.significance import compare_accuracy  # noqa: E402
+from app.core.techniques.embeddings import embed  # noqa: E402
+from app.core.techniques.projection import knn_chance, knn_overlap, project  # noqa: E402
 
 RAY_OVERHEAD = 72.3 / 68.5
 
@@ -114,8 +114,8 @@ def main() -> None:
         }
         rows.append(row)
         print(json.dumps(row), flush=True)
-    from app.core.device import cpu_name
-    from app.core.precision import int8_speed
+    from app.core.ground.device import cpu_name
+    from app.core.ground.precision import int8_speed
 
     res = {"pair": fp.name, "cpu": cpu_name(), "int8_speed": int8_speed(),  # the load-time choice on this CPU
            "load_s": {"fp32": load_s[0], "int8": load_s[1]},

@@ -1,7 +1,7 @@
 """Memory of a long-running process on the oneDNN layers: predictions on 200 input shapes (lengths 1-100, batches
 of 1 and 3) on both offline models, three rounds, resident memory after each; each case in a fresh process:
 PyTorch's default layers, oneDNN with its own primitive cache (1,024 shapes), and oneDNN with the core's cap
-(`app/core/kernels.py`, 64). Same-run baseline: the default layers.
+(`app/core/ground/kernels.py`, 64). Same-run baseline: the default layers.
 
     python benchmarks/kernel_memory.py [--json out.json]
 """
@@ -21,10 +21,10 @@ import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
 torch.set_num_threads(1)
-from app.core import kernels
-from app.core.data import Example
-from app.core.inference import predict
-from app.core.pair import Pair
+from app.core.ground import kernels
+from app.core.ground.data import Example
+from app.core.execution.inference import predict
+from app.core.execution.pair import Pair
 
 def rss_mb():
     return int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20

@@ -39,9 +39,9 @@ def cpu_name() -> str:
 def one_start(n_texts: int) -> dict:
     """In this process: a hosted LIT server's start-up estimate, then the real cost of new texts."""
     os.environ["ALBERT_LENS_HOSTED"] = "1"
-    from app.core.data import load_dataset
-    from app.core.pair import Pair
-    from app.core.runtime import SHARED_DATA
+    from app.core.execution.pair import Pair
+    from app.core.ground.data import load_dataset
+    from app.core.ground.runtime import SHARED_DATA
     from lit_models.server import make_server
 
     t0 = time.perf_counter()

@@ -28,7 +28,7 @@ CASES = ("occlusion", "lime", "ablation_flip", "deepwordbug")
 def run_case(case: str, chars: int) -> dict:
     """In this process: load the pair, time one call of `case` on a `chars`-long input."""
     from app.core import api
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     pair = Pair.resolve("offline")
     text = (SENTENCE * (chars // len(SENTENCE) + 1))[:chars]
@@ -47,9 +47,9 @@ def run_case(case: str, chars: int) -> dict:
 
 def window_chars() -> int:
     """Characters of the input that the models read (the longer of the two windows), plus its margin."""
-    from app.core.data import Example
-    from app.core.inference import encode_one
-    from app.core.pair import Pair
+    from app.core.execution.inference import encode_one
+    from app.core.execution.pair import Pair
+    from app.core.ground.data import Example
 
     text = SENTENCE * 200
     ends = []

@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.core.benchmark import benchmark  # noqa: E402
-from app.core.data import load_dataset  # noqa: E402
-from app.core.loading import clear_cache  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground.data import load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.models.loading import clear_cache  # noqa: E402
+from app.core.techniques.benchmark import benchmark  # noqa: E402
 
 
 def main() -> None:

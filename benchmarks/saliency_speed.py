@@ -5,7 +5,7 @@ tutorial; a transplanted Gauss-Legendre round, then larger rounds while the delt
 Captum's tutorial setup (LayerIntegratedGradients on the embedding layer, n_steps=50, a [CLS] [PAD]... [SEP]
 baseline), same models, same sentences, same run; both convergence deltas reported. The tutorial runs on
 PyTorch's own linear layers, as a stock install runs it (`kernels.stock`); ours on the core's loaded models, whose
-linear layers go through oneDNN when it is faster here (`app/core/kernels.py`). The tutorial is run a second time
+linear layers go through oneDNN when it is faster here (`app/core/ground/kernels.py`). The tutorial is run a second time
 on those layers too, so the figures show how much of the gain is the kernels and how much the method.
 
 Ours runs in these settings: the app's (tolerance 1e-3, 16 first steps); two for "an equal or smaller delta":
@@ -28,12 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from app.core import kernels  # noqa: E402
-from app.core.data import Example, load_dataset  # noqa: E402
-from app.core.inference import predict  # noqa: E402
-from app.core.pair import Pair  # noqa: E402
-from app.core.runtime import SHARED_DATA as SHARED  # noqa: E402
-from app.core.saliency import GradientNorm, GradientXInput, IntegratedGradients  # noqa: E402
+from app.core.execution.inference import predict  # noqa: E402
+from app.core.execution.pair import Pair  # noqa: E402
+from app.core.ground import kernels  # noqa: E402
+from app.core.ground.data import Example, load_dataset  # noqa: E402
+from app.core.ground.runtime import SHARED_DATA as SHARED  # noqa: E402
+from app.core.techniques.saliency import GradientNorm, GradientXInput, IntegratedGradients  # noqa: E402
 
 
 def sentences(n: int, clf) -> list[Example]:

@@ -23,8 +23,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=1000)
     args = ap.parse_args()
     from app.core import api
-    from app.core.device import cpu_name
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
+    from app.core.ground.device import cpu_name
 
     pair = Pair.resolve(args.pair)
     os.environ["ALBERT_LENS_CACHE"] = tempfile.mkdtemp()

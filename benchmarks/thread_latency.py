@@ -15,8 +15,8 @@ import statistics
 import threading
 from pathlib import Path
 
-from app.core.data import Example
-from app.core.pair import Pair
+from app.core.execution.pair import Pair
+from app.core.ground.data import Example
 
 TEXT = "The cities were beautiful but the hotel was dreadful."
 

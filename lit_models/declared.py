@@ -23,7 +23,7 @@ from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
 from app.core.api import Dataset, Example, Pair, capabilities, run
-from app.core.errors import LensError
+from app.core.ground.errors import LensError
 
 from .models import LABEL, lens_of
 from .salience import lit_type

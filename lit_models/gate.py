@@ -6,7 +6,7 @@ gradients' "Interpolation steps" at 100,000 grew the server to 18.8 GB and the k
 served component declares the settings it reads, with their ranges (`SETTINGS`); a setting out of range is
 refused naming it, one not declared is dropped before the component sees it, and a projection's settings are an
 allow-list that must name the request's own model and dataset. The checks themselves are the core's
-(`app.core.policy`), as for every other front end; only which LIT field maps to which cap is declared here.
+(`app.core.ground.policy`), as for every other front end; only which LIT field maps to which cap is declared here.
 
 Also here: the request's body and texts (`check_inputs`), LIT's prediction cache bounded in bytes
 (`BoundedCache`), projections cached by everything that decides them and bounded in bytes (`Projections`), UMAP's
@@ -31,7 +31,7 @@ from lit_nlp.components import umap as lit_umap
 from lit_nlp.lib import wsgi_app
 
 from app.core.api import bounded_number, check_length, checkpoint, integer, limits
-from app.core.errors import InputError
+from app.core.ground.errors import InputError
 
 from .models import lens_of
 

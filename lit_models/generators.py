@@ -9,7 +9,7 @@ from lit_nlp.api import components as lit_components
 from lit_nlp.lib import utils as lit_utils
 
 from app.core.api import Pair, capabilities, run
-from app.core.errors import InputError
+from app.core.ground.errors import InputError
 
 from .models import lens_of
 from .salience import lit_type

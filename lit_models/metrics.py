@@ -3,7 +3,7 @@ whether it is more than chance.
 
 LIT shows each model's accuracy on a slice, side by side, but not whether two models' accuracies on the same
 examples differ beyond chance, which is what a slice ("negations", "long reviews") is selected to find out. An
-adapter only: predictions come from the core (`predict`), the test from `app.core.significance` (McNemar's
+adapter only: predictions come from the core (`predict`), the test from `app.core.ground.significance` (McNemar's
 exact test for classifiers, a paired bootstrap of Pearson's r for regression), as in the app and the CLI.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from lit_nlp.api import types as lit_types
 
 from app.core.api import Example, compare_accuracy, compare_correlation
 from app.core.api import predict_examples as predict
-from app.core.errors import InputError
+from app.core.ground.errors import InputError
 
 from .models import LABEL, LensModel, lens_of
 

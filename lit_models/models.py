@@ -1,6 +1,7 @@
 """LIT model wrapper for any classifier the core loads (BERT, ALBERT, ...; single texts and pairs).
 
-An adapter only: specs are declared here, every number comes from `app.core.inspection.inspect`. LIT 1.3.1's own
+An adapter only: specs are declared here, every number comes from `app.core.techniques.inspection.inspect`.
+LIT 1.3.1's own
 GLUE example is TensorFlow-only and hard-codes `model.bert`; this one works for any sequence classifier.
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from app.core.api import (
     get_classifier,
     inspect,
 )
-from app.core.errors import InputError
+from app.core.ground.errors import InputError
 
 LABEL = "label"
 # set while LIT runs an interpreter or a generator (`light_outputs`): its probes (texts without an id) answer

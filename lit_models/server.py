@@ -38,7 +38,7 @@ from app.core.api import (
     short_int,
     views,
 )
-from app.core.errors import InputError, LensError
+from app.core.ground.errors import InputError, LensError
 
 from . import gate
 from .client import client_root
@@ -54,7 +54,8 @@ from .salience import LensSalience, lit_name
 from .salience import offered as salience_options
 
 log = logging.getLogger("albert_lens.lit")
-# The declared saliency methods and counterfactual generators (app/core/capabilities.py) under the names of LIT's
+# The declared saliency methods and counterfactual generators (app/core/declare/capabilities.py) under the names
+# of LIT's
 # implementations: LIT serves those of the declaration it implements, with the declaration's defaults, plus its
 # scrambler, which has no counterpart here.
 LIT_GENERATORS = {"word_replacement": "Word Replacer", "hotflip": "Hotflip", "ablation_flip": "Ablation Flip"}

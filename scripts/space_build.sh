@@ -24,8 +24,8 @@ bash scripts/install_pinned.sh "$VENV" requirements.lock
 PAIR="${ALBERT_LENS_PAIR:-sst2}"
 "$VENV/bin/python" - "$PAIR" <<'PY'
 import sys
-from app.core.registry import get_pair
-from app.core.runtime import hub_reachable
+from app.core.models.registry import get_pair
+from app.core.ground.runtime import hub_reachable
 pair = get_pair(sys.argv[1])
 if pair.name != "offline" and hub_reachable(3.0):
     from huggingface_hub import snapshot_download

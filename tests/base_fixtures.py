@@ -68,7 +68,7 @@ def build(shared: Path) -> dict[str, Path]:
 def _tokenizers(shared: Path, dirs: dict[str, Path]) -> None:
     import sentencepiece as spm
 
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
 
     for d in dirs.values():
         shutil.rmtree(d, ignore_errors=True)

@@ -47,7 +47,7 @@ if (SHARED / "nltk_data").is_dir():
 
 import torch  # noqa: E402
 
-from app.core import runtime  # noqa: E402
+from app.core.ground import runtime  # noqa: E402
 
 runtime.prepare()
 # Under pytest-xdist the workers share the machine's cores: each takes its share, so two workers on two cores don't
@@ -141,7 +141,7 @@ def shared(*parts: str) -> Path:
 def _tiny_bert(path: Path, num_labels: int = 2) -> Path:
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
@@ -263,14 +263,14 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_dirs):
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     return Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])], task="sst2")
 
 
 @pytest.fixture(scope="session")
 def tiny_nli_pair(tiny_dirs, tmp_path_factory):
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     bert3 = _tiny_bert(tmp_path_factory.mktemp("bert3") / "m", num_labels=2)
     return Pair.resolve(models=[str(bert3), str(tiny_dirs["albert"])], task="rte")
@@ -279,9 +279,9 @@ def tiny_nli_pair(tiny_dirs, tmp_path_factory):
 @pytest.fixture(scope="session")
 def minilm_classifier():
     """The real pretrained MiniLM with a seeded classification head (it has none of its own)."""
-    from app.core.loading import get_classifier
-    from app.core.offline import minilm_dir
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import get_classifier
+    from app.core.models.offline import minilm_dir
+    from app.core.models.registry import TASKS, ModelSpec
 
     torch.manual_seed(0)
     return get_classifier(ModelSpec("MiniLM", str(minilm_dir()), "bert", TASKS["sst2"], untrained_head_ok=True))
@@ -289,7 +289,7 @@ def minilm_classifier():
 
 @pytest.fixture(scope="session")
 def offline_pair():
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     return Pair.resolve("offline")
 
@@ -313,7 +313,7 @@ def textattack_loaded():
     `capsys` once LIT (absl) was imported ("lost sys.stderr"): TextAttack's and flair's `dictConfig` shut down
     every logging handler, absl's with its stream; the core now imports it with their configuration kept to
     their own loggers (`attacks.logging_kept`, tests/test_attacks.py)."""
-    from app.core import attacks
+    from app.core.techniques import attacks
 
     attacks._textattack()
 

@@ -1,8 +1,8 @@
 import pytest
 
-from app.core.alignment import split_words
-from app.core.data import Example
-from app.core.inference import encode_one
+from app.core.execution.inference import encode_one
+from app.core.ground.alignment import split_words
+from app.core.ground.data import Example
 
 TRICKY = [
     "Café crème, naïve résumé — déjà vu!",
@@ -93,7 +93,7 @@ def test_pair_truncation_reports_cut_words(tiny_nli_pair):
 def test_window_keeps_a_margin_of_words_past_the_cut():
     """Perturbing methods edit the window, not a 100,000-character text: each cut field keeps `margin` words
     past what the model read; fields the model read whole, and inputs without a cut, stay as they are."""
-    from app.core.alignment import Alignment
+    from app.core.ground.alignment import Alignment
 
     first, second = "keep this whole", " ".join(f"w{i}" for i in range(50))
     words = split_words(first) + split_words(second, 1)

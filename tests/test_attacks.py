@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from app.core import attacks
-from app.core.data import Example, load_dataset
-from app.core.inference import predict
+from app.core.execution.inference import predict
+from app.core.ground.data import Example, load_dataset
+from app.core.techniques import attacks
 
 from .conftest import shared
 
@@ -162,8 +162,8 @@ def test_cli_attack_is_resumable(offline_pair, tmp_path, capsys):
 
 
 def test_success_rates_are_compared_on_the_examples_both_models_were_attacked_on(tiny_pair):
-    from app.core.attacks import compare_success
-    from app.core.significance import mcnemar_exact
+    from app.core.ground.significance import mcnemar_exact
+    from app.core.techniques.attacks import compare_success
 
     def row(a, b):
         return {"results": [{"outcome": a}, {"outcome": b}], "transfer": []}
@@ -185,8 +185,8 @@ def test_textfooler_leaves_an_nli_premise_alone_as_textattack_does(tiny_dirs, mo
     makes is recorded."""
     from textattack.constraints.grammaticality import PartOfSpeech
 
-    from app.core.pair import Pair
-    from app.core.runtime import pos_tagger_available
+    from app.core.execution.pair import Pair
+    from app.core.ground.runtime import pos_tagger_available
 
     clf = Pair.resolve(models=[str(tiny_dirs["albert3" if task == "snli" else "albert"])] * 2, task=task).models[0]
     premise, hypothesis = "The old man walked his small dog in the park.", "A man is walking a dog outside."
@@ -242,13 +242,13 @@ def test_the_wrapper_finds_what_textattacks_own_wrapper_finds(offline_pair, reci
 LOGGING_PROBE = """
 import logging, sys, tempfile
 sys.path.insert(0, {root!r})
-from app.core import runtime
+from app.core.ground import runtime
 runtime.prepare()
 path = tempfile.mktemp()
 log_file = logging.FileHandler(path)  # an operator's log file (it closes its stream when closed, as absl's does)
 logging.getLogger().addHandler(log_file)
 if {through_core}:
-    from app.core import attacks
+    from app.core.techniques import attacks
     attacks._textattack()
 else:
     import textattack
@@ -284,7 +284,7 @@ def test_textattacks_info_lines_stay_out_of_the_progress_bar_unless_verbose():
     the CLI's progress bar updates; it is quiet unless the CLI runs with --verbose (the root logger at DEBUG)."""
     import logging
 
-    from app.core import attacks
+    from app.core.techniques import attacks
 
     ta = attacks._textattack()
     log, root = ta.shared.utils.logger, logging.getLogger()

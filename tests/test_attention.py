@@ -6,11 +6,11 @@ import pytest
 import torch
 
 from app.core import api
-from app.core.attention import pick, units, word_attention
-from app.core.data import Example
-from app.core.errors import InputError
-from app.core.loading import eager_attention
-from app.core.pair import Pair
+from app.core.execution.pair import Pair
+from app.core.ground.data import Example
+from app.core.ground.errors import InputError
+from app.core.models.loading import eager_attention
+from app.core.techniques.attention import pick, units, word_attention
 
 EX = Example(("The townships weren't beautiful, but unbelievably affordable.",))  # words split into pieces
 
@@ -76,7 +76,7 @@ def test_the_cli_prints_the_facades_maps(offline_pair, capsys):
 def test_dataset_statistics_are_the_attention_rows_summarised(offline_pair):
     """Per layer and head: entropy, shares on [CLS]/[SEP]/punctuation and the change from the layer before,
     against the rows of `output_attentions` summarised here, averaged over two sentences."""
-    from app.core.attention import attention_stats
+    from app.core.techniques.attention import attention_stats
 
     clf = offline_pair.models[1]
     exs = [EX, Example(("A warm, funny film.",))]
@@ -114,7 +114,7 @@ def test_dataset_statistics_are_the_attention_rows_summarised(offline_pair):
 
 def test_dataset_statistics_through_the_facade_and_the_cli(offline_pair, capsys):
     from app import cli
-    from app.core.attention import attention_stats
+    from app.core.techniques.attention import attention_stats
 
     res = api.attention(offline_pair, dataset="sentiment_plain", limit=6)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 6).examples
@@ -146,9 +146,9 @@ def test_dataset_statistics_batch_within_their_budget_and_read_either_padding_si
     padding side (a left-padding tokenizer shifts every input to the right of its row)."""
     from types import SimpleNamespace
 
-    from app.core import attention
-    from app.core.attention import _stat_batches, attention_stats
-    from app.core.inference import Ragged, cells
+    from app.core.execution.inference import Ragged, cells
+    from app.core.techniques import attention
+    from app.core.techniques.attention import _stat_batches, attention_stats
 
     lengths = np.array([5, 40, 12, 12, 3, 40, 7])
     batches = _stat_batches(lengths, 2, budget=2 * 40 * 40 * 2)  # two rows of 40 tokens fit, or more shorter ones

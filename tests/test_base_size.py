@@ -24,7 +24,7 @@ def base_dirs():
 
 @pytest.fixture(scope="module")
 def base_pair(base_dirs):
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     return Pair.resolve(models=[str(base_dirs["bert"]), str(base_dirs["albert"])], task="sst2")
 
@@ -42,8 +42,8 @@ def test_the_fixtures_are_laid_out_as_textattacks_zoo(base_dirs):
 
 
 def test_bin_weights_load_only_with_weights_only(base_dirs, monkeypatch):
-    from app.core import loading
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models import loading
+    from app.core.models.registry import TASKS, ModelSpec
 
     calls = []
     real = torch.load
@@ -135,7 +135,8 @@ def test_the_lit_wrappers_validate_at_base_size(base_pair):
 def test_the_core_layers_give_the_stock_models_gradients(base_pair):
     """An IG round on the core's path (oneDNN products where chosen, fused `gelu_new`, [CLS]-only last layer)
     against the model's own forward on transformers' stock layers: the same probabilities and gradients."""
-    from app.core import cls_path, kernels
+    from app.core.execution import cls_path
+    from app.core.ground import kernels
 
     albert = base_pair.models[1]
     assert albert.model.config.hidden_act == "gelu_new" and len(kernels.fused(albert.model)) == 1

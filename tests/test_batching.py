@@ -6,7 +6,7 @@ import threading
 import numpy as np
 import pytest
 
-from app.core.batching import Combiner
+from app.core.execution.batching import Combiner
 
 
 def _concurrently(fn, items):

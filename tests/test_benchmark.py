@@ -2,10 +2,10 @@
 import numpy as np
 import pytest
 
-from app.core.benchmark import benchmark, quality
-from app.core.data import Dataset, Example, load_dataset
-from app.core.errors import InputError
-from app.core.views import benchmark_table
+from app.core.ground.data import Dataset, Example, load_dataset
+from app.core.ground.errors import InputError
+from app.core.present.views import benchmark_table
+from app.core.techniques.benchmark import benchmark, quality
 
 from .conftest import shared
 
@@ -43,7 +43,7 @@ def test_unlabelled_or_foreign_labels_are_clear_errors(tiny_pair):
 
 def test_foreign_labels_are_refused_before_any_prediction(tiny_pair, monkeypatch):
     """AG News on a sentiment pair: the message comes before the models read 7,600 texts, not after."""
-    from app.core import inference
+    from app.core.execution import inference
 
     def no_predict(*a, **k):
         raise AssertionError("predicted before the labels were checked")
@@ -57,7 +57,7 @@ def test_foreign_labels_are_refused_before_any_prediction(tiny_pair, monkeypatch
 def test_a_pair_without_a_task_is_told_to_give_one(tiny_dirs):
     """Configs without label names give LABEL_0/LABEL_1: SST-2's gold labels can't be scored, and the message
     says how to name them."""
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])])
     assert pair.task.labels == ("LABEL_0", "LABEL_1")
@@ -71,7 +71,7 @@ def test_a_pair_without_a_task_is_told_to_give_one(tiny_dirs):
 def test_paired_comparison_and_disagreements_on_sst2_dev(offline_pair):
     """The benchmark's paired test counts the same right/wrong answers its accuracy rows come from, and lists
     exactly the examples the two models answer differently, one model right first."""
-    from app.core.significance import mcnemar_exact
+    from app.core.ground.significance import mcnemar_exact
 
     ds = load_dataset(shared("glue", "sst2", "dev.tsv")).head(300)
     res = benchmark(offline_pair, ds)
@@ -97,7 +97,7 @@ def test_paired_comparison_and_disagreements_on_sst2_dev(offline_pair):
 def test_regression_pairs_get_correlations_and_the_largest_gaps(tiny_dirs, tmp_path):
     from scipy.stats import pearsonr
 
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     from .conftest import _tiny_albert, _tiny_bert
 
@@ -126,8 +126,9 @@ def test_find_slices_after_benchmark_runs_no_model_and_answers_the_same(tiny_pai
     """Benchmark's timed pass keeps its predictions and the top layer's [CLS] vectors by content: Find slices on
     the same rows (clusters included) then runs neither model (a second pass of each took 51-57 s on SST-2 dev),
     and answers as it does computing them itself; the kept vectors are `embed`'s."""
-    from app.core import api, projection
-    from app.core.embeddings import embed
+    from app.core import api
+    from app.core.techniques import projection
+    from app.core.techniques.embeddings import embed
 
     data = str(shared("glue", "sst2", "dev.tsv"))
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "alone"))

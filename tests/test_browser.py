@@ -439,7 +439,7 @@ def _every_tab(drv, app_url, offline_pair, size):
 
     _tab(drv, "Model facts")
     with pytest.MonkeyPatch.context() as patch:  # an injected clock: the paired measurement finds ALBERT 3x slower
-        from app.core import timing
+        from app.core.techniques import timing
 
         clock, real_predict, real_comparison = {"t": 0.0}, timing.predict, timing.latency_comparison
 

@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from app.core import capabilities
-from app.core.capabilities import Capability, Option
-from app.core.errors import InputError
+from app.core.declare import capabilities
+from app.core.declare.capabilities import Capability, Option
+from app.core.ground.errors import InputError
 
 
 def shout_batch(pair, batch, times=2, mark="!"):
     """Toy job: each model's predicted label of the one input, repeated."""
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
 
     return [{"model": clf.name, "said": (predict(clf, batch).predicted[0] + mark) * times} for clf in pair.models]
 
@@ -32,8 +32,8 @@ def toy():
 def test_a_toy_capability_appears_in_the_facade_the_cli_and_the_app(toy, tiny_pair, tiny_dirs, capsys):
     from app import cli
     from app.core import api
-    from app.core.data import Example
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
+    from app.core.ground.data import Example
     from app.ui import build, declared
     from app.ui.common import Ctx
 
@@ -130,7 +130,8 @@ def test_the_built_in_capabilities_are_declared_once():
     import inspect
 
     from app import cli
-    from app.core import api, saliency
+    from app.core import api
+    from app.core.techniques import saliency
 
     built_in = {"saliency", "saliency_methods", "counterfactual", "project", "similarity", "attention", "attack",
                 "checklist", "slices"}
@@ -194,8 +195,9 @@ def test_a_toy_saliency_method_reaches_every_front_end_from_its_class_alone(tiny
     then offered by the facade, the command line, the app (its menu and gradio_client) and LIT, which serves our
     implementation under its label where LIT has none of its own; withdrawn, it is gone from each."""
     from app import cli
-    from app.core import api, saliency
-    from app.core.data import Example
+    from app.core import api
+    from app.core.ground.data import Example
+    from app.core.techniques import saliency
     from app.ui import build
     from app.ui import saliency as tab
     from app.ui.common import Ctx
@@ -247,7 +249,7 @@ def votes_batch(pair, batch, top=2):
     """Toy job over a dataset: each model's commonest predicted labels, with their counts."""
     from collections import Counter
 
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
 
     return [{"model": clf.name, "top": [[lab, n] for lab, n in Counter(predict(clf, batch).predicted).most_common(top)]}
             for clf in pair.models]
@@ -269,8 +271,8 @@ def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_the_app_a
 
     from app import cli
     from app.core import api
-    from app.core.data import Example
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
+    from app.core.ground.data import Example
     from app.ui import build, declared
     from app.ui.common import Ctx
     from lit_models.declared import metric_name

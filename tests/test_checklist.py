@@ -5,9 +5,9 @@ import re
 import numpy as np
 import pytest
 
-from app.core import checklist as cl
-from app.core.data import DataError, Example
-from app.core.inference import predict
+from app.core.execution.inference import predict
+from app.core.ground.data import DataError, Example
+from app.core.techniques import checklist as cl
 
 from .conftest import shared
 
@@ -158,8 +158,8 @@ def test_a_gzip_bomb_is_refused_without_inflating_it(tmp_path, monkeypatch):
 BOMB_PROBE = """
 import gzip, resource, sys
 sys.path.insert(0, {root!r})
-from app.core import checklist as cl
-from app.core.data import DataError
+from app.core.techniques import checklist as cl
+from app.core.ground.data import DataError
 path = sys.argv[1]
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 try:
@@ -226,7 +226,7 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_ru
     assert set(shown) == {"MFT", "INV", "DIR"}, shown
     assert shown["MFT"].startswith("expected ") and shown["INV"].startswith("predictions ") and \
         shown["DIR"].startswith("confidence in "), shown
-    from app.core.views import checklist_table_markdown
+    from app.core.present.views import checklist_table_markdown
 
     md = checklist_table_markdown(cl.to_dict(res), [m.name for m in offline_pair.models])
     assert md.count("\n") == len(res) + 2 and "| p (McNemar) | p (Holm) |" in md.splitlines()[0]
@@ -243,7 +243,7 @@ def test_paired_failures_count_only_the_cases_both_models_were_tested_on():
 
 
 def test_holm_adjusts_step_down_and_keeps_order():
-    from app.core.significance import holm
+    from app.core.ground.significance import holm
 
     # sorted p: 0.01 (x4), 0.02 (x3 = 0.06), 0.03 (x2 = 0.06, kept monotone), 0.5 (x1)
     assert holm([0.03, 0.5, 0.01, 0.02]) == pytest.approx([0.06, 0.5, 0.04, 0.06])
@@ -263,7 +263,7 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair, offline_suit
     names = [m.name for m in offline_pair.models]
     differ = cl.differing_tests(res)
     assert differ, "30 cases per test: the offline pair differs on some ('used to, but now', 'Q & A: no')"
-    from app.core.views import checklist_summary
+    from app.core.present.views import checklist_summary
 
     text = checklist_summary(cl.to_dict(res), names)
     assert text.startswith(f"{len(differ)} of {len(res)} tests differ beyond chance")
@@ -271,7 +271,7 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair, offline_suit
 
 
 def test_qqp_suite_runs_on_a_pair_task(tiny_dirs):
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])], task="qqp")
     suite = cl.load_suite(shared("checklist", "qqp_suite.json.gz"))
@@ -369,7 +369,7 @@ def test_every_check_over_all_cases_agrees_on_the_edges():
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from app.core.errors import LensError  # noqa: E402
+from app.core.ground.errors import LensError  # noqa: E402
 
 TEXTS = st.text(alphabet=st.characters(codec="utf-8") | st.sampled_from(["\ud800", "\u200b", "\u0301"]),
                 max_size=12) | st.sampled_from(["a fine film", "an awful film", ""])

@@ -111,7 +111,7 @@ def test_project_command_writes_csv_png_and_summary(tiny_dirs, capsys, tmp_path)
 
 
 def test_facts_command_counts_parameters_and_names_a_bad_line(tiny_dirs, tiny_pair, capsys, tmp_path):
-    from app.core.facts import count_parameters
+    from app.core.techniques.facts import count_parameters
 
     assert main(["facts", *_tiny(tiny_dirs), "--json", "a fine film", "a dull film"]) == 0
     res = json.loads(capsys.readouterr().out)

@@ -4,10 +4,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from app.core import cls_path
-from app.core.data import Example
-from app.core.gradients import forward_from_layer, layer_outputs
-from app.core.inference import encode_one
+from app.core.execution import cls_path
+from app.core.execution.inference import encode_one
+from app.core.ground.data import Example
+from app.core.techniques.gradients import forward_from_layer, layer_outputs
 
 
 def _rows(clf, texts):
@@ -83,7 +83,7 @@ def test_steps_aside_for_unknown_layouts_and_training(tiny_pair):
 def test_padded_batches_match_the_models_forward(request, pair_name, which):
     """`predict` pads each batch to its longest input; the [CLS]-only path must ignore the padding exactly as
     the model's own forward does."""
-    from app.core.inference import pad, tokenize
+    from app.core.execution.inference import pad, tokenize
 
     clf = request.getfixturevalue(pair_name).models[which]
     texts = ["a film .", "a gorgeous , witty , seductive movie that never once loses its nerve .", "bad"]
@@ -101,7 +101,7 @@ def test_padded_batches_match_the_models_forward(request, pair_name, which):
 def test_hidden_states_of_every_layer_match(request, pair_name, which):
     """Embeddings at any layer, run only that far, equal the model's own hidden_states (padding ignored as the
     model ignores it); the [CLS]-only variant equals their position 0."""
-    from app.core.inference import pad, tokenize
+    from app.core.execution.inference import pad, tokenize
 
     clf = request.getfixturevalue(pair_name).models[which]
     exs = [Example((t,)) for t in ["a film .", "a gorgeous , witty , seductive movie that never loses its nerve ."]]
@@ -139,7 +139,7 @@ def test_the_mask_asks_the_device_nothing_off_the_cpu():
     wait for every queued batch): shown on the meta device, where asking for a value raises."""
     import torch
 
-    from app.core.cls_path import _additive_mask
+    from app.core.execution.cls_path import _additive_mask
 
     ones = torch.ones(2, 5, dtype=torch.long)
     assert _additive_mask(ones, 2, torch.float32) is None  # the CPU: nothing padded, no mask
@@ -161,7 +161,7 @@ def test_a_batch_that_says_it_is_unpadded_runs_without_a_mask(request, pair_name
     """`inference.pad` says whether its batch has padding; the [CLS] path then builds no mask for one without
     (the GPU's SDPA runs unmasked) and the logits are the model's own, for a batch of equal lengths and for one
     of mixed lengths, through `inputs_logits`, `hidden_state` and `inputs_logits_and_state`."""
-    from app.core import inference
+    from app.core.execution import inference
 
     clf = request.getfixturevalue(pair_name).models[which]
     texts = ["a film .", "the plot .", "a gorgeous , witty , seductive movie that never once loses its nerve ."]

@@ -4,9 +4,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from app.core.data import Example
-from app.core.inference import predict
-from app.core.saliency import GradientXInput
+from app.core.execution.inference import predict
+from app.core.ground.data import Example
+from app.core.techniques.saliency import GradientXInput
 
 from .conftest import SENTENCES
 
@@ -34,8 +34,8 @@ def test_tokenizer_copies_are_per_live_thread_and_outlive_their_threads(tiny_dir
     ended one instead of paying ~25 ms for its own (the app's worker threads are retired when idle)."""
     import threading
 
-    from app.core.loading import load
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import load
+    from app.core.models.registry import TASKS, ModelSpec
 
     clf = load(ModelSpec("M", str(tiny_dirs["bert"]), "bert", TASKS["sst2"]))
     assert clf.tokenizer is clf.base_tokenizer  # the main thread's own

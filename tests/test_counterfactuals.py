@@ -1,6 +1,9 @@
 import pytest
 
-from app.core.counterfactuals import (
+from app.core.execution.inference import predict
+from app.core.ground.data import Example, load_dataset
+from app.core.ground.errors import InputError
+from app.core.techniques.counterfactuals import (
     ablation_flip,
     flip_rate,
     hotflip,
@@ -10,9 +13,6 @@ from app.core.counterfactuals import (
     wordnet_alternatives,
     wordnet_swaps,
 )
-from app.core.data import Example, load_dataset
-from app.core.errors import InputError
-from app.core.inference import predict
 
 from .conftest import shared
 
@@ -51,7 +51,7 @@ def test_wordnet_antonyms_and_swaps(tiny_pair):
 def test_wordnet_swaps_reach_both_fields_of_a_pair():
     """A long premise's swaps alone used up the limit: the hypothesis, what an NLI probe most needs to vary,
     got none. The fields take turns; one field keeps its text order."""
-    from app.core.counterfactuals import wordnet_candidates
+    from app.core.techniques.counterfactuals import wordnet_candidates
 
     premise = " ".join(["the happy children played in the large green garden near the old house"] * 5)
     found = wordnet_candidates(Example((premise, "the children were happy")), "synonym", limit=20)
@@ -68,7 +68,7 @@ def test_wordnet_swaps_leave_function_words_and_inflected_words_and_match_the_pa
     """SST-2 dev swaps that tested grammar, not meaning: "will" -> "disinherit" (a modal read as the verb),
     "had" -> "lack", "takes" -> "give" (a base form for an inflected word), "plain" -> "cheer" (the verb's
     antonym for an adjective)."""
-    from app.core.counterfactuals import wordnet_candidates
+    from app.core.techniques.counterfactuals import wordnet_candidates
 
     swaps = lambda text: [e for _, ((e),) in wordnet_candidates(Example((text,)), "antonym", limit=20)]
     assert swaps("the emotions are raw and will strike a nerve with anyone who 's ever had family trauma .") == \
@@ -100,9 +100,9 @@ def test_hotflip_prediction_is_verified(offline_pair):
 def test_hotflip_swaps_in_word_starting_pieces_of_any_tokenizer(tiny_dirs, family_dirs):
     """WordPiece: entries without "##"; SentencePiece: "▁film" as "film"; byte-level BPE (RoBERTa): "Ġfilm" as
     "film", never a continuation piece such as "ous" nor the marker itself in the edited text."""
-    from app.core.counterfactuals import _whole_word_vocab
-    from app.core.loading import load
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import load
+    from app.core.models.registry import TASKS, ModelSpec
+    from app.core.techniques.counterfactuals import _whole_word_vocab
 
     for path, marker in ((tiny_dirs["bert"], ""), (tiny_dirs["albert"], "▁"), (family_dirs["roberta"], "Ġ")):
         clf = load(ModelSpec("M", str(path), "model", TASKS["sst2"]))
@@ -128,7 +128,7 @@ def test_flip_rate_over_a_dataset(offline_pair):
         assert rate == pytest.approx(sum(e["flipped"][k] for e in res["examples"]) / res["changed"])
         assert all(e["flipped"][k] and not e["flipped"][1 - k] for e in res["only"][k])
     # one edit per example: the paired test is McNemar's on the edits that flip one model only
-    from app.core.significance import mcnemar_exact
+    from app.core.ground.significance import mcnemar_exact
 
     cmp = res["comparison"]
     assert cmp["test"] == "McNemar, exact" and cmp["only"] == [len(o) for o in res["only"]]
@@ -162,7 +162,7 @@ def test_replacements_apply_at_once_so_pairs_can_swap():
 def test_flip_rate_of_wordnet_swaps_over_a_dataset(offline_pair, kind):
     """Over a dataset, every example gets its WordNet swaps (up to per_example); the rates count edits, and each
     edit is the one the single-input generator makes for that example."""
-    from app.core.counterfactuals import wordnet_swaps
+    from app.core.techniques.counterfactuals import wordnet_swaps
 
     dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:12]
     res = flip_rate(offline_pair.models, dev, edits=kind, per_example=4)
@@ -205,7 +205,7 @@ def test_dataset_generators_through_the_api(tiny_pair, monkeypatch):
     with pytest.raises(InputError, match=r"edits: 'shuffle' is not one of"):
         flip_rate(tiny_pair.models, [Example(("a fine film",))], edits="shuffle")
     # every dataset generator the app offers is an edit kind flip_rate knows, and every kind is offered
-    from app.core.counterfactuals import DATASET_EDITS
+    from app.core.techniques.counterfactuals import DATASET_EDITS
 
     assert sorted(api.DATASET_GENERATORS.values()) == sorted(DATASET_EDITS)
 
@@ -215,7 +215,7 @@ def test_wordnet_swaps_without_a_tagger_offer_every_part_of_speech(monkeypatch):
     of speech, but function words and inflected words are still left alone."""
     import nltk
 
-    from app.core.counterfactuals import wordnet_candidates
+    from app.core.techniques.counterfactuals import wordnet_candidates
 
     def missing(*a, **k):
         raise LookupError("averaged_perceptron_tagger_eng not found")
@@ -240,7 +240,7 @@ def test_an_input_without_wordnet_swaps_says_so(tiny_pair):
 def test_a_datasets_flip_rate_reports_its_progress_through_every_stage_and_never_back(tiny_pair, edits):
     """The app's bar sat at 10% for the 107 s of WordNet swaps over a dataset: now editing, scoring and (for
     synonyms) the meaning checks each move it, from 0 to the end, never back."""
-    from app.core import counterfactuals as cf
+    from app.core.techniques import counterfactuals as cf
 
     exs = [Example((t,)) for t in ("the cities were beautiful", "a fine and happy film", "the hotel was dreadful",
                                    "an awful , boring movie")]
@@ -267,7 +267,7 @@ def test_a_datasets_flip_rate_reports_its_progress_through_every_stage_and_never
 def test_a_datasets_swaps_predict_each_distinct_input_once_and_answer_as_one_by_one(tiny_pair, monkeypatch):
     """The originals repeat once per swap of them: each distinct input is predicted once per model, and every
     swap's before and after are what predicting it alone gives."""
-    from app.core import counterfactuals as cf
+    from app.core.techniques import counterfactuals as cf
 
     exs = [Example((t,)) for t in ("a fine film and a fine cast", "the film was a fine one", "no film here",
                                    "a fine film and a fine cast")]  # a dataset's repeated row, as a swap's original
@@ -289,7 +289,7 @@ def test_word_swaps_that_do_not_occur_say_what_to_do_instead(tiny_pair):
     that: the message now names the input's own first content word as a pair to write, and the generator that
     needs none."""
     from app.core import api
-    from app.core.errors import InputError
+    from app.core.ground.errors import InputError
 
     with pytest.raises(InputError, match=r"replacements: none of \['film', 'food'\] occurs in the input; write old "
                                          r"-> new pairs for its own words \('plot -> \.\.\.'\), or choose WordNet "

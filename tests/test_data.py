@@ -3,7 +3,7 @@ import math
 
 import pytest
 
-from app.core.data import DataError, load_dataset, read_glue, read_table
+from app.core.ground.data import DataError, load_dataset, read_glue, read_table
 
 from .conftest import shared
 
@@ -83,7 +83,7 @@ def test_bom_in_generic_file(tmp_path):
 def test_an_error_never_echoes_a_files_content(tmp_path):
     """A .csv link to /etc/passwd answered "the header has ['root:x:0:0:root:...']": the header is the file's
     first line, and its names are no longer repeated, whichever reader refuses it."""
-    from app.core.data import read_glue
+    from app.core.ground.data import read_glue
 
     secret = "root:x:0:0:root:/root:/bin/bash"
     link = tmp_path / "passwd.csv"
@@ -197,7 +197,7 @@ CONTENT = st.one_of(
 def test_fuzz_a_file_reads_into_checked_examples_or_a_data_error(tmp_path, content, suffix, task):
     """Random bytes, random unicode, random nesting and random numbers in any reader: examples whose every text
     a model can read and whose labels belong to the task, or a DataError, never another exception."""
-    from app.core.data import blank_reason
+    from app.core.ground.data import blank_reason
 
     path = tmp_path / f"fuzz{suffix}"
     path.write_bytes(content)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from app.core import device as devices
-from app.core.errors import InputError
+from app.core.ground import device as devices
+from app.core.ground.errors import InputError
 
 from .conftest import SENTENCES, shared
 
@@ -35,7 +35,7 @@ def test_device_words_resolve_and_a_missing_device_lists_those_here(monkeypatch)
 
 
 def test_precisions_a_device_cannot_run_are_refused_with_what_to_use():
-    from app.core.precision import check_on
+    from app.core.ground.precision import check_on
 
     with pytest.raises(InputError, match="int8 is a CPU path.*on cuda:0 use bf16 or fp16"):
         check_on("int8", "cuda:0")
@@ -50,8 +50,8 @@ def test_an_explicit_cpu_device_answers_as_the_model_itself(tiny_dirs):
     against the transformers model run by hand on the same tokens."""
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from app.core.inference import predict
-    from app.core.pair import Pair
+    from app.core.execution.inference import predict
+    from app.core.execution.pair import Pair
 
     pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])], task="sst2", device="cpu")
     assert pair.device == "cpu" and all(m.device == "cpu" for m in pair.spec.models)
@@ -70,9 +70,9 @@ def test_bf16_autocast_on_the_cpu_stays_close_to_fp32_and_says_how_close(offline
     """bf16 on the CPU (fp32 weights, products under autocast) held to int8's bounds on real data, with the
     embed and benchmark results carrying the same check: agreement of predictions, minimum cosine of embeddings."""
     from app.core import api
-    from app.core.data import load_dataset
-    from app.core.embeddings import embed
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
+    from app.core.ground.data import load_dataset
+    from app.core.techniques.embeddings import embed
 
     bf16 = offline_pair.with_precision("bf16")
     assert bf16.precision == "bf16" and bf16.fp32.precision == "fp32"
@@ -139,8 +139,8 @@ def test_facts_say_which_device_answered(offline_pair):
 def test_ray_workers_ask_for_gpus_only_where_the_cluster_has_them():
     import dataclasses
 
-    from app.core.engine import worker_device
-    from app.core.registry import PRESETS
+    from app.core.execution.engine import worker_device
+    from app.core.models.registry import PRESETS
 
     spec = PRESETS["offline"]
     on_gpu = dataclasses.replace(spec, models=tuple(dataclasses.replace(m, device="cuda:1", precision="fp16")
@@ -180,9 +180,9 @@ def test_float64_sums_go_where_the_device_has_float64(tiny_pair, monkeypatch):
     float64) that happens on the CPU. Here on the CPU: every float64 tensor of both techniques is made through
     `devices.wide` (which sends it to `float64_home`), none by a cast or factory of its own, and the answers
     are the same."""
-    from app.core.attention import attention_stats
-    from app.core.data import Example
-    from app.core.saliency import IntegratedGradients
+    from app.core.ground.data import Example
+    from app.core.techniques.attention import attention_stats
+    from app.core.techniques.saliency import IntegratedGradients
 
     assert devices.float64_home("mps") == torch.device("cpu")
     assert devices.float64_home("cuda:1") == torch.device("cuda:1") and devices.float64_home("cpu").type == "cpu"
@@ -280,7 +280,7 @@ def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
     loads of one model agree exactly alone, but 3e-8 apart once the modern stack's earlier tests had run in the
     same worker)."""
     from app.core import api
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     data, text = str(shared("glue", "sst2", "dev.tsv")), SENTENCES[2]
     calls = {

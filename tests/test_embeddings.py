@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.embeddings import embed, hidden_states
-from app.core.errors import InputError
+from app.core.ground.data import Example
+from app.core.ground.errors import InputError
+from app.core.techniques.embeddings import embed, hidden_states
 
 from .conftest import SENTENCES
 
@@ -11,7 +11,7 @@ from .conftest import SENTENCES
 def test_mean_pooled_matches_sentence_transformers(minilm_classifier):
     from sentence_transformers import SentenceTransformer
 
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
 
     st = SentenceTransformer(str(minilm_dir()), device="cpu")
     ref = st.encode(SENTENCES, normalize_embeddings=True)
@@ -37,8 +37,8 @@ def test_cls_and_layers_agree_with_hidden_states(tiny_pair):
 @pytest.mark.parametrize("pair_name", ["tiny_pair", "offline_pair"])
 def test_one_pass_gives_the_embeddings_and_the_predictions_of_two(pair_name, request):
     """`embed_and_predict` (a projection's one pass) against `embed` and `predict` run apart, at every depth."""
-    from app.core.embeddings import embed_and_predict
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
+    from app.core.techniques.embeddings import embed_and_predict
 
     exs = [Example((s,)) for s in SENTENCES]
     for clf in request.getfixturevalue(pair_name).models:

@@ -2,12 +2,12 @@
 import numpy as np
 import pytest
 
-from app.core import engine
-from app.core.attacks import attack_batch
-from app.core.data import Example
-from app.core.embeddings import embed_batch
-from app.core.inference import logits_batch
-from app.core.pair import Pair
+from app.core.execution import engine
+from app.core.execution.inference import logits_batch
+from app.core.execution.pair import Pair
+from app.core.ground.data import Example
+from app.core.techniques.attacks import attack_batch
+from app.core.techniques.embeddings import embed_batch
 
 from .conftest import SENTENCES
 
@@ -63,13 +63,13 @@ def test_attack_rows_on_ray_equal_local(tiny_pair, ray_engine):
 
 
 def test_unknown_engine_and_job(tiny_pair):
-    from app.core.errors import InputError
+    from app.core.ground.errors import InputError
 
     with pytest.raises(InputError, match="engine: 'spark'"):
         engine.run(tiny_pair.spec, embed_batch, [Example(("x",))], engine="spark")
     with pytest.raises(InputError, match="job: 'train'"):
         engine.run(tiny_pair.spec, "train", [Example(("x",))])
-    from app.core.embeddings import embed
+    from app.core.techniques.embeddings import embed
 
     with pytest.raises(InputError, match="job: 'embed' is not a batch job"):  # a function that declares no joining
         engine.run(tiny_pair.spec, embed, [Example(("x",))])
@@ -116,9 +116,10 @@ def test_engine_keeps_its_workers_between_jobs(tiny_pair, ray_local):
 
 
 def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_engine, monkeypatch):
-    from app.core import api, loading
-    from app.core.benchmark import benchmark
-    from app.core.data import load_dataset
+    from app.core import api
+    from app.core.ground.data import load_dataset
+    from app.core.models import loading
+    from app.core.techniques.benchmark import benchmark
 
     from .conftest import shared
 
@@ -147,7 +148,8 @@ def test_checklist_and_benchmark_on_ray_equal_local(tiny_pair, ray_engine, monke
 
 
 def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(tiny_pair, ray_engine, monkeypatch):
-    from app.core import api, loading
+    from app.core import api
+    from app.core.models import loading
 
     from .conftest import shared
 
@@ -171,7 +173,7 @@ def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(ti
 def test_report_on_ray_equals_local(tiny_pair, ray_engine, tmp_path, monkeypatch):
     import json
 
-    from app.core import projection
+    from app.core.techniques import projection
     from app.report import generate
 
     from .conftest import shared
@@ -185,7 +187,7 @@ def test_report_on_ray_equals_local(tiny_pair, ray_engine, tmp_path, monkeypatch
         monkeypatch.setattr(projection, "cache_dir", lambda name=name: tmp_path / f"emb-{name}")  # no sharing
         pair = tiny_pair
         if name == "ray":  # the driver reads labels from the configs; the workers hold the weights
-            from app.core import loading
+            from app.core.models import loading
 
             pair = Pair(tiny_pair.spec)
             loading.clear_cache()

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from app.core.data import Example, load_dataset
-from app.core.explanation import explain, on_class
-from app.core.faithfulness import agreement
-from app.core.saliency import METHODS, IntegratedGradients, WordSaliency, method
+from app.core.ground.data import Example, load_dataset
+from app.core.techniques.explanation import explain, on_class
+from app.core.techniques.faithfulness import agreement
+from app.core.techniques.saliency import METHODS, IntegratedGradients, WordSaliency, method
 
 from .conftest import shared
 
@@ -42,7 +42,7 @@ def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
     """Three classes: no sign rule, so the second model is explained again for the first one's class."""
     from transformers import BertForSequenceClassification
 
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     from .conftest import _tiny_bert, copy_tokenizer
 
@@ -68,8 +68,8 @@ def test_agreement_with_three_classes_attributes_the_common_class(tmp_path):
 def test_saliency_over_a_dataset_is_the_per_example_numbers_aggregated(offline_pair):
     """Every per-example figure is what `explain` gives that example; the random ranking deals the same scores
     among the words read; the paired comparison and the agreement summarise exactly those rows."""
-    from app.core.explanation import explain, explain_dataset
-    from app.core.faithfulness import shuffled, top_words
+    from app.core.techniques.explanation import explain, explain_dataset
+    from app.core.techniques.faithfulness import shuffled, top_words
 
     exs = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:8]
     res = explain_dataset(offline_pair.models, exs, "gradient_x_input", shown=3)
@@ -115,7 +115,7 @@ def test_one_request_runs_each_model_once_on_the_explained_input(offline_pair, n
     than predicting it again. Counted where every forward over ids starts, the word-embedding lookup: rows equal
     to the input's own ids (padding aside)."""
     from app.core import api
-    from app.core.inference import encode_one
+    from app.core.execution.inference import encode_one
 
     text = "The cities were beautiful but the hotel was dreadful."
     pair = offline_pair.fp32
@@ -147,7 +147,8 @@ def test_one_request_checks_its_example_once(offline_pair, name, monkeypatch):
     """The explained example is validated once per request, by the facade: each model's encoding and predictions
     receive it checked. Counted where a text is checked, `blank_reason`, once per field; an edited copy is a new
     example and is checked again."""
-    from app.core import api, inference
+    from app.core import api
+    from app.core.execution import inference
 
     calls: list[str] = []
     real = inference.blank_reason
@@ -165,7 +166,7 @@ def test_faithfulness_from_the_maps_logits_equals_predicting_the_input(offline_p
     """The input's probability read from the map's logits gives the faithfulness a fresh prediction gives."""
     from dataclasses import replace
 
-    from app.core.faithfulness import faithfulness
+    from app.core.techniques.faithfulness import faithfulness
 
     ex = Example(("The cities were beautiful but the hotel was dreadful.",))
     for clf in offline_pair.models:
@@ -180,7 +181,8 @@ def test_faithfulness_from_the_maps_logits_equals_predicting_the_input(offline_p
 def test_each_model_explains_its_own_prediction_when_asked(offline_pair):
     """target "own" (the app's "each model's own"): where the models disagree, each map explains its own model's
     prediction, equal to the map asked for that class by name; the methods side by side say each model's class."""
-    from app.core import api, views
+    from app.core import api
+    from app.core.present import views
 
     text = "The cities were beautiful but the hotel was dreadful."
     said = [m["label"] for m in api.predict(offline_pair, text)["models"]]

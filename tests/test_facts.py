@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.facts import count_parameters, layer_transitions, model_facts, parameter_split, shares_layers
+from app.core.ground.data import Example
+from app.core.techniques.facts import count_parameters, layer_transitions, model_facts, parameter_split, shares_layers
 
 from .conftest import SENTENCES
 
@@ -20,8 +20,8 @@ def test_parameter_split_adds_up_and_counts_shared_once(tiny_pair):
 def test_parameter_split_finds_each_familys_modules(tiny_pair, family_dirs):
     """The split counted against each family's own modules: DistilBERT's encoder is called `transformer` and
     its head has a `pre_classifier`; ELECTRA projects its embeddings with `embeddings_project`."""
-    from app.core.loading import load
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import load
+    from app.core.models.registry import TASKS, ModelSpec
 
     count = lambda *mods: sum(p.numel() for m in mods for p in m.parameters())
     models = {k: load(ModelSpec(k, str(v), k, TASKS["sst2"])).model for k, v in family_dirs.items()}
@@ -54,7 +54,7 @@ def test_parameter_split_finds_each_familys_modules(tiny_pair, family_dirs):
 
 
 def test_layer_transitions_against_hand_computation(tiny_pair):
-    from app.core.embeddings import hidden_states
+    from app.core.techniques.embeddings import hidden_states
 
     clf = tiny_pair.models[1]
     ex = Example((SENTENCES[0],))
@@ -74,7 +74,7 @@ def test_model_facts_fields(tiny_pair):
 
 def test_model_facts_name_the_linear_layers_product(tiny_pair):
     """The latency shown depends on the matrix product; the facts say which one the model runs."""
-    from app.core.facts import linear_layers
+    from app.core.techniques.facts import linear_layers
 
     from .test_kernels import forced
 
@@ -88,7 +88,7 @@ def test_model_facts_name_the_linear_layers_product(tiny_pair):
 def test_facts_name_the_bad_input_line(tiny_pair):
     """The facts field takes one input per line; a bad one is named by its line, not only by the task's field."""
     from app.core import api
-    from app.core.errors import LensError
+    from app.core.ground.errors import LensError
 
     with pytest.raises(LensError, match=r"texts, line 2: field 'sentence' has only invisible characters \(U\+200B\)"):
         api.facts(tiny_pair, ["a fine film", "\u200b"])
@@ -97,7 +97,7 @@ def test_facts_name_the_bad_input_line(tiny_pair):
 def test_facts_lines_of_a_pair_task_split_at_the_tab(tiny_nli_pair):
     """One rule for the app's field and the CLI's lines: premise<TAB>hypothesis, or one text used for both."""
     from app.core import api
-    from app.core.errors import LensError
+    from app.core.ground.errors import LensError
 
     assert api.facts(tiny_nli_pair, ["A man sleeps.\tA person rests.", "A man sleeps."])["n_inputs"] == 2
     with pytest.raises(LensError, match=r"texts, line 2: field 'hypothesis' has only invisible characters"):
@@ -113,8 +113,10 @@ def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair
     import dataclasses
     import functools
 
-    from app.core import api, timing, views
-    from app.core import facts as facts_module
+    from app.core import api
+    from app.core.present import views
+    from app.core.techniques import facts as facts_module
+    from app.core.techniques import timing
 
     second = tiny_pair.models[1]
     clock = {"t": 0.0}
@@ -154,7 +156,8 @@ def test_the_facts_table_reads_in_words(tiny_pair):
     matrix-product note under the summary instead of in a column."""
     import html
 
-    from app.core import api, views
+    from app.core import api
+    from app.core.present import views
 
     res = api.facts(tiny_pair, ["a fine film", "an awful film"])
     names = [m.name for m in tiny_pair.models]

@@ -3,9 +3,9 @@ comprehensiveness of a real ranking against a random one, the most supporting wo
 import numpy as np
 import pytest
 
-from app.core.data import Example, load_dataset
-from app.core.faithfulness import agreement, faithfulness
-from app.core.saliency import IntegratedGradients, WordSaliency
+from app.core.ground.data import Example, load_dataset
+from app.core.techniques.faithfulness import agreement, faithfulness
+from app.core.techniques.saliency import IntegratedGradients, WordSaliency
 
 from .conftest import shared
 
@@ -26,7 +26,7 @@ def test_agreement_ranks_only_the_words_both_models_read():
     agreement (here: -1 on the words read, +0.6 over all 40)."""
     from scipy.stats import spearmanr
 
-    from app.core.alignment import Alignment, split_words
+    from app.core.ground.alignment import Alignment, split_words
 
     words = split_words(" ".join(f"w{i}" for i in range(40)))
 
@@ -55,8 +55,8 @@ def test_ig_ranking_is_more_comprehensive_than_random_on_the_offline_pair(offlin
 
 
 def test_top_words_are_the_most_supporting_words_read():
-    from app.core.alignment import Alignment, split_words
-    from app.core.faithfulness import top_words
+    from app.core.ground.alignment import Alignment, split_words
+    from app.core.techniques.faithfulness import top_words
 
     words = split_words("one two three four five", 0)
     al = Alignment(words, [], [[0], [1], [2], [3], []], cut=[4])
@@ -64,7 +64,7 @@ def test_top_words_are_the_most_supporting_words_read():
                        alignment=al)
     assert top_words(sal) == ["three", "four", "one"]  # "five" was not read; "two" speaks against the class
     assert top_words(WordSaliency(**{**sal.__dict__, "scores": [-1.0] * 5})) == []
-    from app.core.faithfulness import shuffled
+    from app.core.techniques.faithfulness import shuffled
 
     dealt = [shuffled(sal, np.random.default_rng(s)).scores for s in range(20)]
     assert all(d[4] == 9.0 and sorted(d[:4]) == sorted(sal.scores[:4]) for d in dealt)  # the unread word keeps its

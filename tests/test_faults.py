@@ -3,14 +3,14 @@ import shutil
 
 import pytest
 
-from app.core.loading import ModelLoadError, load
-from app.core.registry import TASKS, ModelSpec
+from app.core.models.loading import ModelLoadError, load
+from app.core.models.registry import TASKS, ModelSpec
 
 
 def test_attack_raising_midway_is_reported_and_the_app_keeps_serving(client, monkeypatch):
     from gradio_client.exceptions import AppError
 
-    from app.core import attacks
+    from app.core.techniques import attacks
 
     calls = {"n": 0}
     real = attacks.LensModelWrapper.__call__

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from lit_nlp.api.dataset import input_hash
 
-from app.core import jobs
-from app.core.errors import InputError
+from app.core.ground import jobs
+from app.core.ground.errors import InputError
 from lit_models import gate
 from lit_models.server import make_server
 

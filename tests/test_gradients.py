@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.core.data import Example
-from app.core.gradients import forward_embeds, input_gradients
-from app.core.inference import encode_one
+from app.core.execution.inference import encode_one
+from app.core.ground.data import Example
+from app.core.techniques.gradients import forward_embeds, input_gradients
 
 
 @pytest.mark.parametrize("which", [0, 1])
@@ -55,7 +55,7 @@ def test_gradient_shapes_follow_the_tokenizer(tiny_pair):
 @pytest.mark.parametrize("which", [0, 1])
 def test_embedding_layer_round_trip(tiny_pair, which):
     """Feeding the recorded embedding-layer output back in reproduces the logits; other rows get other logits."""
-    from app.core.gradients import forward_from_layer, layer_outputs
+    from app.core.techniques.gradients import forward_from_layer, layer_outputs
 
     clf = tiny_pair.models[which]
     enc, _ = encode_one(clf, Example(("a gorgeous , witty , seductive movie .",)))

@@ -1,4 +1,4 @@
-"""CUDA graphs (app/core/graphs.py): small batches, integrated gradients' rounds, and a dataset's batches when
+"""CUDA graphs (app/core/execution/graphs.py): small batches, integrated gradients' rounds, and a dataset's batches when
 asked. Everything but the recording runs here on the CPU: the tests record with `eager`, which runs the forward
 again into the same output tensor at each replay, as a graph does. On a GPU, benchmarks/gpu.py and the device run of
 this file record real graphs (the tests run "cuda" too)."""
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from app.core import cls_path, graphs
-from app.core.data import Example
-from app.core.inference import length_batches, pad, predict, tokenize
+from app.core.execution import cls_path, graphs
+from app.core.execution.inference import length_batches, pad, predict, tokenize
+from app.core.ground.data import Example
 
 from .conftest import SENTENCES, shared
 
@@ -45,7 +45,7 @@ def graphs_off(monkeypatch):
 
 def _eager_logits(clf, exs) -> tuple[np.ndarray, np.ndarray]:
     """(the rows of `exs` in their one length-sorted batch, that batch's logits from the [CLS] path, eagerly)."""
-    from app.core.precision import autocast
+    from app.core.ground.precision import autocast
 
     with torch.inference_mode(), autocast(clf):
         enc = tokenize(clf, exs)
@@ -159,7 +159,7 @@ def test_half_precision_graphs_stay_on(offline_pair, tiny_pair, monkeypatch):
     logits for seven SST-2 sentences move by 0.02 from the unpadded batch's; the check allows bf16 rounding, so
     the graphs stay on (with fp32's 1e-3 they were turned off), and the answers match eager to that rounding."""
     graphs_on_the_cpu(monkeypatch)
-    from app.core.data import load_dataset
+    from app.core.ground.data import load_dataset
 
     exs = [Example(e.texts) for e in load_dataset(shared("glue", "sst2", "dev.tsv"), limit=7).examples]
     for clf in offline_pair.with_precision("bf16").models:
@@ -217,7 +217,7 @@ def test_predict_takes_the_graph_for_small_batches_only(tiny_pair, monkeypatch):
 
 
 def _ig(clf, text, **kw):
-    from app.core.saliency import IntegratedGradients
+    from app.core.techniques.saliency import IntegratedGradients
 
     return IntegratedGradients(clf, **kw).attribute(Example((text,)))
 
@@ -229,7 +229,7 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
     attributions, delta and steps; a second input of another length in the same bucket refills it and gets its
     own answer; a tighter tolerance's larger rounds get graphs of their own."""
     graphs_on_the_cpu(monkeypatch)
-    from app.core.saliency import IntegratedGradients
+    from app.core.techniques.saliency import IntegratedGradients
 
     clf = _own(tiny_pair.models[which])
 
@@ -260,7 +260,7 @@ def test_integrated_gradients_rounds_replayed_give_the_eager_attributions(tiny_p
 def test_integrated_gradients_rounds_replayed_for_a_pair_task(tiny_nli_pair, monkeypatch):
     """Two texts with segment ids and three classes: every class's rounds from graphs of their own, with the
     eager attributions (the segments live in the embedding layer's output the rounds interpolate)."""
-    from app.core.saliency import IntegratedGradients
+    from app.core.techniques.saliency import IntegratedGradients
 
     graphs_on_the_cpu(monkeypatch)
     clf = _own(tiny_nli_pair.models[0])
@@ -327,8 +327,8 @@ def _recording_on(where: str, monkeypatch) -> None:
 def test_recorded_graphs_give_the_eager_logits(tiny_pair, monkeypatch, where):
     """Each bucket checked against the eager forward, and integrated gradients' rounds recorded too, with the
     eager attributions."""
-    from app.core.pair import Pair
-    from app.core.saliency import IntegratedGradients
+    from app.core.execution.pair import Pair
+    from app.core.techniques.saliency import IntegratedGradients
 
     _recording_on(where, monkeypatch)
     pair = Pair.resolve(models=[m.source for m in tiny_pair.spec.models], task="sst2", device=where)
@@ -352,7 +352,7 @@ def test_half_precision_and_large_graphs_stay_on(tiny_pair, monkeypatch, where, 
     """Half precision (weights on a GPU, autocast on the CPU), small buckets and, with
     ALBERT_LENS_CUDA_GRAPHS=large, a 256-row bucket: each passes its check and matches the eager forward to the
     check's tolerance."""
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     _recording_on(where, monkeypatch)
     monkeypatch.setenv(graphs.ENV, "large")

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from app.core import jobs, policy
+from app.core.ground import jobs, policy
 
 from .conftest import free_port, gradio_client
 
@@ -287,7 +287,7 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
     dead; the core's next check stops the job, so its progress advances by at most one more example."""
     import httpx
 
-    from app.core import explanation
+    from app.core.techniques import explanation
 
     real = explanation.explain
 
@@ -331,7 +331,7 @@ def test_a_client_that_disconnects_stops_its_job_within_a_batch(tiny_pair, monke
 
 def test_the_stop_button_stops_this_sessions_job(tiny_pair, monkeypatch):
 
-    from app.core import explanation
+    from app.core.techniques import explanation
     from app.ui import _RUNNING, stop_session
 
     real = explanation.explain
@@ -384,7 +384,7 @@ def test_gradio_clients_cancel_stops_the_running_job_at_its_next_check(tiny_pair
     the event's task, not the thread running the function, and takes the event off the queue's list, which the
     job's liveness check read as "finished, nothing says the client left". Now an event that leaves the list while
     its function still runs is one whose client cancelled it."""
-    from app.core import explanation
+    from app.core.techniques import explanation
 
     real = explanation.explain
     monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])
@@ -408,7 +408,7 @@ def test_a_rest_client_that_disconnects_stops_its_job(tiny_pair, monkeypatch, ro
     check (a /run client that left at 8 s had its work run on to the request budget)."""
     import httpx
 
-    from app.core import explanation
+    from app.core.techniques import explanation
 
     real = explanation.explain
     monkeypatch.setattr(explanation, "explain", lambda *a, **k: (time.sleep(0.2), real(*a, **k))[1])

@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from app.core import api, policy
-from app.core.errors import InputError
-from app.core.pair import Pair
+from app.core import api
+from app.core.execution.pair import Pair
+from app.core.ground import policy
+from app.core.ground.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,7 +50,7 @@ def test_dockerfile_runs_the_tested_script_as_uid_1000_on_7860():
     assert "scripts/space_build.sh" in text and "useradd -m -u 1000" in text and "USER user" in text
     assert "--port 7860" in text and "ALBERT_LENS_HOSTED=1" in text
     # behind the Space's proxy every request comes from it: without this, all visitors would share one address's
-    # share of /predict (app/core/shares.py)
+    # share of /predict (app/core/execution/shares.py)
     assert "ALBERT_LENS_PROXIES=1" in text
     front = (ROOT / "README.md").read_text().split("---")[1]
     assert "sdk: docker" in front and "app_port: 7860" in front
@@ -95,7 +96,7 @@ def test_uv_is_handed_pips_index_settings(tmp_path):
 def test_shipped_pairs_on_a_three_way_nli_pair_keep_texts_and_drop_foreign_labels(tmp_path):
     """rte_pairs carries RTE's labels; an MNLI pair (3 classes) still gets the texts, without wrong gold labels."""
     from app.core import api
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     from .conftest import _tiny_bert
 

@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.errors import InputError
-from app.core.inference import check_examples, predict
-from app.core.registry import TASKS
+from app.core.execution.inference import check_examples, predict
+from app.core.ground.data import Example
+from app.core.ground.errors import InputError
+from app.core.models.registry import TASKS
 
 from .conftest import SENTENCES
 
@@ -73,8 +73,8 @@ def test_padding_gives_the_tokenizers_own_tensors(tiny_pair, tiny_nli_pair, fami
 
     import torch
 
-    from app.core.inference import length_batches, pad, tokenize
-    from app.core.loading import ModelSpec, get_classifier
+    from app.core.execution.inference import length_batches, pad, tokenize
+    from app.core.models.loading import ModelSpec, get_classifier
 
     distil = get_classifier(ModelSpec("d", str(family_dirs["distilbert"]), "distilbert", TASKS["sst2"]))
     pairs = [Example((s, SENTENCES[-1 - i])) for i, s in enumerate(SENTENCES)]
@@ -104,7 +104,7 @@ def test_results_gathered_on_a_device_come_back_in_order_once():
 
     import torch
 
-    from app.core.inference import Gathered
+    from app.core.execution.inference import Gathered
 
     out = np.zeros((5, 2), dtype=np.float32)
     rows = Gathered(SimpleNamespace(device="meta"), out)
@@ -133,7 +133,7 @@ def _fresh(clf):
 def test_direct_tokenizing_gives_the_wrappers_ids(tiny_pair, tiny_nli_pair):
     """Ids read straight from the Rust tokenizer against the wrapper's own call, for both families, for pairs
     (longest-first truncation) and past the max length, with the check's inputs and well beyond them."""
-    from app.core.inference import tokenize
+    from app.core.execution.inference import tokenize
 
     long = "the film " * 200
     singles = [Example((s,)) for s in SENTENCES * 3] + [Example((long,)), Example(("a",))]
@@ -157,7 +157,7 @@ def test_single_texts_whose_segment_ids_are_not_all_zero_keep_the_wrappers_ids(t
     template gives [CLS] segment 1 (here rewritten so) fails the check and keeps the wrapper's own ids."""
     from tokenizers.processors import TemplateProcessing
 
-    from app.core.inference import tokenize
+    from app.core.execution.inference import tokenize
 
     clf = _fresh(tiny_pair.models[0])
     tok = clf.base_tokenizer
@@ -176,7 +176,7 @@ def test_single_texts_whose_segment_ids_are_not_all_zero_keep_the_wrappers_ids(t
 def test_a_tokenizer_whose_wrapper_differs_keeps_the_wrappers_ids(tiny_pair):
     """Where the wrapper's ids differ from the Rust tokenizer's (here a wrapper that adds to every id), the
     check sends that tokenizer down the wrapper's path, and predictions use the wrapper's ids."""
-    from app.core.inference import tokenize
+    from app.core.execution.inference import tokenize
 
     clf = _fresh(tiny_pair.models[0])
     tok = clf.base_tokenizer

@@ -1,11 +1,12 @@
-"""What a request names, read (`app/core/inputs.py`): datasets a caller built held to the checks of those named."""
+"""What a request names, read (`app/core/execution/inputs.py`): datasets a caller built held to the checks of
+those named."""
 from __future__ import annotations
 
 import pytest
 
-from app.core.data import Dataset, Example
-from app.core.errors import InputError
-from app.core.inputs import resolve_dataset
+from app.core.execution.inputs import resolve_dataset
+from app.core.ground.data import Dataset, Example
+from app.core.ground.errors import InputError
 
 
 def test_a_dataset_a_caller_built_is_read_as_a_named_one(tiny_pair, monkeypatch):
@@ -37,7 +38,7 @@ def test_rows_keep_the_whole_datasets_numbers_through_a_slice_of_a_slice(tiny_pa
     """One numbering: a slice's examples carry the whole dataset's row numbers; rows picked from it (a brush over
     its projection) name the whole dataset's rows again, and "@rows:A @rows:B" reads B's rows, each among A's (the
     app once handed "872 @rows:211" to @rows as one row number)."""
-    from app.core.inputs import slice_spec
+    from app.core.execution.inputs import slice_spec
 
     rows = str(_rows_file(tmp_path))
     first = resolve_dataset(tiny_pair, slice_spec(rows, [40, 5, 12, 33]), visitor=False)
@@ -74,7 +75,7 @@ def test_a_slice_of_a_slice_projected_brushed_and_read_by_every_tab(tiny_pair, t
     assert api.similarity(tiny_pair, brushed, visitor=False)["n"] == len(ds)
     assert {p["row"] for p in api.project(tiny_pair, brushed, method="pca", visitor=False)["points"]} == set(
         sorted(picked)[2:])
-    from app.core.benchmark import benchmark
+    from app.core.techniques.benchmark import benchmark
 
     for e in benchmark(tiny_pair, ds)["disagreements"]["examples"]:
         word = "fine" if e["row"] % 2 else "dull"

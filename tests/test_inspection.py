@@ -2,11 +2,11 @@
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.inference import predict
-from app.core.inspection import inspect
-from app.core.loading import load
-from app.core.registry import TASKS, ModelSpec
+from app.core.execution.inference import predict
+from app.core.ground.data import Example
+from app.core.models.loading import load
+from app.core.models.registry import TASKS, ModelSpec
+from app.core.techniques.inspection import inspect
 
 PAIR = Example(("A man is sleeping on the couch.", "A person rests."))
 
@@ -45,7 +45,7 @@ def test_given_embeddings_replace_a_field_in_its_place(family_dirs):
 def test_lits_gradients_are_the_saliencys(tiny_pair):
     """One gradient path: LIT's per-field gradients are saliency's token gradients of the same class's
     probability, split at the special tokens, and a finite difference along them agrees."""
-    from app.core.gradients import input_gradients
+    from app.core.techniques.gradients import input_gradients
 
     clf = tiny_pair.models[0]
     ex = Example(("a gorgeous , witty , seductive movie .",))

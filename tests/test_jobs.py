@@ -5,8 +5,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from app.core import jobs
-from app.core.data import Example
+from app.core.ground import jobs
+from app.core.ground.data import Example
 
 
 class Clock:
@@ -45,7 +45,7 @@ def test_a_nested_budget_stops_with_its_request():
 
 
 def test_prediction_stops_between_batches_when_the_client_leaves(tiny_pair):
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
 
     clf = tiny_pair.models[0]
     checks = []
@@ -67,7 +67,7 @@ def test_prediction_stops_between_batches_when_the_client_leaves(tiny_pair):
 def test_saliency_over_a_dataset_keeps_what_it_explained(tiny_pair):
     """Cut by its budget inside the third example (at 6 s of 5), the answer is about the two finished and says
     where it was cut."""
-    from app.core import explanation
+    from app.core.techniques import explanation
 
     clock = Clock()
     exs = [Example((f"a film that was fine , number {i}",)) for i in range(10)]
@@ -91,7 +91,7 @@ def test_saliency_over_a_dataset_keeps_what_it_explained(tiny_pair):
 def test_an_attack_stops_at_its_deadline_by_search_steps(offline_pair):
     """A 5 s limit, each search step taking 1 s of an injected clock: the attack answers 6 steps (the one under
     way at the deadline ends 1 s past it) and begins none after it; TextAttack's search wanted far more."""
-    from app.core import attacks
+    from app.core.techniques import attacks
 
     clf = offline_pair.models[0]
     ex = Example(("the acting , costumes , music , cinematography and sound are all astounding and the film is "

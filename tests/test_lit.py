@@ -5,10 +5,10 @@ import urllib.request
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.inference import predict
-from app.core.saliency import GradientXInput
-from app.core.timing import TextCost
+from app.core.execution.inference import predict
+from app.core.ground.data import Example
+from app.core.techniques.saliency import GradientXInput
+from app.core.techniques.timing import TextCost
 from lit_models.models import LensModel, models_for
 from lit_models.server import GENERATORS, SALIENCE, datasets_for, make_server
 
@@ -153,7 +153,7 @@ def test_metrics_table_has_the_paired_test_of_the_selection(lit_server):
     p-value does not); examples without a gold label are left out."""
     from urllib.parse import quote
 
-    from app.core.significance import compare_accuracy
+    from app.core.ground.significance import compare_accuracy
     from lit_models.server import PAIRED
 
     url, pair = lit_server
@@ -188,9 +188,9 @@ def test_metrics_table_has_the_paired_test_of_the_selection(lit_server):
 def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs, tmp_path, tiny_pair):
     """STS-B: the gap is in Pearson's r with the core's paired bootstrap; a model loaded from the LIT page is
     compared with the pair's first; a selection without gold scores gives only n = 0."""
-    from app.core.data import load_dataset
-    from app.core.pair import Pair
-    from app.core.significance import compare_correlation
+    from app.core.execution.pair import Pair
+    from app.core.ground.data import load_dataset
+    from app.core.ground.significance import compare_correlation
     from lit_models.datasets import LensDataset
     from lit_models.metrics import PairedComparison
 
@@ -217,7 +217,7 @@ def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs
     (res,) = PairedComparison(pair_models).run(sst.examples, visitor, sst)
     exs = [Example((e["sentence"],)) for e in sst.examples]
     first, second = (predict(clf, exs).predicted for clf in tiny_pair.models)
-    from app.core.significance import compare_accuracy
+    from app.core.ground.significance import compare_accuracy
 
     expected = compare_accuracy([e["label"] for e in sst.examples], second, first)  # vs the pair's first
     assert res["metrics"]["other − this"] == pytest.approx(expected["difference"])

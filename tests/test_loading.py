@@ -5,10 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from app.core.data import Example
-from app.core.inference import predict
-from app.core.loading import ModelLoadError, get_classifier, load, read_head
-from app.core.registry import TASKS, ModelSpec, custom_pair
+from app.core.execution.inference import predict
+from app.core.ground.data import Example
+from app.core.models.loading import ModelLoadError, get_classifier, load, read_head
+from app.core.models.registry import TASKS, ModelSpec, custom_pair
 
 from .conftest import _tiny_family, copy_tokenizer
 
@@ -119,7 +119,7 @@ def test_models_are_loaded_once(tiny_dirs):
 
 
 def test_custom_pair_takes_labels_from_config(tiny_dirs):
-    from app.core.pair import Pair, PairError
+    from app.core.execution.pair import Pair, PairError
 
     pair = Pair.resolve(models=[str(tiny_dirs["bert"]), str(tiny_dirs["albert"])])
     assert [m.labels for m in pair.models] == [("LABEL_0", "LABEL_1")] * 2 and pair.task.name == "custom"
@@ -176,8 +176,8 @@ def test_max_length_fits_the_models_position_table(tmp_path):
     passed on to fail with an index error in the position embeddings."""
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from app.core.explanation import explain
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
+    from app.core.techniques.explanation import explain
 
     d = tmp_path / "short"
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -198,7 +198,7 @@ def test_positions_numbered_from_ids_are_seen_in_the_loaded_model(family_dirs, t
     itself, so a RoBERTa-style family missing from the list still gets 16 and long inputs don't overrun."""
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
-    import app.core.loading as loading
+    import app.core.models.loading as loading
 
     d = tmp_path / "short-roberta"
     config = RobertaConfig.from_pretrained(family_dirs["roberta"], max_position_embeddings=18)
@@ -218,7 +218,7 @@ def test_config_label_names_are_checked_against_the_task(tiny_dirs, tmp_path):
     task are refused at load, instead of SST-2 outputs being called entailment and not_entailment."""
     import json
 
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     def with_names(names: list[str]) -> Path:
         d = tmp_path / "-".join(names)
@@ -251,7 +251,7 @@ def test_a_checkpoint_without_a_trained_head_is_refused(tmp_path, fmt, tiny_dirs
     with only a log line; a researcher would read noise as the model's answers."""
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
 
     d = tmp_path / "mlm"
     config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -279,7 +279,7 @@ def test_head_and_model_name_the_configs_family(family_dirs):
 def test_a_model_loaded_with_an_untrained_head_is_not_served_to_a_spec_that_did_not_ask(tmp_path):
     from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
 
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
 
     d = tmp_path / "mlm"
     BertForMaskedLM(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -295,7 +295,7 @@ def test_a_model_first_loaded_inside_inference_mode_still_gives_gradients(tiny_d
     """A pair's weights load on first use, which can be inside a batch job running in inference mode; weights
     made there were inference tensors, and every later gradient through them failed ("Inference tensors cannot
     be saved for backward": LIT's gradients, after a graph test had first loaded the pair)."""
-    from app.core.gradients import input_gradients
+    from app.core.techniques.gradients import input_gradients
 
     with torch.inference_mode():
         clf = load(ModelSpec("M", str(tiny_dirs["bert"]), "bert", TASKS["sst2"]))

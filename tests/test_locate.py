@@ -1,4 +1,5 @@
-"""Where is my sentence (`app/core/locate.py`): an input among a dataset's examples, for each model, through the
+"""Where is my sentence (`app/core/techniques/locate.py`): an input among a dataset's examples, for each model,
+through the
 facade, the command line and the Projection tab's handler."""
 from __future__ import annotations
 
@@ -7,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.inference import predict
-from app.core.locate import nearest, share_below
+from app.core.execution.inference import predict
+from app.core.ground.data import Example
+from app.core.techniques.locate import nearest, share_below
 
 
 def _rows(tmp_path, n=40):
@@ -82,7 +83,7 @@ def test_an_input_from_the_dataset_finds_itself_and_its_place(tiny_pair, tmp_pat
 
 def test_locate_needs_an_input_and_checks_its_options(tiny_pair, tmp_path):
     from app.core import api
-    from app.core.errors import InputError
+    from app.core.ground.errors import InputError
 
     rows = _rows(tmp_path, 12)
     with pytest.raises(InputError, match="empty"):

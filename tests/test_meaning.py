@@ -1,10 +1,10 @@
-"""The WordNet edit filter (app/core/meaning.py) against 120 swaps judged by hand (tests/data/)."""
+"""The WordNet edit filter (app/core/techniques/meaning.py) against 120 swaps judged by hand (tests/data/)."""
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from app.core import meaning
+from app.core.techniques import meaning
 
 JUDGED = Path(__file__).parent / "data" / "wordnet_edits_judged.tsv"
 
@@ -16,7 +16,7 @@ def _judged() -> list[list[str]]:
 
 @pytest.fixture(scope="module")
 def checked():
-    from app.core import runtime
+    from app.core.ground import runtime
 
     runtime.prepare_nltk()
     rows = _judged()
@@ -51,7 +51,7 @@ def test_the_cosine_is_the_minilm_sentence_encoders():
     """Our MiniLM vectors against sentence-transformers' own encoding of the same shipped model."""
     from sentence_transformers import SentenceTransformer
 
-    from app.core.offline import minilm_dir
+    from app.core.models.offline import minilm_dir
 
     texts = ["a gorgeous , witty , seductive movie .", "a gorgeous , witty , seductive moving picture ."]
     ours = meaning.embed(texts)

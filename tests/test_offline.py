@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.data import Example, load_dataset
-from app.core.facts import count_parameters
-from app.core.inference import predict
+from app.core.execution.inference import predict
+from app.core.ground.data import Example, load_dataset
+from app.core.techniques.facts import count_parameters
 
 from .conftest import shared
 
@@ -43,8 +43,9 @@ def test_albert_has_both_parameter_reductions_and_is_small(offline_pair):
 def test_offline_pair_loads_from_a_fresh_cache(tmp_path):
     """Materialising from assets + loading both models in a new process with an empty cache (its time, about
     a second here, is benchmarks/offline_pair.py's to report: a busy machine would make a bound flaky)."""
-    code = ("import time, app.core.loading, transformers; from transformers import AutoModelForSequenceClassification, "
-            "AutoTokenizer, AutoConfig; from app.core.pair import Pair; t=time.perf_counter(); "
+    code = ("import time, app.core.models.loading, transformers; "
+            "from transformers import AutoModelForSequenceClassification, "
+            "AutoTokenizer, AutoConfig; from app.core.execution.pair import Pair; t=time.perf_counter(); "
             "m=Pair.resolve('offline').models; print(time.perf_counter()-t)")
     env = dict(os.environ, ALBERT_LENS_CACHE=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
@@ -60,8 +61,8 @@ def test_an_export_folder_given_by_path_loads_as_the_offline_pair(offline_pair, 
 
     import pytest
 
-    from app.core.loading import ModelLoadError, load
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import ModelLoadError, load
+    from app.core.models.registry import TASKS, ModelSpec
 
     texts = [Example(("an awful, tedious film",)), Example(("a warm and generous movie",))]
     for clf in offline_pair.models:
@@ -95,7 +96,7 @@ def test_plain_text_is_predicted_sensibly(offline_pair):
 
 
 def test_default_pair_is_offline_here_and_says_why():
-    from app.core.pair import default_pair_spec
+    from app.core.execution.pair import default_pair_spec
 
     spec, reason = default_pair_spec()
     assert spec.name == "offline"
@@ -141,8 +142,8 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     bert-rte/albert-rte that load as an RTE pair by path (no --task: the config names it) or as `offline-rte`;
     the core's accuracy on dev from the fp16 export is the one training measured. A resumed run of another task
     is refused, and an unshipped offline pair names the command that trains it."""
-    from app.core import offline
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
+    from app.core.models import offline
 
     run, export = tmp_path / "run", tmp_path / "export"
     # the first 96 rows of RTE dev (277): training evaluates on dev at each stage, and the test predicts it again;
@@ -199,7 +200,7 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
 
 
 def test_training_keeps_the_tasks_default_tokens():
-    from app.core.training import resolve_max_len, training_task
+    from app.core.techniques.training import resolve_max_len, training_task
 
     assert resolve_max_len(None, training_task("rte")) == 128  # a pair: RTE's premise is long
     assert resolve_max_len(None, training_task("mrpc")) == 128
@@ -209,8 +210,8 @@ def test_training_keeps_the_tasks_default_tokens():
 
 @pytest.mark.parametrize("max_len", [4, 513, 64.5, True])
 def test_train_offline_refuses_a_max_len_outside_the_models_positions(tmp_path, max_len):
-    from app.core.errors import InputError
-    from app.core.training import TrainSettings, train_offline
+    from app.core.ground.errors import InputError
+    from app.core.techniques.training import TrainSettings, train_offline
 
     with pytest.raises(InputError, match=r"max_len: .* is out of range; give a whole number of tokens from 8 to 512"):
         train_offline(shared("glue", "rte", "train.tsv"), tmp_path / "run", task="rte",
@@ -225,8 +226,8 @@ def test_processes_materialising_at_once_each_get_a_whole_copy(tmp_path):
 
     from safetensors.torch import load_file
 
-    from app.core.offline import materialise_dir
-    from app.core.runtime import ASSETS_DIR
+    from app.core.ground.runtime import ASSETS_DIR
+    from app.core.models.offline import materialise_dir
 
     src, dest = ASSETS_DIR / "offline" / "bert-sst2", tmp_path / "cache" / "bert-sst2"
     start, out, errors = threading.Barrier(4), [], []
@@ -251,7 +252,7 @@ def test_processes_materialising_at_once_each_get_a_whole_copy(tmp_path):
 def test_the_embedding_basis_is_the_svds_computed_once_per_table_and_again_when_it_changes(monkeypatch):
     import torch
 
-    from app.core import offline
+    from app.core.models import offline
 
     calls = []
     svd = torch.linalg.svd

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from app.core import api
-from app.core.pair import Pair
+from app.core.execution.pair import Pair
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +42,7 @@ def test_other_families_answer_every_capability(family_pairs, name):
 def test_a_pair_whose_configs_name_outputs_differently_is_refused_until_a_task_names_them(tiny_dirs):
     """The offline BERT's config says negative/positive, a tiny model's LABEL_0/LABEL_1: matched by name, the
     second would be wrong on every gold label and no class could be explained on both. --task names both."""
-    from app.core.pair import PairError
+    from app.core.execution.pair import PairError
 
     loose = Pair.resolve(models=["offline:bert-sst2", str(tiny_dirs["bert"])])
     for attr in ("heads", "models"):

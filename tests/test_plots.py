@@ -1,6 +1,12 @@
 import pytest
 
-from app.core.plots import counterfactual_figure, grouped_bars, saliency_figure, transition_labels, transitions_figure
+from app.core.present.plots import (
+    counterfactual_figure,
+    grouped_bars,
+    saliency_figure,
+    transition_labels,
+    transitions_figure,
+)
 
 
 def test_grouped_bars_put_models_side_by_side_not_stacked():
@@ -107,7 +113,7 @@ def _bench(metric, cmp):
 
 
 def test_benchmark_figure_draws_the_intervals_and_the_table_of_who_is_right():
-    from app.core.plots import benchmark_figure
+    from app.core.present.plots import benchmark_figure
 
     cmp = {
         "metric": "accuracy",
@@ -131,7 +137,7 @@ def test_benchmark_figure_draws_the_intervals_and_the_table_of_who_is_right():
 
 
 def test_benchmark_figure_of_a_regression_pair_or_an_undefined_test_has_the_bars_alone():
-    from app.core.plots import benchmark_figure
+    from app.core.present.plots import benchmark_figure
 
     cmp = {"metric": "pearson", "confidence": 0.95, "intervals": [[0.8, 0.95], [0.7, 0.9]]}
     assert len(benchmark_figure(_bench("pearson", cmp)).axes) == 1
@@ -150,7 +156,7 @@ def test_grouped_bars_draw_an_interval_where_a_row_has_one():
 
 
 def test_saliency_dataset_figure_shows_intervals_and_the_spread_of_agreement():
-    from app.core.plots import saliency_dataset_figure
+    from app.core.present.plots import saliency_dataset_figure
 
     m = lambda v: {"mean": v, "interval": [v - 0.05, v + 0.05], "n": 3}
     res = {"method": "integrated_gradients", "n": 3, "models": ["BERT", "ALBERT"],
@@ -183,7 +189,7 @@ def test_the_saliency_chart_and_the_highlight_agree_on_each_models_top_word():
     """A model with scores a hundred times smaller (ALBERT's occlusion) gets bars as tall as its highlight is
     deep: per model, the chart's tallest bar is the highlight's strongest word, and both reach 1. An unsigned
     method is drawn as magnitudes from zero and labelled so."""
-    from app.core.views import highlight
+    from app.core.present.views import highlight
 
     text = "the plot is bad and the acting is a mess"
     words = text.split()
@@ -213,7 +219,7 @@ def test_cka_and_attention_plots_read_without_the_docs():
     ALBERT's nearly uniform map looked as intense as BERT's)."""
     import math
 
-    from app.core.plots import attention_figure, similarity_figure
+    from app.core.present.plots import attention_figure, similarity_figure
 
     nan = math.nan
     cka = [[nan, nan, nan], [nan, 0.9, 0.4], [nan, 0.5, 0.8]]

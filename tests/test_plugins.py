@@ -20,9 +20,10 @@ import numpy as np
 import pytest
 from scipy.stats import binomtest
 
-from app.core import api, capabilities, plugins
-from app.core.alignment import split_words
-from app.core.errors import InputError
+from app.core import api
+from app.core.declare import capabilities, plugins
+from app.core.ground.alignment import split_words
+from app.core.ground.errors import InputError
 
 from .conftest import free_port, gradio_client, shared
 
@@ -111,7 +112,7 @@ def test_a_broken_plugin_is_named_in_one_warning_and_the_others_load(plugin_site
 
 
 def test_a_variants_option_that_clashes_is_refused_and_leaves_the_catalogue_as_it_was():
-    from app.core import saliency
+    from app.core.techniques import saliency
 
     class Clash(saliency.Method):
         name, label = "clash", "clash"
@@ -216,7 +217,7 @@ def test_uninstalled_nothing_of_the_plugin_appears_anywhere(tiny_pair):
     """The venv as set up: no method, generator, capability, option, endpoint or LIT component of the plugin."""
     from werkzeug.test import Client
 
-    from app.core import saliency
+    from app.core.techniques import saliency
     from app.ui import build
     from lit_models.server import make_server
 
@@ -248,7 +249,7 @@ def test_lit_lists_the_plugin_and_every_method_scores_as_the_app_does(plugin, ti
     from lit_nlp.api.dataset import input_hash
     from werkzeug.test import Client
 
-    from app.core.saliency import METHODS
+    from app.core.techniques.saliency import METHODS
     from lit_models.salience import lit_name
     from lit_models.server import make_server
 

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from app.core import policy
-from app.core.data import DataError, check_file, load_dataset, read_table
-from app.core.errors import InputError
+from app.core.ground import policy
+from app.core.ground.data import DataError, check_file, load_dataset, read_table
+from app.core.ground.errors import InputError
 
 
 @pytest.fixture()

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.errors import InputError
+from app.core.ground.errors import InputError
 
 from .conftest import shared
 
@@ -40,9 +40,9 @@ def test_the_encoder_is_int8_and_the_head_fp32_and_the_pair_names_its_precision(
 def test_int8_answers_stay_close_to_fp32_on_real_data(offline_pair, int8_pair):
     """SST-2 dev predictions and AG News [CLS] embeddings, int8 against fp32 (independent: the fp32 models),
     held to the issue's bounds: agreement >= 99%, every vector at cosine >= 0.99."""
-    from app.core.data import load_dataset
-    from app.core.embeddings import embed
-    from app.core.inference import predict
+    from app.core.execution.inference import predict
+    from app.core.ground.data import load_dataset
+    from app.core.techniques.embeddings import embed
 
     sst2 = load_dataset(shared("glue", "sst2", "dev.tsv")).examples  # all 872: agreement is a rate near 1
     news = load_dataset(shared("ag_news", "test.csv")).head(300).examples
@@ -62,7 +62,7 @@ def test_each_token_gets_its_own_activation_range():
     layer; here the other rows keep their precision, and a row's answer is the same alone as in any batch."""
     import torch
 
-    from app.core import precision
+    from app.core.ground import precision
 
     torch.manual_seed(0)
     stock = torch.nn.Sequential(torch.nn.Linear(64, 32)).requires_grad_(False)
@@ -89,8 +89,8 @@ def test_each_token_gets_its_own_activation_range():
 
 def test_gradients_never_take_the_int8_path(offline_pair, int8_pair):
     from app.core import api
-    from app.core.data import Example
-    from app.core.gradients import input_gradients
+    from app.core.ground.data import Example
+    from app.core.techniques.gradients import input_gradients
 
     with pytest.raises(InputError, match="precision: BERT is loaded in int8; gradients run on its fp32 weights"):
         input_gradients(int8_pair.models[0], Example(("A warm, funny film.",)))
@@ -143,7 +143,7 @@ def test_the_report_and_the_banner_say_which_precision_answered(int8_pair, offli
 def _new_machine(monkeypatch, name: str) -> None:
     """A machine that has timed nothing yet (its own key; the models stay where the suite's cache has them: a model
     at another path is another model)."""
-    from app.core import tuning
+    from app.core.execution import tuning
 
     monkeypatch.setattr(tuning, "machine_key", lambda: f"test machine {name}")
 
@@ -159,7 +159,7 @@ def chooses(monkeypatch, tmp_path):
 
 def _timed(monkeypatch, **seconds):
     """The models' forward passes timed as `seconds` say ({"fp32_s", "asked_s", "emulated_s"}), each model."""
-    from app.core import tuning
+    from app.core.execution import tuning
 
     calls = []  # the batch work's timing per model (one input's is its own call, timed as the batches unless given)
     real = tuning.alternated
@@ -181,8 +181,8 @@ def test_a_slower_precision_answers_in_fp32_and_says_why_everywhere(offline_pair
     fp32's time, int8 on an Intel Xeon 2.4-3.3x), fp32 answers and every surface says so, never a silent
     slowdown."""
     from app.cli import main
-    from app.core import views
-    from app.core.device import cpu_name
+    from app.core.ground.device import cpu_name
+    from app.core.present import views
     from app.report import write
     from app.ui import banner
     from lit_models.models import models_for
@@ -256,7 +256,8 @@ def test_one_input_at_a_time_answers_in_the_precision_that_is_faster_for_it(offl
 def test_the_real_timing_is_taken_once_and_decides_by_its_margin(offline_pair, chooses):
     """Unpatched: both models' forward passes timed in both precisions; the choice follows the timing, whichever
     way this CPU goes, and a later choice reads it back instead of timing again."""
-    from app.core import precision, tuning
+    from app.core.execution import tuning
+    from app.core.ground import precision
 
     pair = offline_pair.with_precision("int8")
     t = pair.precision_asked["timing"]
@@ -274,7 +275,7 @@ def test_emulated_bf16_computes_what_a_bf16_unit_does(offline_pair):
     accumulation order) and not as fp32 does."""
     import torch
 
-    from app.core import precision
+    from app.core.ground import precision
 
     gen = torch.Generator().manual_seed(0)
     x, w, b = torch.randn(7, 5, 96, generator=gen), torch.randn(48, 96, generator=gen), torch.randn(48, generator=gen)

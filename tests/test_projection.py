@@ -3,10 +3,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from app.core.data import Example
-from app.core.errors import InputError
-from app.core.plots import plot_png, projection_figure
-from app.core.projection import (
+from app.core.ground.data import Example
+from app.core.ground.errors import InputError
+from app.core.present.plots import plot_png, projection_figure
+from app.core.techniques.projection import (
     cached_embeddings,
     knn_overlap,
     neighbours_k,
@@ -63,7 +63,7 @@ def test_project_api_reports_the_k_it_used(tiny_pair):
 
 def test_unrelated_spaces_overlap_at_the_chance_level():
     """Two independent random embeddings of the same 300 points share k / (n - 1) of their neighbours."""
-    from app.core.projection import knn_chance
+    from app.core.techniques.projection import knn_chance
 
     rng = np.random.default_rng(3)
     got = [knn_overlap(rng.standard_normal((300, 32)), rng.standard_normal((300, 32)), k=10) for _ in range(5)]
@@ -120,8 +120,8 @@ def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_e
     import json
 
     from app.core import api
-    from app.core.inference import predict
-    from app.core.projection import cached_predictions
+    from app.core.execution.inference import predict
+    from app.core.techniques.projection import cached_predictions
 
     texts = [f"{s} ({tmp_path.name})" for s in SENTENCES]  # sentences no other test embedded or predicted
     exs = [Example((t,)) for t in texts[:5]]
@@ -135,7 +135,7 @@ def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_e
     fresh_data = tmp_path / "fresh.jsonl"
     fresh_data.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts), encoding="utf-8")
     # on a cold cache one pass per model predicts and embeds: neither `predict` nor `embed` runs apart
-    from app.core import projection
+    from app.core.techniques import projection
 
     def apart(*a, **k):
         raise AssertionError("a second pass over the encoder")
@@ -156,9 +156,9 @@ def test_embedding_cache_notices_retrained_weights_and_stays_under_its_cap(tiny_
     import shutil
     import time
 
-    from app.core.embeddings import embed
-    from app.core.loading import load
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import load
+    from app.core.models.registry import TASKS, ModelSpec
+    from app.core.techniques.embeddings import embed
 
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
     d = tmp_path / "m"
@@ -223,7 +223,7 @@ def test_warm_up_compiles_umap_kernels_in_a_fresh_process():
     import sys
 
     code = ("import umap.layouts as L; before = len(L._nb_optimize_layout_euclidean_single_epoch.signatures); "
-            "from app.core.projection import warm_up; warm_up(); "
+            "from app.core.techniques.projection import warm_up; warm_up(); "
             "print(before, len(L._nb_optimize_layout_euclidean_single_epoch.signatures))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          cwd=Path(__file__).resolve().parents[1])
@@ -240,7 +240,7 @@ def test_umaps_compiled_kernels_are_kept_for_the_next_process(tmp_path):
     import subprocess
     import sys
 
-    code = ("import numpy as np, umap.umap_ as U; from app.core.projection import project; "
+    code = ("import numpy as np, umap.umap_ as U; from app.core.techniques.projection import project; "
             "x = np.random.default_rng(0).normal(size=(80, 16)).astype(np.float32); y = project(x); "
             "s = U.smooth_knn_dist.stats; print(len(s.cache_hits), len(s.cache_misses), repr(y[:2].tolist()))")
     env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}
@@ -261,7 +261,8 @@ def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tin
     import json
     import logging
 
-    from app.core import api, projection
+    from app.core import api
+    from app.core.techniques import projection
 
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps({"text": f"{s} ({broken})"}) + "\n" for s in SENTENCES), encoding="utf-8")

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from app.core.quadrature import focus, gauss_legendre, peaked, sinh_mapped, transplanted
+from app.core.ground.quadrature import focus, gauss_legendre, peaked, sinh_mapped, transplanted
 
 
 def test_gauss_legendre_is_exact_for_polynomials():

@@ -1,7 +1,7 @@
 import pytest
 
-from app.core.errors import InputError
-from app.core.registry import PRESETS, get_pair
+from app.core.ground.errors import InputError
+from app.core.models.registry import PRESETS, get_pair
 
 TASKS = ["sst2", "rte", "mrpc", "qqp", "cola", "wnli", "snli", "mnli", "qnli", "stsb", "ag_news", "imdb",
          "rotten_tomatoes", "yelp_polarity"]

@@ -91,8 +91,8 @@ def test_a_section_is_computed_again_after_the_pairs_weights_change(tiny_dirs, t
     import os
     import shutil
 
-    from app.core import loading
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
+    from app.core.models import loading
     from app.report import build_sections
 
     bert, albert = tmp_path / "bert", tmp_path / "albert"

@@ -7,7 +7,7 @@ from dataclasses import fields
 import pytest
 
 from app.core import api
-from app.core.results import RESULTS, CounterfactualResult, PredictResult, SaliencyDatasetResult
+from app.core.declare.results import RESULTS, CounterfactualResult, PredictResult, SaliencyDatasetResult
 
 
 def test_every_result_reads_like_its_json():
@@ -71,7 +71,7 @@ def test_the_facade_returns_declared_results_whose_json_round_trips(tiny_pair):
 def test_nested_rows_are_declared_all_the_way_down():
     """A nested row with a key its row type doesn't declare is refused where the result is made, naming the key
     and the type to declare it in; declared keys (and rows in lists of lists) pass."""
-    from app.core.results import CounterfactualResult, PredictResult
+    from app.core.declare.results import CounterfactualResult, PredictResult
 
     row = {"model": "a", "label": "positive", "probabilities": {"positive": 1.0}, "latency_ms": 2.0}
     assert PredictResult(task="sst2", fields=["sentence"], input=["x"], models=[row])["models"] == [row]

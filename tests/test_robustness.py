@@ -4,11 +4,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from app.core import api
-from app.core.alignment import split_words
-from app.core.data import Example, blank_reason, load_dataset
-from app.core.errors import LensError
-from app.core.inference import encode_one
-from app.core.saliency import method
+from app.core.execution.inference import encode_one
+from app.core.ground.alignment import split_words
+from app.core.ground.data import Example, blank_reason, load_dataset
+from app.core.ground.errors import LensError
+from app.core.techniques.saliency import method
 
 ODD = [
     "👩‍👩‍👧‍👦 family emoji with joiners 👍🏽",
@@ -161,7 +161,7 @@ def test_a_lone_surrogate_is_refused_with_its_place_on_every_text_endpoint(tiny_
     """It reached the tokenizer, whose TypeError came back as "something went wrong"; now the core's one check of
     a text refuses it, naming the field, the code point and where it is."""
     from app.core import api
-    from app.core.errors import InputError
+    from app.core.ground.errors import InputError
 
     run = {
         "predict": lambda: api.predict(tiny_pair, LONE),
@@ -179,7 +179,7 @@ def test_a_lone_surrogate_is_refused_with_its_place_on_every_text_endpoint(tiny_
 
 
 def test_a_lone_surrogate_in_a_jsonl_file_names_its_line(tmp_path):
-    from app.core.data import DataError
+    from app.core.ground.data import DataError
 
     path = tmp_path / "rows.jsonl"
     path.write_text('{"text": "a fine film", "label": 1}\n{"text": "good \\ud800 film", "label": 0}\n')

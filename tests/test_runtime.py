@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core import runtime
+from app.core.ground import runtime
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -111,7 +111,7 @@ def test_log_lines_are_bounded_whoever_logs_them(monkeypatch):
     import io
     import logging
 
-    from app.core import runtime
+    from app.core.ground import runtime
 
     monkeypatch.setattr(runtime, "_BOUNDED", False)
     # the plain factory (a LIT server started earlier in this process bounded its own), restored afterwards

@@ -2,14 +2,14 @@ import numpy as np
 import pytest
 import torch
 
-from app.core.alignment import edit_texts
-from app.core.data import Example
-from app.core.errors import InputError
-from app.core.explanation import explain
-from app.core.faithfulness import faithfulness, top_words
-from app.core.gradients import forward_embeds
-from app.core.inference import encode_one, predict
-from app.core.saliency import METHODS, IntegratedGradients, Occlusion, method
+from app.core.execution.inference import encode_one, predict
+from app.core.ground.alignment import edit_texts
+from app.core.ground.data import Example
+from app.core.ground.errors import InputError
+from app.core.techniques.explanation import explain
+from app.core.techniques.faithfulness import faithfulness, top_words
+from app.core.techniques.gradients import forward_embeds
+from app.core.techniques.saliency import METHODS, IntegratedGradients, Occlusion, method
 
 EX = Example(("a gorgeous , witty , seductive movie .",))
 
@@ -144,7 +144,7 @@ def test_pairs_are_explained_per_field(tiny_nli_pair):
 
 def test_ig_on_a_regression_head_integrates_the_score(tiny_dirs, tmp_path):
     """STS-B models output one similarity score: F is that score (no softmax), per field words kept apart."""
-    from app.core.pair import Pair
+    from app.core.execution.pair import Pair
 
     from .conftest import _tiny_bert
 
@@ -186,9 +186,9 @@ def short_bert(tmp_path_factory):
     """A BERT that reads 16 tokens, so that a sentence is a long input."""
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizerFast
 
-    from app.core.loading import load
-    from app.core.offline import minilm_dir
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import load
+    from app.core.models.offline import minilm_dir
+    from app.core.models.registry import TASKS, ModelSpec
 
     d = tmp_path_factory.mktemp("short") / "m"
     torch.manual_seed(0)
@@ -207,7 +207,7 @@ LONG = ("the plot was dull but the actors were wonderful and the music was movin
 def test_edits_of_the_window_predict_as_edits_of_the_whole_text(short_bert, task):
     """What makes the window safe: removing any of the words the model read (one, a random half, all of them)
     gives the model the same input whether the whole text or the window is edited."""
-    from app.core.inference import windowed
+    from app.core.execution.inference import windowed
 
     clf = short_bert[task]
     ex = Example((LONG,) if task == "sst2" else ("the film was long .", LONG))
@@ -227,8 +227,8 @@ def test_perturbing_methods_read_a_huge_input_a_window_at_a_time(tiny_pair, monk
     """Occlusion of every word of a 100,000-character review made ~16,000 copies of it and held tens of GB of
     token ids (the app was killed for memory). Only the words the model read are perturbed, each copy is cut
     a window past them, and the words past the cut score 0, as the note says."""
-    import app.core.inference as inference
-    from app.core.counterfactuals import ablation_flip
+    import app.core.execution.inference as inference
+    from app.core.techniques.counterfactuals import ablation_flip
 
     clf = tiny_pair.models[0]
     huge = Example(("The acting was superb but the plot dragged. " * 2300,))

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from app.core.shares import Busy, Shares, TooMany, client_key
+from app.core.execution.shares import Busy, Shares, TooMany, client_key
 
 
 class Held:

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr
 
-from app.core.errors import InputError
-from app.core.significance import compare_accuracy, compare_correlation, mcnemar_exact
-from app.core.views import verdict
+from app.core.ground.errors import InputError
+from app.core.ground.significance import compare_accuracy, compare_correlation, mcnemar_exact
+from app.core.present.views import verdict
 
 
 def _labels(rng, n, acc, gold):
@@ -110,7 +110,7 @@ def test_bad_input_names_what_is_wrong(call, message):
 def test_events_in_groups_resample_whole_groups():
     """Ten edits of one sentence flip together or not at all: they are one observation, not ten. The grouped
     intervals are those of resampling the groups themselves, and wider than treating edits as independent."""
-    from app.core.significance import compare_events
+    from app.core.ground.significance import compare_events
 
     rng = np.random.default_rng(4)
     groups = np.repeat(np.arange(30), 10)
@@ -132,7 +132,7 @@ def test_events_in_groups_resample_whole_groups():
 
 
 def test_events_name_the_mismatch():
-    from app.core.significance import compare_events
+    from app.core.ground.significance import compare_events
 
     with pytest.raises(InputError, match="items: nothing to compare"):
         compare_events([], [])
@@ -143,7 +143,7 @@ def test_events_name_the_mismatch():
 def test_paired_permutation_p_value_matches_the_exact_sign_flip_distribution():
     from itertools import product
 
-    from app.core.significance import compare_means
+    from app.core.ground.significance import compare_means
 
     a = np.array([0.2, 0.5, 0.1, 0.7, 0.3, 0.4, 0.6, 0.2, 0.5, 0.3])
     b = a + np.array([0.1, 0.05, 0.2, -0.02, 0.15, 0.1, 0.0, 0.12, -0.05, 0.08])
@@ -162,7 +162,7 @@ def test_paired_permutation_p_value_matches_the_exact_sign_flip_distribution():
 
 
 def test_mean_interval_skips_undefined_values():
-    from app.core.significance import mean_interval
+    from app.core.ground.significance import mean_interval
 
     m = mean_interval([0.2, None, 0.4, float("nan"), 0.6])
     assert m["n"] == 3 and m["mean"] == pytest.approx(0.4) and m["interval"][0] < 0.4 < m["interval"][1]

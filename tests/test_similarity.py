@@ -3,10 +3,10 @@ full-batch unbiased formula computed here in float64, and the two models' real l
 import numpy as np
 import pytest
 
-from app.core.data import Example, load_dataset
-from app.core.embeddings import embed, embed_layers
-from app.core.errors import InputError
-from app.core.similarity import MinibatchCKA, hsic1, in_batches, layer_similarity, linear_cka
+from app.core.ground.data import Example, load_dataset
+from app.core.ground.errors import InputError
+from app.core.techniques.embeddings import embed, embed_layers
+from app.core.techniques.similarity import MinibatchCKA, hsic1, in_batches, layer_similarity, linear_cka
 
 from .conftest import shared
 
@@ -128,10 +128,10 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
 def test_word_rows_are_each_words_token_mean_and_both_models_read_the_same_words(offline_pair):
     """Independent reference: each example's own hidden states (one forward of its own) averaged over the tokens
     the core's alignment gives each word; WordPiece and SentencePiece then give the same rows."""
-    from app.core.alignment import split_words
-    from app.core.embeddings import hidden_states, word_layers
-    from app.core.inference import encode_one
-    from app.core.similarity import minibatch_stats, similarity_batch
+    from app.core.execution.inference import encode_one
+    from app.core.ground.alignment import split_words
+    from app.core.techniques.embeddings import hidden_states, word_layers
+    from app.core.techniques.similarity import minibatch_stats, similarity_batch
 
     exs = [Example(("A gripping, well-acted thriller.",)), Example(("Unwatchable nonsense; avoid it",)),
            Example(("The cinematography is stunning but the plot drags",)), Example(("Not bad at all!",))]
@@ -157,7 +157,7 @@ def test_word_rows_are_each_words_token_mean_and_both_models_read_the_same_words
 
 def test_word_pooling_through_the_facade_counts_words_and_is_refused_by_name_when_unknown(offline_pair):
     from app.core import api
-    from app.core.alignment import split_words
+    from app.core.ground.alignment import split_words
 
     res = api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="words", batch=32)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 24).examples

@@ -1,12 +1,12 @@
-"""Slice discovery (app/core/slices.py): it finds a difference planted in one model and, on two models whose
+"""Slice discovery (app/core/techniques/slices.py): it finds a difference planted in one model and, on two models whose
 errors differ by chance alone, reports a slice in no more than 5% of runs."""
 import numpy as np
 import pytest
 
-from app.core import slices
-from app.core.data import load_dataset
-from app.core.errors import InputError
-from app.core.runtime import SHARED_DATA
+from app.core.ground.data import load_dataset
+from app.core.ground.errors import InputError
+from app.core.ground.runtime import SHARED_DATA
+from app.core.techniques import slices
 
 MODELS = ("first", "second")
 LABELS = ("negative", "positive")
@@ -195,7 +195,7 @@ def test_the_command_line_prints_the_facades_answer(tiny_dirs, tiny_pair, capsys
 
 def test_the_figure_draws_each_slices_accuracies(sst2):
     """The plot's bars are the slices' accuracies (the strongest at the top), findings in bold."""
-    from app.core.plots import slices_figure
+    from app.core.present.plots import slices_figure
 
     texts, gold = sst2
     rng = np.random.default_rng(0)
@@ -215,7 +215,8 @@ def test_find_slices_again_makes_no_forward_pass(tiny_pair, tmp_path, monkeypatc
     """Predictions and the clusters' embeddings are kept by content (the projection's cache): Find slices run
     again with another smallest size or metric, or after a projection of the same rows at the top layer's [CLS],
     reads them instead of running both models again; the answers are the same."""
-    from app.core import api, projection
+    from app.core import api
+    from app.core.techniques import projection
 
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
     passes = []

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from app.core import timing
-from app.core.errors import InputError
-from app.core.timing import latency, latency_comparison, throughput_comparison
+from app.core.ground.errors import InputError
+from app.core.techniques import timing
+from app.core.techniques.timing import latency, latency_comparison, throughput_comparison
 
 
 def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_pair, monkeypatch):
@@ -17,7 +17,7 @@ def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_
     cost the same."""
     import numpy as np
 
-    from app.core.data import Example
+    from app.core.ground.data import Example
 
     exs = [Example((f"a film number {i}, rather good",)) for i in range(16)]
     now = [0.0]
@@ -43,7 +43,7 @@ def test_latency_comparison_finds_a_model_that_is_slower_by_a_known_amount(tiny_
 def test_latency_and_throughput_report_the_injected_costs(tiny_pair, monkeypatch):
     """Each one-example prediction costs 2 ms and a batch of n costs n ms on a fake clock: latency is their
     median and p95, throughput n over the batch's seconds."""
-    from app.core.data import Example
+    from app.core.ground.data import Example
 
     exs = [Example((f"a film number {i}",)) for i in range(12)]
     now = [0.0]
@@ -68,7 +68,7 @@ def test_a_text_cost_is_a_robust_line_through_what_was_measured():
     slope (their timing noise once priced a long text 3x too dear)."""
     import random
 
-    from app.core.timing import TextCost
+    from app.core.techniques.timing import TextCost
 
     cost = TextCost([(c, 0.010 + 0.0001 * c) for c in (5, 12, 25, 100, 250, 500)])
     assert cost.line() == pytest.approx((0.010, 0.0001))

@@ -1,4 +1,5 @@
-"""The offline pair's training pieces (`app/core/training.py`) and its model cards (`app/core/model_cards.py`).
+"""The offline pair's training pieces (`app/core/techniques/training.py`) and its model cards
+(`app/core/techniques/model_cards.py`).
 The end-to-end `train-offline` run (seeded, resumable) is in test_offline.py."""
 import json
 
@@ -6,10 +7,11 @@ import numpy as np
 import pytest
 import torch
 
-from app.core import model_cards, offline
-from app.core.data import Example, load_dataset
-from app.core.inference import predict
-from app.core.training import TrainSettings, bucketed_batches, collate, detokenise, logits_for, prepare_texts
+from app.core.execution.inference import predict
+from app.core.ground.data import Example, load_dataset
+from app.core.models import offline
+from app.core.techniques import model_cards
+from app.core.techniques.training import TrainSettings, bucketed_batches, collate, detokenise, logits_for, prepare_texts
 
 from .conftest import shared
 
@@ -89,8 +91,8 @@ def test_model_cards_export_what_loads_back_and_state_measured_accuracy(offline_
     assert "shared layer from MiniLM layer 2" in (tmp_path / "albert-sst2" / "README.md").read_text()
     assert json.loads((tmp_path / "summary.json").read_text())["albert_over_bert_parameters"] < 0.4
 
-    from app.core.loading import load
-    from app.core.registry import TASKS, ModelSpec
+    from app.core.models.loading import load
+    from app.core.models.registry import TASKS, ModelSpec
 
     monkeypatch.setattr(offline, "OFFLINE_ASSETS", tmp_path)
     sentences = [Example((e.text,)) for e in plain]
@@ -105,9 +107,9 @@ def test_model_cards_export_what_loads_back_and_state_measured_accuracy(offline_
 def test_a_pair_task_trains_on_both_texts_as_inference_reads_them(offline_pair):
     """RTE examples stay (premise, hypothesis) pairs, labels index the task's order, nothing is rewritten, and
     the training tokens (token types included) are the ones the core feeds the model at inference."""
-    from app.core.inference import tokenize
-    from app.core.registry import TASKS
-    from app.core.training import encode
+    from app.core.execution.inference import tokenize
+    from app.core.models.registry import TASKS
+    from app.core.techniques.training import encode
 
     rte = TASKS["rte"]
     dev = load_dataset(shared("glue", "rte", "dev.tsv"), task="rte").examples[:40]
@@ -126,9 +128,9 @@ def test_a_pair_task_trains_on_both_texts_as_inference_reads_them(offline_pair):
 
 
 def test_training_refuses_data_that_does_not_fit_the_task():
-    from app.core.errors import InputError
-    from app.core.registry import TASKS
-    from app.core.training import training_task
+    from app.core.ground.errors import InputError
+    from app.core.models.registry import TASKS
+    from app.core.techniques.training import training_task
 
     with pytest.raises(InputError, match="task: 'stsb' is a regression task"):
         training_task("stsb")
@@ -147,7 +149,7 @@ def test_training_refuses_data_that_does_not_fit_the_task():
 def test_epochs_left_out_fit_the_training_set_size():
     """SST-2's 67,349 sentences keep the shipped recipe's 1.5 / 2 epochs; RTE's 2,490 pairs (78 batches) get 4 / 6,
     what it needed to move off chance (1.5 epochs would be 117 steps); given epochs are kept."""
-    from app.core.training import resolve_epochs
+    from app.core.techniques.training import resolve_epochs
 
     sst2 = resolve_epochs(TrainSettings(), 67349)
     assert (sst2.bert_epochs, sst2.albert_epochs) == (1.5, 2.0)
@@ -161,7 +163,7 @@ def test_the_final_dev_accuracy_is_the_last_epochs_own_not_a_second_prediction(t
     """Training ends with dev evaluated on its last step, and the final results take those numbers instead of
     predicting dev twice more. (A resumed run that trains nothing predicts dev itself and must find the same:
     test_offline's seeded, resumable run checks that.)"""
-    from app.core import training
+    from app.core.techniques import training
 
     calls, real = [], training.accuracy
     monkeypatch.setattr(training, "accuracy", lambda model, enc, labels: calls.append(type(model).__name__)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.core import precision, tuning
+from app.core.execution import tuning
+from app.core.ground import precision
 
 ROOT = Path(__file__).resolve().parents[1]
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
@@ -36,7 +37,7 @@ def test_processes_started_together_measure_once_and_choose_the_same(tmp_path):
 
 
 def test_the_machine_key_names_the_caps_in_effect(monkeypatch):
-    from app.core.device import cpu_name
+    from app.core.ground.device import cpu_name
 
     for k in tuning.CAPS:
         monkeypatch.delenv(k, raising=False)
@@ -73,7 +74,7 @@ def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing
     """The product run as on an AVX2-only CPU (AMD Zen 3: no AVX-512, no bf16 or VNNI instructions), from whatever
     CPU runs the suite: PyTorch dispatches to AVX2, the choice is kept under that key, and bf16 and int8 are refused
     with their timing as the reason where they lose, or kept where they win."""
-    code = ("import json, torch; from app.core.pair import Pair; from app.core import tuning\n"
+    code = ("import json, torch; from app.core.execution.pair import Pair; from app.core import tuning\n"
             "p = Pair.resolve('offline', device='cpu')\n"
             "out = {'aten': torch.backends.cpu.get_cpu_capability(), 'key': tuning.machine_key()}\n"
             "for asked in ('bf16', 'int8'):\n"

@@ -2,7 +2,7 @@
 import gradio as gr
 import pytest
 
-from app.core.data import Example
+from app.core.ground.data import Example
 
 
 def test_predict_api(client, tiny_pair):
@@ -94,8 +94,8 @@ def test_project_api(client):
 
 
 def test_benchmark_api_scores_both_models_with_the_paired_test(client, tiny_pair):
-    from app.core.benchmark import benchmark
-    from app.core.data import load_dataset
+    from app.core.ground.data import load_dataset
+    from app.core.techniques.benchmark import benchmark
 
     from .conftest import shared
 
@@ -141,7 +141,7 @@ def test_saliency_dataset_api(client):
 
 def test_saliency_dataset_names_a_bad_method_and_is_capped_when_hosted(tiny_pair, monkeypatch):
     from app.core import api
-    from app.core.errors import InputError
+    from app.core.ground.errors import InputError
 
     with pytest.raises(InputError, match="method: 'shap' is not one of"):
         api.saliency(tiny_pair, dataset="sentiment_plain", method="shap")
@@ -208,7 +208,7 @@ def test_attack_examples_carry_their_gold_label(tiny_pair, tiny_nli_pair):
     and leave it to the user where the task has no such label (RTE's not_entailment on a 3-way NLI pair)."""
     from types import SimpleNamespace
 
-    from app.core.registry import TASKS
+    from app.core.models.registry import TASKS
     from app.ui import _attack_examples
 
     rows = _attack_examples(tiny_pair)
@@ -225,7 +225,7 @@ def test_attack_examples_carry_their_gold_label(tiny_pair, tiny_nli_pair):
 
 def test_default_replacements_apply_to_the_shipped_examples(tiny_pair, tiny_nli_pair):
     """Generate with the default replacements works on the examples as shipped (it named no word before)."""
-    from app.core.counterfactuals import parse_pairs, replace_words
+    from app.core.techniques.counterfactuals import parse_pairs, replace_words
     from app.ui import _default_swaps, _shipped
 
     for pair in (tiny_pair, tiny_nli_pair):
@@ -238,9 +238,9 @@ def test_default_replacements_apply_to_the_shipped_examples(tiny_pair, tiny_nli_
 def test_app_launch_warms_umap_wordnet_and_the_meaning_encoder_even_if_one_fails(monkeypatch):
     """The warm-up thread runs each step; a failing one (here UMAP) is logged and the next still runs; the
     sentence encoder that checks a WordNet swap's meaning is loaded too (the first swap waited for it)."""
-    import app.core.counterfactuals as counterfactuals
-    import app.core.meaning as meaning
-    import app.core.projection as projection
+    import app.core.techniques.counterfactuals as counterfactuals
+    import app.core.techniques.meaning as meaning
+    import app.core.techniques.projection as projection
     from app.ui import _warm_up
 
     called = []
@@ -304,7 +304,7 @@ def test_a_handlers_error_stays_on_screen_as_one_escaped_line():
     the reader closes them, ours as written (escaped), anything else as one line naming the handler."""
     import gradio as gr
 
-    from app.core.errors import InputError
+    from app.core.ground.errors import InputError
     from app.ui.common import guarded
 
     @guarded

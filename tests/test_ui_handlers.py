@@ -7,8 +7,9 @@ import gradio as gr
 import pandas as pd
 import pytest
 
-from app.core import api, views
-from app.core.errors import LensError
+from app.core import api
+from app.core.ground.errors import LensError
+from app.core.present import views
 from app.ui import attacks, benchmark, checklist, common, compare, counterfactuals, facts, projection, saliency
 from app.ui.common import Ctx, bind
 
@@ -128,7 +129,7 @@ def test_facts_handler_tables_every_fact_per_model(ctx, tiny_pair, monkeypatch):
     assert len(frame) == sum(layers) and frame is again
     assert "parameters" in summary and "the example above" not in summary
     # nothing typed here: the shared example (every tab's) first, then shipped examples
-    from app.core import engine as engine_module
+    from app.core.execution import engine as engine_module
 
     seen, real_run = [], engine_module.Engine.run
     monkeypatch.setattr(engine_module.Engine, "run", lambda self, pair, job, exs, **kw: seen.append(
@@ -365,7 +366,7 @@ def test_slices_handler_shows_the_facades_slices(ctx, tiny_pair):
 def test_the_first_screen_names_the_task_both_models_and_what_to_try(offline_pair):
     """Under the banner: the task with its fields and labels, each model's parameters (Model facts' count) and
     depth, the device, and three numbered first steps that name real tabs."""
-    from app.core import views
+    from app.core.present import views
     from app.ui import build
 
     info = api.overview(offline_pair)
@@ -422,7 +423,7 @@ def test_every_handlers_defaults_are_its_capabilitys_declared_ones():
     import importlib
     import inspect as pyinspect
 
-    from app.core import capabilities
+    from app.core.declare import capabilities
 
     declared = {c.name: {o.name: o.default for o in c.options} for c in capabilities.declared()}
     checked = 0

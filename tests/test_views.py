@@ -5,7 +5,7 @@ import pytest
 
 
 def test_disagreement_table_says_who_is_right():
-    from app.core.views import disagreement_frame
+    from app.core.present.views import disagreement_frame
 
     res = {"disagreements": {"total": 2, "examples": [
         {"index": 4, "texts": ["a premise", "a hypothesis"], "gold": "entailment",
@@ -23,8 +23,8 @@ def test_disagreement_table_says_who_is_right():
 
 
 def test_dataset_counterfactual_summary_says_whether_the_flip_rates_differ():
-    from app.core.significance import compare_events
-    from app.core.views import counterfactual_summary
+    from app.core.ground.significance import compare_events
+    from app.core.present.views import counterfactual_summary
 
     cmp = compare_events([True] * 12 + [False] * 88, [False] * 100, metric="flip rate")
     res = {"flip_rate": [0.12, 0.0], "only": [[{}] * 12, []], "changed": 100, "edits": "word_replacement",
@@ -35,7 +35,7 @@ def test_dataset_counterfactual_summary_says_whether_the_flip_rates_differ():
 
 
 def test_attack_summary_says_why_examples_were_skipped():
-    from app.core.views import attack_line
+    from app.core.present.views import attack_line
 
     s = {"success_rate": None, "attacked": 0, "skipped": 2, "avg_queries": None, "transfer_rate": None}
     assert attack_line("BERT", s) == ("**BERT**: success n/a of 0 attacked (2 skipped: already wrong on the gold "
@@ -48,7 +48,7 @@ def test_attack_summary_says_why_examples_were_skipped():
 
 
 def test_saliency_summary_shows_no_negative_zero_and_names_a_regression_score():
-    from app.core.views import saliency_summary
+    from app.core.present.views import saliency_summary
 
     base = {"model": "BERT", "seconds": 0.25, "delta": None, "note": ""}
     res = {"maps": [base | {"target_label": "positive", "probability": 0.9981},
@@ -61,21 +61,21 @@ def test_saliency_summary_shows_no_negative_zero_and_names_a_regression_score():
 
 def test_projection_axes_fit_the_points_not_zero():
 
-    from app.core.views import span
+    from app.core.present.views import span
 
     assert span(pd.Series([9.0, 12.0])) == pytest.approx([8.85, 12.15])
     assert span(pd.Series([3.0, 3.0])) == [2.5, 3.5]
 
 
 def test_facts_table_text():
-    from app.core.views import fact_text
+    from app.core.present.views import fact_text
 
     assert [fact_text(v) for v in (1007916, 3.205184, 555.51321, True, "bert")] == \
         ["1,007,916", "3.21", "556", "True", "bert"]
 
 
 def test_counterfactual_notes_say_which_model_they_are_about():
-    from app.core.views import counterfactual_summary
+    from app.core.present.views import counterfactual_summary
 
     res = {"generator": "ablation_flip", "changes": [{"flipped": [True, False]}],
            "per_model": [{"model": "BERT", "size": 1}, {"model": "<ALBERT>", "note": "no set of up to 3 flips it"}]}
@@ -84,7 +84,7 @@ def test_counterfactual_notes_say_which_model_they_are_about():
 
 
 def test_changes_table_leads_with_examples_that_flip_one_model_only():
-    from app.core.views import changes_frame
+    from app.core.present.views import changes_frame
 
     def change(text, flipped):
         return {"edited": [text], "edits": [["film", "movie"]], "generator": "word_replacement",
@@ -117,8 +117,8 @@ def test_every_checked_edit_says_whether_it_is_counted_and_the_counted_lead():
     """WordNet swaps are checked for meaning: each row says "yes" or why not (the trial found "bad -> big" and
     "plot -> plot of land" at the top with nothing saying the rates leave them out); counted rows come first, on
     one input and over a dataset; generators whose edits aren't checked get no column."""
-    from app.core.meaning import MIN_COSINE
-    from app.core.views import changes_frame, changes_in_order, counted
+    from app.core.present.views import changes_frame, changes_in_order, counted
+    from app.core.techniques.meaning import MIN_COSINE
 
     def change(text, flipped, validity):
         return {"edited": [text], "original": ["a plot"], "edits": [["plot", text.split()[-1]]],
@@ -156,7 +156,7 @@ def test_every_checked_edit_says_whether_it_is_counted_and_the_counted_lead():
 def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_short_span():
     """Every character of both fields comes back in order; past the cut, a field's rest is one plain span (a
     100,000-character review was 16,000 unscored spans for the browser), shortened when long."""
-    from app.core.views import highlight
+    from app.core.present.views import highlight
 
     texts = ["A fine  film.", " ".join(f"w{i}" for i in range(10))]
     scores = [1.0, -2.0, 0.5, 0.0] + [0.1] * 5 + [0.0] * 5
@@ -169,14 +169,14 @@ def test_highlight_keeps_the_text_and_puts_what_the_model_did_not_read_in_one_sh
     assert spans[0] == ("fine", 1.0) and spans[1][0].endswith(
         f"… [{len(long) - 4 - 300:,} more characters, not read]")
     assert len(spans) == 2 and spans[1][0].startswith(long[4:304])
-    from app.core.views import clip  # the attack tab's untouched rest and adversarial column use the same cut
+    from app.core.present.views import clip  # the attack tab's untouched rest and adversarial column use the same cut
 
     assert clip("x" * 400) == "x" * 400 and clip("x" * 1000) == "x" * 300 + " … [700 more characters]"
 
 
 def test_the_checklist_legend_explains_every_test_type_the_released_suites_use():
-    from app.core import checklist as cl
-    from app.core import views
+    from app.core.present import views
+    from app.core.techniques import checklist as cl
 
     from .conftest import shared
 
@@ -192,8 +192,8 @@ def test_generators_read_as_words_and_flip_rates_fill_their_axis():
     """A table's generator column names each generator in words, and a dataset's flip rates of a few percent
     get an axis that fits them, with the interval's top inside it."""
     from app.core.api import GENERATORS
-    from app.core.plots import counterfactual_figure
-    from app.core.views import generator_name
+    from app.core.present.plots import counterfactual_figure
+    from app.core.present.views import generator_name
 
     names = {generator_name(g) for g in GENERATORS}
     assert "WordNet synonym" in names and "word swap" in names and not any("_" in n for n in names)
@@ -205,7 +205,7 @@ def test_generators_read_as_words_and_flip_rates_fill_their_axis():
 
 
 def test_edited_words_are_marked_in_the_changes_table():
-    from app.core.views import mark_edits
+    from app.core.present.views import mark_edits
 
     assert mark_edits("the cities were lovely", "the townships were lovely") == "the «townships» were lovely"
     assert mark_edits("the film , the food", "the movie , the meal") == "the «movie» , the «meal»"
@@ -220,7 +220,7 @@ def test_edited_words_are_marked_in_the_changes_table():
 def test_the_command_lines_saliency_text_is_written_in_views():
     """The CLI prints `views.saliency_text`: a row per word some model read (the words past every model's cut
     summed up in one line), each model's column headed by the class it explains, faithfulness and agreement."""
-    from app.core import views
+    from app.core.present import views
 
     maps = [{"model": m, "target_label": "positive", "words": ["a", "fine", "film"], "fields": [0, 0, 0],
              "scores": [0.0, s, -0.00001], "probability": 0.9, "seconds": 0.012, "delta": None, "note": "",
@@ -241,7 +241,7 @@ def test_highlight_reads_the_words_places_from_the_map(tiny_pair):
     """The map carries each word's place in its text (the core's alignment found it): the highlight built from
     them is the one re-splitting the text gave."""
     from app.core import api
-    from app.core.views import highlight
+    from app.core.present.views import highlight
 
     text = "A  gorgeous,witty ,  seductive   movie ."
     res = api.saliency(tiny_pair, text, method="gradient_x_input")

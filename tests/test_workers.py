@@ -7,8 +7,10 @@ import time
 
 import pytest
 
-from app.core import api, jobs, policy, workers
-from app.core.errors import InputError
+from app.core import api
+from app.core.execution import workers
+from app.core.ground import jobs, policy
+from app.core.ground.errors import InputError
 
 from .conftest import free_port, gradio_client
 

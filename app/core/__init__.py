@@ -2,6 +2,6 @@
 
 Nothing here imports gradio or lit_nlp; the CLI, the Gradio app and the LIT wrappers are adapters over it.
 """
-from .runtime import prepare as _prepare
+from .ground.runtime import prepare as _prepare
 
 _prepare()

@@ -15,67 +15,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from inspect import Parameter, Signature, signature
 
-from . import capabilities, jobs, policy, projection, views  # noqa: F401 - views: the front ends' texts
-from . import counterfactuals as cf
-
-# F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
-from .attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe_status  # noqa: F401
-from .batching import Combiner
-from .benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
-from .benchmark import benchmark as score
-from .capabilities import DATASET_GENERATORS, GENERATORS, POOLINGS  # noqa: F401
-from .checklist import default_suites, released_suites  # noqa: F401 - the report's and the app's suites
-from .data import (  # noqa: F401
-    Dataset,
-    Example,
-    blank_reason,  # LIT's new datapoints
-    short_int,  # LIT's request bodies
-)
-from .embeddings import embed_batch
-from .engine import Engine
-from .errors import InputError
-from .facts import facts_batch, shares_layers
-from .fidelity import against_fp32
-from .inference import check_examples  # noqa: F401 - LIT's datapoints
-from .inference import predict as predict_examples  # noqa: F401
-from .inputs import (  # noqa: F401 - what a request names, read (the front ends' dataset fields and slices)
-    ascii_digits,
-    dataset_of,
-    default_dataset,
-    example_from,
-    released_datasets,
-    released_dev_set,
-    resolve_dataset,
-    shipped_datasets,
-    shipped_examples,
-    slice_ranges,
-    slice_spec,
-)
-from .inspection import inspect  # noqa: F401 - LIT's gradients and embeddings
-from .jobs import (  # noqa: F401
-    Job,
-    Stopped,
-    checkpoint,  # noqa: F401
-    running,
-)
-from .jobs import current as current_job  # noqa: F401
-from .loading import Classifier, get_classifier  # noqa: F401
-from .pair import Pair
-from .policy import (  # noqa: F401
-    OPERATOR_CAP,
-    allow_reads_under,
-    check_length,
-    count,
-    integer,
-    limits,
-    public_bind_allowed,
-    public_message,
-    readable,
-)
-from .policy import number as bounded_number  # noqa: F401 - LIT's settings
-from .projection import knn_chance  # noqa: F401 - the report's chance line
-from .registry import TASKS, ModelSpec, Task  # noqa: F401
-from .results import (  # noqa: F401 - the declared answers, for front ends that name them
+from .declare import capabilities
+from .declare.capabilities import DATASET_GENERATORS, GENERATORS, POOLINGS  # noqa: F401
+from .declare.results import (  # noqa: F401 - the declared answers, for front ends that name them
     RESULTS,
     AttackResult,
     AttentionResult,
@@ -95,14 +37,75 @@ from .results import (  # noqa: F401 - the declared answers, for front ends that
     SimilarityResult,
     SlicesResult,
 )
-from .runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
-from .saliency import METHODS  # noqa: F401
-from .shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict
-from .shares import Shares, TooMany, client_key  # noqa: F401
-from .significance import compare_accuracy, compare_correlation  # noqa: F401
-from .timing import TextCost, latency_batch  # noqa: F401 - TextCost: LIT prices its texts
-from .training import TrainSettings, train_offline  # noqa: F401
-from .workers import Pool
+from .execution.batching import Combiner
+from .execution.engine import Engine
+from .execution.inference import check_examples  # noqa: F401 - LIT's datapoints
+from .execution.inference import predict as predict_examples  # noqa: F401
+from .execution.inputs import (  # noqa: F401 - what a request names, read (the front ends' dataset fields and slices)
+    ascii_digits,
+    dataset_of,
+    default_dataset,
+    example_from,
+    released_datasets,
+    released_dev_set,
+    resolve_dataset,
+    shipped_datasets,
+    shipped_examples,
+    slice_ranges,
+    slice_spec,
+)
+from .execution.pair import Pair
+from .execution.shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict
+from .execution.shares import Shares, TooMany, client_key  # noqa: F401
+from .execution.workers import Pool
+from .ground import jobs, policy
+from .ground.data import (  # noqa: F401
+    Dataset,
+    Example,
+    blank_reason,  # LIT's new datapoints
+    short_int,  # LIT's request bodies
+)
+from .ground.errors import InputError
+from .ground.jobs import (  # noqa: F401
+    Job,
+    Stopped,
+    checkpoint,  # noqa: F401
+    running,
+)
+from .ground.jobs import current as current_job  # noqa: F401
+from .ground.policy import (  # noqa: F401
+    OPERATOR_CAP,
+    allow_reads_under,
+    check_length,
+    count,
+    integer,
+    limits,
+    public_bind_allowed,
+    public_message,
+    readable,
+)
+from .ground.policy import number as bounded_number  # noqa: F401 - LIT's settings
+from .ground.runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
+from .ground.significance import compare_accuracy, compare_correlation  # noqa: F401
+from .models.loading import Classifier, get_classifier  # noqa: F401
+from .models.registry import TASKS, ModelSpec, Task  # noqa: F401
+from .present import views  # noqa: F401 - the front ends' texts
+from .techniques import counterfactuals as cf
+from .techniques import projection
+
+# F401 below: names the front ends need besides the calls, handed on (the facade is their one door into the core)
+from .techniques.attacks import OFFLINE_TEXTFOOLER, AttackUnavailable, list_recipes, recipe_status  # noqa: F401
+from .techniques.benchmark import DISAGREEMENTS_SHOWN  # noqa: F401
+from .techniques.benchmark import benchmark as score
+from .techniques.checklist import default_suites, released_suites  # noqa: F401 - the report's and the app's suites
+from .techniques.embeddings import embed_batch
+from .techniques.facts import facts_batch, shares_layers
+from .techniques.fidelity import against_fp32
+from .techniques.inspection import inspect  # noqa: F401 - LIT's gradients and embeddings
+from .techniques.projection import knn_chance  # noqa: F401 - the report's chance line
+from .techniques.saliency import METHODS  # noqa: F401
+from .techniques.timing import TextCost, latency_batch  # noqa: F401 - TextCost: LIT prices its texts
+from .techniques.training import TrainSettings, train_offline  # noqa: F401
 
 Progress = Callable[[int, int], None] | None
 # what a front end hands `run` besides a capability's options: consumed by `run` (visitor), or passed on to a
@@ -269,7 +272,7 @@ def warm_ups() -> tuple:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
     WordNet, then the sentence encoder that checks a swap's meaning), which a server pays while it starts
     instead of its first visitor."""
-    from . import meaning
+    from .techniques import meaning
 
     return (projection.warm_up, cf.warm_up, meaning.warm_up)
 
@@ -277,7 +280,7 @@ def warm_ups() -> tuple:
 def overview(pair: Pair) -> dict:
     """What a first screen says of the pair: the task, its fields and labels, each model's size and depth, and
     the device that answers."""
-    from .facts import count_parameters
+    from .techniques.facts import count_parameters
 
     return {"pair": pair.name, "task": pair.task.name, "fields": list(pair.task.fields),
             "labels": list(pair.task.labels) if pair.task.labels else None,

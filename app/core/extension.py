@@ -17,17 +17,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field  # noqa: F401 - a plugin's result types are frozen dataclasses
 
-from .alignment import split_words  # noqa: F401 - a text's words, as saliency maps and edits count them
-from .capabilities import Capability, Option, Part  # noqa: F401 - the declarations
-from .counterfactuals import compare  # noqa: F401 - one edit scored on both models (a generator's Change)
-from .data import Dataset, Example  # noqa: F401
-from .errors import InputError  # noqa: F401 - a refusal naming the field, shown to the visitor as it is
-from .inference import predict_both  # noqa: F401 - both models' predictions of examples
-from .inputs import dataset_of, example_from  # noqa: F401 - a request's dataset (capped for visitors), one input
-from .jobs import checkpoint  # noqa: F401 - long work stops here when its client leaves or its time is up
-from .results import CounterfactualResult, Result  # noqa: F401 - the result types
-from .saliency import Method, WordSaliency  # noqa: F401 - a saliency method's base and its map
-from .significance import compare_accuracy, compare_events  # noqa: F401 - the paired tests
+from .declare.capabilities import Capability, Option, Part  # noqa: F401 - the declarations
+from .declare.results import CounterfactualResult, Result  # noqa: F401 - the result types
+from .execution.inference import predict_both  # noqa: F401 - both models' predictions of examples
+from .execution.inputs import dataset_of, example_from  # noqa: F401 - a request's dataset (capped for visitors), one input
+from .ground.alignment import split_words  # noqa: F401 - a text's words, as saliency maps and edits count them
+from .ground.data import Dataset, Example  # noqa: F401
+from .ground.errors import InputError  # noqa: F401 - a refusal naming the field, shown to the visitor as it is
+from .ground.jobs import checkpoint  # noqa: F401 - long work stops here when its client leaves or its time is up
+from .ground.significance import compare_accuracy, compare_events  # noqa: F401 - the paired tests
+from .techniques.counterfactuals import compare  # noqa: F401 - one edit scored on both models (a generator's Change)
+from .techniques.saliency import Method, WordSaliency  # noqa: F401 - a saliency method's base and its map
 
 
 def result(cls: type) -> type:

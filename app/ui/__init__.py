@@ -1,7 +1,7 @@
 """The Gradio front end: one module per tab over `app.core.api`, BERT and ALBERT side by side in each.
 
 Thin by design: a tab's handlers are plain functions `handler(ctx, *inputs)` that call one facade function and
-shape its result with `app.core.views` (tested without a server, tests/test_ui_handlers.py). Each event has an
+shape its result with `app.core.present.views` (tested without a server, tests/test_ui_handlers.py). Each event has an
 `api_name`, its first output is the result's JSON, and inputs with a default are optional for `gradio_client`.
 """
 from __future__ import annotations
@@ -15,7 +15,8 @@ import time
 
 import gradio as gr
 
-from app.core import api, views
+from app.core import api
+from app.core.present import views
 
 from . import (
     attacks,

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.core import api, views
-from app.core.plots import benchmark_figure, slices_figure
+from app.core import api
+from app.core.present import views
+from app.core.present.plots import benchmark_figure, slices_figure
 
 from . import common
 from .common import (

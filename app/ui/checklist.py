@@ -6,9 +6,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from app.core import api, views
-from app.core.errors import LensError
-from app.core.plots import grouped_bars
+from app.core import api
+from app.core.ground.errors import LensError
+from app.core.present import views
+from app.core.present.plots import grouped_bars
 
 from . import common
 from .common import BATCH, Ctx, describe, json_out, option, stop_button

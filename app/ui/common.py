@@ -19,8 +19,9 @@ from pathlib import Path
 import gradio as gr
 from gradio.context import LocalContext
 
-from app.core import api, views
-from app.core.errors import LensError
+from app.core import api
+from app.core.ground.errors import LensError
+from app.core.present import views
 
 log = logging.getLogger("albert_lens.ui")
 MAX_UPLOAD_MB = 20
@@ -151,7 +152,8 @@ def stop_button(target) -> None:
 # /predict skips the queue (`direct`): the page then POSTs it to /run/predict and has its answer in the response,
 # where a queued event waits for the queue's 50 ms pick-up poll and the event stream's 50 ms poll (idle p50 70 ms
 # of which ~10 ms is the models). The queue's limit no longer applies there, so `direct` holds its own slots: 16,
-# since concurrent predictions share forward passes (`api.predict`, app/core/batching.py): a waiting request costs
+# since concurrent predictions share forward passes (`api.predict`, app/core/execution/batching.py): a waiting
+# request costs
 # a blocked thread, and the passes grow with the waiting (16 users beside LIME and an attack, 4 slots -> 16:
 # ~50 -> ~80 answers a second; benchmarks/README.md).
 DIRECT_SLOTS = 16
@@ -690,7 +692,7 @@ def default(capability: str, name: str):
 
 
 def option(capability: str, name: str):
-    """An option as its capability declares it (`app.core.capabilities`): a tab's control takes its choices and
+    """An option as its capability declares it (`app.core.declare.capabilities`): a tab's control takes its choices and
     its default from here, so a method or generator declared there is offered here."""
     return api.capabilities.get(capability).option(name)
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.core import api, views
+from app.core import api
+from app.core.present import views
 
 from .common import Ctx, action, bind, describe, direct, examples, json_out, text_inputs
 

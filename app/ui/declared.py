@@ -1,4 +1,5 @@
-"""More: a section for every declared capability that no tab of its own shows (`app.core.capabilities`: `tokens`,
+"""More: a section for every declared capability that no tab of its own shows (`app.core.declare.capabilities`:
+`tokens`,
 a plugin's), generated from its declaration: its controls, its gradio_client endpoint (named as the capability,
 its parameters as the options) and its answer, as text and, where its result has one, a figure. Nothing here is
 written per capability."""
@@ -8,7 +9,8 @@ from collections.abc import Callable
 
 import gradio as gr
 
-from app.core import api, plots, views
+from app.core import api
+from app.core.present import plots, views
 
 from . import common
 from .common import BATCH, SINGLE, Ctx, dataset_field, describe, json_out

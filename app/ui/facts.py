@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.core import api, views
-from app.core.plots import transition_labels
+from app.core import api
+from app.core.present import views
+from app.core.present.plots import transition_labels
 
 from .common import SINGLE, Ctx, action, bind, describe, json_out, ticking
 

@@ -5,8 +5,9 @@ import html
 
 import gradio as gr
 
-from app.core import api, views
-from app.core.plots import attention_figure, similarity_figure
+from app.core import api
+from app.core.present import views
+from app.core.present.plots import attention_figure, similarity_figure
 
 from . import common
 from .common import (

@@ -10,8 +10,9 @@ from pathlib import Path
 import gradio as gr
 import pandas as pd
 
-from app.core import api, views
-from app.core.plots import locate_figure, plot_png
+from app.core import api
+from app.core.present import views
+from app.core.present.plots import locate_figure, plot_png
 
 from . import common
 from .common import (

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from app.core import api, views
-from app.core.plots import saliency_dataset_figure, saliency_figure
+from app.core import api
+from app.core.present import views
+from app.core.present.plots import saliency_dataset_figure, saliency_figure
 
 from . import common
 from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, examples, json_out

@@ -1,0 +1,509 @@
+"""Capabilities declared once: what a capability is called, the options it takes (each with one name, a type, a
+default, a range or choices, the hosted cap that bounds it and its help), the engine job that answers it and
+whether that job needs gradients. The facade checks a request against the declaration and runs it through the
+engine (`api.run`); the command line's subcommand and its flags (`app/cli.py`) and the app's endpoint with its
+gradio_client parameters (`app/ui`) are generated from it, so one option has one name everywhere.
+
+Importable without PyTorch (the CLI's `--help` reads it): a declaration names its job as "module:function",
+imported on first use. Adding a capability is one module with its job plus one `register` call (see
+docs/architecture.md):
+
+    register(Capability("length", "Each model's tokens per input.", "app.core.length:length_batch",
+                        options=(Option("unit", str, "tokens", "what to count", choices=("tokens", "words")),)))
+
+A job is an engine job (`engine.py`): `job(pair, examples, **options)` with its `combine`; a capability on one
+input ("text") gets that one example, a capability over a dataset ("dataset") the dataset's examples.
+"""
+from __future__ import annotations
+
+import importlib
+import keyword
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..ground.errors import InputError
+from ..ground.policy import OPERATOR_CAP, check_length, count, integer, limits, number, tolerance
+from . import plugins
+
+log = logging.getLogger("albert_lens.plugins")
+KINDS = (str, int, float, bool)
+# either: one input, or a dataset when the options ask for one; both: one input placed in a dataset
+INPUTS = ("text", "dataset", "either", "both")
+# names the front ends give every capability (its inputs, the pair, where it runs): no option may take one
+RESERVED = {"text", "text2", "dataset", "limit", "pair", "models", "task", "device", "precision", "json", "png",
+            "engine", "address", "workers", "progress", "visitor", "name", "capability", "ctx", "func", "verbose"}
+_TRUE, _FALSE = {"true", "yes", "1", "on"}, {"false", "no", "0", "off"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a capability, as every front end names and checks it."""
+
+    name: str
+    kind: type
+    default: Any
+    help: str
+    choices: tuple = ()
+    low: float | None = None
+    high: float | None = None
+    cap: str | None = None  # the `policy.limits()` key that bounds it for a visitor (hosted mode lowers it)
+    validator: Callable | None = None  # `validator(name, value)`: a check of its own (a range this server sets)
+    optional: bool = False  # None (nothing sent) stays None: "not given" means something (no head: their mean)
+    clamp: bool = False  # a count above `high` is lowered to it (a size of work), not refused (an index)
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or keyword.iskeyword(self.name):
+            raise ValueError(f"option {self.name!r}: a name must be a Python identifier")
+        if self.kind not in KINDS:
+            raise ValueError(f"option {self.name!r}: kind must be one of {[k.__name__ for k in KINDS]}")
+
+    def check(self, value, *, visitor: bool = True):
+        """The value a request sent (a form's text, a script's number, None for the default), checked: a value
+        outside the range or choices is refused with the field's name and what it may be."""
+        if value is None or (isinstance(value, str) and not value.strip() and self.kind is not str):
+            return None if self.optional and value is None else self.default
+        if self.validator is not None:
+            return self.validator(self.name, value)
+        if self.choices:
+            if value not in self.choices:
+                raise InputError(f"{self.name}: {str(value)[:40]!r} is not one of {list(self.choices)}")
+            return value
+        if self.kind is bool:
+            if isinstance(value, bool):
+                return value
+            word = str(value).strip().lower()
+            if word not in _TRUE | _FALSE:
+                raise InputError(f"{self.name}: {str(value)[:40]!r} is not true or false")
+            return word in _TRUE
+        if self.kind is int:
+            cap = self.high if self.high is not None else OPERATOR_CAP
+            if self.cap and visitor:
+                cap = min(cap, limits()[self.cap])
+            low = 1 if self.low is None else int(self.low)
+            if self.high is not None and not self.cap and not self.clamp:  # an index: refused, never clamped
+                return integer(self.name, value, low=low, high=int(self.high))
+            return count(self.name, value, cap=int(cap), default=self.default, lower=low, clamp=self.clamp)
+        if self.kind is float:
+            high = self.high if self.high is not None else float("inf")
+            if self.cap and visitor:
+                high = min(high, float(limits()[self.cap]))
+            return number(self.name, value, low=-float("inf") if self.low is None else self.low, high=high,
+                          default=self.default)
+        if not isinstance(value, str):
+            raise InputError(f"{self.name}: expected text, got {type(value).__name__}")
+        check_length(self.name, value, limits()["max_chars"])
+        return value
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Capability:
+    """A capability's one declaration: every front end is generated from it."""
+
+    name: str
+    help: str
+    job: str | Callable | None = None  # "module:function" (imported on first use) or the engine job itself
+    options: tuple[Option, ...] = ()
+    inputs: str = "text"  # "text": one input (text, text2); "dataset": a dataset's first `limit` examples
+    needs_gradients: bool = False  # run on the pair's fp32 twin (`Pair.fp32`), whatever its batch precision
+    # "module:function", beside its technique: answers the capability itself where its answer takes more than one
+    # engine job (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with
+    # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
+    # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
+    runner: str | Callable | None = None
+    writes: str = ""  # what the command line's --out writes (a runner's `out`, else the result's export)
+    # "module:Class" or the class: the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON)
+    result: str | type = "app.core.declare.results:CapabilityResult"
+    # the named variants it offers (`SALIENCY_METHODS`, `COUNTERFACTUAL_GENERATORS`): each variant's options are
+    # the capability's too (`get` merges them in, each name once), and `chooses` names the option that picks one
+    # (its choices the variants registered now); without `chooses`, every variant runs (saliency_methods)
+    parts: dict | None = field(default=None, repr=False, compare=False, hash=False)
+    chooses: str | None = None
+    # LIT's own component that answers it, where one does (LIT's projector, its salience interpreters): said in
+    # `lit_models` instead of a metric of ours; "" where LIT shows it as our metric or interpreter
+    lit_counterpart: str = ""
+    _resolved: list = field(default_factory=list, repr=False, compare=False)
+    merged: bool = field(default=False, repr=False, compare=False)  # `complete`'s: its variants' options merged in
+
+    def __post_init__(self) -> None:
+        if not self.name.isidentifier() or keyword.iskeyword(self.name):
+            raise ValueError(f"capability {self.name!r}: a name must be a Python identifier")
+        if self.inputs not in INPUTS:
+            raise ValueError(f"capability {self.name!r}: inputs must be one of {INPUTS}")
+        if (self.job is None) == (self.runner is None):
+            raise ValueError(f"capability {self.name!r}: give an engine job or a runner, one of the two")
+        names = [o.name for o in self.options]
+        if self.chooses is not None and self.chooses not in names:
+            raise ValueError(f"capability {self.name!r}: chooses names no option of its own ({self.chooses!r})")
+        if len(set(names)) != len(names) or RESERVED & set(names):
+            raise ValueError(f"capability {self.name!r}: options {names} repeat a name or take one of "
+                             f"{sorted(RESERVED)}")
+
+    def runs(self) -> Callable | None:
+        """The runner, imported on first use (a "module:function" string) or as given."""
+        return None if self.runner is None else resolve(self.runner)
+
+    def result_type(self) -> type:
+        return resolve(self.result)
+
+    @property
+    def result_name(self) -> str:
+        """The result type's name, without importing it."""
+        return self.result.rpartition(":")[2] if isinstance(self.result, str) else self.result.__name__
+
+    def function(self) -> Callable:
+        """The engine job, imported on first use."""
+        if not self._resolved:
+            self._resolved.append(resolve(self.job))
+        return self._resolved[0]
+
+    def option(self, name: str) -> Option:
+        return next(o for o in self.options if o.name == name)
+
+    def check(self, options: dict, *, visitor: bool = True) -> dict:
+        """Every option checked, the ones not sent at their defaults; a name the capability doesn't take is
+        refused (a typo would otherwise be a silently ignored setting)."""
+        known = {o.name: o for o in self.options}
+        unknown = sorted(set(options) - set(known))
+        if unknown:
+            raise InputError(f"{unknown[0]}: {self.name} takes no such option; it takes {sorted(known) or 'none'}")
+        return {name: o.check(options.get(name), visitor=visitor) for name, o in known.items()}
+
+
+def resolve(path: str | Callable) -> Callable:
+    """"module:attribute" imported (or a callable as it is)."""
+    if callable(path):
+        return path
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+_REGISTRY: dict[str, Capability] = {}
+_COMPLETE: dict[str, tuple[tuple, Capability]] = {}  # name -> (what it was completed from, the completed one)
+
+
+def register(capability: Capability) -> Capability:
+    """Declare a capability: from here on the facade runs it and the front ends built afterwards show it."""
+    if capability.name in _REGISTRY and _REGISTRY[capability.name] != capability:
+        raise ValueError(f"capability {capability.name!r} is declared already")
+    _REGISTRY[capability.name] = capability
+    complete(capability)  # a variant's option that clashes with the capability's own is refused now
+    return capability
+
+
+def unregister(name: str) -> None:
+    _REGISTRY.pop(name, None)
+    _COMPLETE.pop(name, None)
+
+
+def declared() -> list[Capability]:
+    """Every capability as the front ends show it (plugins' included: `load_plugins`), its variants' options
+    merged in."""
+    load_plugins()
+    return [complete(c) for c in list(_REGISTRY.values())]
+
+
+def get(name: str) -> Capability:
+    """One capability as the front ends show it, its variants' options merged in."""
+    load_plugins()
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise InputError(f"capability: {str(name)[:40]!r} is not one of {sorted(_REGISTRY)}")
+    return complete(_REGISTRY[name])
+
+
+# ------------------------------------------------------------------ plugins (docs/plugins.md)
+_PLUGINS_LOCK = threading.RLock()
+_PLUGINS: dict = {"done": False, "loading": False, "seen": []}
+
+
+def load_plugins() -> list[plugins.Loaded]:
+    """Every installed plugin's entry points registered (`plugins.found`), once per process: the first read of
+    the catalogue does it, in the main process and in each worker process alike. Re-entrant: a plugin's module
+    that reads the catalogue while it is imported finds it as registered so far. A plugin that fails to import,
+    or names the wrong kind of object, is named in one warning line and left out; the others load."""
+    with _PLUGINS_LOCK:
+        if _PLUGINS["done"] or _PLUGINS["loading"]:
+            return list(_PLUGINS["seen"])
+        _PLUGINS["loading"] = True
+        try:
+            for item in plugins.found():
+                try:
+                    register_plugin(item.group, item.name, item.load())
+                    _PLUGINS["seen"].append(plugins.Loaded(item.group, item.name, item.package))
+                except Exception as exc:  # noqa: BLE001 - one broken plugin must not take the others down
+                    why = plugins.failure(exc)
+                    log.warning("plugin %s (%s %r) not loaded: %s", item.package, item.group, item.name, why)
+                    _PLUGINS["seen"].append(plugins.Loaded(item.group, item.name, item.package, why))
+        finally:
+            _PLUGINS.update(loading=False, done=True)
+        return list(_PLUGINS["seen"])
+
+
+def register_plugin(group: str, name: str, obj) -> None:
+    """What entry point `name` of `group` names, registered where its group says: a saliency method's class (a
+    `saliency.Method`: a class with `attribute`, named as the entry point) among `SALIENCY_METHODS`, a generator's
+    `Part` among `COUNTERFACTUAL_GENERATORS`, a `Capability` in the catalogue."""
+    if group == plugins.METHODS_GROUP:
+        if not (isinstance(obj, type) and callable(getattr(obj, "attribute", None))) or \
+                getattr(obj, "name", None) != name:
+            raise TypeError(f"a saliency method's entry point names a saliency.Method subclass called {name!r}")
+        options = tuple(getattr(obj, "options", ()))
+        if not all(isinstance(o, Option) for o in options):
+            raise TypeError(f"saliency method {name!r}: its options must be capabilities.Option declarations")
+        register_part(SALIENCY_METHODS, name, Part(obj, options), "saliency method")
+    elif group == plugins.GENERATORS_GROUP:
+        if not isinstance(obj, Part) or obj.code is None or obj.edits is not None:
+            raise TypeError("a generator's entry point names a capabilities.Part whose code is the generator "
+                            "function (fn(models, example, **its options) -> CounterfactualResult)")
+        register_part(COUNTERFACTUAL_GENERATORS, name, obj, "counterfactual generator")
+    elif group == plugins.CAPABILITIES_GROUP:
+        if not isinstance(obj, Capability) or obj.name != name:
+            raise TypeError(f"a capability's entry point names a capabilities.Capability called {name!r}")
+        register(obj)
+    else:
+        raise ValueError(f"group: {group!r} is not one of {plugins.GROUPS}")
+
+
+def forget_plugins() -> None:
+    """Tests: what `load_plugins` registered taken out again, so that the next read loads the entry points
+    afresh."""
+    with _PLUGINS_LOCK:
+        for item in _PLUGINS["seen"]:
+            if item.error:
+                continue
+            if item.group == plugins.METHODS_GROUP:
+                SALIENCY_METHODS.pop(item.name, None)
+            elif item.group == plugins.GENERATORS_GROUP:
+                COUNTERFACTUAL_GENERATORS.pop(item.name, None)
+            else:
+                unregister(item.name)
+        _PLUGINS.update(done=False, loading=False, seen=[])
+
+
+def part_options(parts: dict, own: tuple[Option, ...] = ()) -> tuple[Option, ...]:
+    """The options a capability's variants declare, each name once, in the order they were registered: two
+    variants may share an option only if they declare it alike, and none may take one of the capability's own
+    names or a front end's (`RESERVED`)."""
+    seen: dict[str, tuple[str, Option]] = {}
+    taken = {o.name for o in own}
+    for variant, part in parts.items():
+        for o in getattr(part, "options", ()):
+            if o.name in taken or o.name in RESERVED:
+                raise ValueError(f"{variant!r}: option {o.name!r} is already the capability's or a front end's")
+            if o.name in seen and seen[o.name][1] != o:
+                raise ValueError(f"{variant!r}: option {o.name!r} is declared otherwise by {seen[o.name][0]!r}")
+            seen.setdefault(o.name, (variant, o))
+    return tuple(o for _, o in seen.values())
+
+
+def complete(capability: Capability) -> Capability:
+    """`capability` with its variants' options merged in and the choosing option's choices the variants
+    registered now (a method or generator registered later is offered at once)."""
+    if capability.parts is None or capability.merged:
+        return capability
+    key = (id(capability), tuple((n, id(p)) for n, p in capability.parts.items()))
+    done = _COMPLETE.get(capability.name)
+    if done is not None and done[0] == key:
+        return done[1]
+    own = tuple(replace(o, choices=tuple(capability.parts)) if o.name == capability.chooses else o
+                for o in capability.options)
+    merged = replace(capability, options=own + part_options(capability.parts, own), merged=True)
+    _COMPLETE[capability.name] = (key, merged)
+    return merged
+
+
+# ------------------------------------------------------------------ the catalogue: capabilities declared here
+register(Capability(
+    "tokens", "How each model's tokenizer reads the input: its tokens, the words it splits into pieces and the "
+    "ones it reads as [UNK].", "app.core.techniques.tokens:tokens_batch",
+    lit_counterpart="each model's tokens in LIT's datapoint views (the models' Tokens outputs)",
+    options=(Option("special", bool, False, "show the tokens the tokenizer adds ([CLS], [SEP]) too"),)))
+
+@dataclass(frozen=True)
+class Part:
+    """A named variant a capability offers, a saliency method or a counterfactual generator: its code ("module:
+    attribute", imported on first use, or the object), the options it reads (declared here, with it: the
+    capability takes every variant's, `complete`), and for a generator over a dataset the one-input edit it makes
+    to every example (`edits`; its code is then `counterfactuals.flip_rate`'s)."""
+
+    code: str | Callable | type | None = None
+    options: tuple[Option, ...] = ()
+    edits: str | None = None
+
+    def reads(self, name: str) -> bool:
+        return any(o.name == name for o in self.options)
+
+    def load(self):
+        return None if self.code is None else resolve(self.code)
+
+
+OUTPUTS = ("prob", "logit")
+TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this server's "
+                   "smallest to 1)", validator=tolerance)
+# Saliency methods: a method is its class (a `saliency.Method`) plus its line here, which declares the options it
+# reads; `saliency.METHODS` and every front end's list are read from this one (`saliency.register` adds a class)
+SALIENCY_METHODS: dict[str, Part] = {
+    "gradient_norm": Part("app.core.techniques.saliency:GradientNorm"),
+    "gradient_x_input": Part("app.core.techniques.saliency:GradientXInput"),
+    "integrated_gradients": Part("app.core.techniques.saliency:IntegratedGradients", (TOLERANCE,)),
+    "lime": Part("app.core.techniques.saliency:Lime"),
+    "occlusion": Part("app.core.techniques.saliency:Occlusion"),
+}
+Generator = Part  # a counterfactual generator's declaration (`COUNTERFACTUAL_GENERATORS`)
+
+_REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (the "
+                       "generators that swap the words you give)")
+# one input's generators: `fn(models, example, **the options it reads)` returning a `CounterfactualResult`
+COUNTERFACTUAL_GENERATORS: dict[str, Part] = {
+    "word_replacement": Part("app.core.techniques.counterfactuals:replaced", (_REPLACEMENTS,)),
+    "wordnet_synonym": Part("app.core.techniques.counterfactuals:synonym_swaps"),
+    "wordnet_antonym": Part("app.core.techniques.counterfactuals:antonym_swaps"),
+    "ablation_flip": Part("app.core.techniques.counterfactuals:ablation_search"),
+    "hotflip": Part("app.core.techniques.counterfactuals:hotflip_search"),
+    "dataset_flip_rate": Part(options=(_REPLACEMENTS,), edits="word_replacement"),
+    "dataset_wordnet_synonym": Part(edits="wordnet_synonym"),
+    "dataset_wordnet_antonym": Part(edits="wordnet_antonym"),
+}
+GENERATORS = tuple(COUNTERFACTUAL_GENERATORS)  # the built-in ones (a plugin's are in the dict, registered later)
+DATASET_GENERATORS = {name: g.edits for name, g in COUNTERFACTUAL_GENERATORS.items() if g.edits}
+
+
+def register_part(parts: dict, name: str, part: Part, kind: str) -> None:
+    """A variant added to a capability's `parts` (a plugin's method or generator): refused, leaving the catalogue
+    as it was, when the name is taken by another or its options clash with the capabilities that offer it."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"{kind} {name!r}: a name must be a Python identifier")
+    if name in parts and parts[name] != part:
+        raise ValueError(f"{kind} {name!r} is declared already")
+    parts[name] = part
+    try:
+        for c in list(_REGISTRY.values()):
+            if c.parts is parts:
+                complete(c)
+    except ValueError:
+        del parts[name]
+        raise
+
+
+PROJECTIONS = ("umap", "pca")
+POOLINGS = ("cls", "mean")
+LAYER_POOLINGS = (*POOLINGS, "words")
+SLICE_METRICS = ("accuracy", "agreement")
+
+def class_name_or_index(name: str, value) -> str | int:
+    """A class to explain: its label's name (text, held to the server's length) or its index (a whole number, as
+    scripts pass it; `inference.class_index` checks it against the model's classes)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if not isinstance(value, str):
+        raise InputError(f"{name}: expected a label's name or a class index, got {type(value).__name__}")
+    check_length(name, value, limits()["max_chars"])
+    return value
+
+
+def head_or_mean(name: str, value) -> int | None:
+    """An attention head from 0, or none ("", "mean", nothing): the mean of the layer's heads."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "mean")):
+        return None
+    return integer(name, value, low=0, high=1000)
+
+
+_TARGET = Option("target", str, "", "the class both models explain (empty or 'predicted': the first model's "
+                 "prediction; 'own': each model its own prediction)", validator=class_name_or_index)
+_OUTPUT = Option("output", str, "prob", "what is explained: the class's probability, or its logit, which a "
+                 "confident prediction does not flatten", choices=OUTPUTS)
+
+register(Capability(
+    "saliency", "Per-word saliency of both models, aligned, with faithfulness and agreement.",
+    runner="app.core.techniques.explanation:run_saliency",
+    result="app.core.declare.results:SaliencyResult", inputs="either", needs_gradients=True,
+    lit_counterpart="LIT's salience interpreters (albert-lens's methods, one per method)",
+    # `method`'s choices are the methods registered now; each method's own options (tolerance, ...) are merged in
+    parts=SALIENCY_METHODS, chooses="method", options=(
+        Option("method", str, "integrated_gradients", "the attribution method", choices=tuple(SALIENCY_METHODS)),
+        _TARGET, _OUTPUT)))
+register(Capability(
+    "saliency_methods", "Every saliency method on one input, each map with its faithfulness: where the methods "
+    "agree on a model's reasons, and which to trust.", runner="app.core.techniques.explanation:run_saliency_methods",
+    result="app.core.declare.results:SaliencyMethodsResult", needs_gradients=True, parts=SALIENCY_METHODS,
+    lit_counterpart="LIT's salience interpreters, one per method", options=(_TARGET, _OUTPUT)))
+register(Capability(
+    "counterfactual", "Edit an input (or every example of a dataset) and compare both models before and after.",
+    runner="app.core.techniques.counterfactuals:run_counterfactual",
+    result="app.core.declare.results:CounterfactualResult", inputs="either",
+    needs_gradients=True, lit_counterpart="LIT's generators (albert-lens's, one per generator)",
+    # `generator`'s choices are the generators registered now; each generator's own options are merged in
+    parts=COUNTERFACTUAL_GENERATORS, chooses="generator", options=(
+        Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
+               "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
+               choices=GENERATORS),)))
+register(Capability(
+    "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
+    runner="app.core.techniques.projection:run_project", lit_counterpart="LIT's embedding projector (UMAP, PCA)",
+    result="app.core.declare.results:ProjectionResult", inputs="dataset",
+    writes="a folder for projection.csv (every point), projection.png and projection.json", options=(
+        Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
+        Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
+        Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))))
+register(Capability(
+    "locate", "Where is my sentence: the input among a dataset's examples, for each model: its nearest examples in "
+    "the model's embedding space, its place in the dataset's projection and its score among the dataset's.",
+    runner="app.core.techniques.locate:run_locate", result="app.core.declare.results:LocateResult", inputs="both",
+    lit_counterpart="LIT's embedding projector and its nearest neighbours", options=(
+        Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
+        Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
+        Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS),
+        Option("k", int, 5, "nearest examples listed per model", low=1, high=50))))
+register(Capability(
+    "similarity", "Linear CKA between every layer of the two models, in bounded memory.",
+    runner="app.core.techniques.similarity:run_similarity",
+    result="app.core.declare.results:SimilarityResult", inputs="dataset", options=(
+        Option("pooling", str, "cls", "a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' "
+               "mean)", choices=LAYER_POOLINGS),
+        Option("batch", int, 128, "rows per minibatch of the unbiased estimator", high=1024, clamp=True))))
+register(Capability(
+    "attention", "Both models' attention on one input, word to word, at one layer (over a dataset: per layer and "
+    "head, entropy and the share on [CLS], [SEP] and punctuation).",
+    runner="app.core.techniques.attention:run_attention",
+    lit_counterpart="LIT's attention module (the models' attention)",
+    result="app.core.declare.results:AttentionResult", inputs="either", options=(
+        Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
+        Option("head", int, None, "one head (from 0); not given: the mean of the layer's heads", low=0, high=1000,
+               optional=True, validator=head_or_mean))))
+register(Capability(
+    "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
+    "fool the other.", runner="app.core.techniques.attacks:run_attack",
+    result="app.core.declare.results:AttackResult", inputs="either",
+    lit_counterpart="LIT's Hotflip and Ablation Flip generators (a TextAttack recipe takes minutes per example: the "
+    "app's Attacks tab and `albert-lens attack` run it)",
+    writes="a JSON-lines file of per-example results, appended as each finishes; an existing one is resumed", options=(
+        Option("recipe", str, "deepwordbug", "the TextAttack recipe (deepwordbug, pruthi, input-reduction, pwws, "
+               "leap, textfooler-offline, ...)"),
+        Option("label", str, "", "the input's gold label, which the attack tries to move the models off"),
+        Option("n", int, 5, "first N labelled examples of the dataset", cap="max_attack_examples"),
+        Option("query_budget", int, 200, "model queries per example and model", cap="max_query_budget"),
+        Option("time_limit", float, 30.0, "seconds per example and model", low=0, cap="max_attack_seconds"))))
+register(Capability(
+    "checklist", "A released CheckList suite on both models, test by test, with the paired difference.",
+    runner="app.core.techniques.checklist:run_checklist",
+    lit_counterpart="none: a CheckList suite brings its own inputs, not LIT's selection (the app's Behavioural tab "
+    "and `albert-lens checklist` run it)",
+    result="app.core.declare.results:ChecklistResult", inputs="dataset", options=(
+        Option("suite", str, "", "a CheckList suite export (*_suite.json.gz) or a released suite's name"),
+        Option("sample", int, 20, "cases per test, the release's run_idxs first (at most this server's cap)",
+               cap="max_checklist_sample"))))
+register(Capability(
+    "slices", "Slices of a labelled dataset (by length, negation, overlap, embedding cluster ...) where the two "
+    "models differ, tested with a false-discovery rate over them all.", runner="app.core.techniques.slices:run_slices",
+    result="app.core.declare.results:SlicesResult", inputs="dataset", options=(
+        Option("metric", str, "accuracy", "accuracy: McNemar's test on the examples one model gets right; "
+               "agreement: Fisher's test of the slice's disagreements against the rest's", choices=SLICE_METRICS),
+        Option("min_size", int, 20, "the smallest slice tested", low=5, high=10_000, clamp=True),
+        Option("clusters", int, 8, "k-means clusters of each model's embeddings as candidates (0: none)", low=0,
+               high=20))))

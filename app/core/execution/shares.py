@@ -1,0 +1,108 @@
+"""Fair shares of a server's slots among its clients: no client can take them all.
+
+A cheap route served outside Gradio's queue (the app's /predict) held 16 slots for whoever asked first: 60
+clients sending 507 hostile texts in 60 s took every slot and every server thread, and other visitors' p50 went
+from ~0.1 s to 9.7 s. Here each client (its address, `client_key`) may hold at most `per_client` slots and keep at
+most `waiting` more requests waiting; a request past that is refused at once (it would only hold a server thread
+while it waited), and a freed slot goes to the waiting client that holds fewest, the longest-waiting first among
+equals. What a client asks can then cost the others at most its share of the slots.
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from ..ground.errors import LensError
+
+
+class TooMany(LensError):
+    """This client already holds its share of the slots and has its share of requests waiting."""
+
+
+class Busy(LensError):
+    """Every slot stayed taken for the whole wait."""
+
+
+class Shares:
+    """`slots` at once, at most `per_client` of them for one client, `waiting` more of its requests queued."""
+
+    def __init__(self, slots: int, per_client: int, waiting: int, wait_s: float = 60.0, what: str = "request"):
+        if not 1 <= per_client <= slots:
+            raise ValueError(f"per_client: {per_client} is not from 1 to slots ({slots})")
+        self.slots, self.per_client, self.waiting, self.wait_s, self.what = slots, per_client, waiting, wait_s, what
+        self._cond = threading.Condition()
+        self._busy = 0
+        self._running: Counter[str] = Counter()
+        self._queued: dict[str, deque[int]] = {}
+        self._tickets = itertools.count()
+
+    def _next(self) -> tuple[str, int] | None:
+        """The waiting request whose turn it is: its client holds fewest slots, then it has waited longest."""
+        best = None
+        for client, queue in self._queued.items():
+            if queue and self._running[client] < self.per_client:
+                key = (self._running[client], queue[0])
+                if best is None or key < best[0]:
+                    best = (key, client)
+        return None if best is None else (best[1], best[0][1])
+
+    @contextmanager
+    def slot(self, client: str) -> Iterator[None]:
+        with self._cond:
+            queue = self._queued.setdefault(client, deque())
+            if self._running[client] + len(queue) >= self.per_client + self.waiting:
+                raise TooMany(f"{self.what}: your address already has {self._running[client]} running and "
+                              f"{len(queue)} waiting, its share here; wait for an answer before sending more")
+            ticket = next(self._tickets)
+            queue.append(ticket)
+            deadline = time.monotonic() + self.wait_s
+            try:
+                while not (self._busy < self.slots and self._next() == (client, ticket)):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise Busy(f"{self.what}: the server's {self.slots} slots stayed busy for {self.wait_s:g} s; "
+                                   "try again in a moment")
+                    self._cond.wait(left)
+            except BaseException:
+                queue.remove(ticket)
+                self._forget(client)
+                self._cond.notify_all()
+                raise
+            queue.popleft()
+            self._running[client] += 1
+            self._busy += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._running[client] -= 1
+                self._busy -= 1
+                self._forget(client)
+                self._cond.notify_all()
+
+    def _forget(self, client: str) -> None:
+        if self._running[client] <= 0:
+            del self._running[client]
+            if not self._queued.get(client):
+                self._queued.pop(client, None)
+
+    def state(self) -> dict:
+        """What is running and waiting, per client (for tests and the log)."""
+        with self._cond:
+            return {"busy": self._busy, "running": dict(self._running),
+                    "waiting": {c: len(q) for c, q in self._queued.items() if q}}
+
+
+def client_key(peer: str | None, headers: Mapping[str, str] | None = None, proxies: int = 0) -> str:
+    """The address a request came from. Behind `proxies` trusted reverse proxies (a Space's), the address the
+    nearest of them saw, from X-Forwarded-For's right end: entries to its left are the client's own to forge.
+    Without proxies the header is ignored for the same reason."""
+    if proxies > 0 and headers is not None:
+        forwarded = [h.strip() for h in str(headers.get("x-forwarded-for", "")).split(",") if h.strip()]
+        if len(forwarded) >= proxies:
+            return forwarded[-proxies][:64]
+    return (peer or "unknown")[:64]

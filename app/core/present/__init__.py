@@ -1,0 +1,1 @@
+"""What people read: texts and tables (views) and figures (plots), Gradio- and LIT-free."""
