@@ -18,9 +18,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 FIRST_USE = {
-    "umap": ("from app.core import projection as m",
+    "umap": ("from app.core.techniques import projection as m",
              "import numpy as np; m.project(np.random.default_rng(1).normal(size=(500, 384)).astype(np.float32))"),
-    "wordnet": ("from app.core import counterfactuals as m", "m.wordnet_alternatives('film')"),
+    "wordnet": ("from app.core.techniques import counterfactuals as m", "m.wordnet_alternatives('film')"),
 }
 
 

@@ -198,7 +198,7 @@ def test_onednn_primitive_cache_is_capped_unless_the_operator_set_it():
     import sys
     from pathlib import Path
 
-    code = "import os; from app.core import kernels; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
+    code = "import os; from app.core.ground import kernels; print(os.environ['ONEDNN_PRIMITIVE_CACHE_CAPACITY'])"
     env = {k: v for k, v in os.environ.items() if k != kernels.PRIMITIVE_CACHE}
 
     def capacity() -> str:
