@@ -95,7 +95,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
         params = {"dataset": first, "n": umap_n}
 
         def run_umap(first=first):
-            res = api.project(pair, first, method="umap", layer=-1, pooling="cls", limit=umap_n, engine=remote,
+            res = api.project(pair, first, projection="umap", layer=-1, pooling="cls", limit=umap_n, engine=remote,
                               visitor=False)
             # the section's own keys: reports cached by earlier versions read the same
             return {"dataset": res["dataset"], "n": res["n"], "knn_overlap": res["knn_overlap"], "k": res["k"],

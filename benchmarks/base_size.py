@@ -265,8 +265,8 @@ def main() -> None:
         res["rss_gb"][f"counterfactual {gen}"] = rss_gb()
         print("counterfactual", gen, json.dumps(res["counterfactual_s"][gen]), flush=True)
 
-    proj, cold = timed(api.project, pair, str(SST2_DEV), method="umap", limit=872, visitor=False)
-    _, warm = timed(api.project, pair, str(SST2_DEV), method="umap", limit=872, visitor=False)
+    proj, cold = timed(api.project, pair, str(SST2_DEV), projection="umap", limit=872, visitor=False)
+    _, warm = timed(api.project, pair, str(SST2_DEV), projection="umap", limit=872, visitor=False)
     dev = load_dataset(SST2_DEV).examples
     passes = [timed(embed_and_predict, clf, dev)[1] for clf in pair.models]  # the cold run's encoder share
     res["projection"] = {"n": proj.n, "cold_s": cold, "cached_s": warm, "knn_overlap": proj.knn_overlap,

@@ -54,8 +54,8 @@ def test_counterfactual_flip_rate_over_a_shipped_dataset(tiny_dirs, tiny_pair, c
 
 
 def test_projection_of_a_shipped_dataset(tiny_dirs, tiny_pair, capsys):
-    cli = _cli(capsys, tiny_dirs, "project", "--dataset", SHIPPED, "--method", "pca", "--limit", "12", "--json")
-    app = api.project(tiny_pair, SHIPPED, method="pca", layer=-1, pooling="cls", limit=12)
+    cli = _cli(capsys, tiny_dirs, "project", "--dataset", SHIPPED, "--projection", "pca", "--limit", "12", "--json")
+    app = api.project(tiny_pair, SHIPPED, projection="pca", layer=-1, pooling="cls", limit=12)
     assert cli["n"] == app["n"] == 12
     assert cli["knn_overlap"] == pytest.approx(app["knn_overlap"])
     assert cli["procrustes_disparity"] == pytest.approx(app["procrustes_disparity"], abs=1e-6)

@@ -114,7 +114,7 @@ def test_a_counterfactual_an_attack_and_a_projection_at_base_size(base_pair):
     assert [r["model"] for r in first] == [m.name for m in base_pair.models]
     assert all(r["outcome"] in ("success", "failed", "skipped", "timeout") for r in first)
     assert first[0]["outcome"] != "skipped"  # the gold label is BERT's own answer
-    proj = api.project(base_pair, "sentiment_plain", method="pca", layer=-1, pooling="cls", limit=20)
+    proj = api.project(base_pair, "sentiment_plain", projection="pca", layer=-1, pooling="cls", limit=20)
     assert proj["n"] == 20 and 0 <= proj["knn_overlap"] <= 1
     assert len(proj["points"]) == 40
 

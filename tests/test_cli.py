@@ -101,7 +101,7 @@ def test_project_command_writes_csv_png_and_summary(tiny_dirs, capsys, tmp_path)
     import csv
 
     out = tmp_path / "proj"
-    assert main(["project", *_tiny(tiny_dirs), "--method", "pca", "--limit", "12", "--out", str(out)]) == 0
+    assert main(["project", *_tiny(tiny_dirs), "--projection", "pca", "--limit", "12", "--out", str(out)]) == 0
     summary = json.loads((out / "projection.json").read_text())
     rows = list(csv.DictReader((out / "projection.csv").open()))
     models = [r["model"] for r in rows]

@@ -87,7 +87,7 @@ def test_padded_batches_match_the_models_forward(request, pair_name, which):
 
     clf = request.getfixturevalue(pair_name).models[which]
     texts = ["a film .", "a gorgeous , witty , seductive movie that never once loses its nerve .", "bad"]
-    exs = [Example((t, "A cat is sitting.")) if clf.task.is_pair else Example((t,)) for t in texts]
+    exs = [Example((t, "A cat is sitting.")) if clf.task.two_texts else Example((t,)) for t in texts]
     batch = pad(clf, tokenize(clf, exs), list(range(len(exs))))
     assert not bool(batch["attention_mask"].all())  # really padded
     with torch.no_grad():
@@ -165,7 +165,7 @@ def test_a_batch_that_says_it_is_unpadded_runs_without_a_mask(request, pair_name
 
     clf = request.getfixturevalue(pair_name).models[which]
     texts = ["a film .", "the plot .", "a gorgeous , witty , seductive movie that never once loses its nerve ."]
-    exs = [Example((t, "A cat is sitting.")) if clf.task.is_pair else Example((t,)) for t in texts]
+    exs = [Example((t, "A cat is sitting.")) if clf.task.two_texts else Example((t,)) for t in texts]
     enc = inference.tokenize(clf, exs)
     same, mixed = inference.pad(clf, enc, [0, 1]), inference.pad(clf, enc, [0, 1, 2])
     assert int(enc.lengths[0]) == int(enc.lengths[1]) != int(enc.lengths[2])

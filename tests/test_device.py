@@ -291,7 +291,7 @@ def test_every_capability_on_the_device_answers_as_on_the_cpu(tiny_pair, where):
         "attention_stats": lambda p: api.attention(p, dataset=data, limit=16),
         "similarity": lambda p: api.similarity(p, data, limit=16),
         "embed": lambda p: api.embed(p, data, limit=16),
-        "project": lambda p: api.project(p, data, method="pca", limit=16),
+        "project": lambda p: api.project(p, data, projection="pca", limit=16),
         "benchmark": lambda p: api.benchmark(p, data, limit=32),
     }
     # rank statistics of numbers compared here jump where two of them nearly tie: the numbers are held, not these

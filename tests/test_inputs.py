@@ -65,7 +65,7 @@ def test_a_slice_of_a_slice_projected_brushed_and_read_by_every_tab(tiny_pair, t
 
     rows = str(_rows_file(tmp_path))
     picked = [7, 22, 23, 30, 41, 44, 50, 51, 52, 58]
-    proj = api.project(tiny_pair, api.slice_spec(rows, picked), method="pca", visitor=False)
+    proj = api.project(tiny_pair, api.slice_spec(rows, picked), projection="pca", visitor=False)
     assert sorted({p["row"] for p in proj["points"]}) == sorted(picked)
     by_row = {p["row"]: p["text"] for p in proj["points"]}
     assert all(by_row[r] == f"film number {r} was {'fine' if r % 2 else 'dull'}" for r in picked)
@@ -73,7 +73,7 @@ def test_a_slice_of_a_slice_projected_brushed_and_read_by_every_tab(tiny_pair, t
     ds = api.resolve_dataset(tiny_pair, brushed, visitor=False)
     assert ds.row_numbers() == sorted(picked)[2:]
     assert api.similarity(tiny_pair, brushed, visitor=False)["n"] == len(ds)
-    assert {p["row"] for p in api.project(tiny_pair, brushed, method="pca", visitor=False)["points"]} == set(
+    assert {p["row"] for p in api.project(tiny_pair, brushed, projection="pca", visitor=False)["points"]} == set(
         sorted(picked)[2:])
     from app.core.techniques.benchmark import benchmark
 

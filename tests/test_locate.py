@@ -40,7 +40,7 @@ def test_an_input_from_the_dataset_finds_itself_and_its_place(tiny_pair, tmp_pat
 
     rows = _rows(tmp_path)
     text = "the film was cold and number 7"  # row 7
-    res = api.locate(tiny_pair, text, dataset=rows, method="pca", k=3, visitor=False)
+    res = api.locate(tiny_pair, text, dataset=rows, projection="pca", k=3, visitor=False)
     assert res["n"] == 40 and res["k"] == 3 and res["input"] == [text]
     texts = [Example((f"the film was {['fine', 'dull', 'lovely', 'awful', 'long', 'short', 'warm', 'cold'][i % 8]}"
                       f" and number {i}",)) for i in range(1, 41)]
@@ -61,11 +61,11 @@ def test_an_input_from_the_dataset_finds_itself_and_its_place(tiny_pair, tmp_pat
         low, high = (probs[:, c] < m["score"] - 1e-5).mean(), (probs[:, c] <= m["score"] + 1e-5).mean()
         assert low <= m["share_below"] <= high and m["scores"] == pytest.approx(list(probs[:, c]), abs=1e-5)
     models = ["--models", str(tiny_pair.models[0].path), str(tiny_pair.models[1].path), "--task", "sst2"]
-    assert cli.main(["locate", *models, text, "--dataset", rows, "--method", "pca", "--k", "3", "--json"]) == 0
+    assert cli.main(["locate", *models, text, "--dataset", rows, "--projection", "pca", "--k", "3", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert [[nb["row"] for nb in m["neighbours"]] for m in got["models"]] == \
         [[nb["row"] for nb in m["neighbours"]] for m in res["models"]]
-    assert cli.main(["locate", *models, text, "--dataset", rows, "--method", "pca"]) == 0
+    assert cli.main(["locate", *models, text, "--dataset", rows, "--projection", "pca"]) == 0
     printed = capsys.readouterr().out
     assert "nearest examples:" in printed and "row     7  cos 1.000" in printed
 
@@ -87,6 +87,6 @@ def test_locate_needs_an_input_and_checks_its_options(tiny_pair, tmp_path):
 
     rows = _rows(tmp_path, 12)
     with pytest.raises(InputError, match="empty"):
-        api.locate(tiny_pair, "  ", dataset=rows, method="pca")
+        api.locate(tiny_pair, "  ", dataset=rows, projection="pca")
     with pytest.raises(InputError, match="k: 51 is out of range"):
-        api.locate(tiny_pair, "a fine film", dataset=rows, method="pca", k=51)
+        api.locate(tiny_pair, "a fine film", dataset=rows, projection="pca", k=51)

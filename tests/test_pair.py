@@ -33,7 +33,7 @@ def test_other_families_answer_every_capability(family_pairs, name):
     assert list(swap["changes"][0]["edited"]) == ["A gorgeous, witty film about townships."]
     hot = api.counterfactual(pair, text, generator="hotflip")
     assert len(hot["per_model"]) == 2
-    proj = api.project(pair, None, method="pca", layer=1, pooling="mean")
+    proj = api.project(pair, None, projection="pca", layer=1, pooling="mean")
     assert len(proj["points"]) == 2 * proj["n"] and 0 <= proj["knn_overlap"] <= 1
     facts = api.facts(pair, [text])
     assert all(m["parameters"] > 0 for m in facts["models"])

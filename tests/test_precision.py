@@ -121,9 +121,9 @@ def test_int8_projections_are_cached_apart_from_fp32(offline_pair, int8_pair, tm
     from app.core import api
 
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path))
-    fp = api.project(offline_pair, "sentiment_plain", method="pca", limit=30)
-    q = api.project(int8_pair, "sentiment_plain", method="pca", limit=30)
-    again = api.project(int8_pair, "sentiment_plain", method="pca", limit=30)
+    fp = api.project(offline_pair, "sentiment_plain", projection="pca", limit=30)
+    q = api.project(int8_pair, "sentiment_plain", projection="pca", limit=30)
+    again = api.project(int8_pair, "sentiment_plain", projection="pca", limit=30)
     assert fp.embeddings_cached == [False, False] and q.embeddings_cached == [False, False]
     assert again.embeddings_cached == [True, True]
     assert [p["x"] for p in q.points] != [p["x"] for p in fp.points]

@@ -56,7 +56,7 @@ def test_knn_overlap_is_not_trivially_perfect_on_few_points():
 def test_project_api_reports_the_k_it_used(tiny_pair):
     from app.core import api
 
-    res = api.project(tiny_pair, "sentiment_plain", method="pca", limit=4)  # 4 is the fewest a projection takes
+    res = api.project(tiny_pair, "sentiment_plain", projection="pca", limit=4)  # 4 is the fewest a projection takes
     assert res["n"] == 4 and res["k"] == 2 and 0 <= res["knn_overlap"] <= 1
     assert res["knn_chance"] == pytest.approx(2 / 3)
 
@@ -79,13 +79,13 @@ def test_knn_overlap_extremes():
     assert knn_overlap(a, rng.standard_normal((60, 8)), k=5) < 0.3
 
 
-def test_projection_methods_and_errors():
+def test_projections_and_errors():
     x = np.random.default_rng(2).standard_normal((30, 16)).astype(np.float32)
     assert project(x, "pca").shape == (30, 2)
     u = project(x, "umap")
     assert u.shape == (30, 2)
     np.testing.assert_allclose(u, project(x, "umap"))  # seeded: reproducible
-    with pytest.raises(InputError, match="method: 'tsne'"):
+    with pytest.raises(InputError, match=r"projection: 'tsne' is not one of \['umap', 'pca'\]"):
         project(x, "tsne")
     with pytest.raises(InputError, match="too few"):
         project(x[:3], "pca")
@@ -143,7 +143,8 @@ def test_predictions_are_cached_beside_the_embeddings_and_progress_runs_to_the_e
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(projection, "predict", apart)
         mp.setattr(projection, "embed", apart)
-        res = api.project(tiny_pair, str(fresh_data), method="pca", limit=12, progress=lambda d, n: seen.append(d / n))
+        res = api.project(tiny_pair, str(fresh_data), projection="pca", limit=12,
+                          progress=lambda d, n: seen.append(d / n))
     assert seen == sorted(seen) and seen[-1] == pytest.approx(1.0) and min(seen) <= 1 / 3
     preds = {r["prediction"] for r in res["points"] if r["model"] == tiny_pair.models[0].name}
     assert preds <= set(tiny_pair.models[0].labels)
@@ -195,7 +196,7 @@ def test_embedding_cache_notices_retrained_weights_and_stays_under_its_cap(tiny_
 
 def test_project_pair_table_and_png(tiny_pair, tmp_path):
     exs = [Example((s + f" {i}",), "positive" if i % 2 else "negative") for i in range(3) for s in SENTENCES]
-    proj = project_pair(tiny_pair.models, exs, method="pca")
+    proj = project_pair(tiny_pair.models, exs, projection="pca")
     preds = tiny_pair.predict(exs)
     rows = projection_table(proj, tiny_pair.models, exs, preds)
     assert len(rows) == 2 * len(exs)
@@ -267,7 +268,7 @@ def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tin
     data = tmp_path / "rows.jsonl"
     data.write_text("".join(json.dumps({"text": f"{s} ({broken})"}) + "\n" for s in SENTENCES), encoding="utf-8")
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "good"))
-    reference = api.project(tiny_pair, str(data), method="pca", limit=7)
+    reference = api.project(tiny_pair, str(data), projection="pca", limit=7)
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "broken"))
     folder = tmp_path / "broken" / "embeddings"
     folder.parent.mkdir()
@@ -277,8 +278,8 @@ def test_a_broken_embedding_cache_degrades_to_uncached_work_with_one_warning(tin
         folder.symlink_to(folder)
     monkeypatch.setattr(projection, "_WARNED", set(), raising=False)
     with caplog.at_level(logging.WARNING, logger="albert_lens.projection"):
-        first = api.project(tiny_pair, str(data), method="pca", limit=7)
-        again = api.project(tiny_pair, str(data), method="pca", limit=7)
+        first = api.project(tiny_pair, str(data), projection="pca", limit=7)
+        again = api.project(tiny_pair, str(data), projection="pca", limit=7)
     for res in (first, again):
         assert res["embeddings_cached"] == [False, False]
         np.testing.assert_allclose([p["x"] for p in res["points"]], [p["x"] for p in reference["points"]],

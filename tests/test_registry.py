@@ -58,7 +58,7 @@ def test_bert_nli_models_are_remapped_albert_not():
 def test_pair_tasks_and_regression():
     assert PRESETS["rte"].task.fields == ("premise", "hypothesis")
     assert PRESETS["sst2"].task.fields == ("sentence",)
-    assert PRESETS["stsb"].task.is_regression and PRESETS["stsb"].task.is_pair
+    assert PRESETS["stsb"].task.is_regression and PRESETS["stsb"].task.two_texts
     assert not PRESETS["mrpc"].task.is_regression
 
 

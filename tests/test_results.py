@@ -59,7 +59,7 @@ def test_the_facade_returns_declared_results_whose_json_round_trips(tiny_pair):
         api.FactsResult: api.facts(tiny_pair, ["a fine film"]),
         api.SaliencyDatasetResult: api.saliency(tiny_pair, dataset="sentiment_plain", method="gradient_x_input",
                                                 limit=3),
-        api.ProjectionResult: api.project(tiny_pair, "sentiment_plain", method="pca", layer=-1, pooling="cls",
+        api.ProjectionResult: api.project(tiny_pair, "sentiment_plain", projection="pca", layer=-1, pooling="cls",
                                           limit=12),
     }
     for cls, res in answers.items():

@@ -77,11 +77,11 @@ def test_malformed_and_binary_dataset_files(tiny_pair, tmp_path):
     p = tmp_path / "bin.csv"
     p.write_bytes(b"text,label\n\xff\xfe\x00\x01,1\n")
     with pytest.raises(LensError, match="bin.csv, line 2: not valid UTF-8"):
-        api.project(tiny_pair, str(p), method="pca")
+        api.project(tiny_pair, str(p), projection="pca")
     blank = tmp_path / "blank.csv"
     blank.write_text("text,label\ngood,positive\n\"  \",negative\n")
     with pytest.raises(LensError, match="blank.csv, line 3: column 'text' is empty; remove the row"):
-        api.project(tiny_pair, str(blank), method="pca")
+        api.project(tiny_pair, str(blank), projection="pca")
     blank.write_text('{"text": "good"}\n{"text": "\\u200b"}\n')
     blank = blank.rename(tmp_path / "blank.jsonl")
     with pytest.raises(

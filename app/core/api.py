@@ -336,7 +336,7 @@ def facts(pair: Pair, texts: Sequence[str | Sequence[str]] | None = None, progre
         for i, t in enumerate(texts, 1):
             try:
                 if isinstance(t, str):
-                    t = (t.split("\t", 1) if "\t" in t else [t, t]) if pair.task.is_pair else [t]
+                    t = (t.split("\t", 1) if "\t" in t else [t, t]) if pair.task.two_texts else [t]
                 exs.append(example_from(pair, *t))
             except InputError as exc:  # the UI gives one input per line: say which
                 raise InputError(f"texts, line {i}: {exc}") from None

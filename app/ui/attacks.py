@@ -105,5 +105,5 @@ def tab(ctx: Ctx) -> None:
         table.select(on_select(show_example, ctx, rows_of), raw, diffs, api_name=False, queue=False)
         # the panels above show it; the other tabs get it
         ctx.link(table, raw, attacked_texts, switch=False, note_of=attacked_note, rows_of=rows_of)
-        gr.Examples(attack_examples(pair), [a1, a2, gold] if pair.task.is_pair else [a1, gold])
+        gr.Examples(attack_examples(pair), [a1, a2, gold] if pair.task.two_texts else [a1, gold])
         stop.click(stop_session, None, summary, api_name="attack_stop", queue=False)

@@ -405,11 +405,11 @@ def text_inputs(ctx: Ctx) -> tuple[gr.Textbox, gr.Textbox]:
     any tab (a benchmark row, a slice, a CheckList failure, an attack's row, a projection point), which also has
     Compare answer for it. Rendered where it is first asked for; every later call gets the same two boxes."""
     if not ctx.inputs:
-        fields, is_pair = ctx.pair.task.fields, ctx.pair.task.is_pair
+        fields, two_texts = ctx.pair.task.fields, ctx.pair.task.two_texts
         with gr.Row():
             t1 = gr.Textbox(label=f"{fields[0]} · the example every tab reads", lines=2, max_lines=8,
                             elem_id="example-text")
-            t2 = gr.Textbox(label=fields[1] if is_pair else "second text", lines=2, visible=is_pair,
+            t2 = gr.Textbox(label=fields[1] if two_texts else "second text", lines=2, visible=two_texts,
                             elem_id="example-text2")
         ctx.note = gr.Markdown(elem_id="example-note")
         for box in (t1, t2):  # typing makes it the reader's own example: the pick's note goes
@@ -523,7 +523,7 @@ def ticking(progress: Callable, desc: str, every: float = 1.0) -> Ticker:
 
 @functools.lru_cache(maxsize=8)
 def _task_examples(task) -> tuple:
-    return tuple(api.shipped_examples(task, None if task.is_pair else 8))
+    return tuple(api.shipped_examples(task, None if task.two_texts else 8))
 
 
 def shipped(pair: api.Pair) -> tuple:

@@ -27,4 +27,4 @@ def tab(ctx: Ctx) -> None:
         action(go, inputs=[t1, t2], outputs=[raw, *labels, info], api_name="predict",
                **direct(bind(predict, ctx), shown_error=refused))
         ctx.on_pick.append((bind(predict, ctx), [t1, t2], [raw, *labels, info]))  # a pick elsewhere: answered
-        gr.Examples(examples(ctx.pair), [t1, t2] if ctx.pair.task.is_pair else [t1])
+        gr.Examples(examples(ctx.pair), [t1, t2] if ctx.pair.task.two_texts else [t1])

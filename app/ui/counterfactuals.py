@@ -26,7 +26,7 @@ GENERATOR_NAMES = {"word_replacement": "replace words", "wordnet_synonym": "Word
 def default_swaps(pair: api.Pair) -> str:
     """The study's swap for sentence pairs (its RTE example A has 'cities'); for single sentences, neutral noun
     swaps that occur in the shipped examples, so Generate works on them as they come."""
-    return STUDY_SWAP if pair.task.is_pair else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
+    return STUDY_SWAP if pair.task.two_texts else f"{STUDY_SWAP}, {NEUTRAL_SWAPS}"
 
 
 def _edits_shown(ctx: Ctx, res, values: dict) -> tuple:
@@ -96,4 +96,4 @@ def tab(ctx: Ctx) -> None:
         ctx.link(ctable, craw, edited_texts, note_of=edited_note,  # an edit picked becomes the example
                  rows_of=lambda res: views.changes_frame(res, ctx.names))
         common.stop_button(csum)
-        gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.is_pair else [c1])
+        gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.two_texts else [c1])

@@ -33,7 +33,7 @@ def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
     out_dir = export_dir()
     frame.to_csv(out_dir / "projection.csv", index=False)
     frame = shown(res["points"])
-    plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({res['method']})")
+    plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({res['projection']})")
     # sorted by the colour column so the classes get the same colours as in the PNG
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # the same axes in all three
     per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour, **lims)
@@ -89,14 +89,14 @@ def neighbour_note(res: dict, row: int) -> str:
 
 
 locate = common.handler("locate", _located_shown,
-                        rest=True, params=("text", "text2", "dataset", "uploaded", "method", "pooling", "layer",
+                        rest=True, params=("text", "text2", "dataset", "uploaded", "projection", "pooling", "layer",
                                            "colour", "k", "limit"),
                         extras={"uploaded": None, "colour": "gold"}, where="batch", desc="placing the example",
                         read=common.uploaded_or_named)
 
 
 project = common.handler("project", _projection_shown,
-                         rest=True, params=("dataset", "uploaded", "method", "pooling", "layer", "colour",
+                         rest=True, params=("dataset", "uploaded", "projection", "pooling", "layer", "colour",
                                             "limit"),
                          extras={"uploaded": None, "colour": "gold"}, where="batch", desc="embedding",
                          read=common.uploaded_or_named)
@@ -227,8 +227,8 @@ def tab(ctx: Ctx) -> None:
             pds = dataset_field(ctx, "dataset", "shipped name, local path or datasets id", value=first)
             upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
         with gr.Row():
-            declared = common.option("project", "method")
-            method = gr.Radio(list(declared.choices), value=declared.default, label="projection")
+            declared = common.option("project", "projection")
+            projected = gr.Radio(list(declared.choices), value=declared.default, label="projection")
             declared = common.option("project", "pooling")
             pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,
                                label="pooling")
@@ -237,8 +237,8 @@ def tab(ctx: Ctx) -> None:
             colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
                                ("models agree?", "models")], value="gold", label="colour by")
             limit = common.number(value=common.capped(500), label="max examples")
-        named = common.controls("project", {"dataset": pds, "uploaded": upload, "method": method, "pooling": pooling,
-                                            "layer": layer, "colour": colour, "limit": limit})
+        named = common.controls("project", {"dataset": pds, "uploaded": upload, "projection": projected,
+                                            "pooling": pooling, "layer": layer, "colour": colour, "limit": limit})
         go = gr.Button("Project", variant="primary")
         summary = gr.Markdown(label="summary")
         # the row first: a click on a point reads it from the tooltip (`CLICK_JS`)

@@ -14,7 +14,7 @@ SCALES = {"each model's own largest score": False, "one for both models": True} 
 
 
 def _maps_shown(ctx: Ctx, res, values: dict) -> tuple:
-    texts = [values["text"]] + ([values["text2"]] if ctx.pair.task.is_pair else [])
+    texts = [values["text"]] + ([values["text2"]] if ctx.pair.task.two_texts else [])
     maps = [views.highlight(m, texts, signed=res["signed"] is not False) for m in res["maps"]]
     figure = saliency_figure(res)
     return res.to_dict(), *maps, views.saliency_summary(res), figure, views.largest_bars(figure.largest)
@@ -27,7 +27,7 @@ def drawn(ctx: Ctx, res: dict | None, text: str, text2: str | None, scale: str) 
     if not res or not res.get("maps"):
         return (gr.update(),) * (len(ctx.names) + 2)
     shared = SCALES.get(scale, False)
-    texts = [text or ""] + ([text2 or ""] if ctx.pair.task.is_pair else [])
+    texts = [text or ""] + ([text2 or ""] if ctx.pair.task.two_texts else [])
     m = res["maps"][0]
     if m.get("spans") and any(f >= len(texts) or texts[f][a:b] != w
                               for w, f, (a, b) in zip(m["words"], m["fields"], m["spans"])):
@@ -118,7 +118,7 @@ def tab(ctx: Ctx) -> None:
                      show_progress="hidden")
         common.wire(every, saliency_methods, ctx, named, [mraw, table],
                     api_name="saliency_methods", **SINGLE)
-        gr.Examples(examples(pair), [s1, s2] if pair.task.is_pair else [s1])
+        gr.Examples(examples(pair), [s1, s2] if pair.task.two_texts else [s1])
 
         with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
             with gr.Row():

@@ -443,22 +443,22 @@ register(Capability(
         Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
                "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
                choices=GENERATORS),)))
+# a projection's options, as `project` and `locate` (which places an input in the same projection) both take them
+_PROJECTED = (
+    Option("projection", str, "umap", "the 2-D projection: UMAP or PCA", choices=PROJECTIONS),
+    Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
+    Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
     runner="app.core.techniques.projection:run_project", lit_counterpart="LIT's embedding projector (UMAP, PCA)",
     result="app.core.declare.results:ProjectionResult", inputs="dataset",
-    writes="a folder for projection.csv (every point), projection.png and projection.json", options=(
-        Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
-        Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
-        Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))))
+    writes="a folder for projection.csv (every point), projection.png and projection.json", options=_PROJECTED))
 register(Capability(
     "locate", "Where is my sentence: the input among a dataset's examples, for each model: its nearest examples in "
     "the model's embedding space, its place in the dataset's projection and its score among the dataset's.",
     runner="app.core.techniques.locate:run_locate", result="app.core.declare.results:LocateResult", inputs="both",
     lit_counterpart="LIT's embedding projector and its nearest neighbours", options=(
-        Option("method", str, "umap", "the 2-D projection", choices=PROJECTIONS),
-        Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
-        Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS),
+        *_PROJECTED,
         Option("k", int, 5, "nearest examples listed per model", low=1, high=50))))
 register(Capability(
     "similarity", "Linear CKA between every layer of the two models, in bounded memory.",

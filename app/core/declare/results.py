@@ -376,7 +376,7 @@ class ProjectionResult(Result):
     """Both models' sentence embeddings in 2-D, aligned, with how far their neighbourhoods agree."""
     dataset: str
     n: int
-    method: str  # "umap" or "pca"
+    projection: str  # "umap" or "pca"
     layer: int
     pooling: str
     knn_overlap: float  # mean share of each point's k nearest neighbours found in both spaces

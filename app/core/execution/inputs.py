@@ -51,7 +51,7 @@ def default_dataset(pair: Pair) -> str:
 
 
 def shipped_for(task) -> str:
-    return "rte_pairs" if task.is_pair else "sentiment_plain"
+    return "rte_pairs" if task.two_texts else "sentiment_plain"
 
 
 def released_dev_set(pair: Pair) -> str | None:

@@ -24,7 +24,9 @@ class Task:
     score_range: tuple[float, float] | None = None
 
     @property
-    def is_pair(self) -> bool:
+    def two_texts(self) -> bool:
+        """Whether an input is two texts (premise and hypothesis, two questions): a "pair" is always the two
+        models."""
         return len(self.fields) == 2
 
     @property

@@ -415,7 +415,7 @@ def export(res, out, colour: str = "gold") -> list:
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "projection.csv", out / "projection.png", out / "projection.json"]
     pd.DataFrame(res["points"]).to_csv(written[0], index=False)
-    plot_png(res["points"], written[1], colour, title=f"{res['dataset']} ({res['method']})")
+    plot_png(res["points"], written[1], colour, title=f"{res['dataset']} ({res['projection']})")
     summary = {k: v for k, v in res.to_dict().items() if k not in ("points", "texts")}
     written[2].write_text(json.dumps(summary, indent=2), encoding="utf-8")
     return written

@@ -1032,7 +1032,8 @@ def projection_text(res: dict) -> str:
     """A projection's numbers in words: the dataset and settings, the neighbourhoods' overlap against chance, the
     aligned projections' disparity."""
     return "\n".join([
-        f"{res['dataset']}: {res['n']} examples, {res['method']} of {res['pooling']} pooling at layer {res['layer']}",
+        f"{res['dataset']}: {res['n']} examples, {res['projection']} of {res['pooling']} pooling at layer "
+        f"{res['layer']}",
         f"  shared {res['k']}-nearest neighbours between the two embedding spaces: {res['knn_overlap']:.3f} "
         f"(unrelated spaces: {res['knn_chance']:.3f})",
         f"  Procrustes disparity of the aligned projections: {res['procrustes_disparity']:.3f}"])

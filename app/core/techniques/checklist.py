@@ -183,7 +183,7 @@ def default_suites(pair) -> list[str]:
     two texts with QQP's labels; none for other tasks (RTE, MRPC, ...)."""
     task = pair.task
     labels = {str(lab).lower() for lab in (task.labels or ())}
-    if task.is_pair:
+    if task.two_texts:
         name = "qqp_suite.json.gz" if labels == set(QQP) else None
     else:
         name = "sentiment_suite.json.gz" if {"negative", "positive"} <= labels else None

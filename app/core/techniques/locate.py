@@ -31,17 +31,17 @@ def nearest(vectors: np.ndarray, vector: np.ndarray, k: int) -> tuple[np.ndarray
     return order, cos[order]
 
 
-def run_locate(pair: Pair, text: str | None = None, text2: str | None = None, *, method: str, layer: int,
+def run_locate(pair: Pair, text: str | None = None, text2: str | None = None, *, projection: str, layer: int,
                pooling: str, k: int, dataset: str | None = None, limit: int | str | None = None, progress=None,
                engine: Engine | None = None, visitor: bool = True) -> LocateResult:
     """The input among the dataset's first `limit` examples, for each model: its `k` nearest examples (cosine,
-    at `layer` and `pooling`), its place in the dataset's projection (`method`, as the Projection tab draws it)
+    at `layer` and `pooling`), its place in the dataset's projection (`projection`, as the Projection tab draws it)
     and the share of the dataset's examples the model gives a lower probability of the input's label (a lower
     score, for regression)."""
     example = example_from(pair, text, text2)
     ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
     heads = pair.heads
-    arrays, preds, proj = projected(pair, ds, method=method, layer=layer, pooling=pooling, progress=progress,
+    arrays, preds, proj = projected(pair, ds, projection=projection, layer=layer, pooling=pooling, progress=progress,
                                     engine=engine)
     mine = (engine or Engine()).run(pair, vectors_batch, [example], params={"layer": layer, "pooling": pooling})
     rows, located = ds.row_numbers(), []

@@ -76,7 +76,7 @@ def _task_line(task: Task) -> str:
         return "binary sentiment (SST-2), labels `0 = negative`, `1 = positive`"
     fields = " and ".join(f"`{f}`" for f in task.fields)
     labels = ", ".join(f"`{i} = {name}`" for i, name in enumerate(task.labels))
-    return f"{task.name.upper()}, {'a pair of texts: ' if task.is_pair else 'one text: '}{fields}; labels {labels}"
+    return f"{task.name.upper()}, {'a pair of texts: ' if task.two_texts else 'one text: '}{fields}; labels {labels}"
 
 
 def _data_line(task: Task, n_train: int, train_path: str, settings) -> str:

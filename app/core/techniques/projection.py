@@ -2,7 +2,7 @@
 
 UMAP (the study's settings: random_state=0, transform_seed=0, metric cosine) or PCA per model; the second
 projection is then aligned to the first by orthogonal Procrustes, since rotation and reflection are arbitrary
-in either method. Agreement is also measured in the original spaces: the share of k nearest neighbours the two
+in either projection. Agreement is also measured in the original spaces: the share of k nearest neighbours the two
 models have in common. Embeddings are cached on disk per model, dataset, layer and pooling.
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ..ground.runtime import cache_dir
 from ..models.loading import Classifier, ModelHead
 from .embeddings import embed, embed_and_predict
 
-METHODS = PROJECTIONS  # as the capability declares them
+# PROJECTIONS: UMAP or PCA, as the capabilities declare them
 
 
 log = logging.getLogger("albert_lens.projection")
@@ -148,7 +148,7 @@ def cached_embeddings(clf: Classifier, examples: Sequence[Example], *, layer: in
 def cached_predictions(clf: Classifier, examples: Sequence[Example], progress=None, *,
                        embedding: tuple[int, str] | None = None) -> tuple[Prediction, bool]:
     """(prediction, came_from_cache): the logits kept beside the embeddings, since a projection re-run with
-    another method, layer or colour would otherwise predict the whole dataset again (6 s for SST-2 dev).
+    another projection, layer or colour would otherwise predict the whole dataset again (6 s for SST-2 dev).
     `embedding` (layer, pooling): the embeddings a projection is about to ask for, computed in the same pass
     when neither is cached (one pass over the encoder, not two) and cached for it."""
     path = _cache_path(clf, examples, "logits", "")
@@ -224,12 +224,12 @@ def pair_embeddings(models: Sequence[ModelHead], examples: Sequence[Example], *,
     return embs, [False] * len(models)
 
 
-def project(x: np.ndarray, method: str = "umap", *, n_neighbors: int = 15, seed: int = 0) -> np.ndarray:
-    if method not in METHODS:
-        raise InputError(f"method: {method!r} is not one of {METHODS}")
+def project(x: np.ndarray, projection: str = "umap", *, n_neighbors: int = 15, seed: int = 0) -> np.ndarray:
+    if projection not in PROJECTIONS:
+        raise InputError(f"projection: {projection!r} is not one of {list(PROJECTIONS)}")
     if len(x) < 4:
         raise InputError(f"dataset: {len(x)} examples are too few to project; give at least 4")
-    if method == "pca":
+    if projection == "pca":
         from sklearn.decomposition import PCA  # deferred: scikit-learn: loaded on first use
 
         return PCA(n_components=2, random_state=seed).fit_transform(x).astype(np.float32)
@@ -353,20 +353,20 @@ class Projection:
     disparity: float
     knn_overlap: float
     k: int
-    method: str
+    projection: str
     layer: int
     pooling: str
 
 
-def project_pair(models: Sequence[ModelHead], examples: Sequence[Example], *, method: str = "umap",
+def project_pair(models: Sequence[ModelHead], examples: Sequence[Example], *, projection: str = "umap",
                  layer: int = -1, pooling: str = "cls", k: int = 10, progress=None,
                  compute: Callable[[Sequence[Example]], list[np.ndarray]] | None = None) -> Projection:
     embs, cached = pair_embeddings(models, examples, layer=layer, pooling=pooling, progress=progress,
                                    compute=compute)
-    coords = [project(e, method) for e in embs]
+    coords = [project(e, projection) for e in embs]
     aligned, disparity = procrustes_align(coords[0], coords[1])
     return Projection([coords[0], aligned], cached, disparity, knn_overlap(embs[0], embs[1], k),
-                      neighbours_k(len(examples), k), method, layer, pooling)
+                      neighbours_k(len(examples), k), projection, layer, pooling)
 
 
 def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Sequence[Example],
@@ -391,19 +391,19 @@ def projection_table(proj: Projection, models: Sequence[ModelHead], examples: Se
 # ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
 
 
-def run_project(pair: Pair, *, method: str, layer: int, pooling: str, dataset: str | None = None,
+def run_project(pair: Pair, *, projection: str, layer: int, pooling: str, dataset: str | None = None,
                 limit: int | str | None = None, progress=None, engine: Engine | None = None,
                 visitor: bool = True) -> ProjectionResult:
     """Both models' sentence embeddings projected to 2-D and aligned, with how far their neighbourhoods agree;
     on a Ray `engine` the predictions and embeddings are computed on its workers (the driver holds no weights).
     The layer is checked again where the weights are, before any forward pass (`vectors_batch`)."""
     ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
-    _, preds, proj = projected(pair, ds, method=method, layer=layer, pooling=pooling, progress=progress,
+    _, preds, proj = projected(pair, ds, projection=projection, layer=layer, pooling=pooling, progress=progress,
                                engine=engine)
     return projection_result(pair.heads, ds, proj, preds)
 
 
-def projected(pair: Pair, ds: Dataset, *, method: str, layer: int, pooling: str, progress=None,
+def projected(pair: Pair, ds: Dataset, *, projection: str, layer: int, pooling: str, progress=None,
               engine: Engine | None = None) -> tuple[list[np.ndarray], list[Prediction], Projection]:
     """(each model's logits then embeddings, their predictions, the aligned projection) of `ds`, through the
     engine: what a projection and an input placed in it (`locate`) both read."""
@@ -412,7 +412,7 @@ def projected(pair: Pair, ds: Dataset, *, method: str, layer: int, pooling: str,
     arrays = (engine or Engine()).run(pair, vectors_batch, ds.examples, params={"layer": layer, "pooling": pooling},
                                       progress=progress)
     preds = [from_logits(h, lg) for h, lg in zip(heads, arrays[:2])]
-    proj = project_pair(heads, ds.examples, method=method, layer=layer, pooling=pooling,
+    proj = project_pair(heads, ds.examples, projection=projection, layer=layer, pooling=pooling,
                         compute=lambda exs: arrays[2:])
     proj.embeddings_cached = had  # whether each model's vectors were on disk before this request
     return arrays, preds, proj
@@ -420,7 +420,7 @@ def projected(pair: Pair, ds: Dataset, *, method: str, layer: int, pooling: str,
 
 def projection_result(models, ds: Dataset, proj: Projection, preds) -> ProjectionResult:
     return ProjectionResult(
-        dataset=ds.name, n=len(ds), method=proj.method, layer=proj.layer, pooling=proj.pooling,
+        dataset=ds.name, n=len(ds), projection=proj.projection, layer=proj.layer, pooling=proj.pooling,
         knn_overlap=proj.knn_overlap, k=proj.k, knn_chance=knn_chance(len(ds), proj.k),
         procrustes_disparity=proj.disparity, embeddings_cached=proj.embeddings_cached,
         points=projection_table(proj, models, ds.examples, preds, ds.row_numbers()),

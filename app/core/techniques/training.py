@@ -107,7 +107,7 @@ def prepare_texts(examples: list[Example], settings: TrainSettings,
         if ex.label not in task.labels:
             raise InputError(f"train: example {i + 1} has label {ex.label!r}; {task.name} labels are "
                              f"{list(task.labels)}")
-        if task.is_pair:
+        if task.two_texts:
             texts.append(tuple(ex.texts))
         else:
             t = ex.text
@@ -230,7 +230,7 @@ def resolve_max_len(max_len, task) -> int:
     """The tokens kept per training example: the one asked for, checked against the MiniLM's 512 positions, or
     the task's default (64 for one sentence; 128 for a pair, whose RTE premise is long)."""
     if max_len is None:
-        return 128 if task.is_pair else 64
+        return 128 if task.two_texts else 64
     if isinstance(max_len, bool) or not isinstance(max_len, int) or not 8 <= max_len <= 512:
         raise InputError(f"max_len: {max_len!r} is out of range; give a whole number of tokens from 8 to "
                          "512 (the MiniLM's positions)")
