@@ -295,12 +295,12 @@ def projection(pair: Pair, n: int, dev: str) -> dict:
     try:
         import umap  # noqa: F401
 
-        method = "umap"
+        chosen = "umap"
     except ImportError:
-        method = "pca"
-    res, s = sync_timed(dev, api.project, pair, str(AG_NEWS), method=method, layer=-1, pooling="cls", limit=n,
+        chosen = "pca"
+    res, s = sync_timed(dev, api.project, pair, str(AG_NEWS), projection=chosen, layer=-1, pooling="cls", limit=n,
                         visitor=False)
-    return {"method": method, "n": n, "cold_s": s}
+    return {"projection": chosen, "n": n, "cold_s": s}
 
 
 def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str | None = None) -> dict:
