@@ -412,3 +412,24 @@ def test_lit_metrics_of_a_runner_capability_answer_as_the_facade_and_a_small_sel
                     bucket["accuracy"][1])
         assert out[metric_name("slices")][0]["metrics"] == {}
         assert out["multiclass"][0]["metrics"]
+
+
+def test_every_count_field_of_the_app_starts_at_a_value_the_core_takes(plugin, tiny_pair):
+    """The More tab's "max examples" for a capability over a dataset (the plugin's `lengths`) started at 0 on the
+    page, and its first Run was refused ("limit: 0 is too small"): every count field starts at a count the
+    declaration accepts, and the section's handler answers with it."""
+    import gradio as gr
+
+    from app.core.ground import policy
+    from app.ui import build, declared
+    from app.ui.common import Ctx
+
+    demo = build(tiny_pair)
+    counts = [c for c in demo.blocks.values() if isinstance(c, gr.Number) and "max examples" in str(c.label)]
+    assert counts and all(isinstance(c.value, int | float) and c.value >= 1 for c in counts), \
+        [(c.label, c.value) for c in counts]
+    section = next(c for c in counts if c.parent is not None and any(
+        getattr(s, "value", None) == "sentiment_plain" for s in c.parent.children))
+    assert policy.count("limit", section.value, cap=policy.limits()["max_examples"]) == section.value
+    record, text, figure = declared.handler("lengths")(Ctx.of(tiny_pair), "sentiment_plain", section.value)
+    assert record["n"] == 30 and "accuracy by length" in text and figure is not None

@@ -54,7 +54,7 @@ def tab(ctx: Ctx, served: set[str]) -> None:
                     with gr.Row():
                         named |= {"dataset": dataset_field(ctx, "dataset", "shipped name or path",
                                                            value=api.default_dataset(ctx.pair)),
-                                  "limit": common.number(value=None, label="max examples (empty: this server's cap)")}
+                                  "limit": common.number(value=common.capped(1000), label="max examples")}
                 named = common.controls(capability.name, named)
                 go = gr.Button(f"Run {capability.name}", variant="primary")
                 text = gr.Markdown()
