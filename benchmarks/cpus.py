@@ -64,9 +64,8 @@ def one_cap() -> dict:
     import torch
 
     from app.core import api
-    from app.core.execution import tuning
     from app.core.execution.pair import Pair
-    from app.core.ground import kernels
+    from app.core.ground import kernels, tuning
 
     torch.set_num_threads(2)
     t0 = time.perf_counter()

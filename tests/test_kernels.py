@@ -134,7 +134,7 @@ def test_tune_times_the_models_own_forward_and_checks_onednn_agrees(fresh_choice
     ({"stock": 0.6, "fused": 1.0, "onednn": 0.5}, True, True),  # the fastest of those that clear the bar
 ])
 def test_an_option_is_taken_only_with_a_margin_over_the_stock_layers(fresh_choice, times, onednn, fused):
-    from app.core.execution import tuning
+    from app.core.ground import tuning
 
     fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: {k: times[k] for k in runs})
     model = _albert("gelu_new")
@@ -144,7 +144,7 @@ def test_an_option_is_taken_only_with_a_margin_over_the_stock_layers(fresh_choic
 
 
 def test_onednn_is_never_taken_where_its_answer_differs(fresh_choice):
-    from app.core.execution import tuning
+    from app.core.ground import tuning
 
     fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: {k: {"onednn": 0.1}.get(k, 1.0) for k in runs})
     fresh_choice.setattr(kernels, "_onednn", lambda x, w, b: torch.nn.functional.linear(x, w, b) + 1.0)
@@ -155,7 +155,7 @@ def test_onednn_is_never_taken_where_its_answer_differs(fresh_choice):
 def test_the_first_processs_choice_is_every_later_ones_on_the_same_machine(fresh_choice):
     """Two processes timing one model could land either side of the bar (seen on an Intel Xeon): the first
     one's choice is kept per machine key (CPU, instruction-set caps, PyTorch, threads) and model."""
-    from app.core.execution import tuning
+    from app.core.ground import tuning
 
     timings = iter([{"stock": 1.0, "fused": 1.0, "onednn": 0.5}, {"stock": 1.0, "fused": 1.0, "onednn": 0.95}])
     fresh_choice.setattr(tuning, "alternated", lambda runs, **kw: next(timings))

@@ -143,7 +143,7 @@ def test_the_report_and_the_banner_say_which_precision_answered(int8_pair, offli
 def _new_machine(monkeypatch, name: str) -> None:
     """A machine that has timed nothing yet (its own key; the models stay where the suite's cache has them: a model
     at another path is another model)."""
-    from app.core.execution import tuning
+    from app.core.ground import tuning
 
     monkeypatch.setattr(tuning, "machine_key", lambda: f"test machine {name}")
 
@@ -159,7 +159,7 @@ def chooses(monkeypatch, tmp_path):
 
 def _timed(monkeypatch, **seconds):
     """The models' forward passes timed as `seconds` say ({"fp32_s", "asked_s", "emulated_s"}), each model."""
-    from app.core.execution import tuning
+    from app.core.ground import tuning
 
     calls = []  # the batch work's timing per model (one input's is its own call, timed as the batches unless given)
     real = tuning.alternated
@@ -256,8 +256,7 @@ def test_one_input_at_a_time_answers_in_the_precision_that_is_faster_for_it(offl
 def test_the_real_timing_is_taken_once_and_decides_by_its_margin(offline_pair, chooses):
     """Unpatched: both models' forward passes timed in both precisions; the choice follows the timing, whichever
     way this CPU goes, and a later choice reads it back instead of timing again."""
-    from app.core.execution import tuning
-    from app.core.ground import precision
+    from app.core.ground import precision, tuning
 
     pair = offline_pair.with_precision("int8")
     t = pair.precision_asked["timing"]

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.core.execution import tuning
-from app.core.ground import precision
+from app.core.ground import precision, tuning
 
 ROOT = Path(__file__).resolve().parents[1]
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
@@ -23,7 +22,7 @@ def _python(code: str, env: dict, **kw) -> subprocess.Popen:
 def test_processes_started_together_measure_once_and_choose_the_same(tmp_path):
     """Two processes deciding at once: one measures (slowly), the other waits on the lock and takes its answer,
     even though its own measurement would have said otherwise."""
-    code = ("import os, time; from app.core.execution import tuning\n"
+    code = ("import os, time; from app.core.ground import tuning\n"
             "def measure():\n    time.sleep(1.0); return {'pid': os.getpid()}\n"
             "hit, cached = tuning.decided('race', 'model', measure, lambda h: 'pid' in h)\n"
             "print(hit['pid'], cached)")
@@ -74,7 +73,7 @@ def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing
     """The product run as on an AVX2-only CPU (AMD Zen 3: no AVX-512, no bf16 or VNNI instructions), from whatever
     CPU runs the suite: PyTorch dispatches to AVX2, the choice is kept under that key, and bf16 and int8 are refused
     with their timing as the reason where they lose, or kept where they win."""
-    code = ("import json, torch; from app.core.execution.pair import Pair; from app.core.execution import tuning\n"
+    code = ("import json, torch; from app.core.execution.pair import Pair; from app.core.ground import tuning\n"
             "p = Pair.resolve('offline', device='cpu')\n"
             "out = {'aten': torch.backends.cpu.get_cpu_capability(), 'key': tuning.machine_key()}\n"
             "for asked in ('bf16', 'int8'):\n"

@@ -93,7 +93,7 @@ def tune(model: torch.nn.Module, key: str, batches: list[dict]) -> dict:
     rounding. Kept per machine and model (`tuning.decided`): every process on the machine takes the first one's
     choice. ALBERT_LENS_MATMUL=onednn or blas decides instead (with the fused GELU). Returns {"onednn", "fused",
     "chosen_by", "timing"}, also kept on the model (`chosen`)."""
-    from ..execution import tuning
+    from . import tuning
 
     def run() -> torch.Tensor:
         with torch.inference_mode():

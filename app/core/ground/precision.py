@@ -240,7 +240,7 @@ def timed(fp, low, asked: str) -> dict:
     """`fp` (fp32) against `low` (the same model at `asked`) on this CPU, kept per machine and model architecture
     (`tuning.decided`): {"fp32_s", "asked_s"} on the batch work's batches, "fp32_one_s", "asked_one_s" on one input
     (Compare's), and for bf16 "emulated_s" (`EmulatedBF16` on the fp32 model)."""
-    from ..execution import tuning
+    from . import tuning
 
     def ctx():
         return torch.autocast("cpu", dtype=HALF[asked]) if asked in HALF else contextlib.nullcontext()
@@ -268,7 +268,7 @@ def choose(fp_models, low_models, asked: str, force: bool) -> dict:
     how much slower `asked` was. A forced bf16 runs emulated (`EmulatedBF16`) where that is faster than the CPU's
     own bf16 products. Where `asked` answers unforced, "one_input" says whether one input at a time (Compare)
     answers in it too, by its own timing (bf16 under AMX: 2.3x faster on batches, slower on one text)."""
-    from ..execution import tuning
+    from . import tuning
     from .device import cpu_name
 
     times = [timed(fp, low, asked) for fp, low in zip(fp_models, low_models)]
