@@ -36,9 +36,6 @@ def handler(name: str) -> Callable:
                           where="single" if single else "batch")
 
 
-control = common.control  # the control an option's declaration calls for
-
-
 def tab(ctx: Ctx, served: set[str]) -> None:
     """The tab, when some declared capability has no tab of its own (`served`: those that have)."""
     rest = [c for c in api.capabilities.declared() if c.name not in served]

@@ -145,13 +145,6 @@ class Capability:
             raise ValueError(f"capability {self.name!r}: options {names} repeat a name or take one of "
                              f"{sorted(RESERVED)}")
 
-    def runs(self) -> Callable | None:
-        """The runner, imported on first use (a "module:function" string) or as given."""
-        return None if self.runner is None else resolve(self.runner)
-
-    def result_type(self) -> type:
-        return resolve(self.result)
-
     @property
     def result_name(self) -> str:
         """The result type's name, without importing it."""
