@@ -106,7 +106,7 @@ def build_sections(pair: Pair, datasets: Sequence[str], suites: Sequence[str], *
 
         def run_inside(first=first):
             # at least 5 minibatches, so the bootstrap over them has something to resample
-            cka = api.similarity(pair, first, limit=umap_n, pooling="cls", batch=max(8, min(128, umap_n // 5)),
+            cka = api.similarity(pair, first, limit=umap_n, pooling="cls", minibatch=max(8, min(128, umap_n // 5)),
                                  engine=remote,
                                  visitor=False)
             heads = api.attention(pair, dataset=first, limit=min(umap_n, 200), engine=remote, visitor=False)
@@ -344,7 +344,7 @@ def _inside(res: dict, out: Path, figs: list) -> list[str]:
     best = ", ".join(f"{i}→{j} ({cross['cka'][i][j]:.2f} [{_num(cross['low'][i][j], 2)}, "
                      f"{_num(cross['high'][i][j], 2)}])" for i, j in enumerate(cka["best_b_for_a"]) if j is not None)
     md = [f"Linear CKA between every layer of {a} and of {b} ([CLS] vectors of {cka['n']} examples of "
-          f"{cka['dataset']}, {cka['batches']} minibatch{'es' if cka['batches'] != 1 else ''} of the unbiased "
+          f"{cka['dataset']}, {cka['minibatches']} minibatch{'es' if cka['minibatches'] != 1 else ''} of the unbiased "
           "estimator; 0 = the embedding output). "
           f"For each {a} layer, the {b} layer most like it, with its 95% bootstrap interval: {best}.", "",
           f"![layer similarity]({fig.name})", ""]

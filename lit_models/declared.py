@@ -1,6 +1,6 @@
 """Declared capabilities LIT has no counterpart of, in LIT's Metrics table, from their declarations alone.
 
-A capability over a dataset (`capabilities.py`: an engine job's, or a runner's with a result type of its own, a
+A capability over a dataset (`capabilities.py`: a batch function's, or a runner's with a result type of its own, a
 plugin's among them) that declares no LIT counterpart (`Capability.lit_counterpart`: LIT's projector, its
 salience and generators, which serve the others) runs through the facade on LIT's selected examples, with its
 declared defaults (LIT's metrics table sends no settings), and each model's row holds the numbers of that model's
@@ -144,7 +144,7 @@ class DeclaredMetrics(lit_components.Metrics):
     @staticmethod
     def _numbers(res: dict, model: str) -> dict[str, float]:
         """The answer's numbers for `model`: its own record's where the answer is a record per model."""
-        body = res["result"] if "capability" in res and "result" in res else res  # an engine job's, or a result type
+        body = res["result"] if "capability" in res and "result" in res else res  # a batch function's, or a result type
         if isinstance(body, list) and body and all(isinstance(r, dict) and "model" in r for r in body):
             body = next((r for r in body if r["model"] == model), {})
             body = {k: v for k, v in body.items() if k != "model"}

@@ -48,7 +48,7 @@ def test_foreign_labels_are_refused_before_any_prediction(tiny_pair, monkeypatch
     def no_predict(*a, **k):
         raise AssertionError("predicted before the labels were checked")
 
-    monkeypatch.setattr(inference, "predict", no_predict)  # what the engine's prediction job calls
+    monkeypatch.setattr(inference, "predict", no_predict)  # what the engine's prediction batch function calls
     ds = Dataset("news", [Example(("stocks rose",), "Business"), Example(("a fine film",), "positive")])
     with pytest.raises(InputError, match=r"dataset: gold labels \['Business'\] are not among"):
         benchmark(tiny_pair, ds)

@@ -68,7 +68,7 @@ def test_a_toy_capability_appears_in_the_facade_the_cli_and_the_app(toy, tiny_pa
     assert [p["parameter_name"] for p in endpoint["parameters"]] == ["text", "text2", "times", "mark"]
     assert [p["parameter_has_default"] for p in endpoint["parameters"]] == [False, True, True, True]
     got, text, figure = declared.handler("toy_shout")(Ctx.of(tiny_pair), "a fine film", None, 3, "?")
-    assert figure is None  # an engine job's answer has no figure
+    assert figure is None  # a batch function's answer has no figure
     assert got["result"] == res["result"] and all(r["said"] in text for r in res["result"])
 
     # gone from every front end built after it is withdrawn

@@ -172,7 +172,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 
 
 def test_a_suite_that_inflates_to_240_mb_of_empty_objects_is_refused_within_500_mb(tmp_path):
-    """A 239 KB .gz of `{},` (240 MB inflated, under the size cap) took the batch worker to 7.1 GB parsing it;
+    """A 239 KB .gz of `{},` (240 MB inflated, under the size cap) took the dataset worker to 7.1 GB parsing it;
     its objects are counted before any parsing now. The peak memory it adds is measured in a fresh process."""
     import gzip
     import subprocess
@@ -226,7 +226,7 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_ru
     assert set(shown) == {"MFT", "INV", "DIR"}, shown
     assert shown["MFT"].startswith("expected ") and shown["INV"].startswith("predictions ") and \
         shown["DIR"].startswith("confidence in "), shown
-    from app.core.present.views import checklist_table_markdown
+    from app.core.techniques.checklist import checklist_table_markdown
 
     md = checklist_table_markdown(cl.to_dict(res), [m.name for m in offline_pair.models])
     assert md.count("\n") == len(res) + 2 and "| p (McNemar) | p (Holm) |" in md.splitlines()[0]
@@ -263,7 +263,7 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair, offline_suit
     names = [m.name for m in offline_pair.models]
     differ = cl.differing_tests(res)
     assert differ, "30 cases per test: the offline pair differs on some ('used to, but now', 'Q & A: no')"
-    from app.core.present.views import checklist_summary
+    from app.core.techniques.checklist import checklist_summary
 
     text = checklist_summary(cl.to_dict(res), names)
     assert text.startswith(f"{len(differ)} of {len(res)} tests differ beyond chance")

@@ -1,4 +1,4 @@
-"""Batch jobs on a local Ray instance give the same results, in the same order, as the in-process run."""
+"""Batch functions on a local Ray instance give the same results, in the same order, as the in-process run."""
 import numpy as np
 import pytest
 
@@ -44,9 +44,9 @@ def _workers_now(besides: set[str]) -> list[str]:
 
 def test_embed_and_predict_on_ray_equal_local(tiny_pair, ray_engine):
     exs = [Example((f"{s} {i}",)) for i in range(7) for s in SENTENCES]
-    for job in (embed_batch, logits_batch):
-        local = engine.run(tiny_pair.spec, job, exs, batch_size=10)
-        remote = ray_engine.run(tiny_pair.spec, job, exs, batch_size=10)
+    for fn in (embed_batch, logits_batch):
+        local = engine.run(tiny_pair.spec, fn, exs, batch_size=10)
+        remote = ray_engine.run(tiny_pair.spec, fn, exs, batch_size=10)
         for a, b in zip(local, remote):
             assert a.shape == b.shape == (len(exs), a.shape[1])
             np.testing.assert_allclose(a, b, atol=1e-5)
@@ -62,16 +62,16 @@ def test_attack_rows_on_ray_equal_local(tiny_pair, ray_engine):
     assert strip(local) == strip(remote)
 
 
-def test_unknown_engine_and_job(tiny_pair):
+def test_unknown_engine_and_batch_function(tiny_pair):
     from app.core.ground.errors import InputError
 
     with pytest.raises(InputError, match="engine: 'spark'"):
         engine.run(tiny_pair.spec, embed_batch, [Example(("x",))], engine="spark")
-    with pytest.raises(InputError, match="job: 'train'"):
+    with pytest.raises(InputError, match="fn: 'train'"):
         engine.run(tiny_pair.spec, "train", [Example(("x",))])
     from app.core.techniques.embeddings import embed
 
-    with pytest.raises(InputError, match="job: 'embed' is not a batch job"):  # a function that declares no joining
+    with pytest.raises(InputError, match="fn: 'embed' is not a batch function"):  # a function that declares no joining
         engine.run(tiny_pair.spec, embed, [Example(("x",))])
 
 
@@ -154,15 +154,15 @@ def test_similarity_on_ray_equals_local_and_only_statistics_leave_the_workers(ti
     from .conftest import shared
 
     sst2 = str(shared("glue", "sst2", "dev.tsv"))
-    local = {p: api.similarity(tiny_pair, sst2, limit=40, pooling=p, batch=8) for p in ("cls", "words")}
+    local = {p: api.similarity(tiny_pair, sst2, limit=40, pooling=p, minibatch=8) for p in ("cls", "words")}
     driver = Pair(tiny_pair.spec)
     loading.clear_cache()
     monkeypatch.setattr(loading, "load", lambda spec: pytest.fail(f"the driver loaded {spec.source}"))
-    remote = {p: api.similarity(driver, sst2, limit=40, pooling=p, batch=8, engine=ray_engine) for p in ("cls",
+    remote = {p: api.similarity(driver, sst2, limit=40, pooling=p, minibatch=8, engine=ray_engine) for p in ("cls",
                                 "words")}
     monkeypatch.undo()
     for p in local:  # the same minibatches; their embeddings padded alike or not (float32 rounding, ~1e-3 here)
-        assert remote[p].n == local[p].n and remote[p].batches == local[p].batches
+        assert remote[p].n == local[p].n and remote[p].minibatches == local[p].minibatches
         for key in ("cross", "a", "b"):
             for part in ("cka", "low", "high"):
                 np.testing.assert_allclose(np.array(getattr(remote[p], key)[part], dtype=float),

@@ -128,7 +128,7 @@ def test_facts_latency_ratio_and_its_verdict_come_from_one_measurement(tiny_pair
         return dataclasses.replace(real_predict(clf, exs, **kw), seconds=cost * len(exs))
 
     monkeypatch.setattr(timing, "predict", timed_predict)
-    # where the engine's jobs (`facts.facts_batch`, `timing.latency_batch`) find them
+    # where the engine's batch functions (`facts.facts_batch`, `timing.latency_batch`) find them
     monkeypatch.setattr(timing, "latency_comparison", functools.partial(real_comparison, clock=lambda: clock["t"]))
     monkeypatch.setattr(facts_module, "model_facts", lambda clf, exs: {**real_facts(clf, exs),
                                                                        "latency_ms": 1.0 if clf is second else 10.0})

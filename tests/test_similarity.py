@@ -6,7 +6,7 @@ import pytest
 from app.core.ground.data import Example, load_dataset
 from app.core.ground.errors import InputError
 from app.core.techniques.embeddings import embed, embed_layers
-from app.core.techniques.similarity import MinibatchCKA, hsic1, in_batches, layer_similarity, linear_cka
+from app.core.techniques.similarity import MinibatchCKA, hsic1, in_minibatches, layer_similarity, linear_cka
 
 from .conftest import shared
 
@@ -61,8 +61,8 @@ def test_minibatch_estimate_agrees_with_the_full_batch_formula_within_its_interv
     the full-batch unbiased value, which lies inside the minibatch bootstrap interval."""
     exs = load_dataset(shared("glue", "sst2", "dev.tsv")).examples[:384]
     a, b = (embed_layers(clf, exs, pooling="cls") for clf in offline_pair.models)
-    res = layer_similarity(in_batches(a, b, batch_size=64))
-    assert res["batches"] == 6 and res["n"] == 384
+    res = layer_similarity(in_minibatches(a, b, size=64))
+    assert res["minibatches"] == 6 and res["n"] == 384
     for i, j in [(6, 6), (3, 4), (1, 6)]:
         full = _unbiased_cka_full(a[i].astype(np.float64), b[j].astype(np.float64))
         got = res["cross"]["cka"][i][j]
@@ -86,7 +86,7 @@ def test_every_layer_embedding_is_the_one_embed_gives(offline_pair):
 
 def test_too_few_examples_are_refused():
     with pytest.raises(InputError, match="at least 8 examples"):
-        layer_similarity(in_batches(np.zeros((2, 5, 3)), np.zeros((2, 5, 3))))
+        layer_similarity(in_minibatches(np.zeros((2, 5, 3)), np.zeros((2, 5, 3))))
 
 
 def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, capsys):
@@ -97,20 +97,20 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
     from app import cli
     from app.core import api
 
-    res = api.similarity(offline_pair, "sentiment_plain", limit=30, pooling="mean", batch=10)
+    res = api.similarity(offline_pair, "sentiment_plain", limit=30, pooling="mean", minibatch=10)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 30).examples
     a, b = (embed_layers(clf, exs, pooling="mean") for clf in offline_pair.models)
-    whole = layer_similarity(in_batches(a, b, batch_size=10))
+    whole = layer_similarity(in_minibatches(a, b, size=10))
     np.testing.assert_allclose(np.array(res.cross["cka"], dtype=float), np.array(whole["cross"]["cka"], dtype=float),
                                atol=1e-6)
-    assert res.batches == 3 and res.n == 30 and res.models == [m.name for m in offline_pair.models]
+    assert res.minibatches == 3 and res.n == 30 and res.models == [m.name for m in offline_pair.models]
     # embedded in chunks of 8 minibatches (here 64 and 36 examples): the minibatches are still the dataset's own
     sst2 = str(shared("glue", "sst2", "dev.tsv"))
-    chunked = api.similarity(offline_pair, sst2, limit=100, pooling="cls", batch=8)
+    chunked = api.similarity(offline_pair, sst2, limit=100, pooling="cls", minibatch=8)
     exs = api.resolve_dataset(offline_pair, sst2, 100).examples
     a, b = (embed_layers(clf, exs) for clf in offline_pair.models)
-    whole = layer_similarity(in_batches(a, b, batch_size=8))
-    assert chunked.batches == whole["batches"] == 13
+    whole = layer_similarity(in_minibatches(a, b, size=8))
+    assert chunked.minibatches == whole["minibatches"] == 13
     for key in ("cross", "a", "b"):
         # float32 rounding differs with the padding (minibatches of 8 amplify it to ~1e-3); minibatches of other
         # examples differ by ~0.1
@@ -121,8 +121,8 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
     printed = json.loads(capsys.readouterr().out)
     np.testing.assert_allclose(np.array(printed["cross"]["cka"], dtype=float),
                                np.array(res.cross["cka"], dtype=float), atol=1e-6)
-    with pytest.raises(InputError, match="batch"):
-        api.similarity(offline_pair, "sentiment_plain", limit=30, batch=-3)
+    with pytest.raises(InputError, match="minibatch"):
+        api.similarity(offline_pair, "sentiment_plain", limit=30, minibatch=-3)
 
 
 def test_word_rows_are_each_words_token_mean_and_both_models_read_the_same_words(offline_pair):
@@ -159,7 +159,7 @@ def test_word_pooling_through_the_facade_counts_words_and_is_refused_by_name_whe
     from app.core import api
     from app.core.ground.alignment import split_words
 
-    res = api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="words", batch=32)
+    res = api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="words", minibatch=32)
     exs = api.resolve_dataset(offline_pair, "sentiment_plain", 24).examples
     assert res.n == sum(len(split_words(t)) for ex in exs for t in ex.texts)  # short texts: every word read
     cross = np.array(res.cross["cka"], dtype=float)

@@ -175,22 +175,22 @@ def test_the_facade_in_a_worker_answers_as_here(tiny_pair, tmp_path, monkeypatch
     monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
     monkeypatch.setattr(policy, "_READABLE", [])
     api.allow_reads_under(rows.parent)
-    pools = api.worker_pools(tiny_pair, {"batch": 1})
+    pools = api.worker_pools(tiny_pair, {"dataset": 1})
     try:
         here = api.benchmark(tiny_pair, str(rows), 10)
-        there = pools["batch"].call(api.benchmark, tiny_pair, str(rows), 10)
+        there = pools["dataset"].call(api.benchmark, tiny_pair, str(rows), 10)
         assert there["n"] == here["n"] == 10
         for a, b in zip(here["models"], there["models"]):
             assert a["accuracy"] == b["accuracy"]
         sal_here = api.saliency(tiny_pair, "a fine film", None, method="gradient_x_input")
-        sal_there = pools["batch"].call(api.saliency, tiny_pair, "a fine film", method="gradient_x_input")
+        sal_there = pools["dataset"].call(api.saliency, tiny_pair, "a fine film", method="gradient_x_input")
         for a, b in zip(sal_here["maps"], sal_there["maps"]):
             assert a["words"] == b["words"]
             assert a["scores"] == pytest.approx(b["scores"], rel=1e-5, abs=1e-7)
         monkeypatch.setattr(policy, "_READABLE", [])  # the child keeps what it was given at its start
         with pytest.raises(InputError, match="dataset"):
             api.benchmark(tiny_pair, str(rows), 10)
-        assert pools["batch"].call(api.benchmark, tiny_pair, str(rows), 10)["n"] == 10
+        assert pools["dataset"].call(api.benchmark, tiny_pair, str(rows), 10)["n"] == 10
     finally:
         for p in pools.values():
             p.close()
@@ -214,7 +214,7 @@ def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatc
     monkeypatch.setattr(workers.Pool, "call", lambda self, fn, *a, **k: sent.append((self.name, fn.__name__))
                         or real_call(self, fn, *a, **k))
     demo = build(tiny_pair, workers=True)
-    assert set(demo.heavy.pools) == {"single", "batch"}
+    assert set(demo.heavy.pools) == {"single", "dataset"}
     _, url, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True, quiet=True)
     try:
         client = gradio_client(url)
@@ -226,8 +226,8 @@ def test_the_app_with_workers_answers_as_without(tiny_pair, tmp_path, monkeypatc
         assert res["n"] == 10
         with pytest.raises(AppError, match="limit: 0 is too small"):
             client.predict("sentiment_plain", handle_file(str(rows)), 0, api_name="/benchmark")
-        assert sent == [("single worker", "saliency"), ("batch worker", "benchmark"), ("batch worker", "benchmark")]
-        pids = demo.heavy.pools["batch"].pids()
+        assert sent == [("single worker", "saliency"), ("dataset worker", "benchmark"), ("dataset worker", "benchmark")]
+        pids = demo.heavy.pools["dataset"].pids()
         assert pids and os.getpid() not in pids
     finally:
         demo.close()

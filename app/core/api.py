@@ -117,7 +117,7 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
     """A declared capability (`capabilities.py`): its options checked against its declaration (defaults filled
     in, unknown names refused), on the pair or, where the declaration says it needs gradients, its fp32 twin
     (the one place that is decided). A capability with a runner (saliency, project, ...) is its runner's answer,
-    called by keyword; else its engine job runs (in process, or on a Ray cluster's workers) on the input or on
+    called by keyword; else its batch function runs (in process, or on a Ray cluster's workers) on the input or on
     the dataset's first `limit` examples. `given`: the options, and any of `PASSED`."""
     capability = capabilities.get(name)
     passed = {k: given.pop(k) for k in PASSED if k in given}
@@ -138,14 +138,14 @@ def run(name: str, pair: Pair, text: str | None = None, text2: str | None = None
         ds = dataset_of(on, passed.get("dataset"), passed.get("limit"), default=1000 if visitor else None,
                         visitor=visitor)
         examples, source = ds.examples, ds.name
-    out = (engine or Engine()).run(on, capability.function(), examples, params=checked, progress=progress)
+    out = (engine or Engine()).run(on, capability.batch_function(), examples, params=checked, progress=progress)
     return CapabilityResult(capability=name, options=checked, result=_plain(out), dataset=source,
                             n=None if source is None else len(examples))
 
 
 def accepts(name: str) -> set[str]:
     """Which inputs (text, text2) and which of `PASSED` the capability takes: its runner's (by its signature), or
-    for an engine job its input's (the text, or a dataset and its limit) with progress, engine and visitor."""
+    for a batch function its input's (the text, or a dataset and its limit) with progress, engine and visitor."""
     capability = capabilities.get(name)
     if capability.runner:
         return {"text", "text2", *PASSED} & set(signature(capabilities.resolve(capability.runner)).parameters)

@@ -34,7 +34,7 @@ from . import (
 from .attacks import attack_examples as _attack_examples  # noqa: F401 - tests and older imports
 from .common import (  # noqa: F401 - the shared pieces, importable from the package
     _RUNNING,
-    BATCH,
+    DATASET,
     MAX_UPLOAD_MB,
     SINGLE,
     Ctx,
@@ -144,11 +144,11 @@ TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, inside
 
 
 def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
-    """The app; `workers` runs explanations and batch jobs in child processes (`launch` turns it on in hosted
+    """The app; `workers` runs explanations and work over datasets in child processes (`launch` turns it on in hosted
     mode, or with ALBERT_LENS_WORKERS=1); `demo.heavy.close()` stops them."""
     api.allow_reads_under(gr.utils.get_upload_folder())  # hosted mode reads uploads, no other server path
     heavy = Heavy(api.worker_pools(pair, {"single": SINGLE["concurrency_limit"],
-                                          "batch": BATCH["concurrency_limit"]}) if workers else None)
+                                          "dataset": DATASET["concurrency_limit"]}) if workers else None)
     ctx = Ctx.of(pair, heavy)
     with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS, js=PAGE_JS) as demo:
         gr.Markdown(banner(pair))
@@ -165,7 +165,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its
     # limits and size, and starved every page for minutes); gradio_client and the page queue, and still work.
     # A Space (SPACE_ID set) gets this from Gradio itself; a self-hosted --hosted server did not.
-    demo.queue(default_concurrency_limit=BATCH["concurrency_limit"], max_size=64,
+    demo.queue(default_concurrency_limit=DATASET["concurrency_limit"], max_size=64,
                api_open=not api.limits()["hosted"])
     # Gradio's queue looks for a new event every 50 ms when it is idle: a queued call (every gradio_client call,
     # and the page's explanations) waited up to that long before starting. 5 ms costs nothing measurable.

@@ -9,7 +9,7 @@ from app.core.present.plots import grouped_bars
 
 from . import common
 from .common import (
-    BATCH,
+    DATASET,
     Ctx,
     dataset_field,
     describe,
@@ -32,7 +32,7 @@ def _attack_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 attack = common.handler("attack", _attack_shown, rest=True, params=("text", "text2", "recipe", "label", "dataset",
                                                                     "n", "query_budget", "time_limit"),
-                        where="batch", desc="attacking", read=lambda values: {"dataset": values["dataset"] or None})
+                        where="dataset", desc="attacking", read=lambda values: {"dataset": values["dataset"] or None})
 
 
 def show_example(ctx: Ctx, res: dict | None, row: int | None) -> list[str]:
@@ -101,7 +101,7 @@ def tab(ctx: Ctx) -> None:
         named = common.controls("attack", {"text": a1, "text2": a2, "recipe": recipe, "label": gold, "dataset": ads,
                                            "n": n, "query_budget": budget, "time_limit": tlimit})
         common.wire(go, attack, ctx, named,
-                 [raw, summary, *diffs, table, plot], api_name="attack", **BATCH)
+                 [raw, summary, *diffs, table, plot], api_name="attack", **DATASET)
         table.select(on_select(show_example, ctx, rows_of), raw, diffs, api_name=False, queue=False)
         # the panels above show it; the other tabs get it
         ctx.link(table, raw, attacked_texts, switch=False, note_of=attacked_note, rows_of=rows_of)

@@ -9,7 +9,7 @@ from app.core.present.plots import benchmark_figure, slices_figure
 
 from . import common
 from .common import (
-    BATCH,
+    DATASET,
     Ctx,
     action,
     bind,
@@ -27,7 +27,7 @@ def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float 
               progress=gr.Progress()) -> tuple:
     spec = upload_path(uploaded) or dataset
     with ticking(progress, "predicting") as report:
-        res = ctx.heavy.batch(api.benchmark, ctx.pair, spec, limit, progress=report)
+        res = ctx.heavy.dataset(api.benchmark, ctx.pair, spec, limit, progress=report)
     return (res.to_dict(), views.benchmark_summary(res, ctx.names), benchmark_figure(res),
             views.disagreement_frame(res, ctx.names))
 
@@ -37,7 +37,7 @@ slices = common.handler(
                                         views.slices_frame(res)),
     rest=True, params=("dataset", "uploaded", "limit", "metric", "min_size", "clusters"),
     extras={"uploaded": None},
-    where="batch", desc="predicting", read=common.uploaded_or_named)
+    where="dataset", desc="predicting", read=common.uploaded_or_named)
 
 
 def slice_texts(res: dict, row: int) -> list[str] | None:
@@ -93,7 +93,7 @@ def tab(ctx: Ctx) -> None:
         ctx.link(table, raw, disagreement_texts, note_of=disagreement_note,
                  rows_of=lambda res: views.disagreement_frame(res, ctx.names))
         action(go, bind(benchmark, ctx), [ds, upload, limit], [raw, summary, plot, table], api_name="benchmark",
-               **BATCH)
+               **DATASET)
         stop_button(summary)
 
         gr.Markdown("### Where they differ")
@@ -123,5 +123,5 @@ def tab(ctx: Ctx) -> None:
         named = common.controls("slices", {"dataset": ds, "uploaded": upload, "limit": limit, "metric": metric,
                                            "min_size": min_size, "clusters": clusters})
         common.wire(find, slices, ctx, named,
-                   [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **BATCH)
+                   [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **DATASET)
         stop_button(slice_summary)

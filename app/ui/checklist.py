@@ -12,7 +12,7 @@ from app.core.present import views
 from app.core.present.plots import grouped_bars
 
 from . import common
-from .common import BATCH, Ctx, describe, json_out, option, stop_button
+from .common import DATASET, Ctx, describe, json_out, option, stop_button
 
 
 def _suite_read(values: dict) -> dict:
@@ -31,7 +31,7 @@ def _suite_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 
 checklist = common.handler("checklist", _suite_shown, rest=True, params=("suite", "uploaded", "sample"),
-                           extras={"uploaded": None}, where="batch", desc="predicting suite inputs",
+                           extras={"uploaded": None}, where="dataset", desc="predicting suite inputs",
                            read=_suite_read)
 
 
@@ -77,5 +77,5 @@ def tab(ctx: Ctx) -> None:
         raw = json_out()
         ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])
         common.wire(go, checklist, ctx, named, [raw, verdict, bars, table, fails],
-                 api_name="checklist", **BATCH)
+                 api_name="checklist", **DATASET)
         stop_button(verdict)

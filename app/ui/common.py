@@ -145,10 +145,11 @@ def stop_button(target) -> None:
     gr.Button("Stop", size="sm").click(stop_session, None, target, queue=False, api_name=False)
 
 
-# Concurrency groups: a cheap prediction never waits in a queue behind explanations, and those never behind
-# batch jobs. One explanation and one batch job at a time: on two cores each already uses both, and a second of
-# each only slowed /predict (16 users, browser-like p50 305 -> 187 ms, p95 1.29 -> 0.70 s; benchmarks/README.md)
-# at the same requests served. ALBERT_LENS_CONCURRENCY sets the batch slots on a larger machine.
+# Concurrency groups: a cheap prediction never waits in a queue behind explanations (`single`), and those never
+# behind work over a dataset (`dataset`). One explanation and one job over a dataset at a time: on two cores each
+# already uses both, and a second of each only slowed /predict (16 users, browser-like p50 305 -> 187 ms, p95
+# 1.29 -> 0.70 s; benchmarks/README.md) at the same requests served. ALBERT_LENS_CONCURRENCY sets the dataset
+# slots on a larger machine.
 # /predict skips the queue (`direct`): the page then POSTs it to /run/predict and has its answer in the response,
 # where a queued event waits for the queue's 50 ms pick-up poll and the event stream's 50 ms poll (idle p50 70 ms
 # of which ~10 ms is the models). The queue's limit no longer applies there, so `direct` holds its own slots: 16,
@@ -158,11 +159,12 @@ def stop_button(target) -> None:
 # ~50 -> ~80 answers a second; benchmarks/README.md).
 DIRECT_SLOTS = 16
 SINGLE = {"concurrency_id": "single", "concurrency_limit": 1}
-BATCH = {"concurrency_id": "batch", "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "1")))}
+DATASET = {"concurrency_id": "dataset",
+           "concurrency_limit": max(1, int(os.environ.get("ALBERT_LENS_CONCURRENCY", "1")))}
 
 
 class Heavy:
-    """Where an explanation (`single`) or a batch job (`batch`) runs: here, or in a worker process of the
+    """Where an explanation (`single`) or work over a dataset (`dataset`) runs: here, or in a worker process of the
     facade's pools (hosted mode: /predict then keeps the server's interpreter and the cores' first call)."""
 
     def __init__(self, pools: dict | None = None):
@@ -175,8 +177,8 @@ class Heavy:
     def single(self, fn, *args, **kwargs):
         return self._run("single", fn, *args, **kwargs)
 
-    def batch(self, fn, *args, **kwargs):
-        return self._run("batch", fn, *args, **kwargs)
+    def dataset(self, fn, *args, **kwargs):
+        return self._run("dataset", fn, *args, **kwargs)
 
     def close(self) -> None:
         for pool in self.pools.values():

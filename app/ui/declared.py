@@ -13,7 +13,7 @@ from app.core import api
 from app.core.present import plots, views
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, dataset_field, describe, json_out
+from .common import DATASET, SINGLE, Ctx, dataset_field, describe, json_out
 
 
 def inputs_of(capability) -> tuple[str, ...]:
@@ -33,7 +33,7 @@ def handler(name: str) -> Callable:
     return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.text_of(res)}\n```",
                                                           plots.figure_of(res)),
                           rest=True, params=inputs_of(capability),
-                          where="single" if single else "batch")
+                          where="single" if single else "dataset")
 
 
 def tab(ctx: Ctx, served: set[str]) -> None:
@@ -60,4 +60,4 @@ def tab(ctx: Ctx, served: set[str]) -> None:
                 run = handler(capability.name)
                 common.wire(go, run, ctx, named, [raw, text, figure],
                        api_name=capability.name,
-                       **(SINGLE if capability.inputs == "text" else BATCH))
+                       **(SINGLE if capability.inputs == "text" else DATASET))

@@ -11,7 +11,7 @@ from app.core.present.plots import attention_figure, similarity_figure
 
 from . import common
 from .common import (
-    BATCH,
+    DATASET,
     SINGLE,
     Ctx,
     dataset_field,
@@ -32,7 +32,7 @@ def _similarity_shown(ctx: Ctx, res, values: dict) -> tuple:
     return res.to_dict(), similarity_summary(res), similarity_figure(res)
 
 
-similarity = common.handler("similarity", _similarity_shown, where="batch", desc="layer embeddings",
+similarity = common.handler("similarity", _similarity_shown, where="dataset", desc="layer embeddings",
                             rest=True, params=("dataset", "limit", "pooling"))
 
 
@@ -41,8 +41,9 @@ def similarity_summary(res: dict) -> str:
     cross = res["cross"]["cka"]
     best = [f"{i}→{j} ({cross[i][j]:.2f})" for i, j in enumerate(res["best_b_for_a"]) if j is not None]
     unit = "words" if res["pooling"] == "words" else "examples"
+    k = res["minibatches"]
     return (f"**{html.escape(res['dataset'])}**, {res['n']:,} {unit}, {res['pooling']} pooling, "
-            f"{res['batches']} minibatch{'es' if res['batches'] != 1 else ''} · for each {html.escape(a)} layer, the "
+            f"{k} minibatch{'es' if k != 1 else ''} · for each {html.escape(a)} layer, the "
             f"{html.escape(b)} layer most like it (CKA): {', '.join(best)}")
 
 
@@ -71,7 +72,7 @@ def tab(ctx: Ctx) -> None:
         plot = gr.Plot(elem_classes=["figure"], label="CKA")
         raw = json_out("similarity")
         common.wire(go, similarity, ctx, named, [raw, summary, plot],
-               api_name="similarity", **BATCH)
+               api_name="similarity", **DATASET)
         stop_button(summary)
 
         describe("Attention of both models on one input at one layer, word to word (rows attend to columns; a "

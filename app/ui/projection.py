@@ -16,7 +16,7 @@ from app.core.present.plots import locate_figure, plot_png
 
 from . import common
 from .common import (
-    BATCH,
+    DATASET,
     Ctx,
     dataset_field,
     describe,
@@ -91,14 +91,14 @@ def neighbour_note(res: dict, row: int) -> str:
 locate = common.handler("locate", _located_shown,
                         rest=True, params=("text", "text2", "dataset", "uploaded", "projection", "pooling", "layer",
                                            "colour", "k", "limit"),
-                        extras={"uploaded": None, "colour": "gold"}, where="batch", desc="placing the example",
+                        extras={"uploaded": None, "colour": "gold"}, where="dataset", desc="placing the example",
                         read=common.uploaded_or_named)
 
 
 project = common.handler("project", _projection_shown,
                          rest=True, params=("dataset", "uploaded", "projection", "pooling", "layer", "colour",
                                             "limit"),
-                         extras={"uploaded": None, "colour": "gold"}, where="batch", desc="embedding",
+                         extras={"uploaded": None, "colour": "gold"}, where="dataset", desc="embedding",
                          read=common.uploaded_or_named)
 
 
@@ -266,7 +266,7 @@ def tab(ctx: Ctx) -> None:
         raw = json_out()
         state = gr.State()
         common.wire(go, project, ctx, named,
-                 [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **BATCH)
+                 [raw, summary, *scatter, overlay, csv_out, png_out, state], api_name="project", **DATASET)
         for plot, name in zip(scatter, ctx.names):
             plot.select(on_select_range(points_in, ctx, name), state, [picked, state, *scatter], api_name=False,
                         queue=False)
@@ -290,5 +290,5 @@ def tab(ctx: Ctx) -> None:
             lraw = json_out("where is my sentence")
             lnamed = common.controls("locate", {**named, "text": ctx.inputs[0], "text2": ctx.inputs[1], "k": k})
             common.wire(where, locate, ctx, lnamed,
-                   [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **BATCH)
+                   [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **DATASET)
             ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note, rows_of=views.neighbours_frame)

@@ -8,7 +8,7 @@ from app.core.present import views
 from app.core.present.plots import saliency_dataset_figure, saliency_figure
 
 from . import common
-from .common import BATCH, SINGLE, Ctx, bind, dataset_field, describe, examples, json_out
+from .common import DATASET, SINGLE, Ctx, bind, dataset_field, describe, examples, json_out
 
 SCALES = {"each model's own largest score": False, "one for both models": True}  # label: shared
 
@@ -63,7 +63,7 @@ def _dataset_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 saliency_dataset = common.handler("saliency", _dataset_shown,
                                   rest=True, params=("dataset", "method", "tolerance", "limit", "output"),
-                                  where="batch", desc="explaining", endpoint="saliency_dataset")
+                                  where="dataset", desc="explaining", endpoint="saliency_dataset")
 
 
 def tab(ctx: Ctx) -> None:
@@ -133,5 +133,5 @@ def tab(ctx: Ctx) -> None:
                                   label="lowest agreement")
             sdraw = json_out("dataset result")
             common.wire(sgo, saliency_dataset, ctx, {**named, "dataset": sds, "limit": slimit},
-                        [sdraw, ssum, splot, stable], api_name="saliency_dataset", **BATCH)
+                        [sdraw, ssum, splot, stable], api_name="saliency_dataset", **DATASET)
             common.stop_button(ssum)

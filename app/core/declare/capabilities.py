@@ -1,18 +1,19 @@
 """Capabilities declared once: what a capability is called, the options it takes (each with one name, a type, a
-default, a range or choices, the hosted cap that bounds it and its help), the engine job that answers it and
-whether that job needs gradients. The facade checks a request against the declaration and runs it through the
+default, a range or choices, the hosted cap that bounds it and its help), the batch function (or the runner) that
+answers it and whether that needs gradients. The facade checks a request against the declaration and runs it through the
 engine (`api.run`); the command line's subcommand and its flags (`app/cli.py`) and the app's endpoint with its
 gradio_client parameters (`app/ui`) are generated from it, so one option has one name everywhere.
 
-Importable without PyTorch (the CLI's `--help` reads it): a declaration names its job as "module:function",
-imported on first use. Adding a capability is one module with its job plus one `register` call (see
+Importable without PyTorch (the CLI's `--help` reads it): a declaration names its batch function as
+"module:function", imported on first use. Adding a capability is one module with its batch function plus one
+`register` call (see
 docs/architecture.md):
 
     register(Capability("length", "Each model's tokens per input.", "app.core.length:length_batch",
                         options=(Option("unit", str, "tokens", "what to count", choices=("tokens", "words")),)))
 
-A job is an engine job (`engine.py`): `job(pair, examples, **options)` with its `combine`; a capability on one
-input ("text") gets that one example, a capability over a dataset ("dataset") the dataset's examples.
+A batch function is what the engine runs (`engine.py`): `fn(pair, examples, **options)` with its `combine`; a
+capability on one input ("text") gets that one example, a capability over a dataset ("dataset") the dataset's examples.
 """
 from __future__ import annotations
 
@@ -108,12 +109,12 @@ class Capability:
 
     name: str
     help: str
-    job: str | Callable | None = None  # "module:function" (imported on first use) or the engine job itself
+    batch_fn: str | Callable | None = None  # "module:function" (imported on first use) or the batch function itself
     options: tuple[Option, ...] = ()
     inputs: str = "text"  # "text": one input (text, text2); "dataset": a dataset's first `limit` examples
     needs_gradients: bool = False  # run on the pair's fp32 twin (`Pair.fp32`), whatever its batch precision
     # "module:function", beside its technique: answers the capability itself where its answer takes more than one
-    # engine job (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with
+    # batch function (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with
     # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
     # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
     runner: str | Callable | None = None
@@ -136,8 +137,8 @@ class Capability:
             raise ValueError(f"capability {self.name!r}: a name must be a Python identifier")
         if self.inputs not in INPUTS:
             raise ValueError(f"capability {self.name!r}: inputs must be one of {INPUTS}")
-        if (self.job is None) == (self.runner is None):
-            raise ValueError(f"capability {self.name!r}: give an engine job or a runner, one of the two")
+        if (self.batch_fn is None) == (self.runner is None):
+            raise ValueError(f"capability {self.name!r}: give a batch function or a runner, one of the two")
         names = [o.name for o in self.options]
         if self.chooses is not None and self.chooses not in names:
             raise ValueError(f"capability {self.name!r}: chooses names no option of its own ({self.chooses!r})")
@@ -150,10 +151,10 @@ class Capability:
         """The result type's name, without importing it."""
         return self.result.rpartition(":")[2] if isinstance(self.result, str) else self.result.__name__
 
-    def function(self) -> Callable:
-        """The engine job, imported on first use."""
+    def batch_function(self) -> Callable:
+        """The batch function, imported on first use."""
         if not self._resolved:
-            self._resolved.append(resolve(self.job))
+            self._resolved.append(resolve(self.batch_fn))
         return self._resolved[0]
 
     def option(self, name: str) -> Option:
@@ -459,7 +460,7 @@ register(Capability(
     result="app.core.declare.results:SimilarityResult", inputs="dataset", options=(
         Option("pooling", str, "cls", "a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' "
                "mean)", choices=LAYER_POOLINGS),
-        Option("batch", int, 128, "rows per minibatch of the unbiased estimator", high=1024, clamp=True))))
+        Option("minibatch", int, 128, "rows per minibatch of the unbiased estimator", high=1024, clamp=True))))
 register(Capability(
     "attention", "Both models' attention on one input, word to word, at one layer (over a dataset: per layer and "
     "head, entropy and the share on [CLS], [SEP] and punctuation).",

@@ -434,7 +434,7 @@ class SimilarityResult(Result):
     b: dict  # the second against itself
     best_b_for_a: list[int | None]  # per layer of the first: the second's layer most like it
     best_a_for_b: list[int | None]
-    batches: int  # minibatches of the unbiased estimator (the bootstrap resamples them)
+    minibatches: int  # of the unbiased estimator (the bootstrap resamples them)
 
 
 @dataclass(frozen=True)

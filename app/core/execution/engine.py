@@ -1,20 +1,20 @@
-"""Batch jobs in process (default) or on a Ray cluster: one model pair per worker, data split in batches,
+"""Batch functions run in process (default) or on a Ray cluster: one model pair per worker, data split in batches,
 results put back in input order, identical to the local run.
 
-A job is a module-level function `job(pair, batch, **params)` of the technique that owns it
+A batch function is a module-level function `fn(pair, batch, **params)` of the technique that owns it
 (`embeddings.embed_batch`, `inference.logits_batch`, `benchmark.timed_batch`, `attacks.attack_batch`,
 `benchmark.profile_batch`, `facts.facts_batch`, `timing.latency_batch`, `explanation.explain_batch`); its `combine`
 attribute says how batches join: "concat" (per-model arrays), "timed" (arrays joined, seconds summed), "rows"
 (rows with a batch-relative "index") or "whole" (the whole sample in one call, on one worker). The engine is
 given the function, local and Ray alike, so it knows no technique and the same function runs a batch in both
-engines. An `Engine` keeps its Ray workers between jobs, so a report's sections load each model pair once per
+engines. An `Engine` keeps its Ray workers between runs, so a report's sections load each model pair once per
 worker.
 
-In process a job can do more than a Ray worker can, which can't call back into this process: a job whose
+In process a batch function can do more than a Ray worker can, which can't call back into this process: one whose
 `reports_progress` is set takes the caller's `progress` and reports its own steps (examples, not batches); one
 whose `sorts` is set gets the whole sample in one call (it orders its inputs by length itself, and 256-example
 chunks would pad more); and the caller's `hooks` (a cancel event, a callback per finished row) reach it. The
-facade therefore calls every job the same way, whichever engine runs it.
+facade therefore calls every batch function the same way, whichever engine runs it.
 """
 from __future__ import annotations
 
@@ -34,25 +34,25 @@ from .pair import Pair
 COMBINES = ("concat", "timed", "rows", "whole")
 ENGINES = ("local", "ray")
 WORKER_PREFIX = "albert-lens-worker-"
-Job = Callable[..., object]
+BatchFn = Callable[..., object]
 
 
-def combine_of(job: Job) -> str:
-    """How the batches of `job` join; a function that declares none is refused before any work."""
-    how = getattr(job, "combine", None)
-    if not callable(job) or how not in COMBINES:
-        raise InputError(f"job: {getattr(job, '__name__', job)!r} is not a batch job (a function whose `combine` "
+def combine_of(fn: BatchFn) -> str:
+    """How the batches of `fn` join; a function that declares none is refused before any work."""
+    how = getattr(fn, "combine", None)
+    if not callable(fn) or how not in COMBINES:
+        raise InputError(f"fn: {getattr(fn, '__name__', fn)!r} is not a batch function (a function whose `combine` "
                          f"is one of {COMBINES})")
     return how
 
 
-def run_batch(pair, job: Job, batch: list[Example], params: dict):
-    """One batch of one job on a loaded Pair; the unit of work of both engines."""
-    return job(pair, batch, **params)
+def run_batch(pair, fn: BatchFn, batch: list[Example], params: dict):
+    """One batch through one batch function on a loaded Pair; the unit of work of both engines."""
+    return fn(pair, batch, **params)
 
 
 def _offset_rows(hook: Callable[[dict], None], offset: int) -> Callable[[dict], None]:
-    """A per-row callback of a "rows" job, its batch-relative index made the sample's."""
+    """A per-row callback of a "rows" batch function, its batch-relative index made the sample's."""
     return lambda row: hook(row | {"index": row["index"] + offset})
 
 
@@ -72,7 +72,7 @@ def _combine(how: str, parts: list, offsets: list[int]):
 
 
 class Engine:
-    """Where batch jobs run. `Engine()` is in process; `Engine("ray", address, workers)` uses a Ray cluster
+    """Where batch functions run. `Engine()` is in process; `Engine("ray", address, workers)` uses a Ray cluster
     (a local one when no address is given). Use as a context manager, or call `close()`, to free the workers."""
 
     def __init__(self, kind: str = "local", address: str | None = None, workers: int = 2, batch_size: int = 256):
@@ -94,25 +94,25 @@ class Engine:
             return {"engine": "local"}
         return {"engine": "ray", "workers": self.workers, "address": self.address or "local Ray instance"}
 
-    def run(self, pair: Pair | PairSpec, job: Job, examples: Sequence[Example], *, params: dict | None = None,
+    def run(self, pair: Pair | PairSpec, fn: BatchFn, examples: Sequence[Example], *, params: dict | None = None,
             batch_size: int | None = None, progress: Callable[[int, int], None] | None = None,
             hooks: dict | None = None):
-        """Run `job` over `examples`; returns what its batches return, joined as its `combine` says, in input
+        """Run `fn` over `examples`; returns what its batches return, joined as its `combine` says, in input
         order. `pair`: a loaded Pair (in process its models answer) or a spec (Ray's workers load either's).
-        `hooks`: keyword arguments the job takes in process only (see the module's docstring); `on_row`, a
-        "rows" job's callback, sees each row's index in `examples`."""
+        `hooks`: keyword arguments `fn` takes in process only (see the module's docstring); `on_row`, a
+        "rows" function's callback, sees each row's index in `examples`."""
         params = params or {}
-        how = combine_of(job)
+        how = combine_of(fn)
         if not examples:
             raise InputError("dataset: no examples to process")
         spec = pair.spec if isinstance(pair, Pair) else pair
-        whole = how == "whole" or (self.is_local and getattr(job, "sorts", False))
+        whole = how == "whole" or (self.is_local and getattr(fn, "sorts", False))
         size = len(examples) if whole else (batch_size or self.chunk(len(examples), spec))
         batches = [list(examples[i : i + size]) for i in range(0, len(examples), size)]
         offsets = [i * size for i in range(len(batches))]
         if self.is_local:
             loaded = pair if isinstance(pair, Pair) else Pair(spec)
-            own = bool(progress) and getattr(job, "reports_progress", False) and len(batches) == 1
+            own = bool(progress) and getattr(fn, "reports_progress", False) and len(batches) == 1
             parts = []
             for k, b in enumerate(batches):
                 kw = dict(params)
@@ -120,13 +120,13 @@ class Engine:
                     kw[name] = _offset_rows(hook, offsets[k]) if name == "on_row" and how == "rows" else hook
                 if own:
                     kw["progress"] = progress
-                parts.append(run_batch(loaded, job, b, kw))
+                parts.append(run_batch(loaded, fn, b, kw))
                 if progress and not own:
                     progress(k + 1, len(batches))
             return _combine(how, parts, offsets)
-        return _combine(how, self._run_ray(spec, job, batches, params, progress), offsets)
+        return _combine(how, self._run_ray(spec, fn, batches, params, progress), offsets)
 
-    GPU_CHUNK = 16384  # examples per local job on a GPU pair: each chunk is tokenised and length-sorted alone
+    GPU_CHUNK = 16384  # examples per local run on a GPU pair: each chunk is tokenised and length-sorted alone
 
     def chunk(self, n: int, spec: PairSpec | None = None) -> int:
         """Batch size: at most `batch_size`, small enough that every Ray worker gets about two batches; in
@@ -156,11 +156,11 @@ class Engine:
         self._actors[key] = actors
         return actors
 
-    def _run_ray(self, spec, job, batches, params, progress):
+    def _run_ray(self, spec, fn, batches, params, progress):
         import ray  # deferred: optional: only --engine ray
 
         actors = self._workers(spec)
-        pending = {actors[k % len(actors)].run.remote(job, b, params): k for k, b in enumerate(batches)}
+        pending = {actors[k % len(actors)].run.remote(fn, b, params): k for k, b in enumerate(batches)}
         parts: list = [None] * len(batches)
         done = 0
         try:
@@ -173,7 +173,7 @@ class Engine:
                     except ray.exceptions.RayActorError as exc:
                         raise WorkerFailed(
                             f"engine: a Ray worker died while processing batch {k + 1} of {len(batches)} "
-                            f"({type(exc).__name__}); nothing was written, re-run the job to retry") from None
+                            f"({type(exc).__name__}); nothing was written, run it again to retry") from None
                     done += 1
                     if progress:
                         progress(done, len(batches))
@@ -238,16 +238,16 @@ def _worker_class():
                 self.pair = Pair(spec)
                 _ = self.pair.models  # load once per worker
 
-            def run(self, job, batch, params):
-                return run_batch(self.pair, job, batch, params)
+            def run(self, fn, batch, params):
+                return run_batch(self.pair, fn, batch, params)
 
         _WORKER = PairWorker
     return _WORKER
 
 
-def run(spec: PairSpec, job: Job, examples: Sequence[Example], *, params: dict | None = None,
+def run(spec: PairSpec, fn: BatchFn, examples: Sequence[Example], *, params: dict | None = None,
         engine: str = "local", address: str | None = None, workers: int = 1, batch_size: int = 256,
         progress: Callable[[int, int], None] | None = None):
-    """One job on a fresh engine (workers freed afterwards)."""
+    """One batch function's run on a fresh engine (workers freed afterwards)."""
     with Engine(engine, address, workers, batch_size) as e:
-        return e.run(spec, job, examples, params=params, progress=progress)
+        return e.run(spec, fn, examples, params=params, progress=progress)

@@ -335,7 +335,7 @@ def logits_and_state(clf: Classifier, batch: dict, layer: int, cls_only: bool = 
 
 def logits_batch(pair, batch: Sequence[Example], batch_size: int = DEFAULT_BATCH, validate: bool = True,
                  progress: Progress | None = None) -> list[np.ndarray]:
-    """Engine job: both models' logits for one batch; `progress`: examples of both models."""
+    """Batch function: both models' logits for one batch; `progress`: examples of both models."""
     return [p.logits for p in predict_both(pair, batch, batch_size=batch_size, validate=validate, progress=progress)]
 
 

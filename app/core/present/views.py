@@ -779,8 +779,9 @@ def similarity_table(res: dict) -> str:
     cross = res["cross"]["cka"]
     cell = (lambda v: "   n/a" if v is None else f"{v:6.2f}")
     unit = "words" if res["pooling"] == "words" else "examples"
-    lines = [f"linear CKA on {res['dataset']} ({res['n']:,} {unit}, {res['pooling']} pooling, {res['batches']} "
-             f"minibatch{'es' if res['batches'] != 1 else ''}); rows: {a} layers, columns: {b} layers (0 = embeddings)",
+    k = res["minibatches"]
+    lines = [f"linear CKA on {res['dataset']} ({res['n']:,} {unit}, {res['pooling']} pooling, {k} "
+             f"minibatch{'es' if k != 1 else ''}); rows: {a} layers, columns: {b} layers (0 = embeddings)",
              "      " + "".join(f"{j:>6}" for j in range(len(cross[0]))) + "   best"]
     for i, row in enumerate(cross):
         best = res["best_b_for_a"][i]
@@ -950,52 +951,6 @@ def slice_note(name: str) -> str:
     """Under the example once a slice is every tab's dataset."""
     return (f"<small>every dataset field now reads {html.escape(name, quote=False)}: the dataset-level actions "
             "(benchmark, saliency and counterfactuals over a dataset, projection, CKA, attacks) run on it</small>")
-
-
-def _p(p: float | None) -> str:
-    return "n/a" if p is None else f"{p:.2g}" if p >= 0.001 else "<0.001"
-
-
-def checklist_table_markdown(tests: list[dict], models: Sequence[str]) -> str:
-    """A CheckList run (its tests, `checklist.to_dict`) in the study's Tables 2/3 layout: capability, test, type,
-    then fail rate per model, with the paired test's p-values."""
-    paired = all(t["paired"] for t in tests)
-    head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |"
-    head += " p (McNemar) | p (Holm) |\n" if paired else "\n"
-    head += "|---|---|---|" + "---|" * len(models) + "---|" + ("---|---|\n" if paired else "\n")
-    groups: dict[str, list[dict]] = {}
-    for t in tests:
-        groups.setdefault(t["capability"], []).append(t)
-    rows = []
-    for cap, group in groups.items():
-        for t in group:
-            rates = " | ".join("n/a" if r["fail_rate"] is None else f"{100 * r['fail_rate']:.1f}"
-                               for r in t["results"])
-            p = f" {_p(t['paired']['p_value'])} | {_p(t['paired'].get('p_holm'))} |" if paired else ""
-            rows.append(f"| {cap} | {t['name'].replace('|', '/')} | {t['type']} | {rates} | "
-                        f"{t['results'][0]['n']} |{p}")
-    return head + "\n".join(rows) + "\n"
-
-
-def checklist_summary(tests: list[dict], models: Sequence[str], alpha: float = 0.05) -> str:
-    """Which differences between the two models' fail rates are more than chance: a gap of 70% against 40% on
-    20 cases often is not, and "less fair" should rest on the tests where it is."""
-    if len(models) != 2 or not tests or not all(t["paired"] for t in tests):
-        return ""
-    differ = [t for t in tests if t["paired"].get("p_holm") is not None and t["paired"]["p_holm"] < alpha]
-    if not differ:
-        return (f"No test's fail rates differ beyond chance between {models[0]} and {models[1]} (McNemar's exact "
-                f"test on the cases both were tested on, Holm-corrected over {len(tests)} tests, {alpha}); more "
-                "cases per test give the test more power.")
-    parts = []
-    for t in differ:
-        a, b = (r["fail_rate"] for r in t["results"])
-        worse = models[0] if t["paired"]["only_failed"][0] > t["paired"]["only_failed"][1] else models[1]
-        p = _p(t["paired"]["p_holm"])
-        parts.append(f"{t['name']} ({t['capability']}: {100 * a:.0f}% vs {100 * b:.0f}%, {worse} fails more, "
-                     f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
-    return (f"{len(differ)} of {len(tests)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
-            f"{alpha}): " + "; ".join(parts) + ".")
 
 
 def precision_line(said: dict) -> str:

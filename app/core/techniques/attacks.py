@@ -557,7 +557,7 @@ def compare_success(rows: list[dict], models: Sequence[ModelHead]) -> dict | Non
 def attack_batch(pair, batch: Sequence[Example], recipe: str, query_budget: int | None = 200,
                  time_limit: float | None = 60.0, cancel: threading.Event | None = None,
                  on_row: Callable[[dict], None] | None = None, stopped: dict | None = None) -> list[dict]:
-    """Engine job: one batch of paired attacks, a row per example (its index within the batch). In process
+    """Batch function: one batch of paired attacks, a row per example (its index within the batch). In process
     (the engine's hooks) a `cancel` event stops it, `on_row` sees each row as it finishes and `stopped` says
     where a stopped job was cut."""
     return attack_pair(pair.models, recipe, batch, query_budget=query_budget, time_limit=time_limit,

@@ -169,7 +169,7 @@ def _attentions_batch(clf: Classifier, batch) -> torch.Tensor:
 
 
 def attention_stats_batch(pair, batch: list, progress=None) -> list[dict]:
-    """Engine job (the whole sample on one worker): both models' `attention_stats`; `progress`: examples of
+    """Batch function (the whole sample on one worker): both models' `attention_stats`; `progress`: examples of
     both models."""
     out = []
     for k, clf in enumerate(pair.models):

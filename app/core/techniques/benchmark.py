@@ -49,7 +49,7 @@ def profile(clf, examples) -> dict:
 
 
 def profile_batch(pair, batch) -> list[dict]:
-    """Engine job (the whole sample on one worker): both models' parameters and latency."""
+    """Batch function (the whole sample on one worker): both models' parameters and latency."""
     return [profile(clf, batch) for clf in pair.models]
 
 
@@ -57,7 +57,7 @@ profile_batch.combine = "whole"
 
 
 def timed_batch(pair, batch, batch_size: int = DEFAULT_BATCH, progress=None) -> list[dict]:
-    """Engine job: both models' logits for one batch and the seconds each model spent on it. The same pass
+    """Batch function: both models' logits for one batch and the seconds each model spent on it. The same pass
     gives the top layer's [CLS] vectors, and both are kept by content (`projection.keep`): Find slices and a
     projection of the same rows then predict nothing (a second pass of each model on SST-2 dev took 51-57 s
     for Find slices after Benchmark's). Benchmark itself always times a pass of its own: it is a measurement."""

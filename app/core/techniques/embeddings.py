@@ -120,7 +120,7 @@ def hidden_states(clf: Classifier, example: Example) -> tuple[np.ndarray, list[s
 
 
 def embed_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = "cls") -> list[np.ndarray]:
-    """Engine job: both models' sentence embeddings of one batch."""
+    """Batch function: both models' sentence embeddings of one batch."""
     return [embed(clf, batch, layer=layer, pooling=pooling) for clf in pair.models]
 
 

@@ -107,7 +107,7 @@ def explain_dataset(models, examples, method_name: str, *, seed: int = 0, progre
 
 
 def explain_batch(pair, batch, method: str = "integrated_gradients", progress=None, **options) -> dict:
-    """Engine job (the whole sample on one worker): `explain_dataset` of both models; `progress`: examples."""
+    """Batch function (the whole sample on one worker): `explain_dataset` of both models; `progress`: examples."""
     return explain_dataset(pair.models, batch, method, progress=progress, **options)
 
 

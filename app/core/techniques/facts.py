@@ -95,7 +95,7 @@ def model_facts(clf, examples) -> dict:
 
 
 def facts_batch(pair, batch, progress=None) -> list[dict]:
-    """Engine job (the whole sample on one worker): both models' facts; `progress`: models done."""
+    """Batch function (the whole sample on one worker): both models' facts; `progress`: models done."""
     out = []
     for clf in pair.models:
         out.append(model_facts(clf, batch))

@@ -177,7 +177,7 @@ def keep(clf: Classifier, examples: Sequence[Example], pred: Prediction) -> None
 
 def vectors_batch(pair, batch: Sequence[Example], layer: int = -1, pooling: str = "cls", progress=None
                   ) -> list[np.ndarray]:
-    """Engine job: each model's logits, then each model's embeddings at (`layer`, `pooling`), through this
+    """Batch function: each model's logits, then each model's embeddings at (`layer`, `pooling`), through this
     process's cache (one pass over the encoder for both when neither is cached). `progress`: the predictions
     two thirds, the embeddings (when the predictions' pass didn't make them) the rest."""
     models = pair.models
@@ -204,7 +204,7 @@ def pair_embeddings(models: Sequence[ModelHead], examples: Sequence[Example], *,
                     compute: Callable[[Sequence[Example]], list[np.ndarray]] | None = None
                     ) -> tuple[list[np.ndarray], list[bool]]:
     """Both models' embeddings through the same cache; `compute` (examples -> one array per model, e.g. a Ray
-    engine's `embed` job) replaces the in-process computation of what is missing; then `models` may be heads
+    engine's `embed` batch function) replaces the in-process computation of what is missing; then `models` may be heads
     (`loading.ModelHead`), which key the cache as the loaded models do."""
     if compute is None:
         embs, cached = [], []

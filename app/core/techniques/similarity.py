@@ -53,7 +53,7 @@ def hsic1(k: np.ndarray, lm: np.ndarray) -> float:
     """The unbiased HSIC estimator of Song et al. (2012) for two n × n Gram matrices (n ≥ 4)."""
     n = k.shape[0]
     if n < 4:
-        raise InputError(f"batch: the unbiased HSIC needs at least 4 examples per batch, got {n}")
+        raise InputError(f"minibatch: the unbiased HSIC needs at least 4 examples per minibatch, got {n}")
     k = k.copy()
     lm = lm.copy()
     np.fill_diagonal(k, 0.0)
@@ -107,7 +107,7 @@ class MinibatchCKA:
 
     def value(self) -> np.ndarray:
         if not self.cross:
-            raise InputError("dataset: no batch was seen")
+            raise InputError("dataset: no minibatch was seen")
         return self._ratio(np.sum(self.cross, 0), np.sum(self.self_a, 0), np.sum(self.self_b, 0))
 
     def interval(self, rounds: int = 1000, confidence: float = 0.95, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -129,11 +129,11 @@ class MinibatchCKA:
             return np.nanquantile(draws, tail, axis=0), np.nanquantile(draws, 1 - tail, axis=0)
 
 
-def spans(n: int, batch_size: int) -> list[tuple[int, int]]:
+def spans(n: int, size: int) -> list[tuple[int, int]]:
     """Minibatches of n examples; a last one too small for the unbiased estimator (under 4) joins the one before."""
     if n < 8:
         raise InputError(f"limit: CKA needs at least 8 examples, got {n}")
-    starts = list(range(0, n, max(4, batch_size)))
+    starts = list(range(0, n, max(4, size)))
     if len(starts) > 1 and n - starts[-1] < 4:
         starts.pop()
     return [(s, starts[k + 1] if k + 1 < len(starts) else n) for k, s in enumerate(starts)]
@@ -151,7 +151,7 @@ def minibatch_stats(a: np.ndarray, b: np.ndarray) -> dict:
     """One minibatch's unbiased HSIC of every pair of layers, A × B, A × A and B × B (each Gram matrix computed
     once), and how much each layer varies: all `summarise` needs, a few kB whatever the batch."""
     if a.shape[1] != b.shape[1]:
-        raise InputError("batch: both models must see the same examples")
+        raise InputError("minibatch: both models must see the same examples")
     ga = [gram(layer) for layer in a]
     gb = [gram(layer) for layer in b]
 
@@ -177,18 +177,18 @@ def summarise(stats: Iterable[dict]) -> dict:
     cross = np.nan_to_num(pairs["cross"].value(), nan=-np.inf)
     out["best_b_for_a"] = [None if np.isneginf(r).all() else int(r.argmax()) for r in cross]
     out["best_a_for_b"] = [None if np.isneginf(c).all() else int(c.argmax()) for c in cross.T]
-    out["n"], out["batches"] = pairs["cross"].n, len(pairs["cross"].cross)
+    out["n"], out["minibatches"] = pairs["cross"].n, len(pairs["cross"].cross)
     return out
 
 
-def layer_similarity(batches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
-    """`summarise` of two models' layer embeddings given batch by batch ((layers, batch, width) for each model,
-    the same examples; memory is one batch's)."""
-    return summarise(minibatch_stats(a, b) for a, b in batches)
+def layer_similarity(minibatches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
+    """`summarise` of two models' layer embeddings given minibatch by minibatch ((layers, rows, width) for each model,
+    the same examples; memory is one minibatch's)."""
+    return summarise(minibatch_stats(a, b) for a, b in minibatches)
 
 
 def similarity_batch(pair, batch: list, pooling: str = "cls", minibatch: int = 128) -> list[dict]:
-    """Engine job: the minibatch statistics of one batch of examples, for both models. Rows are sentences
+    """Batch function: the minibatch statistics of one batch of examples, for both models. Rows are sentences
     (pooled) or the words both models read (`embeddings.word_layers`); only the statistics leave a worker, so
     the driver's memory doesn't grow with the dataset."""
     from .embeddings import embed_layers, word_layers  # the technique's own inputs; this module stays numpy
@@ -205,11 +205,11 @@ def similarity_batch(pair, batch: list, pooling: str = "cls", minibatch: int = 1
 similarity_batch.combine = "rows"
 
 
-def in_batches(a: np.ndarray, b: np.ndarray, batch_size: int = 128):
-    """Two models' layer embeddings held whole ((layers, n, width) each), as `layer_similarity`'s batches."""
+def in_minibatches(a: np.ndarray, b: np.ndarray, size: int = 128):
+    """Two models' layer embeddings held whole ((layers, n, width) each), as `layer_similarity`'s minibatches."""
     if a.shape[1] != b.shape[1]:
         raise InputError("dataset: both models must see the same examples")
-    for s, e in spans(a.shape[1], batch_size):
+    for s, e in spans(a.shape[1], size):
         yield a[:, s:e], b[:, s:e]
 
 
@@ -221,22 +221,22 @@ def _plain(m: np.ndarray) -> list[list[float | None]]:
 # ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
 
 
-def run_similarity(pair: Pair, *, pooling: str, batch: int, dataset: str | None = None,
+def run_similarity(pair: Pair, *, pooling: str, minibatch: int, dataset: str | None = None,
                    limit: int | str | None = None, progress=None, engine: Engine | None = None,
                    visitor: bool = True) -> SimilarityResult:
     """Linear CKA of every layer of the first model against every layer of the second (and each against
-    itself) on a dataset, streamed in minibatches of `batch` rows: memory is one batch's, however many
+    itself) on a dataset, streamed in minibatches of `minibatch` rows: memory is one minibatch's, however many
     examples. Rows are sentence vectors ("cls", "mean") or words ("words": each word's tokens' mean, the words
     both models read). On a Ray `engine` the batches run on its workers and only their statistics come back."""
     ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
-    spans(len(ds), batch)  # at least 8 examples, before any work
-    params = {"pooling": pooling, "minibatch": batch}
+    spans(len(ds), minibatch)  # at least 8 examples, before any work
+    params = {"pooling": pooling, "minibatch": minibatch}
     # whole minibatches per engine batch, so the minibatches are the same in process and on Ray; in process
     # sentences are embedded 8 minibatches at a time, sorted by length inside (one minibatch at a time padded
     # each to its longest text: AG News took twice as long); the minibatches keep the dataset's order, so each
     # is a random draw as the estimator needs. A minibatch of sentences is already ~20 minibatches of words.
-    per = batch * 8 if pooling != "words" else batch
+    per = minibatch * 8 if pooling != "words" else minibatch
     eng = engine or Engine(batch_size=per)
-    rows = eng.run(pair, similarity_batch, ds.examples, params=params,
-                   batch_size=batch * max(1, min(eng.chunk(len(ds), pair.spec), per) // batch), progress=progress)
+    whole = minibatch * max(1, min(eng.chunk(len(ds), pair.spec), per) // minibatch)
+    rows = eng.run(pair, similarity_batch, ds.examples, params=params, batch_size=whole, progress=progress)
     return SimilarityResult.of(summarise(rows), dataset=ds.name, pooling=pooling, models=[m.name for m in pair.heads])

@@ -199,7 +199,7 @@ def _fisher(d_in: int, n_in: int, d_out: int, n_out: int) -> float:
 
 
 def slices_batch(pair, batch, embed: bool = False, progress=None) -> list[np.ndarray]:
-    """Engine job: each model's logits for one batch, then (with `embed`) each model's top-layer [CLS] sentence
+    """Batch function: each model's logits for one batch, then (with `embed`) each model's top-layer [CLS] sentence
     embeddings from the same forward pass, through the cache a projection keeps by content
     (`projection.cached_predictions`): Find slices run again with another metric or smallest size, or after a
     projection of the same rows at the top layer's [CLS], makes no forward pass."""

@@ -75,7 +75,7 @@ def throughput_comparison(models, examples: Sequence[Example], rounds: int = THR
 
 
 def latency_batch(pair, batch: Sequence[Example]) -> dict:
-    """Engine job (the whole sample on one worker): the paired latency comparison of the pair's two models, and
+    """Batch function (the whole sample on one worker): the paired latency comparison of the pair's two models, and
     the paired throughput comparison."""
     return latency_comparison(pair.models, batch) | {"throughput": throughput_comparison(pair.models, batch)}
 

@@ -11,7 +11,7 @@ from ..ground.data import Example
 
 
 def tokens_batch(pair, batch: Sequence[Example], special: bool = False) -> list[dict]:
-    """Engine job (one input, on one worker): per model its tokens (with [CLS]/[SEP] when `special`), how many
+    """Batch function (one input, on one worker): per model its tokens (with [CLS]/[SEP] when `special`), how many
     it reads, each word's pieces and the words it reads as [UNK]."""
     out = []
     for clf in pair.models:
