@@ -410,8 +410,9 @@ def _declared_commands(sub) -> None:
         _option_args(p, capability.name)
         if capability.writes:
             p.add_argument("--out", help=capability.writes)
-        if capability.result_name == "ProjectionResult":
-            p.add_argument("--colour", choices=["gold", "prediction", "correct", "models"], default="gold",
+        colours = getattr(capability.result_type(), "COLOURS", None)  # a figure whose points take a colouring
+        if colours:
+            p.add_argument("--colour", choices=list(colours), default=next(iter(colours)),
                            help="what colours --out's figure (models: whether the two models agree on the example)")
         p.add_argument("--png", help="save the result's figure here (where it has one)")
         p.add_argument("--json", action="store_true", help="print the result as JSON")

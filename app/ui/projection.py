@@ -234,8 +234,8 @@ def tab(ctx: Ctx) -> None:
                                label="pooling")
             layer = slider(-1, max(m.model.config.num_hidden_layers for m in pair.models), value=-1, step=1,
                               label="layer (-1 = top, 0 = embeddings)")
-            colour = gr.Radio([("gold", "gold"), ("prediction", "prediction"), ("correct", "correct"),
-                               ("models agree?", "models")], value="gold", label="colour by")
+            colour = gr.Radio([(shown, name) for name, shown in api.ProjectionResult.COLOURS.items()], value="gold",
+                              label="colour by")
             limit = common.number(value=common.capped(500), label="max examples")
         named = common.controls("project", {"dataset": pds, "uploaded": upload, "projection": projected,
                                             "pooling": pooling, "layer": layer, "colour": colour, "limit": limit})

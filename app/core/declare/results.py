@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, get_args, get_origin, get_type_hints, is_typeddict
+from typing import Any, ClassVar, TypedDict, get_args, get_origin, get_type_hints, is_typeddict
 
 
 # ----------------------------------------------------------------------------- nested rows, declared
@@ -374,6 +374,10 @@ class CounterfactualResult(Result):
 @dataclass(frozen=True)
 class ProjectionResult(Result):
     """Both models' sentence embeddings in 2-D, aligned, with how far their neighbourhoods agree."""
+    # what can colour its points (a row's column: its gold label, a model's prediction, whether that model is right,
+    # whether the two models agree), with the name a front end shows
+    COLOURS: ClassVar[dict[str, str]] = {"gold": "gold", "prediction": "prediction", "correct": "correct",
+                                         "models": "models agree?"}
     dataset: str
     n: int
     projection: str  # "umap" or "pca"
