@@ -15,7 +15,7 @@ from lit_nlp.api import components as lit_components
 from lit_nlp.api import dtypes as lit_dtypes
 from lit_nlp.api import types as lit_types
 
-from app.core.api import METHODS, Pair, capabilities, limits, run
+from app.core.api import METHODS, Pair, capabilities, run
 
 from .models import lens_of
 
@@ -46,9 +46,9 @@ def lit_type(option) -> lit_types.LitType:
     if option.kind is bool:
         return lit_types.Boolean(default=option.default, required=False)
     if option.kind in (int, float):
-        low = option.low if option.low is not None else (limits()["min_ig_tolerance"] if option.name == "tolerance"
-                                                         else 0)
-        high = option.high if option.high is not None else 1
+        low, high = option.span()
+        low = 0 if low is None else low
+        high = max(low, 1) if high is None else high
         step = 1 if option.kind is int else low or 0.001
         return lit_types.Scalar(min_val=low, max_val=high, default=option.default, step=step, required=False)
     return lit_types.TextSegment(default=option.default, required=False)

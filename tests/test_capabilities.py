@@ -6,6 +6,7 @@ import pytest
 
 from app.core.declare import capabilities
 from app.core.declare.capabilities import Capability, Option
+from app.core.ground import policy
 from app.core.ground.errors import InputError
 
 
@@ -104,6 +105,28 @@ def test_options_are_checked_as_declared_and_capped_for_a_visitor(monkeypatch):
         Option("note", str, "", "a note").check("x" * 3000)
     with pytest.raises(ValueError, match="take one of"):
         Capability("bad", "clashes", shout_batch, options=(Option("dataset", str, "", "no"),))
+
+
+def test_a_controls_range_is_the_one_the_check_takes(monkeypatch):
+    """What a front end's control offers (`Option.span`: LIT's settings read it) is the range `check` takes: the
+    hosted cap for a visitor, the declared range of an index, and a validator's own range (integrated gradients'
+    tolerance, from this server's smallest to 1) where a validator sets it."""
+    from lit_models.salience import lit_type
+
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    top = Option("top", int, 10, "how many", cap="max_examples")
+    assert top.span() == (1, 500) and top.span(visitor=False) == (1, None)
+    assert Option("layer", int, -1, "which layer", low=-1, high=6).span() == (-1, 6)
+    tol = capabilities.get("saliency").option("tolerance")
+    low, high = tol.span()
+    assert (low, high) == (policy.limits()["min_ig_tolerance"], 1.0) and low > 0
+    tol.check(low), tol.check(high)
+    for outside in (low / 2, high * 2):
+        with pytest.raises(InputError, match="tolerance"):
+            tol.check(outside)
+    scalar = lit_type(tol)
+    assert (scalar.min_val, scalar.max_val) == (low, high)
+    assert (lit_type(top).min_val, lit_type(top).max_val) == (1, 500)
 
 
 def test_the_declared_tokens_capability_reads_each_models_pieces(offline_pair, capsys):

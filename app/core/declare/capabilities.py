@@ -61,6 +61,18 @@ class Option:
         if self.kind not in KINDS:
             raise ValueError(f"option {self.name!r}: kind must be one of {[k.__name__ for k in KINDS]}")
 
+    def span(self, *, visitor: bool = True) -> tuple[float | None, float | None]:
+        """The range a front end's control offers for a number: the validator's own where it sets one
+        (`validator.span()`, a range this server decides), else the declared one under this server's cap for a
+        visitor; None where that end is open."""
+        if callable(getattr(self.validator, "span", None)):
+            return self.validator.span()
+        low = self.low if self.low is not None else (1 if self.kind is int else None)
+        high = self.high
+        if self.cap and visitor:
+            high = min(float("inf") if high is None else high, limits()[self.cap])
+        return low, high
+
     def check(self, value, *, visitor: bool = True):
         """The value a request sent (a form's text, a script's number, None for the default), checked: a value
         outside the range or choices is refused with the field's name and what it may be."""

@@ -154,6 +154,9 @@ def tolerance(field: str, value) -> float:
     return x
 
 
+tolerance.span = lambda: (limits()["min_ig_tolerance"], 1.0)  # the range a front end offers (`Option.span`)
+
+
 def integer(field: str, value, *, low: int, high: int) -> int:
     """An index in [low, high] (a layer): out of range is refused, never clamped, since it names a thing."""
     x = _as_number(field, value, f"a whole number from {low} to {high}")
