@@ -47,6 +47,7 @@ def main() -> None:
     ap.add_argument("--json")
     args = ap.parse_args()
     torch.set_num_threads(2)
+    attacks._textattack()  # through its one shim on transformers 5
     from textattack.models.wrappers import HuggingFaceModelWrapper
 
     pair = Pair.resolve("offline")

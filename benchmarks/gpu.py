@@ -269,7 +269,9 @@ def deepwordbug(pair: Pair, n: int, dev: str, budget: int = 200) -> dict:
     stand_in = stand_ins()
     prepare_nltk(), prepare_textattack()
     try:
-        import textattack  # noqa: F401
+        from app.core.ground.compat import import_textattack
+
+        import_textattack()
     except ImportError as exc:
         return {"skipped": f"TextAttack does not import here ({type(exc).__name__}: {str(exc)[:200]})"}
     ok, why = api.recipe_status("deepwordbug")

@@ -2,7 +2,8 @@
 # Everything the Hugging Face Space image needs, as a script (no Docker engine runs on our machines, so this is
 # what we test). Usage: scripts/space_build.sh [VENV_DIR]   (default: .venv in the repo)
 #   - Debian WordNet when root (WordNet swaps and attack recipes)
-#   - a venv with the pinned stack (torch first, exactly 2.13.0), then the project, then `pip check`
+#   - a venv with the pinned stack of its Python (locks/pyX.Y.txt: torch first, exactly the lock's), then the
+#     project, then the dependency check
 #   - NLTK data and TextAttack's cache materialised in $ALBERT_LENS_CACHE (writable by uid 1000 at run time)
 #   - the chosen TextAttack pair ($ALBERT_LENS_PAIR, default sst2) fetched into $HF_HOME when the hub answers
 #   - a smoke prediction on the offline pair, so a broken image fails at build time
@@ -18,7 +19,8 @@ fi
 "$PY" -m venv "$VENV"
 # torch (TORCH_SPEC; TORCH_INDEX_URL: PyTorch's own index for a CUDA build on a Space with GPU hardware), the lock,
 # the project, a dependency check: the same script as the dev venv's (scripts/setup)
-bash scripts/install_pinned.sh "$VENV" requirements.lock
+VER="$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')"
+bash scripts/install_pinned.sh "$VENV" "locks/py$VER.txt"
 # caches: NLTK stop words + WordNet, TextAttack's post-install marker
 "$VENV/bin/python" -c "import app.core, os; print('space_build: caches in', os.environ['NLTK_DATA'])"
 PAIR="${ALBERT_LENS_PAIR:-sst2}"

@@ -183,6 +183,7 @@ def test_textfooler_leaves_an_nli_premise_alone_as_textattack_does(tiny_dirs, mo
     """TextFooler's recipe never edits an SNLI/MNLI premise (keyed by TextAttack's column names); GLUE's RTE
     columns are sentence1/sentence2, so TextAttack edits both texts there, and so do we. Every query the search
     makes is recorded."""
+    attacks._textattack()  # on transformers 5, through its one shim
     from textattack.constraints.grammaticality import PartOfSpeech
 
     from app.core.execution.pair import Pair
@@ -216,6 +217,7 @@ def test_the_wrapper_finds_what_textattacks_own_wrapper_finds(offline_pair, reci
     tokenizer's maximum) and through the project's wrapper (dynamic padding, the [CLS]-only last layer): the same
     outcome and the same adversarial input (as the model reads it) for every example, and the same number of
     queries."""
+    attacks._textattack()
     from textattack.models.wrappers import HuggingFaceModelWrapper
 
     clf = offline_pair.models[0]
@@ -250,8 +252,9 @@ logging.getLogger().addHandler(log_file)
 if {through_core}:
     from app.core.techniques import attacks
     attacks._textattack()
-else:
-    import textattack
+else:  # the bare import (through the one shim transformers 5 needs, which leaves logging alone)
+    from app.core.ground.compat import import_textattack
+    import_textattack()
 closed = log_file.stream is None or log_file.stream.closed
 print(closed, log_file in logging.getLogger().handlers,
       logging.getLogger("textattack.shared.utils.install").level,

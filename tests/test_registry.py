@@ -2,6 +2,7 @@ import pytest
 
 from app.core.ground.errors import InputError
 from app.core.models.registry import PRESETS, get_pair
+from app.core.techniques import attacks
 
 TASKS = ["sst2", "rte", "mrpc", "qqp", "cola", "wnli", "snli", "mnli", "qnli", "stsb", "ag_news", "imdb",
          "rotten_tomatoes", "yelp_polarity"]
@@ -22,6 +23,7 @@ def test_every_textattack_task_has_a_preset_with_exact_hub_ids():
 
 def test_textattack_ids_match_textattacks_own_zoo():
     """Where TextAttack lists the model, our id is the one it loads."""
+    attacks._textattack()  # on transformers 5, through its one shim
     from textattack.model_args import HUGGINGFACE_MODELS
 
     zoo = set(HUGGINGFACE_MODELS.values())
@@ -45,6 +47,7 @@ def test_label_order_matches_the_datasets(task, labels):
 
 def test_bert_nli_models_are_remapped_albert_not():
     """TextAttack trained its BERT SNLI/MNLI with dataset labels remapped {0: 1, 1: 2, 2: 0}."""
+    attacks._textattack()
     from textattack.dataset_args import HUGGINGFACE_DATASET_BY_MODEL
 
     remap = HUGGINGFACE_DATASET_BY_MODEL["bert-base-uncased-snli"][4]

@@ -117,7 +117,7 @@ def test_the_facade_streams_batches_and_the_cli_prints_the_same(offline_pair, ca
         np.testing.assert_allclose(np.array(chunked[key]["cka"], dtype=float),
                                    np.array(whole[key]["cka"], dtype=float), atol=5e-3)
     assert cli.main(["similarity", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "30",
-                     "--pooling", "mean", "--batch", "10", "--json"]) == 0
+                     "--pooling", "mean", "--minibatch", "10", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     np.testing.assert_allclose(np.array(printed["cross"]["cka"], dtype=float),
                                np.array(res.cross["cka"], dtype=float), atol=1e-6)

@@ -150,7 +150,7 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     heavy = Heavy(api.worker_pools(pair, {"single": SINGLE["concurrency_limit"],
                                           "dataset": DATASET["concurrency_limit"]}) if workers else None)
     ctx = Ctx.of(pair, heavy)
-    with gr.Blocks(title="albert-lens", analytics_enabled=False, css=CSS, js=PAGE_JS) as demo:
+    with gr.Blocks(title="albert-lens", analytics_enabled=False) as demo:
         gr.Markdown(banner(pair))
         gr.Markdown(views.first_screen(api.overview(pair)))
         common.text_inputs(ctx)  # one example, above the tabs: every tab reads it
@@ -172,7 +172,21 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
     if hasattr(demo._queue, "sleep_when_free"):
         demo._queue.sleep_when_free = 0.005
     demo.heavy = heavy
+    _page_at_launch(demo)
     return demo
+
+
+def _page_at_launch(demo: gr.Blocks) -> None:
+    """The page's css and script go to `launch()` (Gradio 6 takes them there, no longer in `Blocks`): every launch
+    of this app gets them, the tests' and a script's included, unless it gives its own."""
+    launch = demo.launch
+
+    def launch_with_page(*args, **kwargs):
+        kwargs.setdefault("css", CSS)
+        kwargs.setdefault("js", PAGE_JS)
+        return launch(*args, **kwargs)
+
+    demo.launch = launch_with_page
 
 
 def banner(pair: api.Pair) -> str:

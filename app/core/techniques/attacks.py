@@ -9,7 +9,9 @@ adversarial text is re-predicted on the other model (transfer).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
+import importlib
 import importlib.util
 import json
 import os
@@ -30,6 +32,7 @@ from ..execution.inference import encode_one, predict, windowed
 from ..execution.inputs import dataset_of, example_from
 from ..execution.pair import Pair
 from ..ground import jobs
+from ..ground.compat import import_textattack
 from ..ground.data import Example
 from ..ground.errors import AttackCancelled, AttackUnavailable, InputError
 from ..ground.runtime import cache_dir, hub_reachable, pos_tagger_available, wordnet_available
@@ -46,7 +49,7 @@ SIMILARITY_THRESHOLD = 0.84
 
 def _textattack():
     with logging_kept():
-        import textattack  # noqa: PLC0415 - heavy; imported on first attack
+        textattack = import_textattack()  # heavy; imported on first attack
 
     import logging
 
@@ -200,14 +203,45 @@ def _present(resource: str) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=1)
+def textattack_problem() -> str:
+    """Why TextAttack does not import here ("" where it does), found by importing it (once per process, ~10 s
+    the first time): what the recipes list says runs is what `attack` then runs."""
+    try:
+        _textattack()
+    except Exception as exc:  # noqa: BLE001 - any import failure is the answer, named
+        first = (str(exc).splitlines() or [""])[0][:200]
+        return f"TextAttack does not import here ({type(exc).__name__}: {first})"
+    return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _recipe_problem(name: str) -> str:
+    """Why the recipe's class does not import ("" where it does, or where it is ours)."""
+    module = RECIPES[name].module
+    if module is None:
+        return ""
+    path, _, cls = module.rpartition(".")
+    try:
+        with logging_kept():
+            getattr(importlib.import_module(path), cls)
+    except Exception as exc:  # noqa: BLE001 - named, as above
+        return f"its TextAttack class {module} does not import ({type(exc).__name__}: {str(exc)[:200]})"
+    return ""
+
+
 def recipe_status(name: str) -> tuple[bool, str]:
-    """(runs here?, why not). Answers in well under 2 s: files are checked, the hub probe is bounded."""
+    """(runs here?, why not), found by importing what the recipe needs (TextAttack and the recipe's class, once
+    per process) and checking its data files; the hub probe is bounded."""
     if name not in RECIPES:
         raise InputError(f"recipe: unknown {name!r}; choose one of {sorted(RECIPES)}")
     r = RECIPES[name]
     if name == "hotflip":
         return False, ("hotflip: TextAttack's HotFlip recipe only attacks its own word-level LSTM/CNN models, not "
                        "transformers; use the app's HotFlip counterfactual or LIT's HotFlip generator instead")
+    problem = textattack_problem() or _recipe_problem(name)
+    if problem:
+        return False, f"{name}: {problem}"
     missing = [k for k in r.needs if not _present(k)]
     if not missing:
         return True, ""

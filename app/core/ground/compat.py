@@ -1,0 +1,37 @@
+"""The shims that let libraries declaring older bounds import on today's stack (transformers 5, numpy 2), in one
+place. Each is as small as what it answers: tests/test_stack.py imports through them in seconds, so an upgrade
+that breaks one fails there first, by name.
+
+- TextAttack imports flair on import (`textattack/shared/utils/strings.py`); flair 0.15.1 imports
+  `LayoutLMv2FeatureExtractor` from transformers (`flair/embeddings/transformer.py`), a name transformers 5
+  removed. flair uses it only in an `isinstance` test on a LayoutLM model's feature extractor, which no
+  model here has: a class nothing is an instance of stands in for it.
+- LIT 1.3.1 declares numpy < 2 and shap < 0.46; it runs on numpy 2 with shap >= 0.46 (the install's overrides,
+  requirements-overrides.txt), with no shim.
+"""
+from __future__ import annotations
+
+import sys
+
+
+class _RemovedInTransformers5:
+    """Stands in for a class transformers 5 removed, where a library only tests `isinstance` against it."""
+
+
+def _flair_on_transformers_5() -> None:
+    import transformers
+
+    if "LayoutLMv2FeatureExtractor" not in vars(transformers):
+        try:
+            _ = transformers.LayoutLMv2FeatureExtractor  # transformers 4: the real one, loaded lazily
+        except (AttributeError, ImportError):
+            transformers.LayoutLMv2FeatureExtractor = _RemovedInTransformers5
+
+
+def import_textattack():
+    """`import textattack`, with flair's one removed name answered first; raises what the import raises."""
+    if "textattack" not in sys.modules:
+        _flair_on_transformers_5()
+    import textattack  # noqa: PLC0415 - heavy (flair, NLTK): only attacks need it
+
+    return textattack

@@ -1,0 +1,82 @@
+"""Today's stack, held in seconds: numpy 2, transformers 5 and gradio 6 import beside LIT and TextAttack (through
+the one shim flair needs, app/core/ground/compat.py), and what the recipes list says runs is what `attack` runs."""
+import subprocess
+import sys
+
+import pytest
+
+from app.core.techniques import attacks
+
+from .conftest import ROOT, shared
+
+IMPORTS = """
+import sys
+sys.path.insert(0, {root!r})
+import gradio, numpy, transformers
+from app.core.ground import runtime
+runtime.prepare()
+from app.core.ground.compat import import_textattack
+import_textattack()
+import lit_nlp.app, textattack
+print(numpy.__version__, transformers.__version__, gradio.__version__)
+"""
+
+
+def _python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def test_todays_stack_imports_together():
+    """numpy 2, transformers 5 and gradio 6 in one process with LIT and TextAttack imported: an upgrade that
+    breaks either import fails here first, with the import's own error."""
+    out = _python(IMPORTS.format(root=str(ROOT)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    numpy, transformers, gradio = (int(v.split(".")[0]) for v in out.stdout.split()[-3:])
+    assert (numpy, transformers, gradio) == (2, 5, 6)
+
+
+def test_without_the_shim_flair_does_not_import_on_transformers_5():
+    """The shim answers exactly one name: without it `import textattack` fails on that name (when a flair release
+    no longer imports it, this fails and the shim can go)."""
+    code = f"import sys; sys.path.insert(0, {str(ROOT)!r})\nfrom app.core.ground import runtime\n" \
+           "runtime.prepare()\nimport textattack"
+    out = _python(code)
+    assert out.returncode != 0 and "LayoutLMv2FeatureExtractor" in out.stderr, out.stderr[-2000:]
+
+
+@pytest.fixture
+def textattack_broken(monkeypatch):
+    """TextAttack made unimportable in this process (as an upgrade that breaks it would), the import checks asked
+    afresh, and put back afterwards."""
+    attacks.textattack_problem.cache_clear()
+    attacks._recipe_problem.cache_clear()
+    monkeypatch.setitem(sys.modules, "textattack", None)  # `import textattack` now raises ImportError
+    yield
+    attacks.textattack_problem.cache_clear()
+    attacks._recipe_problem.cache_clear()
+
+
+def test_recipes_and_attack_agree_when_textattack_does_not_import(textattack_broken, capsys):
+    """`albert-lens recipes` says deepwordbug does not run, naming the import's error, and `attack` refuses it with
+    the same reason in one line, no traceback, before reading a model."""
+    from app import cli
+
+    (row,) = [r for r in attacks.list_recipes() if r["name"] == "deepwordbug"]
+    assert not row["available"] and "TextAttack does not import here (ModuleNotFoundError" in row["why"]
+    assert cli.main(["recipes"]) == 0
+    listed = capsys.readouterr().out
+    line = next(ln for ln in listed.splitlines() if ln.lstrip().startswith("deepwordbug"))
+    assert "runs here" not in line and "TextAttack does not import here" in listed
+    dev = str(shared("glue", "sst2", "dev.tsv"))
+    assert cli.main(["attack", "--pair", "offline", "--recipe", "deepwordbug", "--dataset", dev, "--n", "1"]) == 2
+    err = capsys.readouterr().err
+    said = [ln for ln in err.splitlines() if ln.startswith("albert-lens:")]  # (the progress bar's line aside)
+    assert said == [f"albert-lens: error: {row['why']}"] and "Traceback" not in err, err
+
+
+def test_recipes_say_a_recipe_runs_where_it_does():
+    """The control: on this stack TextAttack imports, and the offline recipes are listed as running."""
+    attacks.textattack_problem.cache_clear()
+    rows = {r["name"]: r for r in attacks.list_recipes()}
+    assert rows["deepwordbug"]["available"] and rows["deepwordbug"]["why"] == ""
+    assert attacks.textattack_problem() == ""
