@@ -318,6 +318,35 @@ def textattack_loaded():
     attacks._textattack()
 
 
+# ------------------------------------------------------------------ what each test costs
+# ALBERT_LENS_TEST_CPU=FILE appends one JSON line per test: its CPU seconds (user + system, of the worker and of
+# the processes it waited for: a subprocess's CLI, a server's workers once reaped), its wall seconds, and its
+# set-up's share (a fixture that loads a model is paid by the first test that asks). benchmarks/suite_cpu.py sums it.
+_CPU_LOG = os.environ.get("ALBERT_LENS_TEST_CPU")
+
+
+def _cpu_now() -> float:
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if not _CPU_LOG:
+        yield
+        return
+    import json
+    import time
+
+    cpu, wall = _cpu_now(), time.monotonic()
+    yield
+    row = {"test": item.nodeid, "cpu_s": round(_cpu_now() - cpu, 3), "wall_s": round(time.monotonic() - wall, 3)}
+    with open(_CPU_LOG, "a") as f:
+        f.write(json.dumps(row) + "\n")
+
+
 # ------------------------------------------------------------------ which test is running
 # Dots sat silent for minutes while one slow test ran. The process that reports (the only one, or pytest-xdist's
 # controller, which hears each worker's test start and finish) says which tests have run past a minute, and again

@@ -679,9 +679,10 @@ def test_an_upload_error_names_the_file_and_leaves_no_badge_after_a_good_run(bro
     good.write_text("text,label\na fine film,positive\na dull film,negative\nan awful plot,negative\n")
 
     def drop(path):
-        box = [e for e in drv.find_elements("css selector", "input[type='file']")
-               if e.find_element("xpath", "./ancestor::div[contains(@class, 'block')]").is_displayed()][0]
-        box.send_keys(str(path))
+        # the upload box is there again only once the page has re-rendered it (after its Clear): wait for it
+        box = _wait(lambda: [e for e in drv.find_elements("css selector", "input[type='file']")
+                             if e.find_element("xpath", "./ancestor::div[contains(@class, 'block')]").is_displayed()])
+        box[0].send_keys(str(path))
         _wait(lambda: drv.execute_script("return [...document.querySelectorAll('.file-name, td')].some(e => "
                                          "e.offsetParent && e.textContent.includes(arguments[0]))", path.stem))
 
@@ -692,9 +693,10 @@ def test_an_upload_error_names_the_file_and_leaves_no_badge_after_a_good_run(bro
     assert _badges(drv)  # the run's outputs say it failed
     for close in _visible(drv, ".toast-close"):
         close.click()
-    upload = [b for b in _visible(drv, "button[aria-label='Clear']")
-              if b.find_elements("xpath", "./ancestor::div[contains(@class, 'block')]//input[@type='file']")
-              or "nolabels" in b.find_element("xpath", "./ancestor::div[contains(@class, 'block')][1]").text]
+    upload = _wait(lambda: [
+        b for b in _visible(drv, "button[aria-label='Clear']")
+        if b.find_elements("xpath", "./ancestor::div[contains(@class, 'block')]//input[@type='file']")
+        or "nolabels" in b.find_element("xpath", "./ancestor::div[contains(@class, 'block')][1]").text])
     _click(drv, upload[0])
     drop(good)
     _button(drv, "Score both models").click()

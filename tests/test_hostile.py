@@ -198,8 +198,9 @@ def test_unknown_endpoints_and_function_indices_answer_404_without_a_traceback(s
 
 def test_a_refusal_on_the_rest_event_stream_carries_its_message(tiny_pair):
     """Issue 58: every error on /gradio_api/call/* reached the client as `data: null` (Gradio 5.50's route reads
-    a failed call's missing `output.data`), named-field refusals included; and min_size="abc" failed in Gradio's
-    own rounding ("type str doesn't define __round__ method") before the core could name the field."""
+    a failed call's missing `output.data`; Gradio 6 sends the error's record), named-field refusals included; and
+    min_size="abc" failed in Gradio's own rounding ("type str doesn't define __round__ method") before the core
+    could name the field."""
     import httpx
 
     for _demo, url, client in _serve(tiny_pair, hosted=False):
@@ -213,8 +214,8 @@ def test_a_refusal_on_the_rest_event_stream_carries_its_message(tiny_pair):
                 event = http.post("gradio_api/call/slices", json={"data": data}).json()["event_id"]
                 text = http.get(f"gradio_api/call/slices/{event}").text
                 assert "event: error" in text and "data: null" not in text, text
-                message = json.loads(text.split("event: error\ndata: ", 1)[1].split("\n", 1)[0])
-                assert message.startswith(says), message
+                said = json.loads(text.split("event: error\ndata: ", 1)[1].split("\n", 1)[0])
+                assert said["error"].startswith(says), said  # Gradio 6 sends the error's record
         with pytest.raises(Exception, match="min_size: 'abc' is not a whole number"):  # gradio_client: as before
             client.predict("sentiment_plain", None, 100, "accuracy", "abc", 0, api_name="/slices")
 

@@ -217,30 +217,6 @@ def launch(pair: api.Pair, host: str = "127.0.0.1", port: int = 7860, **kw) -> N
           state_session_capacity=session_capacity(), **kw)
 
 
-def _errors_carry_their_message() -> None:
-    """Gradio 5.50's REST event stream (`GET /gradio_api/call/<name>/<event>`) read a failed call's `output.data`,
-    which a failure does not have, so every refusal reached a REST client as `event: error` / `data: null`, the
-    field and its range lost. A failed call of that route (a `simple_format` request: the stream is its only
-    reader) now carries its message under `data` too; the page and gradio_client read their own route's
-    `output.error`, untouched (gradio_client builds its AppError from every key of it). Gradio 6 reads the error
-    itself, but Gradio 5 is pinned (flair)."""
-    from gradio.queueing import Queue
-
-    if getattr(Queue.send_message, "_albert_lens", False):
-        return
-    send = Queue.send_message
-
-    def send_message(self, event, message):
-        output = getattr(message, "output", None)
-        if (getattr(message, "success", True) is False and isinstance(output, dict) and "data" not in output
-                and getattr(getattr(event, "data", None), "simple_format", False)):
-            message = message.model_copy(update={"output": {**output, "data": output.get("error")}})
-        return send(self, event, message)
-
-    send_message._albert_lens = True
-    Queue.send_message = send_message
-
-
 def serve(demo: gr.Blocks, **launch_kw) -> tuple:
     """`demo.launch(**launch_kw)` with the server's errors answered in one line: Gradio builds its FastAPI app in
     debug mode, so a request for an unknown endpoint or function index (`/gradio_api/run/nosuch`, `fn_index`
@@ -257,7 +233,6 @@ def serve(demo: gr.Blocks, **launch_kw) -> tuple:
         log.error("request %s failed: %s", request.url.path, type(exc).__name__, exc_info=exc)
         return PlainTextResponse("internal error; the server logged it", status_code=500)
 
-    _errors_carry_their_message()
     handlers = {FnIndexInferError: unknown, KeyError: unknown, IndexError: unknown, Exception: failed}
     app_kwargs = {**launch_kw.pop("app_kwargs", {}), "exception_handlers": handlers}
     block = not launch_kw.pop("prevent_thread_lock", False)
