@@ -89,8 +89,10 @@ def _steady(fn, timeout=60):
 # An element is shown when it has a box and is not hidden by its style (what jQuery's :visible and most of
 # Selenium's is_displayed check), decided in the page in one script: asking the driver about each element, one
 # round trip each, took 26-29 s to find one button once a tab held a CheckList run's tables (half the test's time).
+# Gradio 6 keeps a clipped, `visually-hidden` copy of the tab bar to measure which tabs fit: not shown either.
 _SHOWN = """const shown = e => (e.offsetWidth || e.offsetHeight || e.getClientRects().length) &&
-    getComputedStyle(e).visibility !== 'hidden' && getComputedStyle(e).opacity !== '0';"""
+    getComputedStyle(e).visibility !== 'hidden' && getComputedStyle(e).opacity !== '0' &&
+    !e.closest('.visually-hidden');"""
 
 
 def _visible(drv, css):
@@ -121,7 +123,7 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     _type(drv, "textarea", "A gorgeous, witty, seductive movie.")
     _button(drv, "Explain").click()
     _wait(lambda: "comprehensiveness" in drv.page_source)
-    words = _wait(lambda: [e.text for e in _visible(drv, ".textspan") if e.text.strip()])
+    words = _wait(lambda: [e.text for e in _visible(drv, ".textspan, .token > .text") if e.text.strip()])
     assert "gorgeous" in " ".join(words)
     SHOTS.mkdir(parents=True, exist_ok=True)
     shot = SHOTS / "saliency.png"
@@ -155,9 +157,12 @@ def _tab(drv, name):
     _settled(drv)
 
 
+# the tab's panel: named by its button's aria-controls (Gradio 5), or the one panel shown (Gradio 6's are unnamed)
 _PANEL = """const b = [...document.querySelectorAll("button[role='tab']")]
-    .find(b => b.textContent.trim() === arguments[0]);
-const p = b && document.getElementById(b.getAttribute('aria-controls'));
+    .find(b => b.textContent.trim() === arguments[0] && !b.closest('.visually-hidden'));
+const id = b && b.getAttribute('aria-controls');
+const p = id ? document.getElementById(id)
+    : [...document.querySelectorAll("[role='tabpanel']")].find(p => p.offsetParent);
 return b && b.getAttribute('aria-selected') === 'true' && p && p.offsetParent
     ? p.getElementsByTagName('*').length : 0;"""
 
@@ -176,10 +181,15 @@ def _number(drv, label, value):
     box.send_keys(str(value))
 
 
+CELLS = "td, [role='gridcell']"  # a table's body cells: Gradio 6's tables draw theirs as grid cells
+DROPDOWNS = "input[role='listbox'], input[role='combobox']"  # a dropdown's text box (Gradio 5's role, then 6's)
+SCORED = ".score-text, .score-token"  # a highlighted word coloured by its score (Gradio 5's class, then 6's)
+
+
 def _cells(drv, longer_than=0):
     """Visible table cells with more than `longer_than` characters, found in one script (asking the driver
     about each of a CheckList run's thousand cells took minutes)."""
-    return drv.execute_script("return [...document.querySelectorAll('td')].filter(c => c.offsetParent && "
+    return drv.execute_script(f"return [...document.querySelectorAll({CELLS!r})].filter(c => c.offsetParent && "
                               "!c.closest('[aria-hidden]') && c.textContent.trim().length > arguments[0])",
                               longer_than)  # Gradio keeps an aria-hidden copy of each table to measure columns
 
@@ -188,7 +198,8 @@ def _broken_numbers(drv):
     """Visible table cells holding one number whose text is laid out on more than one line ("-0.00090" above
     "4")."""
     return drv.execute_script(
-        "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]') && "
+        f"return [...document.querySelectorAll({CELLS!r})].filter(c => c.offsetParent && "
+        "!c.closest('[aria-hidden]') && "
         "/^[-+\u2212]?[0-9][0-9.,e+\u2212-]*%?$/.test(c.textContent.trim())).filter(c => { const w = "
         "document.createTreeWalker(c, NodeFilter.SHOW_TEXT); const tops = new Set(); while (w.nextNode()) { "
         "const r = document.createRange(); r.selectNodeContents(w.currentNode); for (const x of r.getClientRects()) "
@@ -307,8 +318,9 @@ def _every_tab(drv, app_url, offline_pair, size):
     drv.get(app_url)
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
     names = [m.name for m in offline_pair.models]
-    # every tab's name is on the page, a phone's included (Gradio put all but two in a "..." menu there)
-    tabs = _steady(lambda: [t.text.strip() for t in _visible(drv, "button[role='tab']")])
+    # every tab's name is on the page, a phone's included (Gradio puts those that don't fit in a "..." menu there)
+    tabs = _steady(lambda: [t.text.strip() for t in _visible(drv, "button[role='tab']")] + drv.execute_script(
+        "return [...document.querySelectorAll('.overflow-dropdown button')].map(b => b.textContent.trim())"))
     assert len(tabs) == 10 and "Behavioural" in tabs and "More" in tabs, tabs
 
     _type(drv, "textarea", DISAGREE)  # typed once, above the tabs: every tab's input from here on
@@ -333,14 +345,14 @@ def _every_tab(drv, app_url, offline_pair, size):
     # each model's largest bar in the chart is the deepest-coloured word of its highlight
     deepest = drv.execute_script("""return [...document.querySelectorAll('[data-testid="block-label"]')]
         .filter(l => l.offsetParent && l.textContent.includes('explains')).map(l => {
-          const spans = [...l.closest('.block').querySelectorAll('.score-text')].map(s => [s.textContent.trim(),
+          const spans = [...l.closest('.block').querySelectorAll(SCORED)].map(s => [s.textContent.trim(),
             (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3]) : (c ? 1 : 0))(s.style.backgroundColor)]);
-          return spans.reduce((a, b) => (b[1] > a[1] ? b : a))[0]; });""")
+          return spans.reduce((a, b) => (b[1] > a[1] ? b : a))[0]; });""".replace("SCORED", repr(SCORED)))
     # one colour scale for both models: the model with the smaller scores is drawn paler (no model runs again)
     alphas = """return [...document.querySelectorAll('[data-testid="block-label"]')]
         .filter(l => l.offsetParent && l.textContent.includes('explains')).map(l => Math.max(...[...l.closest('.block')
-          .querySelectorAll('.score-text')].map(s => (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3])
-          : (c ? 1 : 0))(s.style.backgroundColor))));"""
+          .querySelectorAll(SCORED)].map(s => (c => c.startsWith('rgba') ? parseFloat(c.split(',')[3])
+          : (c ? 1 : 0))(s.style.backgroundColor))));""".replace("SCORED", repr(SCORED))
     own = drv.execute_script(alphas)
     [e for e in _visible(drv, "label") if e.text.strip() == "one for both models"][0].click()
     shared = _wait(lambda: (lambda a: a if a != own else None)(drv.execute_script(alphas)))
@@ -376,7 +388,7 @@ def _every_tab(drv, app_url, offline_pair, size):
     _shot(drv, f"{size}-saliency")
 
     _tab(drv, "Benchmark")
-    field = _visible(drv, "input[role='listbox']")[0]
+    field = _visible(drv, DROPDOWNS)[0]
     field.click()  # opened and left without a pick: its label must not become the value
     _visible(drv, ".prose")[0].click()
     _number(drv, "max examples", 120)
@@ -415,7 +427,7 @@ def _every_tab(drv, app_url, offline_pair, size):
         from selenium.webdriver.common.keys import Keys
 
         _tab(drv, "Benchmark")
-        field = _visible(drv, "input[role='listbox']")[0]
+        field = _visible(drv, DROPDOWNS)[0]
         field.click()
         field.send_keys(Keys.CONTROL, "a")
         field.send_keys("no/such/file.tsv", Keys.ENTER)
@@ -480,7 +492,7 @@ def _every_tab(drv, app_url, offline_pair, size):
 
     _tab(drv, "Attacks")
     _type(drv, "textarea", "a gorgeous , witty , seductive movie .")
-    gold = _visible(drv, "input[role='listbox']")[1]
+    gold = _visible(drv, DROPDOWNS)[1]
     gold.click()
     _wait(lambda: [o for o in _visible(drv, "li[role='option']") if o.text.strip() == "positive"])[0].click()
     _number(drv, "query budget", 60)
@@ -626,8 +638,8 @@ def _chain(drv, app_url, size):
     _brush(drv, _visible(drv, PLOTS)[0], touch=size == "phone")
     cells = _wait(lambda: _cells(drv, 25))
     picked_rows = drv.execute_script(
-        "return [...document.querySelectorAll('td')].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
-        " && c.closest('table').textContent.includes('prediction')).map(c => c.textContent.trim())"
+        f"return [...document.querySelectorAll({CELLS!r})].filter(c => c.offsetParent && !c.closest('[aria-hidden]')"
+        " && c.closest('table, [role=grid]').textContent.includes('prediction')).map(c => c.textContent.trim())"
         ".filter(t => /^[0-9]+$/.test(t))")
     assert cells and picked_rows, picked_rows
     # the whole dataset's row numbers, not the slice's 1, 2, ... (Benchmark and the projection numbered the
@@ -637,7 +649,7 @@ def _chain(drv, app_url, size):
     note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
                                             "return e && e.textContent.includes('points picked') ? e.textContent "
                                             ": null;"))
-    shown = _visible(drv, "input[role='listbox']")[0].get_attribute("value")
+    shown = _visible(drv, DROPDOWNS)[0].get_attribute("value")
     assert "points picked on the projection" in note and "picked" in shown, (note, shown)
     _shot(drv, f"{size}-chain-projection")
 
@@ -653,7 +665,7 @@ def _chain(drv, app_url, size):
     assert not _errors(drv), _errors(drv)
 
     _tab(drv, "Counterfactuals")
-    menu = [e for e in _visible(drv, "input[role='listbox']") if e.get_attribute("value") == "replace words"][0]
+    menu = [e for e in _visible(drv, DROPDOWNS) if e.get_attribute("value") == "replace words"][0]
     menu.click()
     _wait(lambda: [o for o in _visible(drv, "ul[role='listbox'] li") if "(flip rate)" in o.text])[0].click()
     _type(drv, "textarea[data-testid='textbox']", "the -> a, a -> the",

@@ -35,3 +35,27 @@ def import_textattack():
     import textattack  # noqa: PLC0415 - heavy (flair, NLTK): only attacks need it
 
     return textattack
+
+
+_quiet = False
+
+
+def quiet_weight_loading() -> None:
+    """transformers 5 draws a "Loading weights" bar on stderr for every model it loads (four for a pair and its
+    twin): the command line's first line of stderr stopped being its own, and its progress bar was broken up.
+    Only that bar is silenced (a download's progress is still drawn). Idempotent."""
+    global _quiet
+    if _quiet:
+        return
+    from transformers.utils import logging as hf_logging
+
+    if hasattr(hf_logging, "set_tqdm_hook"):  # transformers 5; 4 drew no such bar
+        previous = None
+
+        def hook(factory, args, kwargs):
+            if kwargs.get("desc") == "Loading weights":
+                kwargs = {**kwargs, "disable": True}
+            return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
+
+        previous = hf_logging.set_tqdm_hook(hook)
+    _quiet = True

@@ -22,6 +22,7 @@ import torch
 
 from ..ground import device as devices
 from ..ground import kernels
+from ..ground.compat import quiet_weight_loading
 from ..ground.errors import ModelLoadError
 from ..ground.precision import architecture_key, check_on, quantize_int8, to_half, work_batches
 from ..ground.runtime import hub_reachable
@@ -235,6 +236,7 @@ def _load_from_dir(spec: ModelSpec, path: Path, config) -> tuple[torch.nn.Module
     # deferred: transformers: loaded with the first model, not by every import of the core
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+    quiet_weight_loading()
     weights = _find_weights(path) if path.is_dir() else None
     try:
         if weights is not None and weights.suffix == ".bin":

@@ -18,6 +18,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from ..ground.compat import quiet_weight_loading
 from ..ground.errors import OfflineAssetsMissing
 from ..ground.runtime import ASSETS_DIR, cache_dir
 
@@ -158,6 +159,7 @@ def bert_from_minilm(id2label) -> torch.nn.Module:
     config.id2label = dict(id2label)
     config.label2id = {v: k for k, v in id2label.items()}
     config.architectures = ["BertForSequenceClassification"]
+    quiet_weight_loading()
     return BertForSequenceClassification.from_pretrained(minilm_dir(), config=config)
 
 

@@ -36,8 +36,10 @@ def _encoder():
     import torch  # deferred: PyTorch: loaded with the encoder
     from transformers import AutoModel, AutoTokenizer
 
+    from ..ground.compat import quiet_weight_loading
     from ..models.offline import minilm_dir
 
+    quiet_weight_loading()
     path = minilm_dir()
     model = AutoModel.from_pretrained(str(path)).eval()
     model.requires_grad_(False)
