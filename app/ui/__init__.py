@@ -65,7 +65,8 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
        # width and the table scrolls sideways instead
        "@media (max-width: 720px) { th, td { min-width: 6em; width: auto !important; }\n"
-       # and its tab names wrap onto a second line instead of all but two hiding in a "..." menu
+       # and its tab names wrap onto a second line instead of all but two hiding in a "..." menu (Gradio 5; Gradio
+       # 6 measures the bar itself and puts the tabs that don't fit in its "..." menu)
        "  .tab-wrapper, .tab-container { height: auto !important; } .tab-container { flex-wrap: wrap !important; }\n"
        "  .tab-container button { padding: 4px 8px !important; }\n"
        # a figure's label sat over its top (its title); and Gradio's own warnings ("On mobile, the connection can
