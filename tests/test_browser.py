@@ -397,11 +397,14 @@ def _every_tab(drv, app_url, offline_pair, size):
     assert not _errors(drv), _errors(drv)
     assert not _headers_fit(drv), _headers_fit(drv)
     if size == "phone":  # a table wider than the phone scrolls sideways with its first column held in place
-        held = drv.execute_script("""const c = [...document.querySelectorAll('.table-container, .prose table')]
+        held = drv.execute_script("""const c = [...document.querySelectorAll(
+                '.virtual-table-viewport, .table-container, .prose table')]
             .filter(e => e.offsetParent && e.scrollWidth > e.clientWidth + 20)[0];
-            if (!c) return null; c.scrollLeft = 150; const td = c.querySelector('tbody td');
-            const gap = td.getBoundingClientRect().left - c.getBoundingClientRect().left;
-            c.scrollLeft = 0; return gap;""")
+            if (!c) return null;
+            const td = [...c.querySelectorAll('tbody td, [role=gridcell]')].find(e => !e.closest('[aria-hidden]'));
+            const gap = () => td.getBoundingClientRect().left - c.getBoundingClientRect().left;
+            c.scrollLeft = 0; const before = gap(); c.scrollLeft = 150; const after = gap();
+            c.scrollLeft = 0; return after - before;""")  # where the first column is, scrolled or not
         assert held is not None and abs(held) <= 2, held
         # a figure's label sits above it, not over its title
         overlap = _wait(lambda: drv.execute_script(
@@ -530,8 +533,8 @@ def _every_tab(drv, app_url, offline_pair, size):
 
     width = plot.size["width"]
     def second():  # the second model's plot as drawn now (a new value is drawn on a new canvas)
-        return drv.execute_script("return arguments[0].toDataURL()",
-                                  _visible(drv, PLOTS)[1])
+        return drv.execute_script("const e = arguments[0]; return e.toDataURL ? e.toDataURL() : e.outerHTML;",
+                                  _visible(drv, PLOTS)[1])  # a canvas's pixels, or an svg's drawing
 
     before = second()
     ActionChains(drv).move_to_element_with_offset(plot, -width // 3, 0).click_and_hold() \
@@ -645,7 +648,12 @@ def _chain(drv, app_url, size):
     # the whole dataset's row numbers, not the slice's 1, 2, ... (Benchmark and the projection numbered the
     # same sentence 205 and 102)
     assert max(map(int, picked_rows)) > len(picked_rows), picked_rows
-    _click(drv, _button(drv, "Make the picked points every tab's dataset"))
+    # the button where it stays: the picked table above it is still laying out (a click at its old place landed
+    # on a row of the table, which made that row the example)
+    make = _button(drv, "Make the picked points every tab's dataset")
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", make)
+    _steady(lambda: make.rect)
+    _click(drv, make)
     note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
                                             "return e && e.textContent.includes('points picked') ? e.textContent "
                                             ": null;"))
@@ -805,9 +813,11 @@ const field = (name) => { for (const k of (tip ? tip.querySelectorAll('td.key') 
 for (let y = 12; y < r.height - 12; y += 3) for (let x = 12; x < r.width - 12; x += 3) {
   const shown = document.getElementById('vg-tooltip-element');
   if (shown) shown.classList.remove('visible');  // only a tooltip this move opens counts
+  // to what lies there: the canvas itself, or an svg drawing's mark (which finds its point from its target)
+  const under = document.elementFromPoint(r.left + x, r.top + y) || plot;
   for (const kind of ['pointermove', 'mousemove']) {
     const Ev = kind.startsWith('pointer') ? PointerEvent : MouseEvent;
-    plot.dispatchEvent(new Ev(kind, {clientX: r.left + x, clientY: r.top + y, bubbles: true}));
+    under.dispatchEvent(new Ev(kind, {clientX: r.left + x, clientY: r.top + y, bubbles: true}));
   }
   tip = document.getElementById('vg-tooltip-element');
   if (tip && tip.classList.contains('visible') && field('row')) {

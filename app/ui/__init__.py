@@ -59,12 +59,14 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        ".square-plot .vega-embed canvas, .square-plot .vega-embed svg { touch-action: pan-y; }\n"
        # Gradio's cells break anywhere, so a narrow column split a number mid-digit ("-0.00090" over "4"): a word
        # or number breaks only where it can't fit whole, and a column sized to its content holds it whole
-       ".table-wrap td, .table-wrap td span { overflow-wrap: break-word !important; word-break: normal !important; }\n"
+       ".table-wrap td, .table-wrap td span, [role=gridcell], [role=gridcell] span "
+       "{ overflow-wrap: break-word !important; word-break: normal !important; }\n"
        "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }\n"
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
        # width and the table scrolls sideways instead
        "@media (max-width: 720px) { th, td { min-width: 6em; width: auto !important; }\n"
+       "  [role=gridcell] { min-width: 6em !important; }\n"  # Gradio 6's table cells (sized by its script)
        # and its tab names wrap onto a second line instead of all but two hiding in a "..." menu (Gradio 5; Gradio
        # 6 measures the bar itself and puts the tabs that don't fit in its "..." menu)
        "  .tab-wrapper, .tab-container { height: auto !important; } .tab-container { flex-wrap: wrap !important; }\n"
@@ -83,12 +85,14 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "  .prose table { display: block; overflow-x: auto; } .prose th, .prose td { white-space: nowrap; }\n"
        # a table wider than the phone scrolls with its first column (the row's name: a model, a word, a text) held
        "  .table-wrap td:first-child, .table-wrap th:first-child, .prose td:first-child, .prose th:first-child,\n"
+       "  .table-wrap .first-column,\n"  # Gradio 6's grid cells
        "  .methods-table td:first-child, .methods-table th:first-child { position: sticky; left: 0; z-index: 1;\n"
        "    background: var(--table-even-background-fill, var(--background-fill-primary, white)); } }")
 # A click on a projection's point (a press and release within 4 px, not a brush) makes it the example: the plots'
 # tooltip names the point under the pointer, its "row" first (a tap with no hover before it asks the plot with a
 # move of its own); the script hands that row to the hidden
-# #projection-click box, whose input event loads the example and runs Compare (`projection.clicked_texts`).
+# #projection-click box, whose input event loads the example and runs Compare (`projection.clicked_texts`). Both
+# what Gradio 5 listens to (the DOM's input event) and what Gradio 6 does (a key press) are sent.
 CLICK_JS = """() => {
   if (window.albertLensClicks) return;
   window.albertLensClicks = true;
@@ -123,7 +127,9 @@ CLICK_JS = """() => {
     const box = document.querySelector("#projection-click textarea, #projection-click input");
     if (!box) return;
     box.value = d.row + "/" + Date.now();
-    box.dispatchEvent(new Event("input", { bubbles: true }));
+    box.dispatchEvent(new Event("input", { bubbles: true }));  // the box's value (Gradio 5: and its input event)
+    // Gradio 6's text box raises its input event on a key press, not on the DOM's input event
+    box.dispatchEvent(new KeyboardEvent("keypress", { key: "0", bubbles: true }));
   }, true);
 }"""
 # Gradio 5.50's plots echo their axis limits back to the page forever: NativePlot's `$: x_lim = x_lim || null`
