@@ -59,8 +59,10 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        ".square-plot .vega-embed canvas, .square-plot .vega-embed svg { touch-action: pan-y; }\n"
        # Gradio's cells break anywhere, so a narrow column split a number mid-digit ("-0.00090" over "4"): a word
        # or number breaks only where it can't fit whole, and a column sized to its content holds it whole
-       ".table-wrap td, .table-wrap td span, [role=gridcell], [role=gridcell] span "
-       "{ overflow-wrap: break-word !important; word-break: normal !important; }\n"
+       ".table-wrap td, .table-wrap td span { overflow-wrap: break-word !important; word-break: normal !important; }\n"
+       # Gradio 6's cells get their widths from its script, so a word that doesn't fit would still be broken:
+       # there a number stays whole (a sentence still wraps between its words)
+       "[role=gridcell], [role=gridcell] span { overflow-wrap: normal !important; word-break: normal !important; }\n"
        "th .header-content, th .header-button, th .header-button > span { white-space: pre-wrap !important; "
        "overflow: visible !important; text-overflow: clip !important; overflow-wrap: anywhere; }\n"
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
