@@ -188,9 +188,8 @@ class Later:
 
     get: Callable[[], Any]
 
-    def __repr__(self) -> str:
-        name = getattr(self.get(), "__qualname__", "?")
-        return f"Later({name})"
+    def __repr__(self) -> str:  # without importing: printing a declaration must not load PyTorch
+        return f"Later({'.'.join(self.get.__code__.co_names) or '?'})"
 
 
 def resolve(path: str | Callable | Later) -> Callable:
@@ -392,7 +391,6 @@ def _checklist():
 def _slices():
     from ..techniques import slices
     return slices
-
 
 
 # ------------------------------------------------------------------ the catalogue: capabilities declared here

@@ -32,7 +32,7 @@ from ..execution.inference import encode_one, predict, windowed
 from ..execution.inputs import dataset_of, example_from
 from ..execution.pair import Pair
 from ..ground import jobs
-from ..ground.compat import import_textattack
+from ..ground.compat import import_textattack, quiet_weight_loading
 from ..ground.data import Example
 from ..ground.errors import AttackCancelled, AttackUnavailable, InputError
 from ..ground.runtime import cache_dir, hub_reachable, pos_tagger_available, wordnet_available
@@ -210,9 +210,13 @@ def textattack_problem() -> str:
     try:
         _textattack()
     except Exception as exc:  # noqa: BLE001 - any import failure is the answer, named
-        first = (str(exc).splitlines() or [""])[0][:200]
-        return f"TextAttack does not import here ({type(exc).__name__}: {first})"
+        return f"TextAttack does not import here ({_import_error(exc)})"
     return ""
+
+
+def _import_error(exc: Exception) -> str:
+    """An import's failure in a few words: its type and the first line of its message."""
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -226,7 +230,7 @@ def _recipe_problem(name: str) -> str:
         with logging_kept():
             getattr(importlib.import_module(path), cls)
     except Exception as exc:  # noqa: BLE001 - named, as above
-        return f"its TextAttack class {module} does not import ({type(exc).__name__}: {str(exc)[:200]})"
+        return f"its TextAttack class {module} does not import ({_import_error(exc)})"
     return ""
 
 
@@ -271,6 +275,7 @@ class MiniLMSentenceEncoder:
                 # deferred: heavy; only the offline TextFooler's encoder
                 from sentence_transformers import SentenceTransformer
 
+                quiet_weight_loading()
                 cls._model = SentenceTransformer(str(minilm_dir()), device="cpu")
         return cls._model
 
