@@ -11,14 +11,13 @@ reads the plugins, so a plugin importing it would import itself) and never a fro
 A capability's runner is called by the facade (`api.run`) with its options checked against the declaration, the
 pair (its fp32 twin where `needs_gradients`), and those of text, text2, dataset, limit, progress, engine, visitor
 and cancel that its signature names. Its result is a frozen dataclass subclassing `Result`; an `as_text(show=)` and an
-`as_figure()` method of its own are what the command line prints and saves and the app shows. A module slow to
-import (PyTorch) can be referred to as `lens.Later(lambda: slow_module().run_it)`, imported on first run.
+`as_figure()` method of its own are what the command line prints and saves and the app shows.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field  # noqa: F401 - a plugin's result types are frozen dataclasses
 
-from .declare.capabilities import Capability, Later, Option, Part  # noqa: F401 - the declarations
+from .declare.capabilities import Capability, Option, Part  # noqa: F401 - the declarations
 from .declare.results import CounterfactualResult, Result  # noqa: F401 - the result types
 from .execution.inference import predict_both  # noqa: F401 - both models' predictions of examples
 from .execution.inputs import dataset_of, example_from  # noqa: F401 - a request's dataset (capped for visitors), one input

@@ -5,7 +5,7 @@ engine (`api.run`); the command line's subcommand and its flags (`app/cli.py`) a
 gradio_client parameters (`app/ui`) are generated from it, so one option has one name everywhere.
 
 Importable without PyTorch (the CLI's `--help` reads it): a built-in declaration refers to its technique's function
-as an object imported on first use (`Later(lambda: _explanation().run_saliency)`: go-to-definition and renames
+as an object imported on first use (`"app.core.techniques.explanation:run_saliency"`: go-to-definition and renames
 follow it); a plugin's may give the function itself, or "module:function". Adding a capability is one module with
 its batch function plus one `register` call (see docs/architecture.md):
 
@@ -121,15 +121,16 @@ class Capability:
 
     name: str
     help: str
-    batch_fn: str | Callable | Later | None = None  # the batch function, a `Later` of it, or "module:function"
+    batch_fn: str | Callable | None = None  # "module:function" (imported on first use) or the batch function itself
     options: tuple[Option, ...] = ()
     inputs: str = "text"  # "text": one input (text, text2); "dataset": a dataset's first `limit` examples
     needs_gradients: bool = False  # run on the pair's fp32 twin (`Pair.fp32`), whatever its batch precision
-    # beside its technique (as `batch_fn` is given): answers the capability itself where its answer takes more than one
-    # batch function (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with
+    # "module:function" beside its technique, or the function: answers the capability itself where its answer
+    # takes more than one batch function (maps and their faithfulness, a projection and its alignment). `api.run`
+    # calls it by keyword with
     # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
     # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
-    runner: str | Callable | Later | None = None
+    runner: str | Callable | None = None
     writes: str = ""  # what the command line's --out writes (a runner's `out`, else the result's export)
     # the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON), or "module:Class"
     result: str | type = results.CapabilityResult
@@ -181,21 +182,8 @@ class Capability:
         return {name: o.check(options.get(name), visitor=visitor) for name, o in known.items()}
 
 
-@dataclass(frozen=True, eq=False)
-class Later:
-    """Code referred to as an object but imported when first used: `get` returns it (a lambda over a module
-    loader below), so the catalogue loads no technique, and no PyTorch, until a capability runs."""
-
-    get: Callable[[], Any]
-
-    def __repr__(self) -> str:  # without importing: printing a declaration must not load PyTorch
-        return f"Later({'.'.join(self.get.__code__.co_names) or '?'})"
-
-
-def resolve(path: str | Callable | Later) -> Callable:
-    """A `Later` imported, "module:attribute" imported, or a callable as it is."""
-    if isinstance(path, Later):
-        return path.get()
+def resolve(path: str | Callable) -> Callable:
+    """"module:attribute" imported (or a callable as it is)."""
     if callable(path):
         return path
     module, _, name = path.partition(":")
@@ -336,78 +324,21 @@ def complete(capability: Capability) -> Capability:
     return merged
 
 
-# The technique modules, each imported when a capability first runs (`Later`): reading the catalogue stays free of
-# PyTorch, and the declarations below still name each function as an object.
-def _tokens():
-    from ..techniques import tokens
-    return tokens
-
-
-def _saliency():
-    from ..techniques import saliency
-    return saliency
-
-
-def _explanation():
-    from ..techniques import explanation
-    return explanation
-
-
-def _counterfactuals():
-    from ..techniques import counterfactuals
-    return counterfactuals
-
-
-def _projection():
-    from ..techniques import projection
-    return projection
-
-
-def _locate():
-    from ..techniques import locate
-    return locate
-
-
-def _similarity():
-    from ..techniques import similarity
-    return similarity
-
-
-def _attention():
-    from ..techniques import attention
-    return attention
-
-
-def _attacks():
-    from ..techniques import attacks
-    return attacks
-
-
-def _checklist():
-    from ..techniques import checklist
-    return checklist
-
-
-def _slices():
-    from ..techniques import slices
-    return slices
-
-
 # ------------------------------------------------------------------ the catalogue: capabilities declared here
 register(Capability(
     "tokens", "How each model's tokenizer reads the input: its tokens, the words it splits into pieces and the "
-    "ones it reads as [UNK].", Later(lambda: _tokens().tokens_batch),
+    "ones it reads as [UNK].", "app.core.techniques.tokens:tokens_batch",
     lit_counterpart="each model's tokens in LIT's datapoint views (the models' Tokens outputs)",
     options=(Option("special", bool, False, "show the tokens the tokenizer adds ([CLS], [SEP]) too"),)))
 
 @dataclass(frozen=True)
 class Part:
-    """A named variant a capability offers, a saliency method or a counterfactual generator: its code (the object,
-    a `Later` of it, or "module:attribute"), the options it reads (declared here, with it: the
+    """A named variant a capability offers, a saliency method or a counterfactual generator: its code ("module:
+    attribute", imported on first use, or the object), the options it reads (declared here, with it: the
     capability takes every variant's, `complete`), and for a generator over a dataset the one-input edit it makes
     to every example (`edits`; its code is then `counterfactuals.flip_rate`'s)."""
 
-    code: str | Callable | type | Later | None = None
+    code: str | Callable | type | None = None
     options: tuple[Option, ...] = ()
     edits: str | None = None
 
@@ -424,11 +355,11 @@ TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-
 # Saliency methods: a method is its class (a `saliency.Method`) plus its line here, which declares the options it
 # reads; `saliency.METHODS` and every front end's list are read from this one (`saliency.register` adds a class)
 SALIENCY_METHODS: dict[str, Part] = {
-    "gradient_norm": Part(Later(lambda: _saliency().GradientNorm)),
-    "gradient_x_input": Part(Later(lambda: _saliency().GradientXInput)),
-    "integrated_gradients": Part(Later(lambda: _saliency().IntegratedGradients), (TOLERANCE,)),
-    "lime": Part(Later(lambda: _saliency().Lime)),
-    "occlusion": Part(Later(lambda: _saliency().Occlusion)),
+    "gradient_norm": Part("app.core.techniques.saliency:GradientNorm"),
+    "gradient_x_input": Part("app.core.techniques.saliency:GradientXInput"),
+    "integrated_gradients": Part("app.core.techniques.saliency:IntegratedGradients", (TOLERANCE,)),
+    "lime": Part("app.core.techniques.saliency:Lime"),
+    "occlusion": Part("app.core.techniques.saliency:Occlusion"),
 }
 Generator = Part  # a counterfactual generator's declaration (`COUNTERFACTUAL_GENERATORS`)
 
@@ -436,11 +367,11 @@ _REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new p
                        "generators that swap the words you give)")
 # one input's generators: `fn(models, example, **the options it reads)` returning a `CounterfactualResult`
 COUNTERFACTUAL_GENERATORS: dict[str, Part] = {
-    "word_replacement": Part(Later(lambda: _counterfactuals().replaced), (_REPLACEMENTS,)),
-    "wordnet_synonym": Part(Later(lambda: _counterfactuals().synonym_swaps)),
-    "wordnet_antonym": Part(Later(lambda: _counterfactuals().antonym_swaps)),
-    "ablation_flip": Part(Later(lambda: _counterfactuals().ablation_search)),
-    "hotflip": Part(Later(lambda: _counterfactuals().hotflip_search)),
+    "word_replacement": Part("app.core.techniques.counterfactuals:replaced", (_REPLACEMENTS,)),
+    "wordnet_synonym": Part("app.core.techniques.counterfactuals:synonym_swaps"),
+    "wordnet_antonym": Part("app.core.techniques.counterfactuals:antonym_swaps"),
+    "ablation_flip": Part("app.core.techniques.counterfactuals:ablation_search"),
+    "hotflip": Part("app.core.techniques.counterfactuals:hotflip_search"),
     "dataset_flip_rate": Part(options=(_REPLACEMENTS,), edits="word_replacement"),
     "dataset_wordnet_synonym": Part(edits="wordnet_synonym"),
     "dataset_wordnet_antonym": Part(edits="wordnet_antonym"),
@@ -496,7 +427,7 @@ _OUTPUT = Option("output", str, "prob", "what is explained: the class's probabil
 
 register(Capability(
     "saliency", "Per-word saliency of both models, aligned, with faithfulness and agreement.",
-    runner=Later(lambda: _explanation().run_saliency),
+    runner="app.core.techniques.explanation:run_saliency",
     result=results.SaliencyResult, inputs="either", needs_gradients=True,
     lit_counterpart="LIT's salience interpreters (albert-lens's methods, one per method)",
     # `method`'s choices are the methods registered now; each method's own options (tolerance, ...) are merged in
@@ -505,12 +436,12 @@ register(Capability(
         _TARGET, _OUTPUT)))
 register(Capability(
     "saliency_methods", "Every saliency method on one input, each map with its faithfulness: where the methods "
-    "agree on a model's reasons, and which to trust.", runner=Later(lambda: _explanation().run_saliency_methods),
+    "agree on a model's reasons, and which to trust.", runner="app.core.techniques.explanation:run_saliency_methods",
     result=results.SaliencyMethodsResult, needs_gradients=True, parts=SALIENCY_METHODS,
     lit_counterpart="LIT's salience interpreters, one per method", options=(_TARGET, _OUTPUT)))
 register(Capability(
     "counterfactual", "Edit an input (or every example of a dataset) and compare both models before and after.",
-    runner=Later(lambda: _counterfactuals().run_counterfactual),
+    runner="app.core.techniques.counterfactuals:run_counterfactual",
     result=results.CounterfactualResult, inputs="either",
     needs_gradients=True, lit_counterpart="LIT's generators (albert-lens's, one per generator)",
     # `generator`'s choices are the generators registered now; each generator's own options are merged in
@@ -525,19 +456,19 @@ _PROJECTED = (
     Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
-    runner=Later(lambda: _projection().run_project), lit_counterpart="LIT's embedding projector (UMAP, PCA)",
+    runner="app.core.techniques.projection:run_project", lit_counterpart="LIT's embedding projector (UMAP, PCA)",
     result=results.ProjectionResult, inputs="dataset",
     writes="a folder for projection.csv (every point), projection.png and projection.json", options=_PROJECTED))
 register(Capability(
     "locate", "Where is my sentence: the input among a dataset's examples, for each model: its nearest examples in "
     "the model's embedding space, its place in the dataset's projection and its score among the dataset's.",
-    runner=Later(lambda: _locate().run_locate), result=results.LocateResult, inputs="both",
+    runner="app.core.techniques.locate:run_locate", result=results.LocateResult, inputs="both",
     lit_counterpart="LIT's embedding projector and its nearest neighbours", options=(
         *_PROJECTED,
         Option("k", int, 5, "nearest examples listed per model", low=1, high=50))))
 register(Capability(
     "similarity", "Linear CKA between every layer of the two models, in bounded memory.",
-    runner=Later(lambda: _similarity().run_similarity),
+    runner="app.core.techniques.similarity:run_similarity",
     result=results.SimilarityResult, inputs="dataset", options=(
         Option("pooling", str, "cls", "a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' "
                "mean)", choices=LAYER_POOLINGS),
@@ -545,7 +476,7 @@ register(Capability(
 register(Capability(
     "attention", "Both models' attention on one input, word to word, at one layer (over a dataset: per layer and "
     "head, entropy and the share on [CLS], [SEP] and punctuation).",
-    runner=Later(lambda: _attention().run_attention),
+    runner="app.core.techniques.attention:run_attention",
     lit_counterpart="LIT's attention module (the models' attention)",
     result=results.AttentionResult, inputs="either", options=(
         Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
@@ -553,7 +484,7 @@ register(Capability(
                optional=True, validator=head_or_mean))))
 register(Capability(
     "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
-    "fool the other.", runner=Later(lambda: _attacks().run_attack),
+    "fool the other.", runner="app.core.techniques.attacks:run_attack",
     result=results.AttackResult, inputs="either",
     lit_counterpart="LIT's Hotflip and Ablation Flip generators (a TextAttack recipe takes minutes per example: the "
     "app's Attacks tab and `albert-lens attack` run it)",
@@ -566,7 +497,7 @@ register(Capability(
         Option("time_limit", float, 30.0, "seconds per example and model", low=0, cap="max_attack_seconds"))))
 register(Capability(
     "checklist", "A released CheckList suite on both models, test by test, with the paired difference.",
-    runner=Later(lambda: _checklist().run_checklist),
+    runner="app.core.techniques.checklist:run_checklist",
     lit_counterpart="none: a CheckList suite brings its own inputs, not LIT's selection (the app's Behavioural tab "
     "and `albert-lens checklist` run it)",
     result=results.ChecklistResult, inputs="dataset", options=(
@@ -575,7 +506,7 @@ register(Capability(
                cap="max_checklist_sample"))))
 register(Capability(
     "slices", "Slices of a labelled dataset (by length, negation, overlap, embedding cluster ...) where the two "
-    "models differ, tested with a false-discovery rate over them all.", runner=Later(lambda: _slices().run_slices),
+    "models differ, tested with a false-discovery rate over them all.", runner="app.core.techniques.slices:run_slices",
     result=results.SlicesResult, inputs="dataset", options=(
         Option("metric", str, "accuracy", "accuracy: McNemar's test on the examples one model gets right; "
                "agreement: Fisher's test of the slice's disagreements against the rest's", choices=SLICE_METRICS),
