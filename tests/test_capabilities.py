@@ -1,6 +1,7 @@
 """A capability declared once: its options checked as declared, and a toy capability defined here appears in the
 facade, the command line (its --help and its answer) and the app's API with no edit anywhere else."""
 import json
+from pathlib import Path
 
 import pytest
 
@@ -193,6 +194,42 @@ def test_the_built_in_capabilities_are_declared_once():
             assert flags[o.name].option_strings == [o.flag], (command, o.name)
             assert flags[o.name].default == o.default and o.help in flags[o.name].help, (command, o.name)
             assert list(flags[o.name].choices or ()) == list(o.choices), (command, o.name)
+
+
+def test_the_built_in_catalogue_names_its_code_as_objects_and_reads_without_pytorch():
+    """Every built-in runner, batch function, saliency method and generator is named as an object (a `Later` or
+    the function), not a "module:function" string, and resolves to its technique's own function; reading the whole
+    catalogue, as the CLI's `--help` does, printing a declaration included, imports no PyTorch (a fresh process)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from app.core.declare import capabilities as c\n"
+        "caps = c.declared()\n"
+        "print(len(caps), repr(c.get('saliency').runner), repr(c.SALIENCY_METHODS['lime']))\n"
+        "assert 'torch' not in sys.modules, 'reading the catalogue imported PyTorch'\n"
+        f"built = {sorted(BUILT_IN)!r}\n"
+        "named = [(x.name, x.runner or x.batch_fn) for x in caps if x.name in built]\n"
+        "named += [(n, p.code) for p in (c.SALIENCY_METHODS, c.COUNTERFACTUAL_GENERATORS) for n, p in p.items()\n"
+        "          if p.code is not None and n in built]\n"
+        "for name, code in named:\n"
+        "    assert isinstance(code, c.Later) or callable(code), (name, code)\n"
+        "    got = c.resolve(code)\n"
+        "    assert got.__module__.startswith('app.core.techniques.'), (name, got.__module__)\n"
+        "print('resolved', len(named))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr[-2000:]
+    count, *_ = out.stdout.split()
+    assert int(count) >= 11 and "Later(_explanation.run_saliency)" in out.stdout, out.stdout
+    assert f"resolved {len(BUILT_IN)}" in out.stdout, out.stdout
+
+
+# the built-in capabilities, saliency methods and one-input counterfactual generators
+BUILT_IN = {"tokens", "saliency", "saliency_methods", "counterfactual", "project", "locate", "similarity", "attention",
+            "attack", "checklist", "slices", "gradient_norm", "gradient_x_input", "integrated_gradients", "lime",
+            "occlusion", "word_replacement", "wordnet_synonym", "wordnet_antonym", "ablation_flip", "hotflip"}
 
 
 def test_a_built_in_capability_runs_through_the_one_runner(tiny_pair):

@@ -5,3 +5,4 @@ Nothing here imports gradio or lit_nlp; the CLI, the Gradio app and the LIT wrap
 from .ground.runtime import prepare as _prepare
 
 _prepare()
+from . import catalogue  # noqa: E402, F401 - the built-in capabilities, registered before any reader looks

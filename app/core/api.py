@@ -15,8 +15,9 @@ import weakref
 from collections.abc import Callable, Sequence
 from inspect import Parameter, Signature, signature
 
+from .catalogue import DATASET_GENERATORS, GENERATORS  # noqa: F401
 from .declare import capabilities
-from .declare.capabilities import DATASET_GENERATORS, GENERATORS, POOLINGS  # noqa: F401
+from .declare.capabilities import POOLINGS
 from .declare.results import (  # noqa: F401 - the declared answers, for front ends that name them
     RESULTS,
     AttackResult,

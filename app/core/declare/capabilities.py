@@ -4,12 +4,14 @@ answers it and whether that needs gradients. The facade checks a request against
 engine (`api.run`); the command line's subcommand and its flags (`app/cli.py`) and the app's endpoint with its
 gradio_client parameters (`app/ui`) are generated from it, so one option has one name everywhere.
 
-Importable without PyTorch (the CLI's `--help` reads it): a built-in declaration refers to its technique's function
-as an object imported on first use (`"app.core.techniques.explanation:run_saliency"`: go-to-definition and renames
-follow it); a plugin's may give the function itself, or "module:function". Adding a capability is one module with
-its batch function plus one `register` call (see docs/architecture.md):
+This module is the declarations' vocabulary and the registry; what albert-lens itself offers is registered by the
+built-in catalogue (`app/core/catalogue.py`, which the package imports first), a plugin's by `load_plugins`.
+Importable without PyTorch (the CLI's `--help` reads it): a built-in declaration names its technique's function as
+an object imported on first use (`Later(lambda: _explanation().run_saliency)`: go-to-definition and renames follow
+it); a plugin's may give the function itself, or "module:function". Adding a capability is one module with its
+batch function plus one `register` call (see docs/architecture.md):
 
-    register(Capability("length", "Each model's tokens per input.", "app.core.length:length_batch",
+    register(Capability("length", "Each model's tokens per input.", length_batch,
                         options=(Option("unit", str, "tokens", "what to count", choices=("tokens", "words")),)))
 
 A batch function is what the engine runs (`engine.py`): `fn(pair, examples, **options)` with its `combine`; a
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..ground.errors import InputError
-from ..ground.policy import OPERATOR_CAP, check_length, count, integer, limits, number, tolerance
+from ..ground.policy import OPERATOR_CAP, check_length, count, integer, limits, number
 from . import plugins, results
 
 log = logging.getLogger("albert_lens.plugins")
@@ -121,16 +123,15 @@ class Capability:
 
     name: str
     help: str
-    batch_fn: str | Callable | None = None  # "module:function" (imported on first use) or the batch function itself
+    batch_fn: str | Callable | Later | None = None  # the batch function, a `Later` of it, or "module:function"
     options: tuple[Option, ...] = ()
     inputs: str = "text"  # "text": one input (text, text2); "dataset": a dataset's first `limit` examples
     needs_gradients: bool = False  # run on the pair's fp32 twin (`Pair.fp32`), whatever its batch precision
-    # "module:function" beside its technique, or the function: answers the capability itself where its answer
-    # takes more than one batch function (maps and their faithfulness, a projection and its alignment). `api.run`
-    # calls it by keyword with
-    # the options checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's
-    # raw inputs (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
-    runner: str | Callable | None = None
+    # (given as `batch_fn` is) answers the capability itself where its answer takes more than one batch function
+    # (maps and their faithfulness, a projection and its alignment). `api.run` calls it by keyword with the options
+    # checked against this declaration, the pair (its fp32 twin where `needs_gradients`), the request's raw inputs
+    # (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
+    runner: str | Callable | Later | None = None
     writes: str = ""  # what the command line's --out writes (a runner's `out`, else the result's export)
     # the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON), or "module:Class"
     result: str | type = results.CapabilityResult
@@ -182,8 +183,22 @@ class Capability:
         return {name: o.check(options.get(name), visitor=visitor) for name, o in known.items()}
 
 
-def resolve(path: str | Callable) -> Callable:
-    """"module:attribute" imported (or a callable as it is)."""
+@dataclass(frozen=True, eq=False)
+class Later:
+    """Code named as an object but imported when first used: `get` returns it (a lambda over a function that
+    imports its module), so reading a declaration loads no technique, and no PyTorch, until it runs. The built-in
+    catalogue (`app/core/catalogue.py`) names its techniques' functions so; go-to-definition follows them."""
+
+    get: Callable[[], Any]
+
+    def __repr__(self) -> str:  # without importing: printing a declaration must not load PyTorch
+        return f"Later({'.'.join(self.get.__code__.co_names) or '?'})"
+
+
+def resolve(path: str | Callable | Later) -> Callable:
+    """A `Later` imported, "module:attribute" imported, or a callable as it is."""
+    if isinstance(path, Later):
+        return path.get()
     if callable(path):
         return path
     module, _, name = path.partition(":")
@@ -324,21 +339,14 @@ def complete(capability: Capability) -> Capability:
     return merged
 
 
-# ------------------------------------------------------------------ the catalogue: capabilities declared here
-register(Capability(
-    "tokens", "How each model's tokenizer reads the input: its tokens, the words it splits into pieces and the "
-    "ones it reads as [UNK].", "app.core.techniques.tokens:tokens_batch",
-    lit_counterpart="each model's tokens in LIT's datapoint views (the models' Tokens outputs)",
-    options=(Option("special", bool, False, "show the tokens the tokenizer adds ([CLS], [SEP]) too"),)))
-
 @dataclass(frozen=True)
 class Part:
-    """A named variant a capability offers, a saliency method or a counterfactual generator: its code ("module:
-    attribute", imported on first use, or the object), the options it reads (declared here, with it: the
+    """A named variant a capability offers, a saliency method or a counterfactual generator: its code (the object,
+    a `Later` of it, or "module:attribute"), the options it reads (declared here, with it: the
     capability takes every variant's, `complete`), and for a generator over a dataset the one-input edit it makes
     to every example (`edits`; its code is then `counterfactuals.flip_rate`'s)."""
 
-    code: str | Callable | type | None = None
+    code: str | Callable | type | Later | None = None
     options: tuple[Option, ...] = ()
     edits: str | None = None
 
@@ -350,34 +358,13 @@ class Part:
 
 
 OUTPUTS = ("prob", "logit")
-TOLERANCE = Option("tolerance", float, 1e-3, "integrated gradients' convergence-delta tolerance (from this server's "
-                   "smallest to 1)", validator=tolerance)
-# Saliency methods: a method is its class (a `saliency.Method`) plus its line here, which declares the options it
-# reads; `saliency.METHODS` and every front end's list are read from this one (`saliency.register` adds a class)
-SALIENCY_METHODS: dict[str, Part] = {
-    "gradient_norm": Part("app.core.techniques.saliency:GradientNorm"),
-    "gradient_x_input": Part("app.core.techniques.saliency:GradientXInput"),
-    "integrated_gradients": Part("app.core.techniques.saliency:IntegratedGradients", (TOLERANCE,)),
-    "lime": Part("app.core.techniques.saliency:Lime"),
-    "occlusion": Part("app.core.techniques.saliency:Occlusion"),
-}
-Generator = Part  # a counterfactual generator's declaration (`COUNTERFACTUAL_GENERATORS`)
-
-_REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (the "
-                       "generators that swap the words you give)")
-# one input's generators: `fn(models, example, **the options it reads)` returning a `CounterfactualResult`
-COUNTERFACTUAL_GENERATORS: dict[str, Part] = {
-    "word_replacement": Part("app.core.techniques.counterfactuals:replaced", (_REPLACEMENTS,)),
-    "wordnet_synonym": Part("app.core.techniques.counterfactuals:synonym_swaps"),
-    "wordnet_antonym": Part("app.core.techniques.counterfactuals:antonym_swaps"),
-    "ablation_flip": Part("app.core.techniques.counterfactuals:ablation_search"),
-    "hotflip": Part("app.core.techniques.counterfactuals:hotflip_search"),
-    "dataset_flip_rate": Part(options=(_REPLACEMENTS,), edits="word_replacement"),
-    "dataset_wordnet_synonym": Part(edits="wordnet_synonym"),
-    "dataset_wordnet_antonym": Part(edits="wordnet_antonym"),
-}
-GENERATORS = tuple(COUNTERFACTUAL_GENERATORS)  # the built-in ones (a plugin's are in the dict, registered later)
-DATASET_GENERATORS = {name: g.edits for name, g in COUNTERFACTUAL_GENERATORS.items() if g.edits}
+# A capability's variants, by name (filled by the built-in catalogue, `app/core/catalogue.py`, and by plugins):
+# saliency methods, each a `saliency.Method` class with the options it reads; counterfactual generators over one
+# input, `fn(models, example, **the options it reads)` returning a `CounterfactualResult`, and over a dataset, the
+# one-input edit each makes to every example (`Part.edits`). `saliency.METHODS` and every front end's list read these.
+SALIENCY_METHODS: dict[str, Part] = {}
+COUNTERFACTUAL_GENERATORS: dict[str, Part] = {}
+Generator = Part  # a counterfactual generator's declaration
 
 
 def register_part(parts: dict, name: str, part: Part, kind: str) -> None:
@@ -402,114 +389,3 @@ POOLINGS = ("cls", "mean")
 LAYER_POOLINGS = (*POOLINGS, "words")
 SLICE_METRICS = ("accuracy", "agreement")
 
-def class_name_or_index(name: str, value) -> str | int:
-    """A class to explain: its label's name (text, held to the server's length) or its index (a whole number, as
-    scripts pass it; `inference.class_index` checks it against the model's classes)."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if not isinstance(value, str):
-        raise InputError(f"{name}: expected a label's name or a class index, got {type(value).__name__}")
-    check_length(name, value, limits()["max_chars"])
-    return value
-
-
-def head_or_mean(name: str, value) -> int | None:
-    """An attention head from 0, or none ("", "mean", nothing): the mean of the layer's heads."""
-    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "mean")):
-        return None
-    return integer(name, value, low=0, high=1000)
-
-
-_TARGET = Option("target", str, "", "the class both models explain (empty or 'predicted': the first model's "
-                 "prediction; 'own': each model its own prediction)", validator=class_name_or_index)
-_OUTPUT = Option("output", str, "prob", "what is explained: the class's probability, or its logit, which a "
-                 "confident prediction does not flatten", choices=OUTPUTS)
-
-register(Capability(
-    "saliency", "Per-word saliency of both models, aligned, with faithfulness and agreement.",
-    runner="app.core.techniques.explanation:run_saliency",
-    result=results.SaliencyResult, inputs="either", needs_gradients=True,
-    lit_counterpart="LIT's salience interpreters (albert-lens's methods, one per method)",
-    # `method`'s choices are the methods registered now; each method's own options (tolerance, ...) are merged in
-    parts=SALIENCY_METHODS, chooses="method", options=(
-        Option("method", str, "integrated_gradients", "the attribution method", choices=tuple(SALIENCY_METHODS)),
-        _TARGET, _OUTPUT)))
-register(Capability(
-    "saliency_methods", "Every saliency method on one input, each map with its faithfulness: where the methods "
-    "agree on a model's reasons, and which to trust.", runner="app.core.techniques.explanation:run_saliency_methods",
-    result=results.SaliencyMethodsResult, needs_gradients=True, parts=SALIENCY_METHODS,
-    lit_counterpart="LIT's salience interpreters, one per method", options=(_TARGET, _OUTPUT)))
-register(Capability(
-    "counterfactual", "Edit an input (or every example of a dataset) and compare both models before and after.",
-    runner="app.core.techniques.counterfactuals:run_counterfactual",
-    result=results.CounterfactualResult, inputs="either",
-    needs_gradients=True, lit_counterpart="LIT's generators (albert-lens's, one per generator)",
-    # `generator`'s choices are the generators registered now; each generator's own options are merged in
-    parts=COUNTERFACTUAL_GENERATORS, chooses="generator", options=(
-        Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
-               "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
-               choices=GENERATORS),)))
-# a projection's options, as `project` and `locate` (which places an input in the same projection) both take them
-_PROJECTED = (
-    Option("projection", str, "umap", "the 2-D projection: UMAP or PCA", choices=PROJECTIONS),
-    Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
-    Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))
-register(Capability(
-    "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
-    runner="app.core.techniques.projection:run_project", lit_counterpart="LIT's embedding projector (UMAP, PCA)",
-    result=results.ProjectionResult, inputs="dataset",
-    writes="a folder for projection.csv (every point), projection.png and projection.json", options=_PROJECTED))
-register(Capability(
-    "locate", "Where is my sentence: the input among a dataset's examples, for each model: its nearest examples in "
-    "the model's embedding space, its place in the dataset's projection and its score among the dataset's.",
-    runner="app.core.techniques.locate:run_locate", result=results.LocateResult, inputs="both",
-    lit_counterpart="LIT's embedding projector and its nearest neighbours", options=(
-        *_PROJECTED,
-        Option("k", int, 5, "nearest examples listed per model", low=1, high=50))))
-register(Capability(
-    "similarity", "Linear CKA between every layer of the two models, in bounded memory.",
-    runner="app.core.techniques.similarity:run_similarity",
-    result=results.SimilarityResult, inputs="dataset", options=(
-        Option("pooling", str, "cls", "a vector per sentence ([CLS] or the tokens' mean) or per word (its tokens' "
-               "mean)", choices=LAYER_POOLINGS),
-        Option("minibatch", int, 128, "rows per minibatch of the unbiased estimator", high=1024, clamp=True))))
-register(Capability(
-    "attention", "Both models' attention on one input, word to word, at one layer (over a dataset: per layer and "
-    "head, entropy and the share on [CLS], [SEP] and punctuation).",
-    runner="app.core.techniques.attention:run_attention",
-    lit_counterpart="LIT's attention module (the models' attention)",
-    result=results.AttentionResult, inputs="either", options=(
-        Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
-        Option("head", int, None, "one head (from 0); not given: the mean of the layer's heads", low=0, high=1000,
-               optional=True, validator=head_or_mean))))
-register(Capability(
-    "attack", "Attack both models with one TextAttack recipe, and see whether each one's adversarial examples "
-    "fool the other.", runner="app.core.techniques.attacks:run_attack",
-    result=results.AttackResult, inputs="either",
-    lit_counterpart="LIT's Hotflip and Ablation Flip generators (a TextAttack recipe takes minutes per example: the "
-    "app's Attacks tab and `albert-lens attack` run it)",
-    writes="a JSON-lines file of per-example results, appended as each finishes; an existing one is resumed", options=(
-        Option("recipe", str, "deepwordbug", "the TextAttack recipe (deepwordbug, pruthi, input-reduction, pwws, "
-               "leap, textfooler-offline, ...)"),
-        Option("label", str, "", "the input's gold label, which the attack tries to move the models off"),
-        Option("n", int, 5, "first N labelled examples of the dataset", cap="max_attack_examples"),
-        Option("query_budget", int, 200, "model queries per example and model", cap="max_query_budget"),
-        Option("time_limit", float, 30.0, "seconds per example and model", low=0, cap="max_attack_seconds"))))
-register(Capability(
-    "checklist", "A released CheckList suite on both models, test by test, with the paired difference.",
-    runner="app.core.techniques.checklist:run_checklist",
-    lit_counterpart="none: a CheckList suite brings its own inputs, not LIT's selection (the app's Behavioural tab "
-    "and `albert-lens checklist` run it)",
-    result=results.ChecklistResult, inputs="dataset", options=(
-        Option("suite", str, "", "a CheckList suite export (*_suite.json.gz) or a released suite's name"),
-        Option("sample", int, 20, "cases per test, the release's run_idxs first (at most this server's cap)",
-               cap="max_checklist_sample"))))
-register(Capability(
-    "slices", "Slices of a labelled dataset (by length, negation, overlap, embedding cluster ...) where the two "
-    "models differ, tested with a false-discovery rate over them all.", runner="app.core.techniques.slices:run_slices",
-    result=results.SlicesResult, inputs="dataset", options=(
-        Option("metric", str, "accuracy", "accuracy: McNemar's test on the examples one model gets right; "
-               "agreement: Fisher's test of the slice's disagreements against the rest's", choices=SLICE_METRICS),
-        Option("min_size", int, 20, "the smallest slice tested", low=5, high=10_000, clamp=True),
-        Option("clusters", int, 8, "k-means clusters of each model's embeddings as candidates (0: none)", low=0,
-               high=20))))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from ..declare.capabilities import COUNTERFACTUAL_GENERATORS, DATASET_GENERATORS
+from ..declare.capabilities import COUNTERFACTUAL_GENERATORS
 from ..declare.results import CounterfactualResult
 from ..execution.inference import predict, windowed
 from ..execution.inputs import dataset_of, example_from
@@ -457,7 +457,7 @@ def _searched(name: str, search, edits):
 
 
 # one input's generators, named as `capabilities.COUNTERFACTUAL_GENERATORS` declares them (each `Part`'s code); the
-# dataset_* ones are `DATASET_GENERATORS`, answered by `flip_rate` with the edit each names
+# dataset_* ones (a `Part` with `edits`) are answered by `flip_rate` with the edit each names
 replaced = _replaced
 synonym_swaps = _swapped("synonym")
 antonym_swaps = _swapped("antonym")
@@ -476,11 +476,11 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
     replacements = reads.get("replacements")
     if replacements is not None and (why := surrogate_reason(replacements)) is not None:
         raise InputError(f"replacements: {why}")
-    if generator in DATASET_GENERATORS:
+    if declared.edits is not None:
         if not dataset:
             raise InputError(f"dataset: {generator} needs a dataset (a shipped name, a file or a datasets id)")
         ds = dataset_of(pair, dataset, limit, default=500 if visitor else None, visitor=visitor)
-        edits = DATASET_GENERATORS[generator]
+        edits = declared.edits
         pairs = parse_pairs(replacements) if declared.reads("replacements") else None
         res = flip_rate(pair.models, ds.examples, pairs, progress, edits=edits,
                         per_example=limits()["swaps_per_example"])
