@@ -410,7 +410,9 @@ def export(res, out, colour: str = "gold") -> list:
 
     import pandas as pd  # deferred: the figures' callers need no pandas
 
-    if type(res).__name__ != "ProjectionResult":
+    from ..declare.results import ProjectionResult
+
+    if not isinstance(res, ProjectionResult):
         raise ValueError(f"export: a {type(res).__name__} writes no files")
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "projection.csv", out / "projection.png", out / "projection.json"]
