@@ -147,10 +147,23 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _png_folder(path: str | None) -> None:
+    """A --png into a folder that isn't there is refused before any work, naming the folder."""
+    if path and not Path(path).parent.is_dir():
+        raise InputError(f"png: the folder {str(Path(path).parent)[:200]!r} does not exist; make it first or "
+                         "name another")
+
+
 def _save_figure(draw, path: str | None) -> None:
     """`draw()` makes the figure, only when a path asks for it; said on stderr so --json output stays JSON."""
     if path:
-        draw().savefig(path, dpi=110)
+        _png_folder(path)
+        figure = draw()
+        try:
+            figure.savefig(path, dpi=110)
+        except OSError as exc:
+            raise InputError(f"png: {str(path)[:200]!r} cannot be written ({type(exc).__name__}: "
+                             f"{exc.strerror or exc})") from None
         print(f"figure: {path}", file=sys.stderr)
 
 
@@ -464,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING, format="%(message)s")
     try:
+        runtime.prepare()
+        runtime.cache_dir()  # an unusable cache folder said now, in one line, before any work
+        _png_folder(getattr(args, "png", None))
         _whole(args)
         return int(args.func(args) or 0)
     except LensError as exc:

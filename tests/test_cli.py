@@ -152,3 +152,28 @@ def test_saliency_command_names_the_field_of_each_word_for_pairs(tiny_nli_pair, 
     rows = [ln.split() for ln in capsys.readouterr().out.splitlines() if ln[:3].strip().isdigit()]
     assert [r[1] for r in rows] == ["A", "man", "sleeps", ".", "A", "person", "rests", "."]
     assert [r[2] for r in rows] == ["[premise]"] * 4 + ["[hypothesis]"] * 4
+
+
+def test_a_cache_folder_that_is_a_file_is_one_line_naming_the_variable(tmp_path):
+    """ALBERT_LENS_CACHE naming a regular file (or a path through one): one line that names the variable and the
+    fix, exit 2, no traceback, from a fresh process (the set-up runs when the core is imported)."""
+    import os
+
+    afile = tmp_path / "a-file"
+    afile.write_text("not a folder")
+    for cache in (afile, afile / "below"):
+        env = {**os.environ, "ALBERT_LENS_CACHE": str(cache)}
+        out = subprocess.run([sys.executable, "-m", "app", "predict", "--pair", "offline", "a fine film"], cwd=ROOT,
+                             env=env, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert out.stderr.strip() == ("albert-lens: error: ALBERT_LENS_CACHE names a file, not a folder: name a "
+                                      "folder this user can write (ALBERT_LENS_CACHE=...)"), out.stderr[-2000:]
+
+
+def test_a_png_into_a_missing_folder_is_refused_before_any_work(tiny_dirs, capsys, tmp_path):
+    """One line naming the folder, before the models run (nothing printed first), not matplotlib's traceback."""
+    missing = tmp_path / "nope" / "att.png"
+    assert main(["attention", *_tiny(tiny_dirs), "--png", str(missing), "a fine film"]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and f"png: the folder {str(missing.parent)!r} does not exist" in out.err
+    assert not missing.parent.exists()

@@ -69,12 +69,15 @@ def test_alternated_takes_turns_and_stops_early_on_a_clear_loser():
     assert order == ["a", "b"] * 2  # the untimed calls took 0.1 s, the first round passed the budget
 
 
-def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing(tmp_path):
+def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing(tmp_path, tiny_dirs):
     """The product run as on an AVX2-only CPU (AMD Zen 3: no AVX-512, no bf16 or VNNI instructions), from whatever
     CPU runs the suite: PyTorch dispatches to AVX2, the choice is kept under that key, and bf16 and int8 are refused
-    with their timing as the reason where they lose, or kept where they win."""
+    with their timing as the reason where they lose, or kept where they win. On the tiny pair: what is checked is
+    the plumbing from the caps to the kept choice (the offline pair's timing under AVX2 took ~50 CPU s; its choice
+    on the real work is benchmarks/cpus.py's)."""
+    models = [str(tiny_dirs["bert"]), str(tiny_dirs["albert"])]
     code = ("import json, torch; from app.core.execution.pair import Pair; from app.core.ground import tuning\n"
-            "p = Pair.resolve('offline', device='cpu')\n"
+            f"p = Pair.resolve(models={models!r}, task='sst2', device='cpu')\n"
             "out = {'aten': torch.backends.cpu.get_cpu_capability(), 'key': tuning.machine_key()}\n"
             "for asked in ('bf16', 'int8'):\n"
             "    q = p.with_precision(asked)\n"
@@ -110,3 +113,44 @@ def test_a_damaged_file_is_measured_over(tmp_path, monkeypatch, bad):
     hit, cached = tuning.decided("d", "k", lambda: {"v": 1}, lambda h: "v" in h)
     assert hit == {"v": 1} and not cached
     assert tuning.decided("d", "k", lambda: {"v": 2}, lambda h: "v" in h) == ({"v": 1}, True)
+
+
+def test_a_file_nested_past_the_parser_or_with_ill_typed_times_is_measured_over_with_one_warning(
+        tmp_path, monkeypatch, caplog):
+    """A kept file nested 200,000 deep (json raises RecursionError, not ValueError) or whose timings are text,
+    null or a list: the choice is timed again and the file written over, with one warning line, instead of every
+    `--precision int8` command failing until someone deletes the file."""
+    import logging
+
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path))
+    (tmp_path / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    with caplog.at_level(logging.WARNING, logger="albert_lens.tuning"):
+        assert tuning.decided("deep", "k", lambda: {"v": 1}, lambda h: "v" in h) == ({"v": 1}, False)
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 1 and "deep.json is damaged (RecursionError)" in said[0], said
+    full = f"{tuning.machine_key()} | k"
+    for bad in ("1.5", None, [1, 2], float("nan"), True):
+        entry = {"fp32_s": 0.1, "asked_s": bad, "fp32_one_s": 0.1, "asked_one_s": 0.1}
+        (tmp_path / "times.json").write_text(json.dumps({full: entry}))
+        valid = lambda h: tuning.seconds(h, "fp32_s", "asked_s", "fp32_one_s", "asked_one_s")  # noqa: E731
+        fresh = {"fp32_s": 0.2, "asked_s": 0.1, "fp32_one_s": 0.2, "asked_one_s": 0.1}
+        assert tuning.decided("times", "k", lambda: fresh, valid) == (fresh, False), bad
+        assert json.loads((tmp_path / "times.json").read_text())[full] == fresh  # written over
+
+
+def test_a_lock_held_by_a_live_process_is_waited_for_a_bounded_time_and_said(tmp_path, monkeypatch, caplog):
+    """Another process holding the timing's lock (here: this one, through a second open file) is waited for at
+    most `LOCK_WAIT_S`, said in one line when the wait starts, then this process times for itself."""
+    import fcntl
+    import logging
+
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path))
+    monkeypatch.setattr(tuning, "LOCK_WAIT_S", 0.5)
+    with open(tmp_path / "held.lock", "a+") as other:
+        fcntl.flock(other, fcntl.LOCK_EX)
+        with caplog.at_level(logging.WARNING, logger="albert_lens.tuning"):
+            assert tuning.decided("held", "k", lambda: {"v": 3}, lambda h: "v" in h) == ({"v": 3}, False)
+    said = [r.getMessage() for r in caplog.records]
+    assert "waiting up to 0 s for another process's timing of held" in said[0], said
+    assert "still holds" in said[1] and "timing here instead" in said[1], said
+    assert json.loads((tmp_path / "held.json").read_text())  # still kept for the next process

@@ -27,7 +27,16 @@ def cache_dir() -> Path:
         os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "albert-lens"
     )
     path = Path(base)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a file there, a file on the way, no permission
+        from .errors import InputError
+
+        what = ("names a file, not a folder" if isinstance(exc, (FileExistsError, NotADirectoryError))
+                else f"cannot be made ({type(exc).__name__})")
+        where = ("ALBERT_LENS_CACHE" if os.environ.get("ALBERT_LENS_CACHE")
+                 else "the cache folder (~/.cache/albert-lens)")
+        raise InputError(f"{where} {what}: name a folder this user can write (ALBERT_LENS_CACHE=...)") from None
     return path
 
 
@@ -174,8 +183,13 @@ def prepare() -> None:
     os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
     os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
     os.environ.setdefault("DISABLE_TELEMETRY", "1")
-    prepare_nltk()
-    prepare_textattack()
+    from .errors import InputError
+
+    try:
+        prepare_nltk()
+        prepare_textattack()
+    except InputError:
+        return  # an unusable cache folder: said by the first command that needs it (the CLI's `main` asks first)
     _prepared = True
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import math
 import os
 import statistics
 import time
@@ -22,6 +24,7 @@ MARGIN = 1.1  # an option is taken only when the default takes at least this man
 WARM_UP_S = 0.25  # a first call slower than twice `clear` decides alone only when it also lost by this much
 # the variables that cap the instruction sets of the libraries that do the products (see `machine`)
 CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+log = logging.getLogger("albert_lens.tuning")
 
 
 def machine() -> dict:
@@ -47,10 +50,14 @@ def _cache():
     return cache_dir()
 
 
+LOCK_WAIT_S = 120.0  # how long a process waits for another's timing before it times for itself
+
+
 @contextlib.contextmanager
 def _locked(name: str):
     """An exclusive lock on `name` across processes (a file lock in the cache folder; none where it can't be
-    made, and then each process decides for itself as before)."""
+    made, and then each process decides for itself as before). A lock another process holds is waited for at most
+    `LOCK_WAIT_S` seconds, said in one line when the wait starts, and then this process times for itself."""
     try:
         import fcntl
 
@@ -59,33 +66,84 @@ def _locked(name: str):
         yield
         return
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        held = _acquire(handle, fcntl, name)
         yield
     finally:
+        if held:
+            with contextlib.suppress(OSError):
+                fcntl.flock(handle, fcntl.LOCK_UN)
         handle.close()
 
 
-def _read(path) -> dict:
+def _acquire(handle, fcntl, name: str) -> bool:
+    """The lock taken (True), or given up after `LOCK_WAIT_S` (False)."""
     try:
-        known = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        pass
+    except OSError:
+        return False
+    log.warning("waiting up to %.0f s for another process's timing of %s (lock: %s)", LOCK_WAIT_S, name,
+                handle.name)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            continue
+        except OSError:
+            return False
+    log.warning("%s: the other process still holds %s after %.0f s; timing here instead", name, handle.name,
+                LOCK_WAIT_S)
+    return False
+
+
+def _read(path, *, quiet: bool = False) -> dict:
+    """The decisions kept in `path`, or {} where it is missing or unreadable (damaged, nested past what the
+    parser takes, not a JSON object): then the choice is timed again and the file written over, with one warning
+    line for a file that was there (`quiet`: the second read, under the lock, says nothing more)."""
+    say = (lambda *a: None) if quiet else log.warning
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return {}
-    return known if isinstance(known, dict) else {}
+    except (OSError, UnicodeDecodeError) as exc:
+        say("%s unreadable (%s); timing again", path.name, type(exc).__name__)
+        return {}
+    try:
+        known = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        say("%s is damaged (%s); timing again", path.name, type(exc).__name__)
+        return {}
+    if not isinstance(known, dict):
+        say("%s holds no decisions (a JSON %s); timing again", path.name, type(known).__name__)
+        return {}
+    return known
+
+
+def seconds(entry: dict, *keys: str) -> bool:
+    """Whether each of `keys` in a kept entry is a time: a finite, non-negative number (a hand-edited or damaged
+    file may hold text, null or a list there)."""
+    return all(isinstance(entry.get(k), (int, float)) and not isinstance(entry.get(k), bool)
+               and math.isfinite(entry[k]) and entry[k] >= 0 for k in keys)
 
 
 def decided(name: str, key: str, measure: Callable[[], dict], valid: Callable[[dict], bool]) -> tuple[dict, bool]:
     """(a decision, whether it came from the cache): `measure()` once per machine key and `key` (a model, say),
     kept in the cache folder as `name`.json; `valid(entry)` says whether a kept entry can be used (a damaged file
-    is measured over). Under a file lock, so that processes started together take one measurement."""
+    or entry is measured over). Under a file lock, so that processes started together take one measurement."""
     path = _cache() / f"{name}.json"
     full = f"{machine_key()} | {key}" if key else machine_key()
     hit = _read(path).get(full)
-    if isinstance(hit, dict) and valid(hit):
+    if _usable(hit, valid):
         return hit, True
     with _locked(name):
-        known = _read(path)  # another process may have decided while this one waited
+        known = _read(path, quiet=True)  # another process may have decided while this one waited
         hit = known.get(full)
-        if isinstance(hit, dict) and valid(hit):
+        if _usable(hit, valid):
             return hit, True
         known[full] = hit = measure()
         try:
@@ -95,6 +153,13 @@ def decided(name: str, key: str, measure: Callable[[], dict], valid: Callable[[d
         except OSError:
             pass  # a read-only cache: this process still uses its own measurement
     return hit, False
+
+
+def _usable(hit, valid: Callable[[dict], bool]) -> bool:
+    try:
+        return isinstance(hit, dict) and bool(valid(hit))
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return False
 
 
 def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: float = 2.0,
