@@ -90,3 +90,22 @@ def test_locate_needs_an_input_and_checks_its_options(tiny_pair, tmp_path):
         api.locate(tiny_pair, "  ", dataset=rows, projection="pca")
     with pytest.raises(InputError, match="k: 51 is out of range"):
         api.locate(tiny_pair, "a fine film", dataset=rows, projection="pca", k=51)
+
+
+@pytest.mark.parametrize("capability", ["locate", "project"])
+def test_a_layers_refusal_states_the_models_real_range_or_none(tiny_pair, tmp_path, capability):
+    """A fractional layer is refused as not whole, without a range no model has (it said "from -1000 to 1000");
+    a whole one past the model's layers is refused with the model's own range (the tiny models: -1 to 2)."""
+    from app.core import api
+    from app.core.ground.errors import InputError
+
+    rows = _rows(tmp_path, 12)
+    given = {"dataset": rows, "projection": "pca"}
+    run = (lambda **o: api.locate(tiny_pair, "a fine film", **given, **o)) if capability == "locate" else \
+        (lambda **o: api.project(tiny_pair, **given, **o))
+    for bad in (2.5, "2.5", "two"):
+        with pytest.raises(InputError, match=r"^layer: .* is not a whole number \(-1 = the top layer") as err:
+            run(layer=bad)
+        assert "1000" not in str(err.value)
+    with pytest.raises(InputError, match=r"^layer: 9 is out of range; give a whole number from -1 to 2$"):
+        run(layer=9)

@@ -24,7 +24,7 @@ from .declare.capabilities import (
     register,
 )
 from .ground.errors import InputError
-from .ground.policy import check_length, integer, limits, tolerance
+from .ground.policy import check_length, integer, limits, tolerance, whole
 
 
 # The technique modules, each imported when a capability first runs
@@ -129,6 +129,12 @@ def class_name_or_index(name: str, value) -> str | int:
     return value
 
 
+def layer_number(name: str, value) -> int:
+    """A layer, by its number: whole here; past the model's layers it is refused by the technique, which names the
+    model's real range (a form's 2.5 was once refused as "not from -1000 to 1000", a range no model has)."""
+    return whole(name, value, "-1 = the top layer; the models' range is said for a number past it")
+
+
 def head_or_mean(name: str, value) -> int | None:
     """An attention head from 0, or none ("", "mean", nothing): the mean of the layer's heads."""
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "mean")):
@@ -168,7 +174,7 @@ register(Capability(
 # a projection's options, as `project` and `locate` (which places an input in the same projection) both take them
 _PROJECTED = (
     Option("projection", str, "umap", "the 2-D projection: UMAP or PCA", choices=PROJECTIONS),
-    Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000),
+    Option("layer", int, -1, "-1 = the top layer, 0 = the embeddings", low=-1000, high=1000, validator=layer_number),
     Option("pooling", str, "cls", "a sentence's vector: [CLS] or the tokens' mean", choices=POOLINGS))
 register(Capability(
     "project", "UMAP or PCA of both models' sentence embeddings, aligned, with how far their neighbourhoods agree.",
@@ -195,7 +201,8 @@ register(Capability(
     runner=Later(lambda: _attention().run_attention),
     lit_counterpart="LIT's attention module (the models' attention)",
     result=results.AttentionResult, inputs="either", options=(
-        Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000),
+        Option("layer", int, -1, "1 .. the model's layers, -1 = the top", low=-1000, high=1000,
+               validator=layer_number),
         Option("head", int, None, "one head (from 0); not given: the mean of the layer's heads", low=0, high=1000,
                optional=True, validator=head_or_mean))))
 register(Capability(

@@ -165,6 +165,15 @@ def integer(field: str, value, *, low: int, high: int) -> int:
     return int(x)
 
 
+def whole(field: str, value, hint: str) -> int:
+    """A whole number whose range is checked later, where it is known (a layer: the model's), so that no
+    message here states a range that isn't the real one; `hint` says what it counts."""
+    x = _as_number(field, value, f"a whole number ({hint})")
+    if not math.isfinite(x) or x != int(x) or abs(x) > 2**31:
+        raise InputError(f"{field}: {str(value)[:40]} is not a whole number ({hint})")
+    return int(x)
+
+
 _READABLE: list[Path] = []  # folders a front end registered (its uploads), see `allow_reads_under`
 
 
