@@ -28,6 +28,7 @@ from app.core.api import (
     current_job,
     get_classifier,
     inspect,
+    unreadable,
 )
 from app.core.ground.errors import InputError
 
@@ -65,6 +66,7 @@ class LensModel(lit_model.BatchedModel):
         self.max_inputs: int | None = None  # hosted: the most texts one request may ask for (LIME's samples count)
         self.cost: TextCost | None = None  # hosted: what a text costs here (server.measure_cost), then measured
         self.max_output_bytes: int | None = None  # hosted: the most one request's outputs may hold
+        self.pair_models: tuple[Classifier, ...] = (classifier,)  # whose tokenizers decide what no model reads
 
     @classmethod
     def init_spec(cls) -> lit_types.Spec:
@@ -189,7 +191,11 @@ class LensModel(lit_model.BatchedModel):
             if self.max_chars is not None:
                 check_length(f, text, self.max_chars)
             texts.append(text)
-        return check_examples(self.task, [Example(tuple(texts))])[0]
+        ex = check_examples(self.task, [Example(tuple(texts))])[0]
+        for f, text in zip(self.task.fields, ex.texts):
+            if (why := unreadable(self.pair_models, text)) is not None:  # the app's check, the pair's tokenizers
+                raise InputError(f"field {f!r} {why}")
+        return ex
 
     def admit(self, inputs: list) -> None:
         """What every path that runs this model checks first (LIT's predictions, interpreters, the paired
@@ -269,7 +275,8 @@ def lens_of(model) -> LensModel | None:
 
 def models_for(classifiers: Iterable[Classifier], precision: str = "") -> dict[str, LensModel]:
     """LIT's models for the pair's classifiers; `precision` (`views.precision_line`) joins each description."""
+    classifiers = tuple(classifiers)
     out = {clf.name: LensModel.from_classifier(clf) for clf in classifiers}
     for m in out.values():
-        m.precision = precision
+        m.precision, m.pair_models = precision, classifiers
     return out

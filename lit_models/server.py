@@ -36,6 +36,7 @@ from app.core.api import (
     resolve_dataset,
     running,
     short_int,
+    unreadable,
     views,
 )
 from app.core.ground.errors import InputError, LensError
@@ -256,6 +257,12 @@ class LensLitApp(lit_app.LitApp):
                     check_length(f, text, int(caps["max_chars"]))
                     if (why := blank_reason(text)) is not None:
                         raise InputError(f"field {f!r} {why}")
+                    if text and (why := unreadable(self._classifiers(), text)) is not None:
+                        raise InputError(f"field {f!r} {why}")
+
+    def _classifiers(self) -> list:
+        """The served models' classifiers (under LIT's caching wrappers)."""
+        return [lens.clf for lens in map(lens_of, self._models.values()) if lens is not None]
 
     def _annotate_new_data(self, data, dataset_name=None, **kw):
         self._new_datapoints(data, dataset_name)

@@ -326,6 +326,8 @@ def test_the_paired_metrics_path_holds_the_models_caps(hosted, counted, monkeypa
     ("\u200b\u200d", "field 'sentence' has only invisible characters (U+200B, U+200D), nothing a model can read"),
     ("\u0301\u0308", "field 'sentence' has only invisible characters or combining marks (U+0301, U+0308), nothing a "
                      "model can read"),
+    ("\u3164\u2800", "field 'sentence' reads as nothing but [UNK] to both models (U+2800, U+3164): nothing a model "
+                     "can read"),  # a Hangul filler and a braille blank: letters and symbols to Unicode
 ])
 def test_lit_refuses_texts_a_model_cannot_read(hosted, counted, text, says):
     url, _app, _models, pair = hosted
@@ -359,6 +361,9 @@ def test_given_embeddings_must_be_finite_numbers_of_their_tokens_shape(hosted):
 def test_new_datapoints_are_capped_like_a_prediction_and_kept_in_bounded_number(hosted, monkeypatch):
     """/post_new_data stored texts unbounded, for every later visitor who loads its link."""
     url, app, _models, _pair = hosted
+    status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": _rows(["\u3164\u3164"])})
+    assert status == 400 and body == ("field 'sentence' reads as nothing but [UNK] to both models (U+3164): nothing "
+                                      "a model can read")
     status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": _rows(["y" * 5_000_000])})
     assert status == 400 and body == "field 'sentence' is 5,000,000 characters long; the limit here is 2,000"
     status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": _rows(["a"]) * 10_000})

@@ -80,3 +80,32 @@ def test_a_slice_of_a_slice_projected_brushed_and_read_by_every_tab(tiny_pair, t
     for e in benchmark(tiny_pair, ds)["disagreements"]["examples"]:
         word = "fine" if e["row"] % 2 else "dull"
         assert e["row"] in picked and e["texts"][0] == f"film number {e['row']} was {word}"
+
+
+@pytest.mark.parametrize("text", ["\u3164\u3164", "\u2800 \u2800 \u2800", "\uffa0", "\u115f\u1160 \u2800"])
+def test_a_text_both_tokenizers_read_as_nothing_but_unknown_is_refused(tiny_pair, text):
+    """Hangul fillers and braille blanks passed the blank check (they are letters and symbols to Unicode) and were
+    answered, each model reading [UNK]; the tokenizers decide now, at every door that takes one input."""
+    from app.core import api
+
+    for clf in tiny_pair.models:  # the premise, checked independently: each tokenizer reads only [UNK] (and, for
+        # the ALBERT's SentencePiece, the word start "▁" before each unknown word)
+        tok = clf.tokenizer
+        pieces = tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+        assert tok.unk_token in pieces and set(pieces) <= {tok.unk_token, "\u2581"}, (clf.name, pieces)
+    with pytest.raises(InputError, match=r"^field 'sentence' reads as nothing but \[UNK\] to both models \(U\+"):
+        api.predict(tiny_pair, text)
+    with pytest.raises(InputError, match=r"reads as nothing but \[UNK\]"):
+        api.saliency(tiny_pair, text, method="gradient_x_input")
+
+
+def test_a_text_one_tokenizer_reads_is_taken(tiny_pair):
+    """The tiny ALBERT's SentencePiece learnt the emoji from the sentences it was trained on; the BERT reads it as
+    [UNK]: a text one model reads is a comparison worth making, and is answered."""
+    bert, albert = tiny_pair.models
+    assert bert.tokenizer("😍", add_special_tokens=False)["input_ids"] == [bert.tokenizer.unk_token_id]
+    assert set(albert.tokenizer("😍", add_special_tokens=False)["input_ids"]) - {albert.tokenizer.unk_token_id}
+    from app.core import api
+
+    assert len(api.predict(tiny_pair, "😍").models) == 2
+    assert len(api.predict(tiny_pair, "a fine film 😍").models) == 2

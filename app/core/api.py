@@ -54,6 +54,7 @@ from .execution.inputs import (  # noqa: F401 - what a request names, read (the 
     shipped_examples,
     slice_ranges,
     slice_spec,
+    unreadable,  # LIT's new datapoints: what no model reads
 )
 from .execution.pair import Pair
 from .execution.shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict

@@ -28,7 +28,32 @@ def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Exam
             raise InputError(f"field {name!r} must be text, got {type(t).__name__}")
         check_length(name, t, cap)
         texts.append(t.replace("\x00", " "))
-    return check_examples(pair.task, [Example(tuple(texts))])[0]
+    ex = check_examples(pair.task, [Example(tuple(texts))])[0]
+    for name, text in zip(fields, ex.texts):
+        if (why := unreadable(pair.models, text)) is not None:
+            raise InputError(f"field {name!r} {why}")
+    return ex
+
+
+def read_pieces(tok, text: str) -> list[str]:
+    """The pieces a tokenizer reads in `text` other than [UNK] and SentencePiece's bare word start ("▁", which
+    ALBERT's tokenizer puts before an unknown word)."""
+    pieces = tok.convert_ids_to_tokens(tok(text, add_special_tokens=False)["input_ids"])
+    return [p for p in pieces if p != tok.unk_token and p.strip("\u2581")]
+
+
+def unreadable(models, text: str) -> str | None:
+    """Why none of `models` (a pair's classifiers) can read `text`, or None: each tokenizer makes nothing of it
+    but [UNK] (Hangul fillers, braille blanks, a lone emoji), so both would be asked about an unknown token and
+    answer anyway. Decided by the tokenizers themselves, not by a list of characters; where one model reads
+    something, the text is taken (how two tokenizers differ is the point)."""
+    if any(c.isascii() and c.isalnum() for c in text):
+        return None  # an English word piece every tokenizer here has: no need to ask them (LIT's datasets)
+    for clf in models:
+        if read_pieces(clf.tokenizer, text[:4096]):
+            return None
+    shown = ", ".join(sorted({f"U+{ord(c):04X}" for c in text if not c.isspace()})[:3])
+    return f"reads as nothing but [UNK] to both models ({shown}): nothing a model can read"
 
 
 
