@@ -296,3 +296,27 @@ def test_word_swaps_that_do_not_occur_say_what_to_do_instead(tiny_pair):
                                          r"synonym swaps, which need none"):
         api.counterfactual(tiny_pair, "the plot was thin", generator="word_replacement",
                            replacements="film -> movie, food -> meal")
+
+
+def test_an_edit_that_grows_a_text_past_the_cap_is_refused_before_the_models_run(tiny_pair, monkeypatch):
+    """'a -> x' * 1,990 on a long text sent a ~2-million-character text to both models (22 s, a 5.9 MB answer);
+    an edited text is held to the cap a typed one is (hosted: 2,000), and the refusal says how long it would be."""
+    from app.core import api
+    from app.core.ground import policy
+    from app.core.techniques import counterfactuals
+
+    monkeypatch.setenv("ALBERT_LENS_HOSTED", "1")
+    cap = policy.limits()["max_chars"]
+    text = ("a " * (cap // 2))[: cap - 1]
+    n = text.count("a")
+    ran = []
+    real = counterfactuals.compare
+    monkeypatch.setattr(counterfactuals, "compare", lambda *a, **k: ran.append(1) or real(*a, **k))
+    with pytest.raises(InputError) as err:
+        api.counterfactual(tiny_pair, text, generator="word_replacement", replacements="a -> " + "x" * 1990)
+    grown = len(text) + n * 1989
+    assert str(err.value) == (f"replacements: the edited text would be {grown:,} characters long; the limit here is "
+                              f"{cap:,} (give shorter replacements)")
+    assert not ran  # refused before either model saw the text
+    ok = api.counterfactual(tiny_pair, "a fine film", generator="word_replacement", replacements="fine -> dull")
+    assert ran and [tuple(e) for e in ok.to_dict()["changes"][0]["edits"]] == [("fine", "dull")]

@@ -114,7 +114,7 @@ def _match_case(src: str, new: str) -> str:
 def replace_words(example: Example, pairs: dict[str, str]) -> tuple[Example, list[tuple[str, str]]]:
     """Whole-word, case-insensitive replacement that keeps the original capitalisation; multi-word keys allowed.
     All pairs apply at once, longest key first, so 'film -> movie, movie -> film' swaps the two words instead of
-    turning every replacement back."""
+    turning every replacement back. An edited text is held to the text cap, as a typed one is."""
     table = {old.lower(): new for old, new in pairs.items() if old}
     if not table:
         return example, []
@@ -131,6 +131,9 @@ def replace_words(example: Example, pairs: dict[str, str]) -> tuple[Example, lis
             return new
 
         texts.append(re.sub(r"  +", " ", pat.sub(sub, text)))
+        if len(texts[-1]) > (cap := int(limits()["max_chars"])):  # "a -> xxx..." grew a text past what one may send
+            raise InputError(f"replacements: the edited text would be {len(texts[-1]):,} characters long; the "
+                             f"limit here is {cap:,} (give shorter replacements)")
     return Example(tuple(texts), example.label), edits
 
 
