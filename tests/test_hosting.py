@@ -1,6 +1,7 @@
 """Hugging Face Space image steps (scripts/space_build.sh, run here in a fresh venv) and hosted-mode caps."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,8 @@ def test_uv_is_handed_pips_index_settings(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
     env.update(PIP_CONFIG_FILE=str(tmp_path / "pip.conf"), PIP_INDEX_URL="http://mirror/simple",
                PIP_FIND_LINKS="/w2")
-    out = subprocess.run(["bash", "scripts/install_pinned.sh", "--uv-options", str(ROOT / ".venv")], cwd=ROOT,
+    venv = Path(sys.prefix)  # the venv running the suite: .venv, or .venv-py3.13 where PYTHON= chose another
+    out = subprocess.run(["bash", "scripts/install_pinned.sh", "--uv-options", str(venv)], cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     opts = out.stdout.split("\n")
