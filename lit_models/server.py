@@ -168,6 +168,7 @@ class LensLitApp(lit_app.LitApp):
                 m._validate_ids = functools.partial(_drop_foreign_ids, m)
         self._wsgi_app.__class__ = gate.QuietStatic
         self._saved_datapoints = OrderedDict(self._saved_datapoints)
+        self._saved_bytes: dict[str, int] = {}  # each kept set's size (`gate.size_of`), for the byte cap
 
     def __call__(self, environ, start_response):
         """Hostile URLs and bodies answered in one line before LIT reads them: a control character in the path
@@ -269,11 +270,27 @@ class LensLitApp(lit_app.LitApp):
         return super()._annotate_new_data(data, dataset_name=dataset_name, **kw)
 
     def _post_new_data(self, data, dataset_name=None, **kw):
+        """Datapoints kept for a later page load: only the fields the dataset declares (a 30 MB field of another
+        name was kept whole), at most `SAVED_SETS` sets and `limits()["lit_saved_bytes"]` in all, the oldest
+        forgotten first; a set larger than that alone is refused with its size."""
         self._new_datapoints(data, dataset_name)
+        declared = set(self._datasets[dataset_name].spec()) if dataset_name in self._datasets else set()
+        for ex in data.get("inputs") or []:
+            if isinstance(ex, dict) and isinstance(ex.get("data"), dict):
+                ex["data"] = {k: v for k, v in ex["data"].items() if k in declared or k == "_id"}
+                ex["meta"] = {}
+        size, cap = gate.size_of(data.get("inputs")), int(limits()["lit_saved_bytes"])
+        if size > cap:
+            raise InputError(f"inputs: {size:,} bytes of datapoints to keep; the limit here is {cap:,}")
         out = super()._post_new_data(data, dataset_name=dataset_name, **kw)
+        saved = out["load"].partition("saved_datapoints_id=")[2]
         with self._saved_datapoints_lock:
-            while len(self._saved_datapoints) > self.SAVED_SETS:
-                self._saved_datapoints.popitem(last=False)
+            self._saved_bytes = {k: v for k, v in self._saved_bytes.items() if k in self._saved_datapoints}
+            self._saved_bytes[saved] = size  # (a set removed by /remove_new_data no longer counts)
+            while self._saved_datapoints and (len(self._saved_datapoints) > self.SAVED_SETS
+                                              or sum(self._saved_bytes.values()) > cap):
+                gone, _ = self._saved_datapoints.popitem(last=False)
+                self._saved_bytes.pop(gone, None)
         return out
 
     # which of a request's URL parameters name what: checked before LIT reads them (a KeyError or an
@@ -328,6 +345,9 @@ class LensLitApp(lit_app.LitApp):
             if not isinstance(ex, dict) or not isinstance(ex.get("data"), dict):
                 raise InputError(f"inputs: datapoint {k}: expected {{\"id\", \"data\": {{...}}, \"meta\"}} or "
                                  "an example's id")
+            if name == "_post_new_data" and not (isinstance(ex.get("id"), str) and ex["id"]):
+                raise InputError(f"inputs: datapoint {k} has no id; a datapoint to keep is {{\"id\", \"data\": "
+                                 "{...}, \"meta\"}, its id its data's _id")
             if "dataset_name" in args and ex.get("id") != ex["data"].get("_id"):
                 raise InputError(f"inputs: datapoint {k}: its id is not its data's _id")
             if name in ("_get_interpretations", "_get_generated") and not ex["data"].get("_id"):

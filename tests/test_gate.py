@@ -492,3 +492,32 @@ def test_fuzz_every_lit_route_answers_in_one_line_or_in_json(hosted, route, body
         assert r.status_code in (400, 413, 503) and "\n" not in text.strip(), (path, text[:300])
     assert not any(leak in text for leak in LEAKS[:4]), (path, text[:300])
     assert client.get("/get_info").status_code == 200
+
+
+def test_kept_datapoints_hold_only_declared_fields_need_an_id_and_fit_a_byte_cap(hosted, monkeypatch):
+    """/post_new_data kept a field no dataset declares whole (eight 30 MB `junk` fields: +480 MB, all 200), and
+    answered a datapoint without an id with a 500 (KeyError); the sets it keeps are held to a byte cap in all."""
+    url, app, _models, _pair = hosted
+    row = _rows(["a fine film"], junk="J" * 100_000)
+    status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": row})
+    assert status == 200, body
+    link = json.loads(body)["load"]
+    kept = json.loads(_ok(_post(url, link.replace("?", "/fetch_new_data?"), {})))
+    assert "junk" not in json.dumps(kept) and "a fine film" in json.dumps(kept)
+    no_id = [{"data": {"sentence": "a fine film", "label": "positive"}, "meta": {}}]
+    status, body = _post(url, "/post_new_data?dataset_name=rows", {"inputs": no_id})
+    assert status == 400 and body.startswith("inputs: datapoint 0 has no id;"), body
+    # the byte cap: with room for about two sets of 20 datapoints, the oldest go; one set over it alone is refused
+    one = gate.size_of(_rows([f"a fine film number {i}" for i in range(20)]))
+    from lit_models import server
+
+    real = server.limits
+    monkeypatch.setattr(server, "limits", lambda: {**real(), "lit_saved_bytes": int(one * 2.5)})
+    links = [json.loads(_ok(_post(url, "/post_new_data?dataset_name=rows",
+                                  {"inputs": _rows([f"a fine film number {i} of set {s}" for i in range(20)])})))
+             for s in range(4)]
+    fetched = [_post(url, ln["load"].replace("?", "/fetch_new_data?"), {})[0] for ln in links]
+    assert fetched == [400, 400, 200, 200], fetched  # the two newest kept
+    status, body = _post(url, "/post_new_data?dataset_name=rows",
+                         {"inputs": _rows([f"a long kept film number {i}" for i in range(80)])})
+    assert status == 400 and "bytes of datapoints to keep; the limit here is" in body, body

@@ -63,6 +63,8 @@ def limits() -> dict:
         "lit_body_bytes": _env_number("ALBERT_LENS_LIT_BODY_MB", 64 if hosted else 1024) * 2**20,
         "lit_cache_bytes": _env_number("ALBERT_LENS_LIT_CACHE_MB", 256 if hosted else 2048) * 2**20,
         "lit_output_bytes": _env_number("ALBERT_LENS_LIT_OUTPUT_MB", 1024) * 2**20,
+        # LIT: the datapoint sets /post_new_data keeps for later page loads, all of them together
+        "lit_saved_bytes": _env_number("ALBERT_LENS_LIT_SAVED_MB", 32 if hosted else 512) * 2**20,
         # LIT: requests that run the models at once (lit_models/server.py); others wait for a slot
         "lit_slots": _env_number("ALBERT_LENS_LIT_SLOTS", 2 if hosted else 4),
         # explanations and batch jobs in child processes at a lower CPU priority (app/core/execution/workers.py)
