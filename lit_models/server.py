@@ -36,6 +36,7 @@ from app.core.api import (
     resolve_dataset,
     running,
     short_int,
+    surrogate_reason,
     unreadable,
     views,
 )
@@ -85,13 +86,52 @@ GENERATORS = (*_declared("counterfactual", "generator", LIT_GENERATORS), *LIT_ON
 
 
 class WordReplacer(word_replacer.WordReplacer):
-    """LIT's word replacer, its substitutions by default the counterfactual capability's `replacements`."""
+    """LIT's word replacer, its substitutions by default the counterfactual capability's `replacements`, bounded
+    before it builds anything: each input text and the substitutions held to the text cap, and what it would make
+    counted first (datapoints, and each one's length) and refused past the caps with its numbers. One 999-word
+    text with `a -> |||...` made 499,500 datapoints, a 1.13 GB answer."""
 
     def config_spec(self) -> lit_types.Spec:
         spec = super().config_spec()
         default = capabilities.get("counterfactual").option("replacements").default
         spec[word_replacer.SUBSTITUTIONS_KEY] = lit_types.TextSegment(default=default)
         return spec
+
+    def generate_all(self, inputs, model, dataset, config=None):
+        self.check(inputs, dataset, config or {})
+        return super().generate_all(inputs, model, dataset, config)
+
+    def check(self, inputs, dataset, config: dict) -> int:
+        """How many datapoints the request would make, after refusing it where that, an input, the substitutions
+        or a made text is past this server's caps."""
+        caps = limits()
+        chars, most = int(caps["max_chars"]), int(caps["max_examples"])
+        subs = config.get(word_replacer.SUBSTITUTIONS_KEY) or ""
+        if not isinstance(subs, str):
+            raise InputError(f"{word_replacer.SUBSTITUTIONS_KEY}: expected text, got {type(subs).__name__}")
+        check_length(word_replacer.SUBSTITUTIONS_KEY, subs, chars)
+        if (why := surrogate_reason(subs)) is not None:
+            raise InputError(f"{word_replacer.SUBSTITUTIONS_KEY}: {why}")
+        ignore = bool(config.get(word_replacer.IGNORE_CASING_KEY, True))
+        table = self.parse_subs_string(subs, ignore_casing=ignore) if subs else self.default_replacements
+        pattern = self._get_replacement_pattern(table, ignore)
+        made = 0
+        for ex in inputs or []:
+            for f in self._compute_fields_to_replace(dataset, config):
+                text = ex.get(f) if isinstance(ex, Mapping) else None
+                if not isinstance(text, str):
+                    continue
+                check_length(f, text, chars)
+                for m in (pattern.finditer(text) if pattern.pattern else ()):
+                    for target in table.get(m.group(0).lower() if ignore else m.group(0), ()):
+                        made += 1
+                        if made > most:
+                            raise InputError(f"{word_replacer.SUBSTITUTIONS_KEY}: these substitutions would make "
+                                             f"more than {most:,} datapoints; the limit here is {most:,}")
+                        if (n := len(text) - len(m.group(0)) + len(target)) > chars:
+                            raise InputError(f"{word_replacer.SUBSTITUTIONS_KEY}: a made text would be {n:,} "
+                                             f"characters long; the limit here is {chars:,}")
+        return made
 PAIRED = "vs the other model"  # the metrics table's columns read "vs the other model: p" etc.
 
 

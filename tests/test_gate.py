@@ -208,6 +208,33 @@ def test_generators_answer_with_their_probes_answered_light(hosted, generator, c
                                                                  "a fine film, and a awful cast too"]
 
 
+def test_the_word_replacer_is_bounded_by_what_it_would_make_before_it_makes_any(hosted):
+    """One 999-word text with `a -> ` and 500 targets made 499,500 datapoints (a 1.13 GB answer); a 100,000-
+    character text skipped the text cap; a lone surrogate in the substitutions came back inside a datapoint. Each
+    is refused up front with its numbers (hosted: 500 datapoints, 2,000 characters); a small request still works."""
+    from urllib.parse import quote
+
+    url, _app, _models, pair = hosted
+    path = f"/get_generated?model={pair.models[0].name}&dataset_name=rows&generator={quote('Word Replacer')}"
+
+    def generate(text, subs):
+        return _post(url, path, {"inputs": _rows([text]), "config": {"Substitutions": subs,
+                                                                    "Fields to replace": ["sentence"]}})
+
+    many = " ".join(["a"] * 999)
+    assert generate(many, "a -> " + "|".join(["b"] * 500)) == (
+        400, "Substitutions: these substitutions would make more than 500 datapoints; the limit here is 500")
+    text = "a fine film " * 160  # 1,920 characters: under the cap; one "fine" made 1,500 long is not
+    assert generate(text, "fine -> " + "x" * 1500) == (
+        400, f"Substitutions: a made text would be {len(text) - 4 + 1500:,} characters long; the limit here is 2,000")
+    status, body = generate("a fine film " * 9_000, "fine -> good")
+    assert status == 400 and body.endswith("characters long; the limit here is 2,000"), body
+    status, body = generate("a fine film", "fine -> \ud800")
+    assert status == 400 and body.startswith("Substitutions: ") and "surrogate" in body, body
+    status, body = generate("a fine film", "fine -> good|dull")
+    assert status == 200 and [g["data"]["sentence"] for g in json.loads(body)[0]] == ["a good film", "a dull film"]
+
+
 def test_a_request_whose_outputs_would_pass_the_memory_budget_is_refused_before_any_work(hosted, counted,
                                                                                             monkeypatch):
     url, _app, models, pair = hosted

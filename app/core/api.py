@@ -66,6 +66,7 @@ from .ground.data import (  # noqa: F401
     Example,
     blank_reason,  # LIT's new datapoints
     short_int,  # LIT's request bodies
+    surrogate_reason,  # LIT's generators' settings
 )
 from .ground.errors import InputError
 from .ground.jobs import (  # noqa: F401
