@@ -239,15 +239,29 @@ def test_a_request_whose_outputs_would_pass_the_memory_budget_is_refused_before_
                                                                                             monkeypatch):
     url, _app, models, pair = hosted
     model = models[pair.models[0].name]
-    assert model.max_output_bytes == 1024 * 2**20  # hosted: 1 GB
+    assert model.max_output_bytes == 256 * 2**20  # hosted: 256 MB of JSON
     one = model.output_bytes(model.tokens(model.example({"sentence": "a fine film, take one"})))
     monkeypatch.setattr(model, "max_output_bytes", 2 * one + one // 2)
     path = f"/get_preds?model={model.clf.name}&dataset_name=rows"
     status, text = _post(url, path, {"inputs": _rows([f"a fine film, take {k}" for k in ("one", "two", "six")])})
     assert status == 400 and not counted
-    assert text.startswith("inputs: these 3 texts' outputs would hold about ") and text.endswith(
+    assert text.startswith("inputs: these 3 texts' outputs would make about ") and text.endswith(
         "send fewer or shorter texts")
     assert _post(url, path, {"inputs": _rows(["a fine film, take one", "a fine film, take two"])})[0] == 200
+
+
+def test_the_output_estimate_is_the_json_answers_size(hosted):
+    """The output cap counted the arrays' bytes, 4 a number; LIT's JSON answer spends ~20 (40 texts estimated at
+    195 MB were answered with 1.15 GB). The estimate of one text with every output is now the answer's size, to
+    within a fifth (the answer also carries LIT's field names and the tokens)."""
+    url, _app, models, pair = hosted
+    model = models[pair.models[0].name]
+    texts = ["a fine film, take one", "a long and winding film about " + "many things " * 40]
+    for text in texts:
+        status, body = _post(url, f"/get_preds?model={model.clf.name}&dataset_name=rows", {"inputs": _rows([text])})
+        assert status == 200, body
+        want = model.output_bytes(model.tokens(model.example({"sentence": text})))
+        assert 0.8 <= want / len(body) <= 1.2, (want, len(body))
 
 
 # ------------------------------------------------------------------ 2 and 4. projections

@@ -102,5 +102,44 @@ def test_the_client_is_the_peer_or_the_address_the_trusted_proxy_saw():
     assert client_key("10.0.0.5", headers, proxies=1) == "1.2.3.4"
     assert client_key("10.0.0.5", headers, proxies=2) == "6.6.6.6"
     assert client_key("10.0.0.5", {}, proxies=1) == "10.0.0.5" and client_key(None) == "unknown"
+
+
+def test_forwarded_for_is_trusted_only_from_a_proxy():
+    """With ALBERT_LENS_PROXIES=1 (the Dockerfile's) and the server reached directly from a public address, a
+    rotating X-Forwarded-For made every request a new client (no 429 at all): a count is trusted only from a
+    private or loopback peer (a proxy on the host's own network), and named proxies only from themselves."""
+    import ipaddress
+
+    rotating = [{"x-forwarded-for": f"9.9.9.{i}"} for i in range(5)]
+    assert {client_key("8.8.8.8", h, proxies=1) for h in rotating} == {"8.8.8.8"}  # public peer: header ignored
+    assert {client_key("10.1.2.3", h, proxies=1) for h in rotating} == {f"9.9.9.{i}" for i in range(5)}
+    assert client_key("::1", {"x-forwarded-for": "1.2.3.4"}, proxies=1) == "1.2.3.4"  # loopback, IPv6
+    assert client_key("not an address", {"x-forwarded-for": "1.2.3.4"}, proxies=1) == "not an address"
+    named = (ipaddress.ip_network("10.0.0.0/8"), ipaddress.ip_network("172.17.0.1/32"))
+    chain = {"x-forwarded-for": "6.6.6.6, 1.2.3.4, 10.0.0.9"}  # forged, the client, an inner proxy
+    assert client_key("172.17.0.1", chain, proxies=named) == "1.2.3.4"
+    assert client_key("8.8.8.8", chain, proxies=named) == "8.8.8.8"  # not a named proxy: header ignored
+    assert client_key("10.0.0.2", {"x-forwarded-for": "10.0.0.7"}, proxies=named) == "10.0.0.7"  # all proxies
+
+
+@pytest.mark.parametrize("raw, want", [("", 0), ("1", 1),
+                                       ("10.0.0.0/8, 172.17.0.1", ("10.0.0.0/8", "172.17.0.1/32"))])
+def test_the_proxies_setting_is_a_count_or_addresses(monkeypatch, raw, want):
+    from app.core.ground import policy
+
+    monkeypatch.setenv("ALBERT_LENS_PROXIES", raw)
+    got = policy.limits()["proxies"]
+    assert (got if isinstance(got, int) else tuple(str(n) for n in got)) == want
+
+
+@pytest.mark.parametrize("raw, says", [("11", "'11' is more than 10 proxies"),
+                                       ("proxy.local", "'proxy.local' is neither a count of proxies")])
+def test_a_bad_proxies_setting_names_itself(monkeypatch, raw, says):
+    from app.core.ground import policy
+    from app.core.ground.errors import InputError
+
+    monkeypatch.setenv("ALBERT_LENS_PROXIES", raw)
+    with pytest.raises(InputError, match=f"^ALBERT_LENS_PROXIES: {says}"):
+        policy.limits()
     with pytest.raises(ValueError, match="per_client: 3 is not from 1 to slots"):
         Shares(slots=2, per_client=3, waiting=0)

@@ -252,7 +252,7 @@ def serve(demo: gr.Blocks, **launch_kw) -> tuple:
 
     demo.app.user_middleware.insert(0, Middleware(
         ShareAtTheDoor, most=int(caps["client_slots"]) + int(caps["client_waiting"]), rate=caps["client_rate"],
-        proxies=int(caps["proxies"])))
+        proxies=caps["proxies"]))
     demo.app.middleware_stack = None  # rebuilt at the next request, with debug off and the share at the door
     if block:
         demo.block_thread()
@@ -267,8 +267,8 @@ class ShareAtTheDoor:
     6.3 s), and a client within its slots but asking as fast as it is answered still took half the cores. One event
     loop runs this, so the counts need no lock."""
 
-    def __init__(self, app, most: int, rate: float | None = None, proxies: int = 0, prefix: str = "/gradio_api/run/",
-                 pause_s: float = 1.0):
+    def __init__(self, app, most: int, rate: float | None = None, proxies: int | tuple = 0,
+                 prefix: str = "/gradio_api/run/", pause_s: float = 1.0):
         self.app, self.most, self.rate, self.proxies, self.prefix = app, most, rate, proxies, prefix
         self.pause_s = pause_s
         self.inflight: dict[str, int] = {}

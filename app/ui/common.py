@@ -261,7 +261,7 @@ def direct(handler: Callable, slots: int = DIRECT_SLOTS, shown_error: Callable[[
     caps = api.limits()
     shares = api.Shares(slots, min(slots, int(caps["client_slots"])), int(caps["client_waiting"]),
                         wait_s=float(caps["request_seconds"]), what=handler.__name__.removeprefix("do_"))
-    proxies = int(caps["proxies"])
+    proxies = caps["proxies"]
 
     @functools.wraps(handler)
     def gated(*args, **kwargs):

@@ -97,12 +97,42 @@ class Shares:
                     "waiting": {c: len(q) for c, q in self._queued.items() if q}}
 
 
-def client_key(peer: str | None, headers: Mapping[str, str] | None = None, proxies: int = 0) -> str:
-    """The address a request came from. Behind `proxies` trusted reverse proxies (a Space's), the address the
-    nearest of them saw, from X-Forwarded-For's right end: entries to its left are the client's own to forge.
-    Without proxies the header is ignored for the same reason."""
-    if proxies > 0 and headers is not None:
-        forwarded = [h.strip() for h in str(headers.get("x-forwarded-for", "")).split(",") if h.strip()]
-        if len(forwarded) >= proxies:
+def client_key(peer: str | None, headers: Mapping[str, str] | None = None, proxies: int | tuple = 0) -> str:
+    """The address a request came from. X-Forwarded-For is read only from a trusted proxy: with a count of
+    `proxies`, when the peer is a private or loopback address (a proxy on the host's own network: a Space's), the
+    address the nearest of them saw, from the header's right end (entries to its left are the client's own to
+    forge); with the proxies' networks, when the peer is one of them, the right-most entry that is not. From
+    anyone else the header is ignored: a client reaching the server directly can write any address in it."""
+    peer_key = (peer or "unknown")[:64]
+    if not proxies or headers is None:
+        return peer_key
+    forwarded = [h.strip() for h in str(headers.get("x-forwarded-for", "")).split(",") if h.strip()]
+    if isinstance(proxies, int):
+        if _private(peer) and len(forwarded) >= proxies:
             return forwarded[-proxies][:64]
-    return (peer or "unknown")[:64]
+        return peer_key
+    if not _within(peer, proxies):
+        return peer_key
+    for hop in reversed(forwarded):
+        if not _within(hop, proxies):
+            return hop[:64]
+    return (forwarded[0] if forwarded else peer_key)[:64]
+
+
+def _address(text: str | None):
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(str(text or "").strip())
+    except ValueError:
+        return None
+
+
+def _private(peer: str | None) -> bool:
+    ip = _address(peer)
+    return ip is not None and (ip.is_private or ip.is_loopback)
+
+
+def _within(address: str | None, networks: tuple) -> bool:
+    ip = _address(address)
+    return ip is not None and any(ip.version == n.version and ip in n for n in networks)

@@ -62,7 +62,7 @@ def limits() -> dict:
         # request's outputs may hold (every layer's attention grows with a text's tokens squared)
         "lit_body_bytes": _env_number("ALBERT_LENS_LIT_BODY_MB", 64 if hosted else 1024) * 2**20,
         "lit_cache_bytes": _env_number("ALBERT_LENS_LIT_CACHE_MB", 256 if hosted else 2048) * 2**20,
-        "lit_output_bytes": _env_number("ALBERT_LENS_LIT_OUTPUT_MB", 1024) * 2**20,
+        "lit_output_bytes": _env_number("ALBERT_LENS_LIT_OUTPUT_MB", 256 if hosted else 1024) * 2**20,
         # LIT: the datapoint sets /post_new_data keeps for later page loads, all of them together
         "lit_saved_bytes": _env_number("ALBERT_LENS_LIT_SAVED_MB", 32 if hosted else 512) * 2**20,
         # LIT: requests that run the models at once (lit_models/server.py); others wait for a slot
@@ -83,13 +83,27 @@ def limits() -> dict:
     }
 
 
-def _proxies() -> int:
+def _proxies() -> int | tuple:
+    """Whose X-Forwarded-For is trusted: a count of reverse proxies (a Space: 1), trusted only when the peer is
+    itself a private or loopback address (a proxy of the host's own network), or the proxies' addresses and
+    networks, comma-separated (`10.0.0.0/8, 172.17.0.1`), trusted only when the peer is one of them."""
+    import ipaddress
+
     raw = os.environ.get("ALBERT_LENS_PROXIES", "").strip()
     if not raw:
         return 0
-    if not (raw.isascii() and raw.isdigit() and int(raw) <= 10):
-        raise InputError(f"ALBERT_LENS_PROXIES: {raw[:20]!r} is not a whole number from 0 to 10")
-    return int(raw)
+    if raw.isascii() and raw.isdigit():
+        if int(raw) > 10:
+            raise InputError(f"ALBERT_LENS_PROXIES: {raw[:20]!r} is more than 10 proxies")
+        return int(raw)
+    nets = []
+    for part in raw.split(","):
+        try:
+            nets.append(ipaddress.ip_network(part.strip(), strict=False))
+        except ValueError:
+            raise InputError(f"ALBERT_LENS_PROXIES: {part.strip()[:40]!r} is neither a count of proxies (0 to 10) "
+                             "nor an address or network (10.0.0.0/8)") from None
+    return tuple(nets)
 
 
 def hosted() -> bool:
