@@ -562,3 +562,35 @@ def test_kept_datapoints_hold_only_declared_fields_need_an_id_and_fit_a_byte_cap
     status, body = _post(url, "/post_new_data?dataset_name=rows",
                          {"inputs": _rows([f"a long kept film number {i}" for i in range(80)])})
     assert status == 400 and "bytes of datapoints to keep; the limit here is" in body, body
+
+
+WORDS = st.sampled_from(["a", "fine", "film", "A", "FILM", ".", "é", "\u3164", "\ud800", "x" * 400, "->", "|", ","])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.lists(WORDS, min_size=1, max_size=60).map(" ".join),
+       sources=st.lists(WORDS, min_size=1, max_size=3), targets=st.lists(WORDS, min_size=0, max_size=300),
+       ignore=st.booleans())
+def test_fuzz_the_word_replacer_answers_within_the_caps_or_refuses_in_one_line(hosted, text, sources, targets,
+                                                                               ignore):
+    """Hostile substitutions (many targets, long ones, surrogates, separators) on hostile texts: a 200 holds at
+    most `max_examples` datapoints, each within the text cap, or a one-line 400 says which cap."""
+    from werkzeug.test import Client
+
+    from app.core.ground import policy
+
+    _url, app, _models, pair = hosted
+    caps = policy.limits()
+    subs = ", ".join(f"{s} -> {'|'.join(targets)}" for s in sources)
+    body = {"inputs": _rows([text[:1990]]), "config": {"Substitutions": subs, "Fields to replace": ["sentence"],
+                                                         "ignore_casing": ignore}}
+    r = Client(app).post(f"/get_generated?model={pair.models[0].name}&dataset_name=rows&generator=Word%20Replacer",
+                         data=json.dumps(body), content_type="application/json")
+    answer = r.get_data(as_text=True)
+    if r.status_code == 200:
+        made = json.loads(answer)[0]
+        assert len(made) <= caps["max_examples"]
+        assert all(len(g["data"]["sentence"]) <= caps["max_chars"] for g in made)
+    else:
+        assert r.status_code == 400 and "\n" not in answer.strip(), answer[:300]
+        assert not any(leak in answer for leak in LEAKS[:4]), answer[:300]
