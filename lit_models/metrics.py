@@ -16,7 +16,7 @@ from lit_nlp.api import dataset as lit_dataset
 from lit_nlp.api import model as lit_model
 from lit_nlp.api import types as lit_types
 
-from app.core.api import Example, compare_accuracy, compare_correlation
+from app.core.api import Example, compare_accuracy, compare_correlation, views
 from app.core.api import predict_examples as predict
 from app.core.ground.errors import InputError
 
@@ -57,7 +57,7 @@ class PairedComparison(lit_components.Metrics):
             "95% high": lit_types.MetricResult(description="upper end of the paired bootstrap 95% interval of the gap"),
             "p": lit_types.MetricResult(
                 description="two-sided p-value of 'no gap': McNemar's exact test on the examples exactly one "
-                            "model gets right (regression: paired bootstrap)"),
+                            "model gets right (regression: paired bootstrap); small ones in scientific notation"),
             "n": lit_types.MetricResult(description="labelled examples compared"),
         }
 
@@ -92,16 +92,21 @@ class PairedComparison(lit_components.Metrics):
         if labelled and other.task.fields == this.task.fields:
             gold = [ex[LABEL] for ex in labelled]
             mine, theirs = self._outputs(this, texts), self._outputs(other, texts)  # a refusal reaches the visitor
+            # one test per pair, in the pair's order: the second model's row is the first's mirrored (its interval
+            # negated end for end), not a second bootstrap whose ends differ by chance
+            flip = len(self._pair) > 1 and this is self._pair[1]
+            a, b = (theirs, mine) if flip else (mine, theirs)
             try:
                 if this.clf.is_regression:
-                    cmp = compare_correlation([float(g) for g in gold], mine, theirs)
+                    cmp = compare_correlation([float(g) for g in gold], a, b)
                 else:
-                    cmp = compare_accuracy(gold, mine, theirs)
+                    cmp = compare_accuracy(gold, a, b)
             except InputError:  # too few examples, or a constant score: the gap is undefined
                 cmp = None
             if cmp is not None:
-                low, high = cmp["difference_interval"]
-                metrics |= {"other − this": cmp["difference"], "95% low": low, "95% high": high,
-                            "p": cmp["p_value"]}
+                sign = -1.0 if flip else 1.0
+                low, high = sorted((sign * cmp["difference_interval"][0], sign * cmp["difference_interval"][1]))
+                metrics |= {"other − this": sign * cmp["difference"], "95% low": low, "95% high": high,
+                            "p": views.p_text(cmp["p_value"])}
         metrics["n"] = float(len(labelled))  # LIT's own N counts the unlabelled too
         return [{"pred_key": key, "label_key": LABEL, "metrics": metrics}]

@@ -7,6 +7,7 @@ import pytest
 
 from app.core.execution.inference import predict
 from app.core.ground.data import Example
+from app.core.present import views
 from app.core.techniques.saliency import GradientXInput
 from app.core.techniques.timing import TextCost
 from lit_models.models import LensModel, models_for
@@ -182,7 +183,10 @@ def test_metrics_table_has_the_paired_test_of_the_selection(lit_server):
     assert got[0]["other − this"] == pytest.approx(core["difference"])
     assert [got[0]["95% low"], got[0]["95% high"]] == pytest.approx(core["difference_interval"])
     assert got[1]["other − this"] == pytest.approx(-core["difference"])
-    assert got[0]["p"] == got[1]["p"] == pytest.approx(core["p_value"])
+    # the two rows are one test, mirrored: the second's interval is the first's negated end for end
+    assert [got[1]["95% low"], got[1]["95% high"]] == pytest.approx([-got[0]["95% high"], -got[0]["95% low"]])
+    assert got[0]["p"] == got[1]["p"] == views.p_text(core["p_value"])
+    assert float(got[0]["p"]) == pytest.approx(core["p_value"], rel=1e-2)
 
 
 def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs, tmp_path, tiny_pair):
@@ -207,7 +211,7 @@ def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs
     core = compare_correlation([e.label for e in ds.examples], b, a)
     assert res["pred_key"] == "score" and res["metrics"]["n"] == 30
     assert res["metrics"]["other − this"] == pytest.approx(core["difference"], abs=1e-9)
-    assert res["metrics"]["p"] == pytest.approx(core["p_value"])
+    assert float(res["metrics"]["p"]) == pytest.approx(core["p_value"], rel=1e-2)
     (none,) = paired.run([{**ex, "label": None} for ex in lit_ds.examples], models[0], lit_ds)
     assert none["metrics"] == {"n": 0.0}
 

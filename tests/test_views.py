@@ -248,3 +248,12 @@ def test_highlight_reads_the_words_places_from_the_map(tiny_pair):
     for m in res["maps"]:
         assert [text[a:b] for a, b in m["spans"]] == m["words"]
         assert highlight(m, [text]) == highlight({k: v for k, v in m.items() if k != "spans"}, [text])
+
+
+@pytest.mark.parametrize("p, shown", [(1.66e-4, "0.000166"), (3e-12, "3e-12"), (0.0505, "0.0505"), (1.0, "1"),
+                                      (2.5e-5, "2.5e-05")])
+def test_a_p_value_keeps_its_digits_however_small(p, shown):
+    """LIT's Metrics table printed McNemar's p = 1.66e-4 as "0.000"; LIT gets the app's own words for it."""
+    from app.core.present import views
+
+    assert views.p_text(p) == shown and float(shown) == pytest.approx(p, rel=1e-2)

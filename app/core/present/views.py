@@ -19,12 +19,19 @@ def format_mean(m: dict) -> str:
     return "n/a" if m["mean"] is None else f"{m['mean']:.3f} [{m['interval'][0]:.3f}, {m['interval'][1]:.3f}]"
 
 
+def p_text(p: float) -> str:
+    """A p-value as the views write it: three significant digits, the smallest in scientific notation
+    (0.000166, 3e-12; never LIT's "0.000")."""
+    return f"{p:.3g}"
+
+
 def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: float = 0.05) -> str:
     """One sentence a reader can act on: the gap, its interval, and whether it is more than chance."""
     metric, (a, b), d = cmp["metric"], names, cmp["difference"]
     lo, hi = cmp["difference_interval"]
     pct = f"{int(round(100 * cmp['confidence']))}%"
-    lead = f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}); p = {cmp['p_value']:.3g} ({cmp['test']})"
+    lead = (f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}); p = {p_text(cmp['p_value'])} "
+            f"({cmp['test']})")
     if cmp["p_value"] < alpha:
         return f"{lead}: {b if d > 0 else a}'s {metric} is higher beyond chance on these {cmp['n']:,} {unit}"
     return f"{lead}: not distinguishable from chance on these {cmp['n']:,} {unit}"
