@@ -3,6 +3,7 @@ salience (gradient norm, gradient x input, integrated gradients, LIME) and the g
 HotFlip, ablation flip, scrambler). Binds 127.0.0.1 unless told otherwise."""
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -464,9 +465,13 @@ def _plain(start_response, status: int, message: str):
 
 
 class ThreadedServer:
-    """LIT's app on werkzeug's threaded WSGI server, each request in a thread of its own, so that the page and
-    /get_info answer while a prediction runs (LIT's own servers, werkzeug's `run_simple` and wsgiref, answer one
-    request at a time). `serve(block=False)` returns at once, as LIT's notebook server does; `stop()` ends it."""
+    """LIT's app on waitress, a production WSGI server: connections are read by one event loop (a connection that
+    never finishes its headers holds a socket, not a thread) and requests run on a bounded pool of threads, so the
+    page and /get_info answer while a prediction runs. Each peer address holds at most `limits()["lit_per_address"]`
+    connections (more are closed as they arrive), the server at most `lit_connections`, and a connection idle past
+    `lit_idle_seconds` is closed. (werkzeug's development server, before it, started a thread per connection: 1,200
+    half-open connections from one client took it to 1,033 threads and every other visitor's request was dropped.)
+    `serve(block=False)` returns at once, as LIT's notebook server does; `stop()` ends it."""
 
     def __init__(self, app, host: str = "127.0.0.1", port: int | None = None, **unused):
         self.app, self._host, self._port = app, host, port
@@ -477,31 +482,73 @@ class ThreadedServer:
     def port(self) -> int:
         if self._server is None:
             raise RuntimeError("server not started")
-        return self._server.server_port
+        return int(self._server.effective_port)
 
     def serve(self, block: bool = True) -> None:
-        from werkzeug.serving import make_server as werkzeug_server
+        from waitress.server import create_server
 
-        self._server = werkzeug_server(self._host, self._port or 0, self.app, threaded=True)
+        caps = limits()
+        self._server = create_server(
+            self.app, host=self._host, port=self._port or 0, ident="albert-lens",
+            threads=int(caps["lit_slots"]) + 4,  # the model work's slots, and room for the page's light requests
+            connection_limit=int(caps["lit_connections"]), channel_timeout=int(caps["lit_idle_seconds"]),
+            cleanup_interval=max(1, int(caps["lit_idle_seconds"]) // 4),
+            max_request_body_size=int(caps["lit_body_bytes"]) + 2**20)  # the app answers a body past its cap itself
+        _cap_per_address(self._server, int(caps["lit_per_address"]))
         if block:
             try:
-                self._server.serve_forever()
+                self._server.run()
             except KeyboardInterrupt:
                 pass
             finally:
-                self._server.server_close()
+                self._close()
             return
-        self._thread = threading.Thread(target=self._server.serve_forever, name="lit-server", daemon=True)
+        self._thread = threading.Thread(target=self._server.run, name="lit-server", daemon=True)
         self._thread.start()
+
+    def _close(self) -> None:
+        server = self._server
+        for channel in list(server._map.values()):  # the listening socket, its trigger and every connection
+            with contextlib.suppress(Exception):
+                channel.close()
+        server.task_dispatcher.shutdown()
 
     def stop(self) -> None:
         if self._server is None:
             return
-        self._server.shutdown()
-        self._server.server_close()
+        self._close()
         if self._thread is not None:
-            self._thread.join()
+            self._thread.join(timeout=30)
         self._server = self._thread = None
+
+
+def _cap_per_address(server, most: int) -> None:
+    """`server` (waitress's) closes a connection as it arrives where its peer address already holds `most`."""
+    from waitress.channel import HTTPChannel
+
+    def peer(addr) -> str:
+        return str(addr[0] if isinstance(addr, tuple) else addr)
+
+    def handle_accept() -> None:
+        try:
+            accepted = server.accept()
+            if accepted is None:
+                return
+            conn, addr = accepted
+            server.set_socket_options(conn)
+        except OSError:
+            return
+        addr = server.fix_addr(addr)
+        held = sum(1 for ch in list(server._map.values())
+                   if isinstance(ch, HTTPChannel) and peer(getattr(ch, "addr", "")) == peer(addr))
+        if held >= most:
+            log.warning("LIT: %s holds %d connections, the most one address may; one more closed", peer(addr),
+                        held)
+            conn.close()
+            return
+        server.channel_class(server, conn, addr, server.adj, map=server._map)
+
+    server.handle_accept = handle_accept
 
 
 class LensServer(dev_server.Server):

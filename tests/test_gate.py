@@ -594,3 +594,44 @@ def test_fuzz_the_word_replacer_answers_within_the_caps_or_refuses_in_one_line(h
     else:
         assert r.status_code == 400 and "\n" not in answer.strip(), answer[:300]
         assert not any(leak in answer for leak in LEAKS[:4]), answer[:300]
+
+
+def test_half_open_connections_from_one_client_leave_other_visitors_served(hosted):
+    """1,200 connections that never finished their headers took werkzeug's development server to 1,033 threads and
+    dropped every other visitor's request. On waitress they hold sockets, not threads, and one address holds at most
+    `lit_per_address` (hosted: 16): the rest are closed as they arrive, and another visitor's /get_info answers."""
+    import select
+    import socket
+    import threading
+
+    from app.core.ground import policy
+
+    url, _app, _models, _pair = hosted
+    port = int(url.rsplit(":", 1)[1])
+    most = policy.limits()["lit_per_address"]
+    threads_before = threading.active_count()
+    held = []
+    try:
+        for _ in range(300):
+            s = socket.socket()
+            s.bind(("127.0.0.2", 0))  # another loopback address: another client than the visitor below
+            s.connect(("127.0.0.1", port))
+            s.sendall(b"GET /get_info HTTP/1.1\r\nHost: lit\r\nX-Slow: ")  # headers never finished
+            held.append(s)
+        assert _post(url, "/get_info", {})[0] == 200  # the visitor, from 127.0.0.1
+        assert threading.active_count() <= threads_before + 2  # no thread per connection
+        open_now = 0
+        for s in held:  # a connection the server closed reads as end of file
+            ready, _, _ = select.select([s], [], [], 0.5 if open_now == 0 else 0)
+            if not ready:
+                open_now += 1
+            else:
+                try:
+                    open_now += bool(s.recv(1, socket.MSG_PEEK))
+                except OSError:
+                    pass
+        assert open_now <= most, (open_now, most)
+    finally:
+        for s in held:
+            s.close()
+    assert _post(url, "/get_info", {})[0] == 200

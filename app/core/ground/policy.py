@@ -67,6 +67,11 @@ def limits() -> dict:
         "lit_saved_bytes": _env_number("ALBERT_LENS_LIT_SAVED_MB", 32 if hosted else 512) * 2**20,
         # LIT: requests that run the models at once (lit_models/server.py); others wait for a slot
         "lit_slots": _env_number("ALBERT_LENS_LIT_SLOTS", 2 if hosted else 4),
+        # LIT's server (waitress): connections one peer address may hold, all of them, and the seconds one may sit
+        # idle (a connection that never finishes its headers included) before it is closed
+        "lit_per_address": _env_number("ALBERT_LENS_LIT_PER_ADDRESS", 16 if hosted else 256),
+        "lit_connections": _env_number("ALBERT_LENS_LIT_CONNECTIONS", 512 if hosted else 1024),
+        "lit_idle_seconds": _env_number("ALBERT_LENS_LIT_IDLE_SECONDS", 30 if hosted else 120),
         # explanations and batch jobs in child processes at a lower CPU priority (app/core/execution/workers.py)
         "worker_processes": _flag("ALBERT_LENS_WORKERS") if os.environ.get("ALBERT_LENS_WORKERS", "").strip()
         else hosted,
