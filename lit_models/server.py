@@ -526,6 +526,9 @@ def _cap_per_address(server, most: int) -> None:
     """`server` (waitress's) closes a connection as it arrives where its peer address already holds `most`."""
     from waitress.channel import HTTPChannel
 
+    said: dict[str, float] = {}
+    closed: dict[str, int] = {}
+
     def peer(addr) -> str:
         return str(addr[0] if isinstance(addr, tuple) else addr)
 
@@ -542,9 +545,13 @@ def _cap_per_address(server, most: int) -> None:
         held = sum(1 for ch in list(server._map.values())
                    if isinstance(ch, HTTPChannel) and peer(getattr(ch, "addr", "")) == peer(addr))
         if held >= most:
-            log.warning("LIT: %s holds %d connections, the most one address may; one more closed", peer(addr),
-                        held)
             conn.close()
+            now, who = time.monotonic(), peer(addr)
+            closed[who] = closed.get(who, 0) + 1
+            if now - said.get(who, -60.0) >= 60.0:  # one line a minute per address: a flood must not flood the log
+                said[who] = now
+                log.warning("LIT: %s holds %d connections, the most one address may; %d more closed since the "
+                            "last such line", who, held, closed.pop(who))
             return
         server.channel_class(server, conn, addr, server.adj, map=server._map)
 

@@ -596,7 +596,7 @@ def test_fuzz_the_word_replacer_answers_within_the_caps_or_refuses_in_one_line(h
         assert not any(leak in answer for leak in LEAKS[:4]), answer[:300]
 
 
-def test_half_open_connections_from_one_client_leave_other_visitors_served(hosted):
+def test_half_open_connections_from_one_client_leave_other_visitors_served(hosted, caplog):
     """1,200 connections that never finished their headers took werkzeug's development server to 1,033 threads and
     dropped every other visitor's request. On waitress they hold sockets, not threads, and one address holds at most
     `lit_per_address` (hosted: 16): the rest are closed as they arrive, and another visitor's /get_info answers."""
@@ -610,6 +610,7 @@ def test_half_open_connections_from_one_client_leave_other_visitors_served(hoste
     port = int(url.rsplit(":", 1)[1])
     most = policy.limits()["lit_per_address"]
     threads_before = threading.active_count()
+    caplog.set_level("WARNING", logger="albert_lens.lit")
     held = []
     try:
         for _ in range(300):
@@ -631,6 +632,8 @@ def test_half_open_connections_from_one_client_leave_other_visitors_served(hoste
                 except OSError:
                     pass
         assert open_now <= most, (open_now, most)
+        said = [r.getMessage() for r in caplog.records if "the most one address may" in r.getMessage()]
+        assert len(said) == 1 and said[0].startswith("LIT: 127.0.0.2 holds 16 connections"), said  # not 284 lines
     finally:
         for s in held:
             s.close()
