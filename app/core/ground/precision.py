@@ -262,6 +262,11 @@ def timed(fp, low, asked: str) -> dict:
     return hit
 
 
+def _shown(seconds: float) -> float:
+    """Seconds to four significant digits, as a choice's timing shows them (never 0: a ratio divides by it)."""
+    return max(float(f"{seconds:.4g}"), 1e-9)
+
+
 def choose(fp_models, low_models, asked: str, force: bool) -> dict:
     """Which precision answers a pair asked for `asked` on the CPU: {"asked", "used", "why", "forced",
     "emulated", "timing"}. `asked` answers only where both models' forward passes together take at most
@@ -273,12 +278,14 @@ def choose(fp_models, low_models, asked: str, force: bool) -> dict:
     from .device import cpu_name
 
     times = [timed(fp, low, asked) for fp, low in zip(fp_models, low_models)]
-    f32, low = sum(t["fp32_s"] for t in times), sum(t["asked_s"] for t in times)
+    # the times as shown (four significant digits: a tiny model's forward takes well under a millisecond), and
+    # the ratio and the choice made from those very numbers, so that "took 5.43x" is what the timing shown says
+    f32, low = _shown(sum(t["fp32_s"] for t in times)), _shown(sum(t["asked_s"] for t in times))
     ratio = low / f32
     emulated = asked == "bf16" and sum(t.get("emulated_s", float("inf")) for t in times) < low
-    timing = {"fp32_s": round(f32, 4), f"{asked}_s": round(low, 4)}
+    timing = {"fp32_s": f32, f"{asked}_s": low}
     if asked == "bf16":
-        timing["bf16_emulated_s"] = round(sum(t["emulated_s"] for t in times), 4)
+        timing["bf16_emulated_s"] = _shown(sum(t["emulated_s"] for t in times))
     took = f"{asked} took {ratio:.2f}x fp32's time on this CPU ({cpu_name()})"
     one_f, one_q = sum(t["fp32_one_s"] for t in times), sum(t["asked_one_s"] for t in times)
     # one input at a time (Compare): its own timing, as small batches favour another precision than large ones
