@@ -156,8 +156,7 @@ def _png_folder(path: str | None) -> None:
 
 def _save_figure(draw, path: str | None) -> None:
     """`draw()` makes the figure, only when a path asks for it; said on stderr so --json output stays JSON."""
-    if path:
-        _png_folder(path)
+    if path:  # its folder was checked before any work (`main`)
         figure = draw()
         try:
             figure.savefig(path, dpi=110)

@@ -25,11 +25,11 @@ from app.core.api import (
     TextCost,
     check_examples,
     check_length,
+    check_readable,
     checkpoint,
     current_job,
     get_classifier,
     inspect,
-    unreadable,
 )
 from app.core.ground.errors import InputError
 
@@ -194,9 +194,7 @@ class LensModel(lit_model.BatchedModel):
                 check_length(f, text, self.max_chars)
             texts.append(text)
         ex = check_examples(self.task, [Example(tuple(texts))])[0]
-        for f, text in zip(self.task.fields, ex.texts):
-            if (why := unreadable(self.pair_models, text)) is not None:  # the app's check, the pair's tokenizers
-                raise InputError(f"field {f!r} {why}")
+        check_readable(self.pair_models, zip(self.task.fields, ex.texts))  # the app's check, the pair's tokenizers
         return ex
 
     def admit(self, inputs: list) -> None:

@@ -32,13 +32,13 @@ from app.core.api import (
     bounded_log_lines,
     capabilities,
     check_length,
+    check_readable,
     limits,
     public_message,
     resolve_dataset,
     running,
     short_int,
     surrogate_reason,
-    unreadable,
     views,
 )
 from app.core.ground.errors import InputError, LensError
@@ -299,8 +299,7 @@ class LensLitApp(lit_app.LitApp):
                     check_length(f, text, int(caps["max_chars"]))
                     if (why := blank_reason(text)) is not None:
                         raise InputError(f"field {f!r} {why}")
-                    if text and (why := unreadable(self._classifiers(), text)) is not None:
-                        raise InputError(f"field {f!r} {why}")
+                    check_readable(self._classifiers(), [(f, text)])
 
     def _classifiers(self) -> list:
         """The served models' classifiers (under LIT's caching wrappers)."""

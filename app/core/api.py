@@ -44,6 +44,7 @@ from .execution.inference import check_examples  # noqa: F401 - LIT's datapoints
 from .execution.inference import predict as predict_examples  # noqa: F401
 from .execution.inputs import (  # noqa: F401 - what a request names, read (the front ends' dataset fields and slices)
     ascii_digits,
+    check_readable,  # LIT's datapoints: what no model reads
     dataset_of,
     default_dataset,
     example_from,
@@ -54,7 +55,6 @@ from .execution.inputs import (  # noqa: F401 - what a request names, read (the 
     shipped_examples,
     slice_ranges,
     slice_spec,
-    unreadable,  # LIT's new datapoints: what no model reads
 )
 from .execution.pair import Pair
 from .execution.shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict

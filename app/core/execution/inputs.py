@@ -29,10 +29,16 @@ def example_from(pair: Pair, text: str | None, text2: str | None = None) -> Exam
         check_length(name, t, cap)
         texts.append(t.replace("\x00", " "))
     ex = check_examples(pair.task, [Example(tuple(texts))])[0]
-    for name, text in zip(fields, ex.texts):
-        if (why := unreadable(pair.models, text)) is not None:
-            raise InputError(f"field {name!r} {why}")
+    check_readable(pair.models, zip(fields, ex.texts))
     return ex
+
+
+def check_readable(models, named_texts) -> None:
+    """Each (field, text) refused, naming the field, where none of `models` reads the text (`unreadable`): the
+    app's inputs, LIT's datapoints and the ones it keeps."""
+    for name, text in named_texts:
+        if text and (why := unreadable(models, text)) is not None:
+            raise InputError(f"field {name!r} {why}")
 
 
 def read_pieces(tok, text: str) -> list[str]:

@@ -77,28 +77,24 @@ def _locked(name: str):
 
 def _acquire(handle, fcntl, name: str) -> bool:
     """The lock taken (True), or given up after `LOCK_WAIT_S` (False)."""
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return True
-    except BlockingIOError:
-        pass
-    except OSError:
-        return False
-    log.warning("waiting up to %.0f s for another process's timing of %s (lock: %s)", LOCK_WAIT_S, name,
-                handle.name)
-    deadline = time.monotonic() + LOCK_WAIT_S
-    while time.monotonic() < deadline:
-        time.sleep(0.1)
+    deadline = None
+    while True:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return True
         except BlockingIOError:
-            continue
+            pass
         except OSError:
             return False
-    log.warning("%s: the other process still holds %s after %.0f s; timing here instead", name, handle.name,
-                LOCK_WAIT_S)
-    return False
+        if deadline is None:
+            log.warning("waiting up to %.0f s for another process's timing of %s (lock: %s)", LOCK_WAIT_S, name,
+                        handle.name)
+            deadline = time.monotonic() + LOCK_WAIT_S
+        elif time.monotonic() >= deadline:
+            log.warning("%s: the other process still holds %s after %.0f s; timing here instead", name,
+                        handle.name, LOCK_WAIT_S)
+            return False
+        time.sleep(0.1)
 
 
 def _read(path, *, quiet: bool = False) -> dict:
