@@ -538,3 +538,78 @@ def test_the_door_refuses_a_client_past_its_rate_before_the_app_reads_it():
     assert out[4][1] == ("your address sent more than 2 requests a second, its share here; wait for an answer "
                          "before sending more")
     assert len(seen) == 7 and door.inflight == {}
+
+
+def test_one_client_flooding_the_queue_is_held_to_its_share_and_another_clients_job_goes_next(tiny_pair,
+                                                                                           monkeypatch):
+    """Issue 70: 30 queued /saliency calls from one gradio_client made another visitor's /saliency take 185 s
+    (0.5 s alone): Gradio's queue served first come, first served, and was everyone's. Hosted, a client (its
+    address; here behind a trusted proxy, as on a Space) may have `client_jobs` jobs running and waiting across
+    every queued endpoint; its next join is refused at the door with 429, the wait and Retry-After; and a freed
+    slot goes to the client holding fewest: the other client's job runs before the flood's waiting ones."""
+    import re
+
+    import httpx
+
+    from app.core import api
+    from app.ui import build, serve
+
+    order, release = [], threading.Event()
+    real = api.saliency
+
+    def saliency(pair, text=None, *args, **kwargs):
+        order.append(text)
+        if text.startswith("FLOOD"):
+            assert release.wait(60)
+        return real(pair, text, *args, **kwargs)
+
+    monkeypatch.setattr(api, "saliency", saliency)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ALBERT_LENS_HOSTED", "1")
+        mp.setenv("ALBERT_LENS_PROXIES", "1")  # the peer is loopback: X-Forwarded-For names the client
+        mp.setattr(policy, "_READABLE", [])
+        most = policy.limits()["client_jobs"]
+        assert most == 4
+        demo = build(tiny_pair)
+        _, url, _ = serve(demo, server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                          quiet=True)
+    try:
+        from gradio_client import Client
+
+        from .conftest import _tls_context
+
+        def client(address):
+            return Client(url, verbose=False, ssl_verify=_tls_context(), headers={"X-Forwarded-For": address})
+
+        flood, visitor = client("203.0.113.7"), client("198.51.100.9")
+        visitor.predict("a fine film", api_name="/saliency")  # the server's own timing of /saliency, unloaded
+        waiting = demo._queue.event_queue_per_concurrency_id["single"].queue
+
+        def until(check):
+            deadline = time.monotonic() + 60
+            while not check() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert check()
+
+        floods = []
+        for k in range(most):  # one at a time, so that their order in the queue is k's
+            floods.append(flood.submit(f"FLOOD {k}", api_name="/saliency"))
+            until(lambda k=k: len(order) == 2 and len(waiting) == k)
+        refused = httpx.post(f"{url.rstrip('/')}/gradio_api/queue/join", headers={"X-Forwarded-For": "203.0.113.7"},
+                             json={"data": ["FLOOD more"], "fn_index": 0, "session_hash": "flood"}, timeout=30)
+        assert refused.status_code == 429, refused.text
+        said = re.fullmatch(rf"your address already has 1 jobs running and {most - 1} waiting here, its share of "
+                            rf"{most}; the next of them should end in about (\d+) s, then send more",
+                            refused.json()["detail"])  # as Gradio's refusals: the page shows "detail"
+        assert said and refused.headers["retry-after"] == said.group(1), refused.text
+        mine = visitor.submit("a gripping film", api_name="/saliency")  # another address: within its share
+        until(lambda: len(waiting) == most)
+        release.set()
+        assert len(mine.result(timeout=60)[0]["maps"]) == 2
+        assert all(len(f.result(timeout=60)[0]["maps"]) == 2 for f in floods)
+        assert order == ["a fine film", "FLOOD 0", "a gripping film", *(f"FLOOD {k}" for k in range(1, most))]
+        again = flood.predict("FLOOD again", api_name="/saliency")  # its share is its own again
+        assert len(again[0]["maps"]) == 2
+    finally:
+        release.set()
+        demo.close()

@@ -143,3 +143,56 @@ def test_a_bad_proxies_setting_names_itself(monkeypatch, raw, says):
         policy.limits()
     with pytest.raises(ValueError, match="per_client: 3 is not from 1 to slots"):
         Shares(slots=2, per_client=3, waiting=0)
+
+
+def _turns_by_freeing_slots(waiting: list[str], running: dict[str, int]) -> list[int]:
+    """The reference: slots freed one at a time, each given to the client holding fewest (running, plus what it
+    was given here), the one whose next job has waited longest first among equals."""
+    held, left, out = dict(running), list(enumerate(waiting)), []
+    while left:
+        i, client = min(left, key=lambda job: (held.get(job[1], 0), job[0]))
+        left.remove((i, client))
+        held[client] = held.get(client, 0) + 1
+        out.append(i)
+    return out
+
+
+def test_a_flood_of_queued_jobs_stands_behind_another_clients_one():
+    """Issue 70: one client's 30 queued /saliency calls stood before another visitor's one (185 s against 0.5 s).
+    Each client's next job now comes before anyone's second; who holds fewest goes first."""
+    from app.core.execution.shares import turns
+
+    waiting = ["flood"] * 30 + ["visitor"]
+    order = turns(waiting, {"flood": 1})
+    assert order[0] == 30 and order[1:] == list(range(30))  # the visitor's one job first, then the flood's, in order
+    # two clients and a third running one job already: alternate, the one holding nothing first
+    assert turns(["a", "a", "b", "b", "c"], {"c": 1}) == [0, 2, 1, 3, 4]
+    assert turns([], {"a": 3}) == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_turns_are_what_freeing_one_slot_at_a_time_gives(seed):
+    import random
+
+    from app.core.execution.shares import turns
+
+    rng = random.Random(seed)
+    clients = [f"c{k}" for k in range(rng.randint(1, 5))]
+    waiting = [rng.choice(clients) for _ in range(rng.randint(0, 40))]
+    running = {c: rng.randint(0, 3) for c in clients if rng.random() < 0.7}
+    order = turns(waiting, running)
+    assert order == _turns_by_freeing_slots(waiting, running)
+    assert sorted(order) == list(range(len(waiting)))
+    for c in clients:  # each client's jobs keep their own order
+        mine = [i for i in order if waiting[i] == c]
+        assert mine == sorted(mine)
+
+
+def test_a_client_past_its_share_of_the_queue_is_told_how_long_to_wait():
+    from app.core.execution.shares import over_share
+
+    assert over_share(1, 2, 4, 3.2) is None
+    assert over_share(1, 3, 4, 3.2) == ("your address already has 1 jobs running and 3 waiting here, its share of "
+                                        "4; the next of them should end in about 4 s, then send more")
+    assert over_share(0, 4, 4, None).endswith("its share of 4; wait for one of them to end, then send more")
+    assert "about 1 s" in over_share(2, 2, 4, 0.0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import html
+import json
 import logging
 import os
 import threading
@@ -45,6 +46,7 @@ from .common import (  # noqa: F401 - the shared pieces, importable from the pac
 from .common import shipped as _shipped  # noqa: F401
 from .common import upload_path as _upload_path  # noqa: F401
 from .counterfactuals import default_swaps as _default_swaps  # noqa: F401
+from .fair_queue import FairQueue
 
 log = logging.getLogger("albert_lens.ui")
 # Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words;
@@ -250,9 +252,10 @@ def serve(demo: gr.Blocks, **launch_kw) -> tuple:
     caps = api.limits()
     from starlette.middleware import Middleware
 
+    jobs = FairQueue(demo._queue, most=int(caps["client_jobs"]), proxies=caps["proxies"])
     demo.app.user_middleware.insert(0, Middleware(
         ShareAtTheDoor, most=int(caps["client_slots"]) + int(caps["client_waiting"]), rate=caps["client_rate"],
-        proxies=caps["proxies"]))
+        proxies=caps["proxies"], jobs=jobs))
     demo.app.middleware_stack = None  # rebuilt at the next request, with debug off and the share at the door
     if block:
         demo.block_thread()
@@ -262,15 +265,18 @@ def serve(demo: gr.Blocks, **launch_kw) -> tuple:
 class ShareAtTheDoor:
     """A client's direct calls (`POST /gradio_api/run/...`, the page's /predict) past its share are refused here,
     before Gradio reads them: more than `most` in flight, or (hosted) more than `rate` a second on average (a
-    bucket of `2 * rate`). Refused inside the handler (`common.direct`), each of a flood's requests still cost the
-    server Gradio's parsing and processing (60 clients' ~65 refusals a second took visitors' p95 from 0.12 s to
-    6.3 s), and a client within its slots but asking as fast as it is answered still took half the cores. One event
-    loop runs this, so the counts need no lock."""
+    bucket of `2 * rate`); and its jobs (`POST /gradio_api/queue/join`) past its share of the queue (`jobs`, a
+    `FairQueue`), with the wait until one of them should end. Refused inside the handler (`common.direct`), each
+    of a flood's requests still cost the server Gradio's parsing and processing (60 clients' ~65 refusals a second
+    took visitors' p95 from 0.12 s to 6.3 s), and a client within its slots but asking as fast as it is answered
+    still took half the cores. One event loop runs this, so the counts need no lock."""
+
+    JOIN = "/gradio_api/queue/join"
 
     def __init__(self, app, most: int, rate: float | None = None, proxies: int | tuple = 0,
-                 prefix: str = "/gradio_api/run/", pause_s: float = 1.0):
+                 prefix: str = "/gradio_api/run/", pause_s: float = 1.0, jobs: FairQueue | None = None):
         self.app, self.most, self.rate, self.proxies, self.prefix = app, most, rate, proxies, prefix
-        self.pause_s = pause_s
+        self.pause_s, self.jobs = pause_s, jobs
         self.inflight: dict[str, int] = {}
         self.buckets: dict[str, tuple[float, float]] = {}  # client: (tokens, when)
 
@@ -289,21 +295,44 @@ class ShareAtTheDoor:
         self.buckets[client] = (tokens - 1, now)
         return True
 
-    async def _refuse(self, send, why: str) -> None:
+    async def _refuse(self, send, why: str, retry_s: int = 1, joining: bool = False) -> None:
         # the refusal waits a second (a sleeping coroutine: no thread, no CPU): a client that asks again the
         # moment it is refused (60 of them: ~470 refusals a second) asks at most once a second a connection
         await asyncio.sleep(self.pause_s)
-        body = f"your address {why}, its share here; wait for an answer before sending more".encode()
+        if joining:  # as Gradio's own refusals of a join: JSON whose "detail" the page shows in its error box
+            body, kind = json.dumps({"detail": why}).encode(), b"application/json"
+        else:
+            body = f"your address {why}, its share here; wait for an answer before sending more".encode()
+            kind = b"text/plain; charset=utf-8"
         await send({"type": "http.response.start", "status": 429,
-                    "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                                (b"content-length", str(len(body)).encode()), (b"retry-after", b"1")]})
+                    "headers": [(b"content-type", kind),
+                                (b"content-length", str(len(body)).encode()),
+                                (b"retry-after", str(retry_s).encode())]})
         await send({"type": "http.response.body", "body": body})
 
+    async def _join(self, client: str, scope, receive, send):
+        """A job joining the queue: refused past the client's share, else counted until Gradio has queued it."""
+        refused = self.jobs.refusal(client)
+        if refused is not None:
+            return await self._refuse(send, refused[0], retry_s=refused[1], joining=True)
+        self.jobs.joining[client] += 1
+        try:
+            return await self.app(scope, receive, send)
+        finally:
+            self.jobs.joining[client] -= 1
+            if self.jobs.joining[client] <= 0:
+                del self.jobs.joining[client]
+
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "POST" or not scope["path"].startswith(self.prefix):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            return await self.app(scope, receive, send)
+        joining = self.jobs is not None and scope["path"] == self.JOIN
+        if not (joining or scope["path"].startswith(self.prefix)):
             return await self.app(scope, receive, send)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         client = api.client_key((scope.get("client") or (None,))[0], headers, self.proxies)
+        if joining:
+            return await self._join(client, scope, receive, send)
         held = self.inflight.get(client, 0)
         if held >= self.most:
             return await self._refuse(send, f"already has {held} requests in flight")

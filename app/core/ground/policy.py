@@ -79,6 +79,9 @@ def limits() -> dict:
         # (app/core/execution/shares.py); locally the one user may use them all
         "client_slots": 1 if hosted else 16,
         "client_waiting": 1 if hosted else 64,
+        # the jobs (explanations, work over datasets) one address may have in the app's queue, running and waiting
+        # together, across every queued endpoint; locally the queue's whole size (app/ui/fair_queue.py)
+        "client_jobs": _env_number("ALBERT_LENS_CLIENT_JOBS", 4 if hosted else 64),
         # and the direct calls one address may send a second, on average (hosted; a burst of twice that)
         "client_rate": 4.0 if hosted else None,
         # reverse proxies in front of the server whose X-Forwarded-For is trusted (a Space: 1)
