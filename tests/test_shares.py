@@ -196,3 +196,67 @@ def test_a_client_past_its_share_of_the_queue_is_told_how_long_to_wait():
                                         "4; the next of them should end in about 4 s, then send more")
     assert over_share(0, 4, 4, None).endswith("its share of 4; wait for one of them to end, then send more")
     assert "about 1 s" in over_share(2, 2, 4, 0.0)
+
+
+def test_a_full_queue_keeps_its_last_places_for_addresses_with_nothing_there():
+    """Many addresses each filling their share left a new visitor "queue full": the queue takes `room` jobs from
+    addresses that have one there already, and its other places only from addresses that have none."""
+    from app.core.execution.shares import over_share
+
+    assert over_share(0, 1, 4, 2.0, queued=63, room=64) is None
+    assert over_share(0, 1, 4, 2.0, queued=64, room=64) == (
+        "the queue is full (64 jobs waiting; the places left are kept for addresses with none) and your address "
+        "has 0 running and 1 waiting; the next of them should end in about 2 s, then send more")
+    assert over_share(0, 0, 4, None, queued=100, room=64) is None  # a newcomer
+    assert over_share(4, 0, 4, None, queued=100, room=64).startswith("your address already has 4 jobs running")
+
+
+class _GradioQueue:
+    """The parts of Gradio's `Queue` the fair queue reads and wraps, first come first served as Gradio's."""
+
+    def __init__(self):
+        from types import SimpleNamespace
+
+        self.event_queue_per_concurrency_id = {"single": SimpleNamespace(queue=[])}
+        self.active_jobs: list = [None]
+        self.process_time_per_fn: dict = {}
+
+    def __len__(self):
+        return sum(len(g.queue) for g in self.event_queue_per_concurrency_id.values())
+
+    def get_events(self):
+        waiting = self.event_queue_per_concurrency_id["single"].queue
+        return ([waiting.pop(0)], False, "single") if waiting else None
+
+
+def _event(host: str, fn: str = "saliency"):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(request=SimpleNamespace(client=SimpleNamespace(host=host), headers={}), fn=fn)
+
+
+def test_the_fair_queue_orders_gradios_queue_counts_each_client_and_keeps_room_for_newcomers():
+    from types import SimpleNamespace
+
+    from app.ui.fair_queue import FairQueue
+
+    gq = _GradioQueue()
+    fair = FairQueue(gq, most=4, room=6)
+    waiting = gq.event_queue_per_concurrency_id["single"].queue
+    waiting += [_event("10.0.0.1") for _ in range(3)]
+    (first,), _, _ = gq.get_events()  # the flood's first
+    gq.active_jobs = [[first], None]  # running while another slot frees
+    waiting.append(_event("10.0.0.2"))  # a visitor's one job, after the flood's
+    (nxt,), _, _ = gq.get_events()
+    assert fair.client(first) == "10.0.0.1" and fair.client(nxt) == "10.0.0.2"  # before the flood's waiting ones
+    waiting.insert(0, nxt)  # back in the queue, for the counts below
+    assert fair.held("10.0.0.1")[:2] == (1, 2) and fair.held("10.0.0.2")[:2] == (0, 1)
+    gq.process_time_per_fn["saliency"] = SimpleNamespace(count=3, avg_time=10.0)
+    assert 9.0 < fair.held("10.0.0.1")[2] <= 10.0  # the mean time less what the running job has taken
+    fair.joining["10.0.0.1"] += 1  # a join under way counts as waiting
+    why, retry = fair.refusal("10.0.0.1")
+    assert why.startswith("your address already has 1 jobs running and 3 waiting") and retry == 10
+    fair.joining.clear()
+    waiting += [_event(f"10.0.1.{k}") for k in range(3)]  # six waiting: the room for holders is taken
+    assert fair.refusal("10.0.0.1")[0].startswith("the queue is full (6 jobs waiting")
+    assert fair.refusal("10.0.1.0")[0].startswith("the queue is full") and fair.refusal("10.0.9.9") is None

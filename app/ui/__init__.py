@@ -46,7 +46,7 @@ from .common import (  # noqa: F401 - the shared pieces, importable from the pac
 from .common import shipped as _shipped  # noqa: F401
 from .common import upload_path as _upload_path  # noqa: F401
 from .counterfactuals import default_swaps as _default_swaps  # noqa: F401
-from .fair_queue import FairQueue
+from .fair_queue import QUEUE_ROOM, FairQueue
 
 log = logging.getLogger("albert_lens.ui")
 # Gradio's highlighted text breaks lines inside words (word-break: break-all), splitting a saliency map's words;
@@ -175,8 +175,9 @@ def build(pair: api.Pair, workers: bool = False) -> gr.Blocks:
         common.wire_slice_buttons(ctx)
     # hosted: no REST route around the queue (a burst of direct POSTs to /gradio_api/run/<name> skipped its
     # limits and size, and starved every page for minutes); gradio_client and the page queue, and still work.
-    # A Space (SPACE_ID set) gets this from Gradio itself; a self-hosted --hosted server did not.
-    demo.queue(default_concurrency_limit=DATASET["concurrency_limit"], max_size=64,
+    # A Space (SPACE_ID set) gets this from Gradio itself; a self-hosted --hosted server did not. Its size: room
+    # for clients with a job there already and as much for newcomers (fair_queue.py, held at the door by `serve`).
+    demo.queue(default_concurrency_limit=DATASET["concurrency_limit"], max_size=2 * QUEUE_ROOM,
                api_open=not api.limits()["hosted"])
     # Gradio's queue looks for a new event every 50 ms when it is idle: a queued call (every gradio_client call,
     # and the page's explanations) waited up to that long before starting. 5 ms costs nothing measurable.
@@ -252,7 +253,7 @@ def serve(demo: gr.Blocks, **launch_kw) -> tuple:
     caps = api.limits()
     from starlette.middleware import Middleware
 
-    jobs = FairQueue(demo._queue, most=int(caps["client_jobs"]), proxies=caps["proxies"])
+    jobs = FairQueue(demo._queue, most=int(caps["client_jobs"]), proxies=caps["proxies"], room=QUEUE_ROOM)
     demo.app.user_middleware.insert(0, Middleware(
         ShareAtTheDoor, most=int(caps["client_slots"]) + int(caps["client_waiting"]), rate=caps["client_rate"],
         proxies=caps["proxies"], jobs=jobs))

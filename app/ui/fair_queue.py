@@ -8,7 +8,9 @@ queued endpoint (explanations and work over datasets alike):
   door (`ShareAtTheDoor`) answers a join past that with 429, the wait until one of its jobs should end, and
   Retry-After, before Gradio reads the request;
 - a freed slot goes to the waiting job whose client holds fewest (`api.turns`): every client's next job comes
-  before anyone's second.
+  before anyone's second;
+- the queue takes `QUEUE_ROOM` jobs from clients that have one there already and as many again from clients that
+  have none: many addresses each filling their share no longer leave a new visitor "queue full".
 
 This is glue to Gradio's `Queue` (its `get_events`, `event_queue_per_concurrency_id`, `active_jobs` and
 `process_time_per_fn`); tests/test_hostile.py fails at once where a Gradio release changes them.
@@ -21,12 +23,14 @@ from collections import Counter
 
 from app.core import api
 
+QUEUE_ROOM = 64  # waiting jobs from clients that have one there already; Gradio's own limit is twice this
+
 
 class FairQueue:
     """Gradio's `queue` made fair: `most` jobs per client, running and waiting; turns by `api.turns`."""
 
-    def __init__(self, queue, most: int, proxies: int | tuple = 0):
-        self.queue, self.most, self.proxies = queue, most, proxies
+    def __init__(self, queue, most: int, proxies: int | tuple = 0, room: int | None = None):
+        self.queue, self.most, self.proxies, self.room = queue, most, proxies, room
         self.joining: Counter[str] = Counter()  # joins the door let through that Gradio has not queued yet
         taken = queue.get_events
 
@@ -77,7 +81,8 @@ class FairQueue:
     def refusal(self, client: str) -> tuple[str, int] | None:
         """(why `client` may not queue another job, the seconds to say in Retry-After), or None where it may."""
         running, waiting, wait_s = self.held(client)
-        why = api.over_share(running, waiting, self.most, wait_s)
+        queued = len(self.queue) + sum(self.joining.values())
+        why = api.over_share(running, waiting, self.most, wait_s, queued=queued, room=self.room)
         if why is None:
             return None
         return why, max(1, math.ceil(wait_s)) if wait_s is not None else 5

@@ -114,16 +114,21 @@ def turns(waiting: Sequence[str], running: Mapping[str, int]) -> list[int]:
     return [i for _, i in sorted(keys)]
 
 
-def over_share(running: int, waiting: int, most: int, wait_s: float | None) -> str | None:
+def over_share(running: int, waiting: int, most: int, wait_s: float | None, queued: int = 0,
+               room: int | None = None) -> str | None:
     """Why a client holding `running` and `waiting` jobs may not queue another (`most`: its share, running and
-    waiting together), with how long until one of them should end (`wait_s`, from the server's own timings; None:
-    not known yet); None where it may."""
-    if running + waiting < most:
-        return None
+    waiting together; `room`: the jobs the queue takes from clients that have one there already, `queued` of them
+    waiting now, so that a newcomer still finds a place when many addresses fill it), with how long until one of
+    its jobs should end (`wait_s`, from the server's own timings; None: not known yet); None where it may."""
     when = (f"the next of them should end in about {max(1, math.ceil(wait_s))} s" if wait_s is not None
             else "wait for one of them to end")
-    return (f"your address already has {running} jobs running and {waiting} waiting here, its share of {most}; "
-            f"{when}, then send more")
+    if running + waiting >= most:
+        return (f"your address already has {running} jobs running and {waiting} waiting here, its share of "
+                f"{most}; {when}, then send more")
+    if room is not None and running + waiting > 0 and queued >= room:
+        return (f"the queue is full ({queued} jobs waiting; the places left are kept for addresses with none) and "
+                f"your address has {running} running and {waiting} waiting; {when}, then send more")
+    return None
 
 
 def client_key(peer: str | None, headers: Mapping[str, str] | None = None, proxies: int | tuple = 0) -> str:
