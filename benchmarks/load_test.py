@@ -19,6 +19,14 @@ marks) as fast as they are answered or refused, then quiet again after the flood
 visitors' p50/p95 in each phase and the server's RSS (and its workers') before the flood, at its peak and 15 s
 after. Targets: the visitors' p95 under the flood within 3x the quiet one, RSS after within 1.5x of before.
 
+`--mix queue-flood` (issue 70): one visitor (127.0.1.1) asks for /saliency as the page does (joins the queue and
+reads its event stream), one request after another: quiet for `--seconds`, then beside one client (127.0.0.2)
+keeping QUEUE_FLOOD_JOBS /saliency jobs queued at once (the issue's 70 calls from one gradio_client: each
+finished or refused call is sent again). `--mix sybil-flood`: the same visitor beside SYBIL_ADDRESSES clients,
+each from an address of its own (127.0.2.k), each keeping SYBIL_JOBS jobs queued. Reported per phase: the
+visitor's /saliency p50/p95 and how many of its calls were refused, and how the flood's joins were answered
+(queued, refused with 429, queue full). Target: the visitor's p95 under the queue flood within 3x the quiet one.
+
 The app is started here on a free loopback port and stopped at the end; request loops are bounded in time.
 """
 from __future__ import annotations
@@ -62,7 +70,8 @@ def main() -> None:
     ap.add_argument("--pair", default="offline")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--json")
-    ap.add_argument("--mix", choices=["mixed", "predict-beside-jobs", "flood"], default="mixed")
+    ap.add_argument("--mix", choices=["mixed", "predict-beside-jobs", "flood", "queue-flood", "sybil-flood"],
+                    default="mixed")
     ap.add_argument("--hosted", action="store_true", help="start the app with ALBERT_LENS_HOSTED=1")
     ap.add_argument("--client", choices=["gradio_client", "http"], default="gradio_client",
                     help="how the users send /predict: gradio_client (which joins the queue and polls its messages "
@@ -123,8 +132,14 @@ def main() -> None:
         else:
             assert res["n"] == BENCH_N and all(0 <= r["accuracy"] <= 1 for r in res["models"]), res
 
-    if args.mix == "flood":
-        res = flood(args, url, rss, check)
+    if args.mix in ("flood", "queue-flood", "sybil-flood"):
+        dep = next(d for d in client.config["dependencies"] if d.get("api_name") == "saliency")
+        shown = {c["id"]: c.get("props", {}).get("value") for c in client.config["components"]}
+        # the page sends every input's value: the controls' own defaults, the text, method and class set here
+        data = [shown.get(i) for i in dep["inputs"]]
+        data[:4] = ["What a wonderful, moving film!", "", "gradient_x_input", "predicted"]
+        res = flood(args, url, rss, check) if args.mix == "flood" else \
+            queue_flood(args, url, dep["id"], data, check)
         proc.terminate()
         proc.wait(timeout=30)
         print(json.dumps(res, indent=2))
@@ -409,6 +424,106 @@ def flood(args, url: str, rss, check) -> dict:
     quiet, flooded = out["phases"][0]["p95_ms"], out["phases"][1]["p95_ms"]
     out["p95_ratio"] = round(flooded / quiet, 2) if quiet and flooded else None
     out["rss_ratio"] = round(out["rss_after_mb"] / out["rss_before_mb"], 2)
+    return out
+
+
+QUEUE_FLOOD_JOBS = 70
+SYBIL_ADDRESSES, SYBIL_JOBS = 40, 4
+
+
+def queued_call(http, fn_index: int, data: list, session: str) -> tuple[str, object]:
+    """One queued call as the page makes it: join, then read the event stream to the end. ("done", output),
+    ("refused", the 429's detail), ("full", Gradio's queue full) or ("failed", why)."""
+    r = http.post("gradio_api/queue/join", json={"data": data, "fn_index": fn_index, "session_hash": session,
+                                                 "event_data": None, "trigger_id": None})
+    if r.status_code == 429:
+        return "refused", r.json().get("detail")
+    if r.status_code == 503:
+        return "full", r.text
+    if r.status_code != 200:
+        return "failed", f"{r.status_code} {r.text[:120]}"
+    with http.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as st:
+        for line in st.iter_lines():
+            if line.startswith("data:") and '"process_completed"' in line:
+                done = json.loads(line[5:])
+                return ("done", done["output"]["data"]) if done.get("success") else ("failed", str(done)[:160])
+    return "failed", "the stream ended without an answer"
+
+
+def queue_flood(args, url: str, fn_index: int, data: list, check) -> dict:
+    """--mix queue-flood or sybil-flood (see the module's docstring): quiet, flood, quiet again."""
+    import httpx
+
+    lock = threading.Lock()
+
+    def visitor(seconds: float) -> tuple[list[float], dict]:
+        lat, kinds = [], {}
+        stop_at = time.time() + seconds
+        transport = httpx.HTTPTransport(local_address="127.0.1.1")
+        with httpx.Client(base_url=url, timeout=600, transport=transport) as http:
+            n = 0
+            while time.time() < stop_at:
+                n += 1
+                t0 = time.perf_counter()
+                try:
+                    kind, out = queued_call(http, fn_index, data, f"visitor-{n}")
+                    if kind == "done":
+                        check("saliency", data[0], out)
+                        lat.append(time.perf_counter() - t0)
+                except Exception as exc:  # noqa: BLE001 - counted and reported
+                    kind = f"failed: {type(exc).__name__}"
+                kinds[kind] = kinds.get(kind, 0) + 1
+                time.sleep(0.25)
+        return lat, kinds
+
+    def pct(xs, q):
+        return round(1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
+
+    def phase(name: str, lat: list[float], kinds: dict) -> dict:
+        return {"phase": name, "answers": len(lat), "calls": kinds, "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95)}
+
+    if args.mix == "queue-flood":
+        flooders = [("127.0.0.2", k) for k in range(QUEUE_FLOOD_JOBS)]
+    else:
+        flooders = [(f"127.0.2.{a + 1}", k) for a in range(SYBIL_ADDRESSES) for k in range(SYBIL_JOBS)]
+    out = {"mix": args.mix, "seconds": args.seconds, "hosted": args.hosted, "cpu": cpu_name(),
+           "flood_callers": len(flooders), "flood_addresses": len({a for a, _ in flooders}), "phases": []}
+    visitor(5)  # warm: the first calls' one-off costs
+    out["phases"].append(phase("quiet", *visitor(args.seconds)))
+    print(json.dumps(out["phases"][-1]), flush=True)
+
+    stop = threading.Event()
+    sent: dict[str, int] = {}
+
+    def flooder(address: str, k: int) -> None:
+        transport = httpx.HTTPTransport(local_address=address)
+        with httpx.Client(base_url=url, timeout=600, transport=transport) as http:
+            n = 0
+            while not stop.is_set():
+                n += 1
+                try:
+                    kind, _ = queued_call(http, fn_index, data, f"flood-{address}-{k}-{n}")
+                except Exception as exc:  # noqa: BLE001 - counted
+                    kind = f"failed: {type(exc).__name__}"
+                with lock:
+                    sent[kind] = sent.get(kind, 0) + 1
+                if kind != "done":
+                    time.sleep(1.0)  # as gradio_client's caller retrying; the door pauses its refusals a second too
+
+    threads = [threading.Thread(target=flooder, args=f, daemon=True) for f in flooders]
+    for t in threads:
+        t.start()
+    time.sleep(5)  # the flood's jobs queued
+    out["phases"].append(phase("flood", *visitor(args.seconds)))
+    stop.set()
+    print(json.dumps(out["phases"][-1]), json.dumps(sent), flush=True)
+    out["flood_calls"] = dict(sent)
+    for t in threads:
+        t.join(timeout=120)
+    out["phases"].append(phase("after", *visitor(args.seconds / 2)))
+    print(json.dumps(out["phases"][-1]), flush=True)
+    quiet, flooded = out["phases"][0]["p95_ms"], out["phases"][1]["p95_ms"]
+    out["p95_ratio"] = round(flooded / quiet, 2) if quiet and flooded else None
     return out
 
 
