@@ -44,23 +44,89 @@ def test_accuracy_table_agreement_and_kappa_by_their_definitions():
     assert cmp["p_value"] == pytest.approx(mcnemar_exact(*cmp["only_right"]))
 
 
-def test_multinomial_bootstrap_matches_resampling_the_examples():
-    """The cell counts are drawn from a multinomial instead of resampling indices: the intervals must be those
-    of the index bootstrap (up to Monte Carlo error)."""
+def test_independent_events_get_exact_intervals_that_agree_with_mcnemar():
+    """Each model's rate: scipy's exact (Clopper-Pearson) interval. The difference: McNemar's exact test inverted,
+    so its interval excludes 0 exactly when p < 0.05, which a bootstrap interval beside McNemar's p did not
+    (-0.110 to -0.005 with p = 0.0614 on SST-2's 200 first rows)."""
+    from scipy.stats import binomtest
+
     rng = np.random.default_rng(1)
     gold = rng.choice(["positive", "negative"], 600)
     first, second = _labels(rng, 600, 0.85, gold), _labels(rng, 600, 0.8, gold)
-    cmp = compare_accuracy(gold, first, second, resamples=4000, seed=3)
-    ra, rb = first == gold, second == gold
-    idx = np.random.default_rng(7).integers(0, 600, size=(4000, 600))
-    acc_a, acc_b = ra[idx].mean(1), rb[idx].mean(1)
-    for got, samples in ((cmp["intervals"][0], acc_a), (cmp["intervals"][1], acc_b),
-                         (cmp["difference_interval"], acc_b - acc_a)):
-        assert got == pytest.approx(np.percentile(samples, [2.5, 97.5]), abs=0.006)
-    for (lo, hi), v in zip(cmp["intervals"], cmp["values"]):
-        assert lo < v < hi
-    assert compare_accuracy(gold, first, second, resamples=500, seed=3) == \
-        compare_accuracy(gold, first, second, resamples=500, seed=3)
+    cmp = compare_accuracy(gold, first, second)
+    for got, right in zip(cmp["intervals"], (first == gold, second == gold)):
+        ci = binomtest(int(right.sum()), 600).proportion_ci(0.95, method="exact")
+        assert got == pytest.approx([ci.low, ci.high])
+    b, c = cmp["only_right"]
+    d, q = binomtest(b + c, 600).proportion_ci(0.95, "exact"), binomtest(c, b + c).proportion_ci(0.95, "exact")
+    ends = [x * (2 * y - 1) for x in (d.low, d.high) for y in (q.low, q.high)]
+    assert cmp["difference_interval"] == pytest.approx([min(ends), max(ends)])
+    lo, hi = cmp["difference_interval"]
+    assert lo < cmp["difference"] < hi
+    # the verdict and the interval agree, over many tables, at the edge of significance too
+    for only_first in range(0, 40):
+        for only_second in (0, 5, 12, 20, 31):
+            g = ["y"] * (only_first + only_second + 50)
+            a = ["y"] * only_first + ["n"] * only_second + ["y"] * 50
+            z = ["n"] * only_first + ["y"] * only_second + ["y"] * 50
+            t = compare_accuracy(g, a, z)
+            lo, hi = t["difference_interval"]
+            assert (lo <= 0 <= hi) == (t["p_value"] > 0.05), (only_first, only_second, t)
+            assert lo < hi
+
+
+def test_no_events_in_small_counts_get_an_exact_bound_not_a_zero_width_interval():
+    """29 edits, none of which flipped either model: "+0.000 to +0.000" claimed certainty; 0 of 29 is anything
+    up to 0.119 (in groups: up to what the groups, counted as single items, allow)."""
+    from scipy.stats import binomtest
+
+    from app.core.ground.significance import compare_events
+
+    none = [False] * 29
+    cmp = compare_events(none, none)
+    top = binomtest(0, 29).proportion_ci(0.95, "exact").high
+    assert cmp["intervals"] == [[0.0, pytest.approx(top)]] * 2 and top == pytest.approx(0.119, abs=5e-4)
+    assert cmp["difference_interval"] == [pytest.approx(-top), pytest.approx(top)] and cmp["p_value"] == 1.0
+    grouped = compare_events(none, none, [k // 3 for k in range(29)])  # 10 sentences' edits
+    top10 = binomtest(0, 10).proportion_ci(0.95, "exact").high
+    assert grouped["intervals"][0] == [0.0, pytest.approx(top10)]
+    assert grouped["difference_interval"] == [pytest.approx(-top10), pytest.approx(top10)]
+    every = compare_events([True] * 29, [True] * 29, [k // 3 for k in range(29)])
+    assert every["intervals"][1] == [pytest.approx(1 - top10), 1.0]
+
+
+def test_a_paired_permutations_interval_is_the_test_inverted():
+    """A throughput gap on six rounds: "-21.3 to -5.4" (a bootstrap) beside "p = 0.0505, not distinguishable
+    from chance" (a permutation test). The interval is now every shift the exact test keeps, found here by brute
+    force over a fine grid, and the verdict agrees with it."""
+    from itertools import product
+
+    from app.core.ground.significance import compare_means
+
+    rng = np.random.default_rng(3)
+    for trial in range(12):
+        n = int(rng.integers(6, 11))
+        a = rng.normal(100, 3, n)
+        b = a + rng.normal(rng.choice([0.0, 2.0, 6.0]), 4, n)
+        d = b - a
+        cmp = compare_means(a, b)
+        flips = np.array(list(product((-1.0, 1.0), repeat=n)))
+
+        def p(delta):
+            x = d - delta
+            return np.mean(np.abs(flips @ x) / n >= abs(x.mean()) - 1e-12)
+
+        grid = np.linspace(d.min() - 1, d.max() + 1, 4001)
+        kept = grid[[p(g) > 0.05 for g in grid]]
+        lo, hi = cmp["difference_interval"]
+        step = grid[1] - grid[0]
+        assert lo == pytest.approx(kept.min(), abs=step) and hi == pytest.approx(kept.max(), abs=step), trial
+        assert cmp["p_value"] == pytest.approx(p(0.0)) and cmp["test"] == "paired permutation, exact"
+        assert (lo <= 0 <= hi) == (cmp["p_value"] > 0.05), trial
+    # five pairs: no flip of five signs is rarer than 1/16, so no shift is rejected at 0.05: unbounded, and said
+    few = compare_means([1.0, 2, 3, 4, 5], [2.0, 3.5, 3.9, 5.2, 6])
+    assert few["difference_interval"] == [None, None]
+    assert verdict(few, ["A", "B"]).startswith("B − A mean: +1.120 (5 examples are too few to bound a 95% interval)")
 
 
 def test_a_real_gap_is_found_and_identical_models_are_not_told_apart():
@@ -71,7 +137,9 @@ def test_a_real_gap_is_found_and_identical_models_are_not_told_apart():
     assert cmp["p_value"] < 1e-4 and cmp["difference_interval"][0] > 0
     assert verdict(cmp, ["W", "S"]).endswith("S's accuracy is higher beyond chance on these 800 examples")
     same = compare_accuracy(gold, strong, strong)
-    assert same["p_value"] == 1.0 and same["difference"] == 0 and same["difference_interval"] == [0.0, 0.0]
+    reach = 1 - 0.025 ** (1 / 800)  # no item told apart: the exact bound of 0 discordant in 800
+    assert same["p_value"] == 1.0 and same["difference"] == 0
+    assert same["difference_interval"] == [pytest.approx(-reach), pytest.approx(reach)]
     assert same["agreement"] == 1.0 and same["kappa"] == pytest.approx(1.0)
     assert verdict(same, ["W", "S"]).endswith("not distinguishable from chance on these 800 examples")
 

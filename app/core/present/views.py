@@ -30,8 +30,9 @@ def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: floa
     metric, (a, b), d = cmp["metric"], names, cmp["difference"]
     lo, hi = cmp["difference_interval"]
     pct = f"{int(round(100 * cmp['confidence']))}%"
-    lead = (f"{b} − {a} {metric}: {d:+.3f} ({pct} CI {lo:+.3f} to {hi:+.3f}); p = {p_text(cmp['p_value'])} "
-            f"({cmp['test']})")
+    ci = (f"{pct} CI {lo:+.3f} to {hi:+.3f}" if lo is not None and hi is not None
+          else f"{cmp['n']:,} {unit} are too few to bound a {pct} interval")
+    lead = f"{b} − {a} {metric}: {d:+.3f} ({ci}); p = {p_text(cmp['p_value'])} ({cmp['test']})"
     if cmp["p_value"] < alpha:
         return f"{lead}: {b if d > 0 else a}'s {metric} is higher beyond chance on these {cmp['n']:,} {unit}"
     return f"{lead}: not distinguishable from chance on these {cmp['n']:,} {unit}"
