@@ -168,3 +168,50 @@ def test_word_pooling_through_the_facade_counts_words_and_is_refused_by_name_whe
     assert cross[0, 0] > 0.3
     with pytest.raises(InputError, match=r"pooling: 'tokens' is not one of \['cls', 'mean', 'words'\]"):
         api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="tokens")
+
+
+def test_few_minibatches_get_an_interval_from_half_samples_as_wide_as_the_estimates_own_spread():
+    """Issue 71: CKA on a brushed slice ran on one minibatch, and its "interval" was its value. With fewer than
+    8 minibatches the interval now comes from half-samples of the examples; its width is measured here against the
+    estimator's real spread, the standard deviation of the estimate over 300 independent datasets from one model
+    (a reference the interval never sees): about as wide where layers share structure, never narrower where
+    they share none (there a half-sample's estimate spreads more: conservative)."""
+    from app.core.techniques.similarity import minibatch_stats, summarise
+
+    mix = np.random.default_rng(99).normal(size=(4, 6, 16))
+
+    def dataset(rng, n=40):
+        z = rng.normal(size=(n, 6))
+        a = np.stack([z @ mix[0] + rng.normal(size=(n, 16)), np.tanh(z @ mix[1])])
+        b = np.stack([z @ mix[2] + 2 * rng.normal(size=(n, 16)), (z ** 2) @ mix[3]])  # layer 1: nothing shared
+        return a, b
+
+    rng = np.random.default_rng(1)
+    spread = np.array([summarise([minibatch_stats(*dataset(rng))])["cross"]["cka"] for _ in range(300)]).std(0)
+    ratios = []
+    for seed in range(6):
+        res = summarise([minibatch_stats(*dataset(rng), halves=200, seed=seed)])
+        assert res["minibatches"] == 1 and res["interval"] == "half-samples of the examples"
+        lo, hi, value = (np.array(res["cross"][k]) for k in ("low", "high", "cka"))
+        assert np.all(lo < value) and np.all(value < hi)
+        ratios.append((hi - lo) / (2 * 1.96 * spread))
+    ratios = np.mean(ratios, 0)
+    assert 0.75 < ratios[0, 0] < 1.5 and 0.75 < ratios[1, 0] < 1.5, ratios  # shared structure
+    assert ratios[0, 1] > 0.8 and ratios[1, 1] > 0.8, ratios  # nothing shared: not narrower than the truth
+    # without half-samples one minibatch has no interval, and says so
+    alone = summarise([minibatch_stats(*dataset(rng))])
+    assert alone["interval"] is None and alone["cross"]["low"] == alone["cross"]["cka"]
+
+
+def test_cka_on_a_small_slice_says_how_many_and_how_its_interval_was_drawn(offline_pair, capsys):
+    from app import cli
+    from app.core import api
+
+    res = api.similarity(offline_pair, "sentiment_plain", limit=24, pooling="cls", minibatch=128)
+    assert res.minibatches == 1 and res.interval == "half-samples of the examples"
+    lo, hi, cka = (np.array(res.cross[k], dtype=float) for k in ("low", "high", "cka"))
+    defined = ~np.isnan(cka)
+    assert np.all(lo[defined] < hi[defined])  # an interval, not the value twice
+    assert cli.main(["similarity", "--pair", "offline", "--dataset", "sentiment_plain", "--limit", "24"]) == 0
+    assert ("24 examples, cls pooling, 1 minibatch of about 24; intervals: half-samples of the examples"
+            in capsys.readouterr().out)

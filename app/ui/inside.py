@@ -40,10 +40,8 @@ def similarity_summary(res: dict) -> str:
     a, b = res["models"]
     cross = res["cross"]["cka"]
     best = [f"{i}→{j} ({cross[i][j]:.2f})" for i, j in enumerate(res["best_b_for_a"]) if j is not None]
-    unit = "words" if res["pooling"] == "words" else "examples"
-    k = res["minibatches"]
-    return (f"**{html.escape(res['dataset'])}**, {res['n']:,} {unit}, {res['pooling']} pooling, "
-            f"{k} minibatch{'es' if k != 1 else ''} · for each {html.escape(a)} layer, the "
+    return (f"**{html.escape(res['dataset'])}**, {html.escape(views.similarity_basis(res))} · for each "
+            f"{html.escape(a)} layer, the "
             f"{html.escape(b)} layer most like it (CKA): {', '.join(best)}")
 
 

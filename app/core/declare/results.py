@@ -438,7 +438,10 @@ class SimilarityResult(Result):
     b: dict  # the second against itself
     best_b_for_a: list[int | None]  # per layer of the first: the second's layer most like it
     best_a_for_b: list[int | None]
-    minibatches: int  # of the unbiased estimator (the bootstrap resamples them)
+    minibatches: int  # of the unbiased estimator
+    # how the 95% bounds were drawn: "a bootstrap over the minibatches", or for fewer than 8 minibatches
+    # "half-samples of the examples"; None for one minibatch of under 8 rows (no interval)
+    interval: str | None = None
 
 
 @dataclass(frozen=True)

@@ -780,16 +780,24 @@ def probability_table(res: dict) -> str:
     return "\n".join(rows)
 
 
+def similarity_basis(res: dict) -> str:
+    """What a CKA result rests on, as every front end says it: how many examples (or words) in how many
+    minibatches, and how its intervals were drawn."""
+    unit = "words" if res["pooling"] == "words" else "examples"
+    n, k = res["n"], res["minibatches"]
+    size = f"{k} minibatch{'es' if k != 1 else ''} of about {max(1, round(n / k)):,}"
+    how = f"{size}; intervals: {res['interval']}" if res.get("interval") else f"{size}; no interval"
+    return f"{n:,} {unit}, {res['pooling']} pooling, {how}"
+
+
 def similarity_table(res: dict) -> str:
     """The CKA of each layer of the first model with the second's layers, as the command line prints it, and
     the best match per layer."""
     a, b = res["models"]
     cross = res["cross"]["cka"]
     cell = (lambda v: "   n/a" if v is None else f"{v:6.2f}")
-    unit = "words" if res["pooling"] == "words" else "examples"
-    k = res["minibatches"]
-    lines = [f"linear CKA on {res['dataset']} ({res['n']:,} {unit}, {res['pooling']} pooling, {k} "
-             f"minibatch{'es' if k != 1 else ''}); rows: {a} layers, columns: {b} layers (0 = embeddings)",
+    lines = [f"linear CKA on {res['dataset']} ({similarity_basis(res)}); rows: {a} layers, columns: {b} layers "
+             "(0 = embeddings)",
              "      " + "".join(f"{j:>6}" for j in range(len(cross[0]))) + "   best"]
     for i, row in enumerate(cross):
         best = res["best_b_for_a"][i]

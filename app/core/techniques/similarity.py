@@ -6,7 +6,11 @@ CKA compares two sets of representations of the same examples through their exam
 or an isotropic scaling of either. Over many examples it is accumulated in minibatches with the unbiased HSIC
 estimator (Nguyen, Raghu and Kornblith, 2021, "Do Wide and Deep Networks Learn the Same Things?"): memory is a
 batch's Gram matrices, whatever the number of examples, and the estimate does not depend on the batch size in
-expectation. The interval of each cell is a bootstrap over the minibatches.
+expectation. The interval of each cell is a bootstrap over the minibatches; where there are fewer than
+`INTERVAL_MINIBATCHES` of them (a brushed slice of 40 sentences is one, whose "interval" was its value), it comes
+from half-samples of the examples inside each minibatch instead (`HALF_SAMPLES` draws of half the rows without
+replacement: the spread of a half-sample's estimate about the full one's is the full estimate's own, as for a
+mean, and no row is repeated, which the unbiased estimator would read as a perfect match).
 """
 from __future__ import annotations
 
@@ -147,9 +151,14 @@ def minibatches(n: int, size: int) -> list[tuple[int, int]]:
     return [(0, n)] if n < 8 else spans(n, size)
 
 
-def minibatch_stats(a: np.ndarray, b: np.ndarray) -> dict:
+INTERVAL_MINIBATCHES = 8  # fewer minibatches than this: the interval from half-samples of the examples
+HALF_SAMPLES = 200
+
+
+def minibatch_stats(a: np.ndarray, b: np.ndarray, halves: int = 0, seed: int = 0) -> dict:
     """One minibatch's unbiased HSIC of every pair of layers, A × B, A × A and B × B (each Gram matrix computed
-    once), and how much each layer varies: all `summarise` needs, a few kB whatever the batch."""
+    once), and how much each layer varies: all `summarise` needs, a few kB whatever the batch. With `halves`, the
+    same tables on that many half-samples of its rows (at least 8 rows), for a run of few minibatches."""
     if a.shape[1] != b.shape[1]:
         raise InputError("minibatch: both models must see the same examples")
     ga = [gram(layer) for layer in a]
@@ -158,27 +167,65 @@ def minibatch_stats(a: np.ndarray, b: np.ndarray) -> dict:
     def table(gx, gy):
         return [[hsic1(k, lm) for lm in gy] for k in gx]
 
-    return {"n": int(a.shape[1]), "ab": table(ga, gb), "aa": table(ga, ga), "bb": table(gb, gb),
-            "spread_a": _spread(a).tolist(), "spread_b": _spread(b).tolist()}
+    out = {"n": int(a.shape[1]), "ab": table(ga, gb), "aa": table(ga, ga), "bb": table(gb, gb),
+           "spread_a": _spread(a).tolist(), "spread_b": _spread(b).tolist()}
+    m = a.shape[1]
+    if halves and m >= 8:
+        rng = np.random.default_rng(seed)
+        draws = []
+        for _ in range(halves):
+            pick = np.ix_(*(2 * [np.sort(rng.choice(m, m // 2, replace=False))]))
+            ha, hb = [g[pick] for g in ga], [g[pick] for g in gb]
+            draws.append({"ab": table(ha, hb), "aa": table(ha, ha), "bb": table(hb, hb)})
+        out["halves"] = draws
+    return out
 
 
 def summarise(stats: Iterable[dict]) -> dict:
     """CKA matrices from minibatches' `minibatch_stats`, in any order of arrival: A × B, A × A and B × B, each
     with its bootstrap interval, and for every layer of A the layer of B most like it (and back)."""
+    stats = list(stats)
     pairs = {"cross": MinibatchCKA(), "a": MinibatchCKA(), "b": MinibatchCKA()}
     for st in stats:
         pairs["cross"].add_stats(st)
         pairs["a"].add_stats(st, "aa", "a", "a")
         pairs["b"].add_stats(st, "bb", "b", "b")
+    k = len(pairs["cross"].cross)
+    halved = k < INTERVAL_MINIBATCHES and any(st.get("halves") for st in stats)
     out = {}
     for key, acc in pairs.items():
-        lo, hi = acc.interval()
-        out[key] = {"cka": _plain(acc.value()), "low": _plain(lo), "high": _plain(hi)}
+        value = acc.value()
+        lo, hi = _half_interval(stats, key, value) if halved else acc.interval()
+        out[key] = {"cka": _plain(value), "low": _plain(lo), "high": _plain(hi)}
+    out["interval"] = ("half-samples of the examples" if halved else
+                       "a bootstrap over the minibatches" if k > 1 else None)
     cross = np.nan_to_num(pairs["cross"].value(), nan=-np.inf)
     out["best_b_for_a"] = [None if np.isneginf(r).all() else int(r.argmax()) for r in cross]
     out["best_a_for_b"] = [None if np.isneginf(c).all() else int(c.argmax()) for c in cross.T]
     out["n"], out["minibatches"] = pairs["cross"].n, len(pairs["cross"].cross)
     return out
+
+
+def _half_interval(stats: list[dict], key: str, value: np.ndarray, confidence: float = 0.95):
+    """Each cell's interval from the minibatches' half-samples (`minibatch_stats(halves=...)`): draw r sums every
+    minibatch's r-th half-sample, and the draws' spread about their median is laid about the full estimate."""
+    cells, left, right = {"cross": ("ab", "a", "b"), "a": ("aa", "a", "a"), "b": ("bb", "b", "b")}[key]
+    draws = []
+    for r in range(min(len(st["halves"]) for st in stats if st.get("halves"))):
+        acc = MinibatchCKA()
+        for st in stats:  # a minibatch under 8 rows has no half-samples: it adds its whole self to every draw
+            half = st["halves"][r] if st.get("halves") else st
+            own = {"a": np.diag(np.asarray(half["aa"])), "b": np.diag(np.asarray(half["bb"]))}
+            acc.add(half[cells], own[left], own[right], st[f"spread_{left}"], st[f"spread_{right}"], st["n"])
+        draws.append(acc.value())
+    draws = np.array(draws)
+    tail = (1 - confidence) / 2
+    with warnings.catch_warnings():  # an undefined cell (a constant layer) is NaN in every draw: its bounds too
+        warnings.simplefilter("ignore", RuntimeWarning)
+        mid = np.nanmedian(draws, axis=0)
+        lo = value + np.nanquantile(draws, tail, axis=0) - mid
+        hi = value + np.nanquantile(draws, 1 - tail, axis=0) - mid
+    return np.minimum(lo, value), np.maximum(hi, value)
 
 
 def layer_similarity(minibatches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
@@ -187,7 +234,7 @@ def layer_similarity(minibatches: Iterable[tuple[np.ndarray, np.ndarray]]) -> di
     return summarise(minibatch_stats(a, b) for a, b in minibatches)
 
 
-def similarity_batch(pair, batch: list, pooling: str = "cls", minibatch: int = 128) -> list[dict]:
+def similarity_batch(pair, batch: list, pooling: str = "cls", minibatch: int = 128, halves: int = 0) -> list[dict]:
     """Batch function: the minibatch statistics of one batch of examples, for both models. Rows are sentences
     (pooled) or the words both models read (`embeddings.word_layers`); only the statistics leave a worker, so
     the driver's memory doesn't grow with the dataset."""
@@ -199,7 +246,16 @@ def similarity_batch(pair, batch: list, pooling: str = "cls", minibatch: int = 1
         a, b = a[:, keep], b[:, keep]
     else:
         a, b = (embed_layers(clf, batch, pooling=pooling) for clf in pair.models)
-    return [minibatch_stats(a[:, s:e], b[:, s:e]) | {"index": s} for s, e in minibatches(a.shape[1], minibatch)]
+    # a minibatch's half-samples are seeded by its own texts: the same draws however the engine splits the work
+    return [minibatch_stats(a[:, s:e], b[:, s:e], halves=halves, seed=_seed(batch[s:e]) if halves else 0)
+            | {"index": s}
+            for s, e in minibatches(a.shape[1], minibatch)]
+
+
+def _seed(examples: list) -> int:
+    import zlib
+
+    return zlib.crc32("\x1f".join("\x1e".join(e.texts) for e in examples).encode("utf-8", "replace"))
 
 
 similarity_batch.combine = "rows"
@@ -229,8 +285,10 @@ def run_similarity(pair: Pair, *, pooling: str, minibatch: int, dataset: str | N
     examples. Rows are sentence vectors ("cls", "mean") or words ("words": each word's tokens' mean, the words
     both models read). On a Ray `engine` the batches run on its workers and only their statistics come back."""
     ds = dataset_of(pair, dataset, limit, default=500, visitor=visitor)
-    spans(len(ds), minibatch)  # at least 8 examples, before any work
-    params = {"pooling": pooling, "minibatch": minibatch}
+    few = len(spans(len(ds), minibatch)) < INTERVAL_MINIBATCHES  # at least 8 examples, before any work
+    # few minibatches of sentences: their interval from half-samples of the examples (words are many)
+    params = {"pooling": pooling, "minibatch": minibatch,
+              "halves": HALF_SAMPLES if few and pooling != "words" else 0}
     # whole minibatches per engine batch, so the minibatches are the same in process and on Ray; in process
     # sentences are embedded 8 minibatches at a time, sorted by length inside (one minibatch at a time padded
     # each to its longest text: AG News took twice as long); the minibatches keep the dataset's order, so each
