@@ -220,7 +220,11 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_ru
     # the study's artefact is gone: single positive words are mostly recognised
     for r in by_name["single positive words"].results:
         assert r["fail_rate"] < 0.5, r
-    assert all(r.results[0]["n"] > 0 for r in res if r.name != "single neutral words")
+    # the tests whose every case expects "neutral", which the binary pair cannot say, are left out, and only they
+    neutral_only = {r.name for r in res if r.type == "MFT" and r.name in NEUTRAL_ONLY}
+    assert {r.name for r in res if r.results[0]["n"] == 0} == neutral_only == NEUTRAL_ONLY
+    assert all(r.left_out.startswith("every case expects 'neutral', which BERT and ALBERT do not predict")
+               for r in res if r.name in NEUTRAL_ONLY)
     # a failure shown says what went wrong in words, whichever kind of test: a label, a move, predictions
     shown = {r.type: e["detail"] for r in res for m in r.results for e in m["examples"]}
     assert set(shown) == {"MFT", "INV", "DIR"}, shown
@@ -229,7 +233,54 @@ def test_offline_pair_on_the_real_sentiment_suite(offline_pair, offline_suite_ru
     from app.core.techniques.checklist import checklist_table_markdown
 
     md = checklist_table_markdown(cl.to_dict(res), [m.name for m in offline_pair.models])
-    assert md.count("\n") == len(res) + 2 and "| p (McNemar) | p (Holm) |" in md.splitlines()[0]
+    left = [r for r in res if r.left_out]
+    assert md.count("\n") == len(res) + 2 + 1 + len(left) and "| p (McNemar) | p (Holm) |" in md.splitlines()[0]
+    assert all(f"¹ {r.name}: {r.left_out}" in md for r in left)
+
+
+NEUTRAL_ONLY = {"single neutral words", "neutral words in context", "simple negations: not neutral is still neutral",
+                "simple negations: but it was not (neutral) should still be neutral",
+                "negation of neutral with neutral in the middle, should still neutral", "Q & A: yes (neutral)",
+                "Q & A: no (neutral)"}
+
+
+def _heads(labels, probs_of):
+    """Model heads answering `probs_of(text)`, as a Ray driver holds them, for `run_suite(probabilities=...)`."""
+    from types import SimpleNamespace
+
+    heads = [SimpleNamespace(name=n, labels=labels, task=SimpleNamespace(fields=("sentence",))) for n in ("A", "B")]
+    return heads, lambda inputs: [np.array([probs_of(e.texts[0]) for e in inputs])] * 2
+
+
+def test_tests_expecting_a_label_the_models_lack_are_left_out_and_said():
+    """Issue 71: CheckList scored tests expecting "neutral" against a two-class pair (66.7% and 100% failure for
+    both). A case expecting a label a model does not predict is left out for both models, before the sample is
+    drawn; a test left with no case has no rate and no paired test, stays out of Holm's count and of the
+    capability's mean, and the table and the summary say why. A model that has the label is scored on it."""
+    suite = cl.Suite("t", "sentiment", [
+        _t("MFT", "neutral words", ["a", "b", "c"], labels=1),
+        _t("MFT", "mixed", ["d", "e", "f", "g", "h"], labels=[0, 1, 0, 1, 0]),
+        _t("MFT", "positive words", ["i", "j"], labels=2)])
+    binary, probs = _heads(("negative", "positive"), lambda t: [0.9, 0.1])  # says negative to everything
+    res = cl.run_suite(suite, binary, probabilities=probs)
+    neutral, mixed, positive = res
+    assert [r["n"] for r in neutral.results] == [0, 0] and neutral.results[0]["fail_rate"] is None
+    assert neutral.paired == {} and neutral.left_out == (
+        "every case expects 'neutral', which A and B do not predict: left out")
+    assert [r["n"] for r in mixed.results] == [3, 3] and mixed.results[0]["fail_rate"] == 0.0
+    assert mixed.left_out == "2 of 5 cases expect 'neutral', which A and B do not predict: left out"
+    assert positive.left_out is None and positive.results[0]["fail_rate"] == 1.0
+    assert mixed.paired["p_holm"] == pytest.approx(min(1.0, 2 * mixed.paired["p_value"]))  # Holm over two tests
+    sampled = cl.run_suite(suite, binary, probabilities=probs, sample=2)[1]  # drawn from the 3 it can score
+    assert [r["n"] for r in sampled.results] == [2, 2]
+    text = cl.checklist_summary(cl.to_dict(res), ["A", "B"])
+    assert "Holm-corrected over 2 tests" in text and text.endswith(
+        "Left out of these figures: 1 test whose every case expects a label a model does not predict "
+        "(neutral words).")
+    three, probs3 = _heads(("negative", "neutral", "positive"), lambda t: [0.1, 0.8, 0.1])
+    kept = cl.run_suite(suite, three, probabilities=probs3)
+    assert [r.left_out for r in kept] == [None] * 3 and kept[0].results[0]["n"] == 3
+    assert kept[0].results[0]["fail_rate"] == 0.0 and kept[1].results[0]["fail_rate"] == pytest.approx(3 / 5)
 
 
 def test_paired_failures_count_only_the_cases_both_models_were_tested_on():
@@ -254,20 +305,24 @@ def test_paired_test_of_the_suite_on_the_offline_pair(offline_pair, offline_suit
     """Where both models were tested on the same cases, the difference of their failure counts is the
     difference of the cases only one of them fails; the summary names exactly the tests Holm keeps."""
     res = offline_suite_run
-    same_cases = [r for r in res if r.results[0]["n"] == r.results[1]["n"] == r.paired["n"]]
+    same_cases = [r for r in res if r.paired and r.results[0]["n"] == r.results[1]["n"] == r.paired["n"]]
     assert len(same_cases) > 30
     for r in same_cases:
         a, b = r.paired["only_failed"]
         assert r.results[0]["failed"] - r.results[1]["failed"] == a - b, r.name
-    assert all(r.paired["p_holm"] >= r.paired["p_value"] for r in res)
+    scored = [r for r in res if r.paired]
+    assert len(scored) == len(res) - len(NEUTRAL_ONLY)
+    assert all(r.paired["p_holm"] >= r.paired["p_value"] for r in scored)
     names = [m.name for m in offline_pair.models]
     differ = cl.differing_tests(res)
     assert differ, "30 cases per test: the offline pair differs on some ('used to, but now', 'Q & A: no')"
     from app.core.techniques.checklist import checklist_summary
 
     text = checklist_summary(cl.to_dict(res), names)
-    assert text.startswith(f"{len(differ)} of {len(res)} tests differ beyond chance")
+    assert text.startswith(f"{len(differ)} of {len(scored)} tests differ beyond chance")
     assert all(t.name in text for t in differ)
+    assert text.endswith(f"Left out of these figures: {len(NEUTRAL_ONLY)} tests whose every case expects a label a "
+                         f"model does not predict ({'; '.join(r.name for r in res if r.name in NEUTRAL_ONLY)}).")
 
 
 def test_qqp_suite_runs_on_a_pair_task(tiny_dirs):

@@ -624,6 +624,7 @@ def checklist_views(res: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
         row["p (McNemar)"], row["p (Holm)"] = (None if paired.get(k) is None else round(paired[k], 4)
                                                for k in ("p_value", "p_holm"))
         row["expectation"] = t["expectation"]
+        row["left out"] = t.get("left_out") or ""  # cases expecting a label a model does not predict
         rows.append(row)
     fails = pd.DataFrame([{k: v for k, v in f.items() if k != "texts"} for f in checklist_failures(res)],
                          columns=["model", "test", "inputs", "why"])

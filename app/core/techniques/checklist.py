@@ -425,13 +425,20 @@ def case_inputs(test: Test, i: int, kind: str) -> list:
     return list(item)
 
 
-def _cases(test: Test, sample: int | None, seed: int) -> list[int]:
+def _cases(test: Test, sample: int | None, seed: int, left_out: set[int] = frozenset()) -> list[int]:
+    """The cases a test runs: `sample` of them (CheckList's own run_idxs first, else a seeded draw) from those
+    not `left_out`."""
     n = len(test.data)
-    if not sample or sample >= n:
-        return list(range(n))
+    pool = [i for i in range(n) if i not in left_out]
+    if not sample or sample >= len(pool):
+        return pool
     if test.run_idxs:
-        return [i for i in test.run_idxs if i < n][:sample]
-    return sorted(np.random.default_rng(seed).choice(n, size=sample, replace=False).tolist())
+        picked = [i for i in test.run_idxs if i < n and i not in left_out][:sample]
+        if len(picked) == sample or not left_out:
+            return picked
+    if not left_out:
+        return sorted(np.random.default_rng(seed).choice(n, size=sample, replace=False).tolist())
+    return sorted(np.random.default_rng(seed).choice(pool, size=sample, replace=False).tolist())
 
 
 @dataclass
@@ -443,6 +450,39 @@ class TestResult:
     expectation: str
     results: list[dict] = field(default_factory=list)  # per model: n, failed, fail_rate, examples
     paired: dict = field(default_factory=dict)  # two models: cases both were tested on, McNemar's exact test
+    # why cases (or the whole test) were left out: they expect a label a model does not predict
+    left_out: str | None = None
+
+
+def _expected(test: Test, i: int) -> set[int]:
+    """The labels an MFT case must be given (none for other types, whose expectations are rules)."""
+    if test.type != "MFT" or test.labels is None:
+        return set()
+    lab = _case_labels(test, i)
+    return {x for x in (lab if isinstance(lab, list | tuple) else [lab]) if isinstance(x, int)}
+
+
+def absent_labels(models: Sequence[ModelHead], names: Sequence[str]) -> dict[int, list[str]]:
+    """The suite's labels some model does not predict, each with those models: a binary sentiment model has no
+    "neutral", and a test expecting it would score the model on a class it cannot give (CheckList's mapping of
+    a probability between 1/3 and 2/3 to neutral made "neutral words in context" fail 66.7-100% for both)."""
+    out = {}
+    for k, name in enumerate(names):
+        lacking = [m.name for m in models if name.lower() not in {str(x).lower() for x in m.labels}]
+        if lacking:
+            out[k] = lacking
+    return out
+
+
+def _left_out_reason(names: Sequence[str], absent: dict[int, list[str]], labels: set[int], dropped: int,
+                     total: int) -> str:
+    said = " and ".join(f"'{names[k]}'" for k in sorted(labels))
+    who = list(dict.fromkeys(m for k in sorted(labels) for m in absent[k]))  # the pair's order
+    which = " and ".join(who)
+    what = "every case" if dropped == total else f"{dropped:,} of {total:,} cases"
+    verb = "expects" if dropped in (1, total) else "expect"
+    return (f"{what} {verb} {said}, which {which} "
+            f"{'does' if len(who) == 1 else 'do'} not predict: left out")
 
 
 def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None = None, seed: int = 0,
@@ -461,14 +501,24 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
         space_fn(clf, np.full((1, len(clf.labels)), 1 / len(clf.labels)))  # label check before heavy work
     plan = []
     uniq: dict[tuple[str, ...], int] = {}
+    absent = absent_labels(models, names)
     for test in suite.tests:
         fn, how = expectation(test, suite.kind)
         test.expectation = how
         cases = []  # (case index, its inputs' keys, their rows in `inputs`)
-        for i in _cases(test, sample, seed):
+        # a case expecting a label a model cannot give is left out, for both models (the paired test stays
+        # paired), before the sample is drawn: the sample is of the cases that can be scored
+        missing, out = set(), set()
+        for i in range(len(test.data)) if absent else ():
+            lacking = _expected(test, i) & absent.keys()
+            if lacking:
+                missing |= lacking
+                out.add(i)
+        for i in _cases(test, sample, seed, out):
             keys = [_key(x) for x in case_inputs(test, i, suite.kind)]
             cases.append((i, keys, [uniq.setdefault(k, len(uniq)) for k in keys]))
-        plan.append((test, fn, cases))
+        why = _left_out_reason(names, absent, missing, len(out), len(test.data)) if missing else None
+        plan.append((test, fn, cases, why))
     inputs = [Example(k) for k in uniq]
     if probabilities is not None:
         all_probs = probabilities(inputs)
@@ -479,8 +529,8 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             all_probs.append(predict(clf, inputs, batch_size=64, progress=step, validate=False).probs)
     spaces = [space_fn(clf, probs) for clf, probs in zip(models, all_probs)]
     out = []
-    for test, fn, cases in plan:
-        tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation)
+    for test, fn, cases, why in plan:
+        tr = TestResult(test.name, test.type, test.capability, test.description, test.expectation, left_out=why)
         outcomes = []  # per model, case index -> passed, for the paired test
         layout = _layout(cases)
         for clf, sp in zip(models, spaces):
@@ -496,11 +546,12 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             tr.results.append({"model": clf.name, "n": n, "failed": failed,
                                "fail_rate": failed / n if n else None, "examples": examples})
             outcomes.append({cases[pos][0]: bool(ok[pos]) for pos in at})
-        if len(outcomes) == 2:
+        if len(outcomes) == 2 and cases:
             tr.paired = paired_failures(*outcomes)
         out.append(tr)
-    if all(r.paired for r in out):
-        for r, adj in zip(out, holm([r.paired["p_value"] for r in out])):
+    scored = [r for r in out if r.paired]  # Holm over the tests that were run: one left out whole is no test
+    if len(models) == 2 and scored:
+        for r, adj in zip(scored, holm([r.paired["p_value"] for r in scored])):
             r.paired["p_holm"] = adj
     return out
 
@@ -620,7 +671,7 @@ def _p(p: float | None) -> str:
 def checklist_table_markdown(tests: list[dict], models: Sequence[str]) -> str:
     """A CheckList run (its tests, `checklist.to_dict`) in the study's Tables 2/3 layout: capability, test, type,
     then fail rate per model, with the paired test's p-values."""
-    paired = all(t["paired"] for t in tests)
+    paired = len(models) == 2
     head = "| capability | test | type | " + " | ".join(f"{m} fail %" for m in models) + " | n |"
     head += " p (McNemar) | p (Holm) |\n" if paired else "\n"
     head += "|---|---|---|" + "---|" * len(models) + "---|" + ("---|---|\n" if paired else "\n")
@@ -632,22 +683,29 @@ def checklist_table_markdown(tests: list[dict], models: Sequence[str]) -> str:
         for t in group:
             rates = " | ".join("n/a" if r["fail_rate"] is None else f"{100 * r['fail_rate']:.1f}"
                                for r in t["results"])
-            p = f" {_p(t['paired']['p_value'])} | {_p(t['paired'].get('p_holm'))} |" if paired else ""
-            rows.append(f"| {cap} | {t['name'].replace('|', '/')} | {t['type']} | {rates} | "
+            got = t["paired"] or {}
+            p = f" {_p(got.get('p_value'))} | {_p(got.get('p_holm'))} |" if paired else ""
+            mark = " ¹" if t.get("left_out") else ""
+            rows.append(f"| {cap} | {t['name'].replace('|', '/')}{mark} | {t['type']} | {rates} | "
                         f"{t['results'][0]['n']} |{p}")
-    return head + "\n".join(rows) + "\n"
+    notes = [f"¹ {t['name']}: {t['left_out']}" for t in tests if t.get("left_out")]
+    return head + "\n".join(rows) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
 def checklist_summary(tests: list[dict], models: Sequence[str], alpha: float = 0.05) -> str:
     """Which differences between the two models' fail rates are more than chance: a gap of 70% against 40% on
     20 cases often is not, and "less fair" should rest on the tests where it is."""
-    if len(models) != 2 or not tests or not all(t["paired"] for t in tests):
-        return ""
+    out = [t for t in tests if not t["paired"] and t.get("left_out")]
+    left = (f" Left out of these figures: {len(out)} test{'s' if len(out) != 1 else ''} whose every case expects "
+            f"a label a model does not predict ({'; '.join(t['name'] for t in out)})." if out else "")
+    tests = [t for t in tests if t["paired"]]
+    if len(models) != 2 or not tests:
+        return left.strip()
     differ = [t for t in tests if t["paired"].get("p_holm") is not None and t["paired"]["p_holm"] < alpha]
     if not differ:
         return (f"No test's fail rates differ beyond chance between {models[0]} and {models[1]} (McNemar's exact "
                 f"test on the cases both were tested on, Holm-corrected over {len(tests)} tests, {alpha}); more "
-                "cases per test give the test more power.")
+                "cases per test give the test more power." + left)
     parts = []
     for t in differ:
         a, b = (r["fail_rate"] for r in t["results"])
@@ -656,4 +714,4 @@ def checklist_summary(tests: list[dict], models: Sequence[str], alpha: float = 0
         parts.append(f"{t['name']} ({t['capability']}: {100 * a:.0f}% vs {100 * b:.0f}%, {worse} fails more, "
                      f"p {'< ' + p[1:] if p.startswith('<') else '= ' + p})")
     return (f"{len(differ)} of {len(tests)} tests differ beyond chance (McNemar's exact test, Holm-corrected, "
-            f"{alpha}): " + "; ".join(parts) + ".")
+            f"{alpha}): " + "; ".join(parts) + "." + left)
