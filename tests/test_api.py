@@ -276,3 +276,37 @@ def test_a_slice_of_a_dataset_is_a_dataset_every_front_end_reads(tiny_pair, tiny
         api.resolve_dataset(tiny_pair, "sentiment_plain @rows:1-600")
     with pytest.raises(InputError, match="row 501 is past the first 500 rows"):
         api.resolve_dataset(tiny_pair, "sentiment_plain @rows:501")
+
+
+def test_one_row_number_for_an_example_in_every_dataset_view(tiny_pair, tmp_path):
+    """Issue 71: saliency over a slice numbered its rows by their place in the slice ("row 2" was the dataset's
+    row 6), and counterfactuals over a dataset had no row at all. Each view of a slice now names the dataset's own
+    row, as the file and the CLI count it: saliency, counterfactual edits, attacks, and their tables."""
+    from app.core import api
+    from app.core.present import views
+
+    rows = tmp_path / "rows.csv"
+    lines = ["a film take 0,"] + [f"a {'fine' if i % 2 else 'dull'} film take {i},{i % 2}" for i in range(1, 40)]
+    rows.write_text("text,label\n" + "\n".join(lines) + "\n")
+    picked = [6, 28, 1, 33]  # row 1 has no gold label: an attack leaves it out, the others keep theirs
+    spec = f"{rows} @rows:{','.join(map(str, picked))}"
+    text_of = {r: lines[r - 1].rsplit(",", 1)[0] for r in picked}
+
+    sal = api.saliency(tiny_pair, dataset=spec, method="gradient_x_input", visitor=False).to_dict()
+    assert [e["row"] for e in sal["examples"]] == picked
+    assert all(text_of[e["row"]] == e["texts"][0] for e in sal["examples"])
+    table = views.lowest_agreement_frame(sal)
+    assert set(table["row"]) <= set(picked) and all(text_of[r] == t for r, t in zip(table["row"], table["input"]))
+
+    cf = api.counterfactual(tiny_pair, dataset=spec, generator="dataset_flip_rate",
+                            replacements="film -> movie", visitor=False).to_dict()
+    assert sorted(c["row"] for c in cf["examples"]) == sorted(picked)
+    assert all(c["original"][0] == text_of[c["row"]] for c in cf["examples"])
+    frame = views.changes_frame(cf, [m.name for m in tiny_pair.models])
+    assert sorted(frame["row"]) == sorted(picked)
+
+    att = api.attack(tiny_pair, recipe="deepwordbug", dataset=spec, n=3, query_budget=20, time_limit=60,
+                     visitor=False).to_dict()
+    assert [e["row"] for e in att["examples"]] == [6, 28, 33]
+    shown = views.attack_views(att, [m.name for m in tiny_pair.models], list(tiny_pair.task.labels))[2]
+    assert sorted(set(shown["row"])) == [6, 28, 33]

@@ -78,6 +78,7 @@ class Estimate(TypedDict, total=False):
 class ExplainedExample(TypedDict, total=False):
     """One example of a dataset's saliency run."""
     index: int
+    row: int  # its row in the dataset, as the file numbers it (through a slice too)
     texts: list[str]
     label: str | None
     top_words: list[list[str]]  # per model
@@ -98,6 +99,7 @@ class Change(TypedDict, total=False):
     deltas: list[dict]  # per model: the change of each class's probability
     flipped: list[bool]
     validity: float | None  # WordNet: whether the edit keeps the meaning (`meaning.validity`)
+    row: int  # over a dataset: the edited example's row in it, as the file numbers it
 
 
 class ModelSearch(TypedDict, total=False):
@@ -203,6 +205,7 @@ class Slice(TypedDict, total=False):
 class AttackedExample(TypedDict, total=False):
     """One example attacked on every model (`attacks.attack_pair`)."""
     index: int
+    row: int  # over a dataset: its row in it, as the file numbers it
     texts: list[str]
     gold: str
     results: list[dict]  # per model: TextAttack's outcome, queries, perturbed text

@@ -306,7 +306,8 @@ def _saliency_dataset_text(res: dict, show: int) -> str:
             e = res["examples"][i]
             tops = " · ".join(f"{n}: {', '.join(w) or '(no word for the class)'}"
                               for n, w in zip(names, e["top_words"]))
-            lines.append(f"  {e['agreement']:+.2f}  {' / '.join(e['texts'])[:100]}  ({tops})")
+            text = " / ".join(e["texts"])[:100]
+            lines.append(f"  row {e.get('row', i + 1)}  {e['agreement']:+.2f}  {text}  ({tops})")
     return "\n".join(lines)
 
 
@@ -315,7 +316,7 @@ def lowest_agreement_frame(res: dict) -> pd.DataFrame:
     rows = []
     for i in res.get("lowest_agreement", []):
         e = res["examples"][i]
-        rows.append([i + 1, clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
+        rows.append([e.get("row", i + 1), clip(" ‖ ".join(e["texts"])), str(e["label"]), round(e["agreement"], 3),
                      *[", ".join(w) or "(none for the class)" for w in e["top_words"]]])
     return pd.DataFrame(
         rows, columns=["row", "input", "explained class", "agreement", *[f"{n} top words" for n in names]]
@@ -444,7 +445,8 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
     checked = any(c.get("validity") for c in ordered)
     for c in ordered:
         shown = [around_edit(o, mark_edits(o, e)) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
-        row = {"flips": flips(c, names), **({"counted": counted(c)} if checked else {}), "edited": " / ".join(shown),
+        row = {**({"row": c["row"]} if "row" in c else {}), "flips": flips(c, names),
+               **({"counted": counted(c)} if checked else {}), "edited": " / ".join(shown),
                "edits": edits_text(c), "generator": generator_name(c["generator"])}
         for k, n in enumerate(names):
             b, a = c["before"][k], c["after"][k]
@@ -679,7 +681,7 @@ def attack_views(res: dict, names: list[str], labels: list[str], shown: int = 0
     (its outcome: the labels it moved between, or why it failed), and the success and transfer rates (bars)."""
     ex = res["examples"][shown] if 0 <= shown < len(res["examples"]) else None
     panels = [attack_panel(ex, k, labels) if ex else "" for k in range(len(names))]
-    rows = [{"row": e["index"] + 1, "model": r["model"],
+    rows = [{"row": e.get("row", e["index"] + 1), "model": r["model"],
              "outcome": (f"{r['original_label']} → {r['adversarial_label']}" if r["outcome"] == "success"
                          else f"{r['outcome']}: {r.get('why') or ''}".rstrip(": ")),
              "adversarial": " / ".join(clip(t) for t in r["adversarial"] or []), "queries": r["queries"],
@@ -882,7 +884,7 @@ def counterfactual_text(res: dict, names: list[str], show: int = 5) -> str:
             lines.append(f"  {verdict(res['comparison'], names, unit='edits')}")
         for n, only in zip(names, res["only"]):
             for c in only[:show]:
-                lines.append(f"  only {n} ({edits_text(c)}): {' / '.join(c['edited'])}")
+                lines.append(f"  only {n}, row {c.get('row', '?')} ({edits_text(c)}): {' / '.join(c['edited'])}")
         return "\n".join(lines)
     for p in res.get("per_model") or []:
         if p.get("note"):

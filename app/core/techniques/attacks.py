@@ -620,12 +620,13 @@ def run_attack(pair: Pair, text: str | None = None, text2: str | None = None, *,
     ok, why = recipe_status(recipe)  # before any example is read: what the recipe needs that is not here
     if not ok:
         raise AttackUnavailable(why)
+    numbers = None  # over a dataset: each attacked example's row in it, as the file numbers it
     if dataset:
-        labelled = [e for e in dataset_of(pair, dataset, None, default=None, visitor=visitor).examples
-                    if e.label is not None]
+        ds = dataset_of(pair, dataset, None, default=None, visitor=visitor)
+        labelled = [(e, r) for e, r in zip(ds.examples, ds.row_numbers()) if e.label is not None]
         if not labelled:
             raise InputError("dataset: it has no gold labels, which an attack needs")
-        examples = labelled[:n]
+        examples, numbers = [e for e, _ in labelled[:n]], [r for _, r in labelled[:n]]
     else:
         ex = example_from(pair, text, text2)
         if not label:
@@ -665,6 +666,8 @@ def run_attack(pair: Pair, text: str | None = None, text2: str | None = None, *,
             if todo[row["index"]] not in written:
                 on_row(row)
     rows.sort(key=lambda r: r["index"])
+    if numbers is not None:
+        rows = [r | {"row": numbers[r["index"]]} if 0 <= r["index"] < len(numbers) else r for r in rows]
     heads = pair.heads  # a Ray driver reads labels and names, not weights
     return AttackResult(recipe=recipe, models=[m.name for m in heads], examples=rows, stopped=stopped or None,
                         resumed=len(done), settings={"n": n, "query_budget": query_budget, "time_limit": time_limit},

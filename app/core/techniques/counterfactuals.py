@@ -369,7 +369,7 @@ def phased(progress, shares: Sequence[float]):
 
 
 def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None = None, progress=None, *,
-              edits: str = "word_replacement", per_example: int = 10) -> dict:
+              edits: str = "word_replacement", per_example: int = 10, rows: Sequence[int] | None = None) -> dict:
     """Edit every example (`edits`: the word replacement `pairs`, or up to `per_example` single-word WordNet
     swaps) and score originals and edits on every model in one batch each; per model, the share of edits that
     flip its label, and the edits that flip one model only. `progress(done, total)` runs once from 0 to the end
@@ -403,9 +403,12 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
                                   progress=lambda d, n: stage(2, d, n))
     changes = [Change(o.texts, e.texts, ed, edits, *s, validity=v)
                for o, e, ed, s, v in zip(originals, edited, made, scored, checks)]
+    # each edit names its example's row in the dataset (`rows`: the dataset's own numbers; else 1, 2, ...)
+    numbers = list(rows) if rows is not None else list(range(1, len(examples) + 1))
+    row_of = [numbers[k] for k in source]
     counted = np.asarray([v is None or v["valid"] for v in checks])  # the edits the rates count
     out = {"edits": edits, "changed": len(originals), "examples_changed": len(set(source)),
-           "examples": [c.to_dict() for c in changes]}
+           "examples": [c.to_dict() | {"row": r} for c, r in zip(changes, row_of)]}
     if edits == "wordnet_synonym":
         out["valid_edits"] = int(counted.sum())
         out["flip_rate_all_edits"] = flips.mean(0).tolist()
@@ -413,8 +416,8 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
         return {**out, "flip_rate": [None] * len(models), "both": 0, "only": [[] for _ in models]}
     kept, groups = flips[counted], np.asarray(source)[counted]
     out.update(flip_rate=kept.mean(0).tolist(), both=int(kept.all(1).sum()),
-               only=[[c.to_dict() for c, f, ok in zip(changes, flips, counted) if ok and f[k] and not f[1 - k]]
-                     for k in range(len(models))])
+               only=[[c.to_dict() | {"row": r} for c, r, f, ok in zip(changes, row_of, flips, counted)
+                      if ok and f[k] and not f[1 - k]] for k in range(len(models))])
     if len(models) == 2:  # is one model flipped more often than chance would give? edits of one example together
         out["comparison"] = compare_events(kept[:, 0], kept[:, 1], groups, metric="flip rate",
                                            group_name="examples")
@@ -486,7 +489,7 @@ def run_counterfactual(pair: Pair, text: str | None = None, text2: str | None = 
         edits = declared.edits
         pairs = parse_pairs(replacements) if declared.reads("replacements") else None
         res = flip_rate(pair.models, ds.examples, pairs, progress, edits=edits,
-                        per_example=limits()["swaps_per_example"])
+                        per_example=limits()["swaps_per_example"], rows=ds.row_numbers())
         if not res["changed"]:
             what = f"none of {list(pairs)} occurs" if pairs is not None else "WordNet offers no swap"
             field = "replacements" if pairs is not None else "dataset"

@@ -142,6 +142,8 @@ def run_saliency(pair: Pair, text: str | None = None, text2: str | None = None, 
         ds = dataset_of(pair, dataset, limit, default=50, visitor=visitor, cap="max_saliency_examples")
         res = (engine or Engine()).run(pair, explain_batch, ds.examples, progress=progress,
                                        params={"method": method, "target": asked_class(target), **settings})
+        for e, row in zip(res["examples"], ds.row_numbers()):  # the dataset's own row, through a slice too
+            e["row"] = row
         return SaliencyDatasetResult.of(res, dataset=ds.name, output=settings["output"])
     ex = example_from(pair, text, text2)
     out = explain(pair.models, ex, method, asked_class(target), same_class=target != OWN, **settings)
