@@ -457,8 +457,11 @@ def test_every_action_shows_progress_that_moves():
         assert shown[0] == ((0, None), "explaining: working", "s") and shown[-1] == ((3, None), "explaining: working",
                                                                                     "s")
         now[0] = 5.0
-        report(1, 4)
-        assert shown[-1] == (0.25, "explaining · 1 of 4 · 5 s", "steps")
+        report(1, 4)  # one step in 5 s: three more at that pace
+        assert shown[-1] == (0.25, "explaining · 1 of 4 · 5 s, about 15 s left", "steps")
+        now[0] = 120.0
+        report(2, 1000)
+        assert shown[-1] == (0.002, "explaining · 2 of 1,000 · 120 s, about 16.6 h left", "steps")
         report(4, 4)
         now[0] = 19.0
         _time.sleep(0.1)

@@ -469,6 +469,17 @@ def uploaded_or_named(values: dict) -> dict:
     return {"dataset": upload_path(values["uploaded"]) or values["dataset"]}
 
 
+def left_text(elapsed: float, done: int, total: int) -> str:
+    """", about 40 s left": the rest at the pace so far (nothing before the first step, or when it would say 0)."""
+    if done <= 0 or done >= total:
+        return ""
+    left = elapsed * (total - done) / done
+    if left < 1:
+        return ""
+    said = f"{left:.0f} s" if left < 90 else f"{left / 60:.0f} min" if left < 5400 else f"{left / 3600:.1f} h"
+    return f", about {said} left"
+
+
 class Ticker:
     """A run's progress on the page: the core's (done, total) as the bar and, every `every` seconds, the seconds
     so far, so that no action sits on a frozen bar: before the core's first report (and where it makes none, as
@@ -497,7 +508,8 @@ class Ticker:
                 self.progress(1.0, desc=f"{self.desc}: finishing · {seconds}")
             else:
                 d, n = self.done
-                self.progress(d / n, desc=f"{self.desc} · {d:,} of {n:,} · {seconds}")
+                left = left_text(self.clock() - self.started, d, n)
+                self.progress(d / n, desc=f"{self.desc} · {d:,} of {n:,} · {seconds}{left}")
 
     def _tick(self) -> None:
         while not self._stop.wait(self.every):
