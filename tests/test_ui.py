@@ -1,4 +1,6 @@
 """The Gradio app, launched here and driven through gradio_client like a user's script would."""
+import html
+
 import gradio as gr
 import pytest
 
@@ -124,11 +126,15 @@ def test_checklist_api_gives_each_test_its_paired_p_value(client):
     res, verdict, plot, table, fails = client.predict(str(shared("checklist", "sentiment_suite.json.gz")), None, 5,
                                                       api_name="/checklist")
     cols = table["headers"]
-    assert cols[-3:] == ["p (McNemar)", "p (Holm)", "expectation"]
+    assert cols[-4:] == ["p (McNemar)", "p (Holm)", "expectation", "left out"]
     for row, t in zip(table["data"], res["tests"]):
+        assert row[cols.index("left out")] == (t["left_out"] or "")
+        if not t["paired"]:  # every case expects "neutral", which the tiny pair does not predict
+            assert row[cols.index("p (McNemar)")] is None and "expects 'neutral'" in t["left_out"]
+            continue
         assert row[cols.index("p (McNemar)")] == pytest.approx(t["paired"]["p_value"], abs=5e-5)
         assert t["paired"]["p_holm"] >= t["paired"]["p_value"]
-    assert verdict == res["summary"] and "differ beyond chance" in verdict
+    assert html.unescape(verdict) == res["summary"] and "differ beyond chance" in verdict
 
 
 def test_saliency_dataset_api(client):
@@ -172,23 +178,30 @@ def test_errors_are_messages_not_tracebacks(client):
 @pytest.mark.parametrize("fixture,expected,suite", [("tiny_pair", "sentiment_plain", "sentiment_suite.json.gz"),
                                                     ("tiny_nli_pair", "rte_pairs", None)])
 def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expected, suite):
-    """The Projection tab (and saliency over a dataset) opens on examples the pair can read (single sentences or
-    sentence pairs), and every dataset field offers the released dev split; the Behavioural tab proposes a
-    released suite only when its labels fit the task (none for RTE)."""
+    """Every dataset field opens on one dataset, the one Benchmark scores: the task's released dev split where it
+    is here (Projection and Saliency had opened on the 30 shipped examples beside Benchmark's SST-2 dev), else
+    the shipped examples the pair can read (single sentences or sentence pairs); every field offers both. The
+    Behavioural tab proposes a released suite only when its labels fit the task (none for RTE)."""
     from app.core import api
     from app.ui import build
+    from app.ui.common import Ctx
 
     pair = request.getfixturevalue(fixture)
     demo = build(pair)
-    drop = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("dataset (shipped")]
-    assert len(drop) == 2 and {d.value for d in drop} == {expected}  # projection, saliency over a dataset
-    ds = api.resolve_dataset(pair, drop[0].value)
-    assert all(len(e.texts) == len(pair.task.fields) for e in ds.examples)
-    # every dataset field (benchmark, projection, saliency and flip rate over a dataset, CKA, attacks) offers
-    # the task's released dev split, and it reads as the task's examples
     (dev,) = api.released_datasets(pair)  # offered by name: "sst2 dev (released GLUE)"
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     assert len(fields) == 6 and all(dev in [v for _, v in f.choices] for f in fields)
+    # one first value for all but the attack's (an attack runs on the input unless a dataset is picked)
+    assert {f.value for f in fields} == {dev, ""} and sum(f.value == dev for f in fields) == 5
+    for f in fields:
+        if f.value:
+            assert all(len(e.texts) == len(pair.task.fields) for e in api.resolve_dataset(pair, f.value, 5).examples)
+    # where the released data is not beside the checkout (a Space), the shipped examples the task reads
+    no_dev = Ctx(pair, Ctx.of(pair).heavy, False, [])
+    from unittest import mock
+
+    with mock.patch.object(api, "released_datasets", lambda p: {}):
+        assert no_dev.default_dataset == expected
     assert len(api.resolve_dataset(pair, dev, 5).examples[0].texts) == len(pair.task.fields)
     box = [b for b in demo.blocks.values() if getattr(b, "label", "") and b.label.startswith("CheckList suite")]
     assert len(box) == 1

@@ -78,7 +78,7 @@ def tab(ctx: Ctx) -> None:
                  "gap is more than chance. The table lists the examples they answer differently.")
         with gr.Row():
             ds = dataset_field(ctx, "labelled dataset", "shipped name or path",
-                               value=ctx.dev or api.default_dataset(ctx.pair))
+                               value=ctx.default_dataset)
             upload = gr.File(label="or upload csv/tsv/jsonl with labels", file_types=[".csv", ".tsv", ".jsonl"])
             limit = common.number(value=common.capped(1000), label="max examples")
         go = gr.Button("Score both models", variant="primary")

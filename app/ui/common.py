@@ -229,6 +229,13 @@ class Ctx:
         """The released dev split by name (the study's UMAPs, flip rates and attacks ran on it)."""
         return next(iter(api.released_datasets(self.pair)), None)
 
+    @property
+    def default_dataset(self) -> str:
+        """Every dataset field's first value, the same in every tab: the released dev split where it is here (what
+        Benchmark scores), else the shipped examples. Projection and Saliency had started on the 30 shipped
+        examples beside Benchmark's SST-2 dev, and "above 70% of sentiment_plain's 30" read as SST-2's."""
+        return self.dev or api.default_dataset(self.pair)
+
 
 def bind(fn: Callable, ctx: Ctx) -> Callable:
     """`fn(ctx, *inputs)` as Gradio's handler of the inputs: its name kept (errors and logs name it), its

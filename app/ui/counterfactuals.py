@@ -73,7 +73,8 @@ def tab(ctx: Ctx) -> None:
             repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=default_swaps(ctx.pair),
                               lines=2)
         with gr.Row():
-            cds = dataset_field(ctx, "dataset for flip rate", "shipped name or path", visible=False)
+            cds = dataset_field(ctx, "dataset for flip rate", "shipped name or path", visible=False,
+                                value=ctx.default_dataset)
             climit = common.number(value=common.capped(500), label="max examples", visible=False)
         # every control once, by name; a generator's own options (replacements, a plugin's) shown while it is chosen
         named = common.controls("counterfactual", {"text": c1, "text2": c2, "generator": gen, "replacements": repl,

@@ -50,7 +50,7 @@ def tab(ctx: Ctx, served: set[str]) -> None:
                 if capability.inputs != "text":
                     with gr.Row():
                         named |= {"dataset": dataset_field(ctx, "dataset", "shipped name or path",
-                                                           value=api.default_dataset(ctx.pair)),
+                                                           value=ctx.default_dataset),
                                   "limit": common.number(value=common.capped(1000), label="max examples")}
                 named = common.controls(capability.name, named)
                 go = gr.Button(f"Run {capability.name}", variant="primary")

@@ -5,7 +5,6 @@ import html
 
 import gradio as gr
 
-from app.core import api
 from app.core.present import views
 from app.core.present.plots import attention_figure, similarity_figure
 
@@ -58,7 +57,7 @@ def tab(ctx: Ctx) -> None:
         describe(CKA_HELP)
         with gr.Row():
             ds = dataset_field(ctx, "dataset for CKA", "shipped name or path",
-                               value=ctx.dev or api.default_dataset(pair))
+                               value=ctx.default_dataset)
             limit = common.number(value=common.capped(500), label="max examples")
             declared = option("similarity", "pooling")
             pooling = gr.Radio([(views.POOLING_NAMES.get(p, p), p) for p in declared.choices], value=declared.default,

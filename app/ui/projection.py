@@ -223,7 +223,7 @@ def tab(ctx: Ctx) -> None:
                  "neighbourhoods); Procrustes disparity: what is left after aligning the two clouds (0: the same "
                  "shape).")
         with gr.Row():
-            first = api.default_dataset(pair)
+            first = ctx.default_dataset
             pds = dataset_field(ctx, "dataset", "shipped name, local path or datasets id", value=first)
             upload = gr.File(label="or upload csv/tsv/jsonl", file_types=[".csv", ".tsv", ".jsonl"])
         with gr.Row():

@@ -122,7 +122,7 @@ def tab(ctx: Ctx) -> None:
 
         with gr.Accordion("Over a dataset: faithfulness against a random ranking, and agreement", open=False):
             with gr.Row():
-                sds = dataset_field(ctx, "dataset", "shipped name or path", value=api.default_dataset(pair))
+                sds = dataset_field(ctx, "dataset", "shipped name or path", value=ctx.default_dataset)
                 slimit = common.number(value=common.capped(50, "max_saliency_examples"),
                                        label="max examples (each is explained by both models)")
             sgo = gr.Button("Explain the dataset with this method")
