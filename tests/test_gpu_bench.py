@@ -28,7 +28,9 @@ def test_the_gpu_benchmark_runs_tiny_on_the_cpu(tmp_path):
         for backend in ("math", "efficient", "flash", "cudnn"):  # each preferred in turn: on a CPU the same scores
             assert ig["ours_by_backend"][backend]["delta_max"] <= 1e-3
             assert ig["ours_by_backend"][backend]["max_score_diff"] <= 1e-6
-    assert res["checklist"]["tests"] == 38 and res["checklist"]["cases"] == 38 * 2
+    # the binary tiny pair: the 7 tests whose every case expects "neutral" are left out, 2 cases each of the rest
+    assert res["checklist"]["tests"] == 38 and res["checklist"]["left_out"] == 7
+    assert res["checklist"]["cases"] == (38 - 7) * 2
     assert res["checklist"]["bf16_max_fail_rate_change"] <= 0.5  # 2 cases a test: one flip moves a rate by 0.5
     for run in ("fp32_large_graphs", "bf16_small_graphs"):  # the other graph settings (a CPU has none: same rates)
         assert res["checklist"][run]["both_models_s"] > 0 and res["checklist"][f"{run}_max_fail_rate_change"] <= 0.5

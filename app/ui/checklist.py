@@ -68,8 +68,8 @@ def tab(ctx: Ctx) -> None:
         verdict = gr.Markdown(label="differences beyond chance")
         bars = gr.Plot(elem_classes=["figure"], label="mean fail rate per capability")
         table = gr.Dataframe(headers=["capability", "test", "type", "n", *[f"{n_} fail %" for n_ in names],
-                                      "p (McNemar)", "p (Holm)", "expectation"], wrap=True,
-                             column_widths=["9%", "18%", "5%", "4%", *["9%"] * len(names), "10%", "8%", "28%"],
+                                      "p (McNemar)", "p (Holm)", "expectation", "left out"], wrap=True,
+                             column_widths=["8%", "16%", "5%", "4%", *["8%"] * len(names), "9%", "7%", "22%", "13%"],
                              label="fail rate per test")
         fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], wrap=True,
                              label="failing examples", show_search="search",
