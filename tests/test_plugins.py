@@ -428,8 +428,10 @@ def test_every_count_field_of_the_app_starts_at_a_value_the_core_takes(plugin, t
     counts = [c for c in demo.blocks.values() if isinstance(c, gr.Number) and "max examples" in str(c.label)]
     assert counts and all(isinstance(c.value, int | float) and c.value >= 1 for c in counts), \
         [(c.label, c.value) for c in counts]
+    first = Ctx.of(tiny_pair).default_dataset  # every dataset field's first value (the released dev split here)
     section = next(c for c in counts if c.parent is not None and any(
-        getattr(s, "value", None) == "sentiment_plain" for s in c.parent.children))
+        getattr(s, "value", None) == first for s in c.parent.children) and any(
+        getattr(s, "label", "") == "dataset (shipped name or path)" for s in c.parent.children))
     assert policy.count("limit", section.value, cap=policy.limits()["max_examples"]) == section.value
     record, text, figure = declared.handler("lengths")(Ctx.of(tiny_pair), "sentiment_plain", section.value)
     assert record["n"] == 30 and "accuracy by length" in text and figure is not None
