@@ -332,7 +332,9 @@ def checklist(pair: Pair, dev: str, sample: int | None, half: str, backend: str 
         row[label] = {"both_models_s": s, "graphs": status}
     row["tests"], row["cases"] = len(res["tests"]), sum(t["results"][0]["n"] for t in res["tests"])
     # tests whose every case expects a label the pair does not predict ("neutral", for a binary pair): no case run
-    row["left_out"] = sum(1 for t in res["tests"] if not t["paired"] and t.get("left_out"))
+    from app.core.techniques.checklist import left_out_whole
+
+    row["left_out"] = len(left_out_whole(res["tests"]))
     row["sample"], row["both_models_s"] = sample, row["fp32"]["both_models_s"]
     if sample is None:  # where the time goes: tokenising every distinct input (the CPU's share, both models)
         from app.core.execution.inference import tokenize

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.error
@@ -24,7 +21,7 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from lit_slowloris import cpu_name, free_port, get_info  # noqa: E402
+from lit_slowloris import cpu_name, start_hosted_lit  # noqa: E402
 
 
 def rss_mb(pid: int) -> float:
@@ -62,24 +59,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--json")
     args = ap.parse_args()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "ALBERT_LENS_HOSTED": "1"}
-    log = tempfile.TemporaryFile(mode="w+")
-    server = subprocess.Popen([sys.executable, "-m", "app", "lit", "--pair", "offline", "--port", str(port)],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    server, url, _log = start_hosted_lit()
     peak, stop = [0.0], threading.Event()
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                get_info(url, timeout=5)
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise SystemExit(f"LIT did not start: {log.read()[-2000:]}") from None
-                time.sleep(1)
         info = json.loads(post(url, "/get_info", b"{}")[1])
         model = next(iter(info["models"]))
         dataset = next(d for d in info["datasets"] if d != "_union_empty")

@@ -66,28 +66,36 @@ def phase(url: str, n: int = 10) -> dict:
             "max_s": round(max(times), 3) if times else None}
 
 
+def start_hosted_lit():
+    """A hosted `albert-lens lit --pair offline` as an operator starts it, on a free port, once it answers:
+    (the process, its URL, its log: a file read at the end, as a pipe nobody reads fills up)."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "ALBERT_LENS_HOSTED": "1"}
+    log = tempfile.TemporaryFile(mode="w+")
+    server = subprocess.Popen([sys.executable, "-m", "app", "lit", "--pair", "offline", "--port", str(port)],
+                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    deadline = time.monotonic() + 600
+    while True:
+        try:
+            get_info(url, timeout=5)
+            return server, url, log
+        except Exception:  # noqa: BLE001 - not up yet
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                log.seek(0)
+                raise SystemExit(f"LIT did not start: {log.read()[-2000:]}") from None
+            time.sleep(1)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--connections", type=int, default=1200)
     ap.add_argument("--json")
     args = ap.parse_args()
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {**os.environ, "ALBERT_LENS_HOSTED": "1"}
-    log = tempfile.TemporaryFile(mode="w+")  # the server's log, read at the end (a pipe nobody reads fills up)
-    server = subprocess.Popen([sys.executable, "-m", "app", "lit", "--pair", "offline", "--port", str(port)],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log, text=True)
+    server, url, log = start_hosted_lit()
+    port = int(url.rsplit(":", 1)[1])
     try:
-        deadline = time.monotonic() + 600
-        while True:
-            try:
-                get_info(url, timeout=5)
-                break
-            except Exception:  # noqa: BLE001 - not up yet
-                if server.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise SystemExit(f"LIT did not start: {log.read()[-2000:]}") from None
-                time.sleep(1)
         out = {"cpu": cpu_name(), "connections": args.connections, "before": phase(url),
                "threads_before": threads(server.pid)}
         held, refused = [], 0

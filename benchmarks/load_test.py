@@ -238,17 +238,9 @@ def main() -> None:
                                 lat["predict (browser-like)"].append(time.perf_counter() - t0)
                             time.sleep(0.25)
                             continue
-                        http.post("gradio_api/queue/join", json={
-                            "data": [text, ""], "fn_index": predict_fn, "session_hash": session,
-                            "event_data": None, "trigger_id": None}).raise_for_status()
-                        done = None
-                        with http.stream("GET", "gradio_api/queue/data", params={"session_hash": session}) as st:
-                            for line in st.iter_lines():
-                                if line.startswith("data:") and '"process_completed"' in line:
-                                    done = json.loads(line[5:])
-                                    break
-                        assert done and done["success"], done
-                        check("predict", text, done["output"]["data"])
+                        kind, out = queued_call(http, predict_fn, [text, ""], session)
+                        assert kind == "done", (kind, out)
+                        check("predict", text, out)
                         with lock:
                             lat["predict (browser-like)"].append(time.perf_counter() - t0)
                     except Exception as exc:  # noqa: BLE001 - counted and reported
@@ -317,6 +309,11 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(res, indent=2))
 
 
+def pct_ms(xs: list[float], q: float) -> float | None:
+    """The `q` quantile of seconds `xs`, in milliseconds to one decimal (None for none)."""
+    return round(1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
+
+
 FLOOD_CLIENTS = 60
 FLOOD_CHARS = 1999
 
@@ -366,12 +363,9 @@ def flood(args, url: str, rss, check) -> dict:
             t.join()
         return lat, errors
 
-    def pct(xs, q):
-        return round(1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
-
     def phase(name: str, lat: list[float], errors: list[str]) -> dict:
         return {"phase": name, "answers": len(lat), "errors": len(errors), "error_examples": errors[:3],
-                "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95)}
+                "p50_ms": pct_ms(lat, 0.5), "p95_ms": pct_ms(lat, 0.95)}
 
     out = {"users": args.users, "seconds": args.seconds, "flood_clients": FLOOD_CLIENTS, "flood_chars": FLOOD_CHARS,
            "hosted": args.hosted, "cpu": cpu_name(), "phases": []}
@@ -476,11 +470,9 @@ def queue_flood(args, url: str, fn_index: int, data: list, check) -> dict:
                 time.sleep(0.25)
         return lat, kinds
 
-    def pct(xs, q):
-        return round(1000 * sorted(xs)[min(len(xs) - 1, int(q * len(xs)))], 1) if xs else None
-
     def phase(name: str, lat: list[float], kinds: dict) -> dict:
-        return {"phase": name, "answers": len(lat), "calls": kinds, "p50_ms": pct(lat, 0.5), "p95_ms": pct(lat, 0.95)}
+        return {"phase": name, "answers": len(lat), "calls": kinds, "p50_ms": pct_ms(lat, 0.5),
+                "p95_ms": pct_ms(lat, 0.95)}
 
     if args.mix == "queue-flood":
         flooders = [("127.0.0.2", k) for k in range(QUEUE_FLOOD_JOBS)]

@@ -58,7 +58,7 @@ from .execution.inputs import (  # noqa: F401 - what a request names, read (the 
 )
 from .execution.pair import Pair
 from .execution.shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict
-from .execution.shares import Shares, TooMany, client_key, over_share, turns  # noqa: F401
+from .execution.shares import Shares, TooMany, client_key, over_share, retry_after, turns  # noqa: F401
 from .execution.workers import Pool
 from .ground import jobs, policy
 from .ground.data import (  # noqa: F401

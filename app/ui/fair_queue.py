@@ -17,7 +17,6 @@ This is glue to Gradio's `Queue` (its `get_events`, `event_queue_per_concurrency
 """
 from __future__ import annotations
 
-import math
 import time
 from collections import Counter
 
@@ -85,4 +84,4 @@ class FairQueue:
         why = api.over_share(running, waiting, self.most, wait_s, queued=queued, room=self.room)
         if why is None:
             return None
-        return why, max(1, math.ceil(wait_s)) if wait_s is not None else 5
+        return why, api.retry_after(wait_s) or 5  # not known yet: a few seconds

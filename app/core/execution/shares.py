@@ -114,13 +114,18 @@ def turns(waiting: Sequence[str], running: Mapping[str, int]) -> list[int]:
     return [i for _, i in sorted(keys)]
 
 
+def retry_after(wait_s: float | None) -> int | None:
+    """Whole seconds to wait (at least 1) for a wait of `wait_s`; None where it is not known."""
+    return None if wait_s is None else max(1, math.ceil(wait_s))
+
+
 def over_share(running: int, waiting: int, most: int, wait_s: float | None, queued: int = 0,
                room: int | None = None) -> str | None:
     """Why a client holding `running` and `waiting` jobs may not queue another (`most`: its share, running and
     waiting together; `room`: the jobs the queue takes from clients that have one there already, `queued` of them
     waiting now, so that a newcomer still finds a place when many addresses fill it), with how long until one of
     its jobs should end (`wait_s`, from the server's own timings; None: not known yet); None where it may."""
-    when = (f"the next of them should end in about {max(1, math.ceil(wait_s))} s" if wait_s is not None
+    when = (f"the next of them should end in about {retry_after(wait_s)} s" if wait_s is not None
             else "wait for one of them to end")
     if running + waiting >= most:
         return (f"your address already has {running} jobs running and {waiting} waiting here, its share of "

@@ -252,8 +252,8 @@ def _flip_p(d: np.ndarray, flips: np.ndarray) -> float:
     """Two-sided p of "the differences are centred on 0": the share of sign flips whose mean is as far from 0
     (a tolerance so that flips giving the same mean up to rounding count as "as extreme")."""
     observed = abs(d.mean())
-    extreme = sum(int(np.sum(np.abs(flips[k:k + 256] @ d) / len(d) >= observed - 1e-12))
-                  for k in range(0, len(flips), 256))
+    extreme = sum(int(np.sum(np.abs(flips[k:k + _CHUNK] @ d) / len(d) >= observed - 1e-12))
+                  for k in range(0, len(flips), _CHUNK))
     if len(d) <= EXACT_FLIPS:  # every flip, the identity among them
         return extreme / len(flips)
     return (extreme + 1) / (len(flips) + 1)
@@ -272,7 +272,7 @@ def _flip_interval(d: np.ndarray, flips: np.ndarray, confidence: float) -> list[
         return _flip_p(d - delta, flips) <= alpha
 
     ends: list[float | None] = []
-    for far in (centre - span - (centre - float(d.min())), centre + span + (float(d.max()) - centre)):
+    for far in (float(d.min()) - span, float(d.max()) + span):
         if not rejected(far):
             ends.append(None)
             continue

@@ -432,12 +432,10 @@ def _cases(test: Test, sample: int | None, seed: int, left_out: set[int] = froze
     pool = [i for i in range(n) if i not in left_out]
     if not sample or sample >= len(pool):
         return pool
-    if test.run_idxs:
+    if test.run_idxs:  # short of `sample` only where cases were left out: then a draw from those left
         picked = [i for i in test.run_idxs if i < n and i not in left_out][:sample]
         if len(picked) == sample or not left_out:
             return picked
-    if not left_out:
-        return sorted(np.random.default_rng(seed).choice(n, size=sample, replace=False).tolist())
     return sorted(np.random.default_rng(seed).choice(pool, size=sample, replace=False).tolist())
 
 
@@ -508,16 +506,16 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
         cases = []  # (case index, its inputs' keys, their rows in `inputs`)
         # a case expecting a label a model cannot give is left out, for both models (the paired test stays
         # paired), before the sample is drawn: the sample is of the cases that can be scored
-        missing, out = set(), set()
+        missing, dropped = set(), set()
         for i in range(len(test.data)) if absent else ():
             lacking = _expected(test, i) & absent.keys()
             if lacking:
                 missing |= lacking
-                out.add(i)
-        for i in _cases(test, sample, seed, out):
+                dropped.add(i)
+        for i in _cases(test, sample, seed, dropped):
             keys = [_key(x) for x in case_inputs(test, i, suite.kind)]
             cases.append((i, keys, [uniq.setdefault(k, len(uniq)) for k in keys]))
-        why = _left_out_reason(names, absent, missing, len(out), len(test.data)) if missing else None
+        why = _left_out_reason(names, absent, missing, len(dropped), len(test.data)) if missing else None
         plan.append((test, fn, cases, why))
     inputs = [Example(k) for k in uniq]
     if probabilities is not None:
@@ -550,7 +548,7 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             tr.paired = paired_failures(*outcomes)
         out.append(tr)
     scored = [r for r in out if r.paired]  # Holm over the tests that were run: one left out whole is no test
-    if len(models) == 2 and scored:
+    if scored:
         for r, adj in zip(scored, holm([r.paired["p_value"] for r in scored])):
             r.paired["p_holm"] = adj
     return out
@@ -692,12 +690,17 @@ def checklist_table_markdown(tests: list[dict], models: Sequence[str]) -> str:
     return head + "\n".join(rows) + "\n" + ("\n" + "\n".join(notes) + "\n" if notes else "")
 
 
+def left_out_whole(tests: list[dict]) -> list[dict]:
+    """The tests (`to_dict`) left with no case: every one expects a label a model does not predict."""
+    return [t for t in tests if not t["paired"] and t.get("left_out")]
+
+
 def checklist_summary(tests: list[dict], models: Sequence[str], alpha: float = 0.05) -> str:
     """Which differences between the two models' fail rates are more than chance: a gap of 70% against 40% on
     20 cases often is not, and "less fair" should rest on the tests where it is."""
-    out = [t for t in tests if not t["paired"] and t.get("left_out")]
-    left = (f" Left out of these figures: {len(out)} test{'s' if len(out) != 1 else ''} whose every case expects "
-            f"a label a model does not predict ({'; '.join(t['name'] for t in out)})." if out else "")
+    whole = left_out_whole(tests)
+    left = (f" Left out of these figures: {len(whole)} test{'s' if len(whole) != 1 else ''} whose every case "
+            f"expects a label a model does not predict ({'; '.join(t['name'] for t in whole)})." if whole else "")
     tests = [t for t in tests if t["paired"]]
     if len(models) != 2 or not tests:
         return left.strip()

@@ -406,9 +406,9 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
     # each edit names its example's row in the dataset (`rows`: the dataset's own numbers; else 1, 2, ...)
     numbers = list(rows) if rows is not None else list(range(1, len(examples) + 1))
     row_of = [numbers[k] for k in source]
+    shown = [c.to_dict() | {"row": r} for c, r in zip(changes, row_of)]
     counted = np.asarray([v is None or v["valid"] for v in checks])  # the edits the rates count
-    out = {"edits": edits, "changed": len(originals), "examples_changed": len(set(source)),
-           "examples": [c.to_dict() | {"row": r} for c, r in zip(changes, row_of)]}
+    out = {"edits": edits, "changed": len(originals), "examples_changed": len(set(source)), "examples": shown}
     if edits == "wordnet_synonym":
         out["valid_edits"] = int(counted.sum())
         out["flip_rate_all_edits"] = flips.mean(0).tolist()
@@ -416,8 +416,8 @@ def flip_rate(models, examples: Sequence[Example], pairs: dict[str, str] | None 
         return {**out, "flip_rate": [None] * len(models), "both": 0, "only": [[] for _ in models]}
     kept, groups = flips[counted], np.asarray(source)[counted]
     out.update(flip_rate=kept.mean(0).tolist(), both=int(kept.all(1).sum()),
-               only=[[c.to_dict() | {"row": r} for c, r, f, ok in zip(changes, row_of, flips, counted)
-                      if ok and f[k] and not f[1 - k]] for k in range(len(models))])
+               only=[[c for c, f, ok in zip(shown, flips, counted) if ok and f[k] and not f[1 - k]]
+                     for k in range(len(models))])
     if len(models) == 2:  # is one model flipped more often than chance would give? edits of one example together
         out["comparison"] = compare_events(kept[:, 0], kept[:, 1], groups, metric="flip rate",
                                            group_name="examples")

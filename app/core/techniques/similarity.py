@@ -126,11 +126,16 @@ class MinibatchCKA:
         for _ in range(rounds):
             pick = rng.integers(0, k, k)
             draws.append(self._ratio(cross[pick].sum(0), sa[pick].sum(0), sb[pick].sum(0)))
-        draws = np.array(draws)
-        tail = (1 - confidence) / 2
-        with warnings.catch_warnings():  # an undefined cell (a constant layer) is NaN in every draw: its bounds too
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.nanquantile(draws, tail, axis=0), np.nanquantile(draws, 1 - tail, axis=0)
+        return _bounds(np.array(draws), confidence)
+
+
+def _bounds(draws: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's percentile bounds over `draws` (draws x cells); an undefined cell (a constant layer) is NaN in
+    every draw, and its bounds too."""
+    tail = (1 - confidence) / 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanquantile(draws, tail, axis=0), np.nanquantile(draws, 1 - tail, axis=0)
 
 
 def spans(n: int, size: int) -> list[tuple[int, int]]:
@@ -209,23 +214,19 @@ def summarise(stats: Iterable[dict]) -> dict:
 def _half_interval(stats: list[dict], key: str, value: np.ndarray, confidence: float = 0.95):
     """Each cell's interval from the minibatches' half-samples (`minibatch_stats(halves=...)`): draw r sums every
     minibatch's r-th half-sample, and the draws' spread about their median is laid about the full estimate."""
-    cells, left, right = {"cross": ("ab", "a", "b"), "a": ("aa", "a", "a"), "b": ("bb", "b", "b")}[key]
+    cells = {"cross": ("ab", "a", "b"), "a": ("aa", "a", "a"), "b": ("bb", "b", "b")}[key]
     draws = []
     for r in range(min(len(st["halves"]) for st in stats if st.get("halves"))):
         acc = MinibatchCKA()
         for st in stats:  # a minibatch under 8 rows has no half-samples: it adds its whole self to every draw
-            half = st["halves"][r] if st.get("halves") else st
-            own = {"a": np.diag(np.asarray(half["aa"])), "b": np.diag(np.asarray(half["bb"]))}
-            acc.add(half[cells], own[left], own[right], st[f"spread_{left}"], st[f"spread_{right}"], st["n"])
+            acc.add_stats({**st, **st["halves"][r]} if st.get("halves") else st, *cells)
         draws.append(acc.value())
     draws = np.array(draws)
-    tail = (1 - confidence) / 2
-    with warnings.catch_warnings():  # an undefined cell (a constant layer) is NaN in every draw: its bounds too
+    lo, hi = _bounds(draws, confidence)
+    with warnings.catch_warnings():  # an undefined cell is NaN in every draw
         warnings.simplefilter("ignore", RuntimeWarning)
         mid = np.nanmedian(draws, axis=0)
-        lo = value + np.nanquantile(draws, tail, axis=0) - mid
-        hi = value + np.nanquantile(draws, 1 - tail, axis=0) - mid
-    return np.minimum(lo, value), np.maximum(hi, value)
+    return np.minimum(value + lo - mid, value), np.maximum(value + hi - mid, value)
 
 
 def layer_similarity(minibatches: Iterable[tuple[np.ndarray, np.ndarray]]) -> dict:
