@@ -300,6 +300,7 @@ def test_the_client_api_requires_only_what_each_endpoint_needs(client):
                 for name, e in info.items()}
     assert required == {"/predict": ["text"], "/saliency": ["text"], "/saliency_methods": ["text"],
                         "/saliency_dataset": [], "/counterfactual": [], "/project": [], "/benchmark": [], "/slices": [],
+                        "/confusion": [], "/curves": [],
                         "/facts": [], "/attack": [], "/checklist": [], "/attack_stop": [], "/similarity": [],
                         "/attention": ["text"], "/tokens": ["text"], "/locate": ["text"]}, required
     for name, e in info.items():
@@ -353,6 +354,29 @@ def test_slices_api_answers_under_the_facades_names(client, tiny_pair):
     assert [row[0] for row in table["data"]] == [s["name"] for s in res["slices"]]
     with pytest.raises(AppError, match="min_size: 3 is too small"):
         client.predict(path, None, 80, "accuracy", 3, 0, api_name="/slices")
+
+
+def test_confusion_and_curves_answer_under_the_facades_names_in_the_benchmark_tab(client, tiny_pair):
+    """gradio_client's /confusion and /curves (the Benchmark tab's "How each errs") take the dataset fields the
+    tab shares with /benchmark, then their option; they answer with the facade's result, its text and a figure,
+    and a class the models lack is a message naming the field."""
+    from gradio_client.exceptions import AppError
+
+    from app.core import api
+
+    from .conftest import shared
+
+    path = str(shared("glue", "sst2", "dev.tsv"))
+    res, text, plot = client.predict(path, None, 60, "length", api_name="/confusion")
+    assert res == api.confusion(tiny_pair, path, limit=60, facet="length").to_dict()
+    assert all(f"{part['name']} (n={part['n']:,})" in text for part in res["facets"]) and plot
+    res, text, plot = client.predict(path, None, 60, "negative", api_name="/curves")
+    direct = api.curves(tiny_pair, path, limit=60, positive="negative").to_dict()
+    assert res["positive"] == "negative" and res["auc"] == direct["auc"] and res["roc"] == direct["roc"]
+    assert f"ROC AUC of {res['models'][0]}: {res['auc']['values'][0]:.3f}" in text and plot
+    assert client.predict(path, None, 60, api_name="/curves")[0]["positive"] == "positive"
+    with pytest.raises(AppError, match="positive: 'neutral' is not one of the models' labels"):
+        client.predict(path, None, 60, "neutral", api_name="/curves")
 
 
 def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair):

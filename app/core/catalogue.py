@@ -11,6 +11,7 @@ from __future__ import annotations
 from .declare import results
 from .declare.capabilities import (
     COUNTERFACTUAL_GENERATORS,
+    FACETS,
     LAYER_POOLINGS,
     OUTPUTS,
     POOLINGS,
@@ -81,6 +82,11 @@ def _checklist():
 def _slices():
     from .techniques import slices
     return slices
+
+
+def _confusion():
+    from .techniques import confusion
+    return confusion
 
 
 register(Capability(
@@ -236,3 +242,17 @@ register(Capability(
         Option("min_size", int, 20, "the smallest slice tested", low=5, high=10_000, clamp=True),
         Option("clusters", int, 8, "k-means clusters of each model's embeddings as candidates (0: none)", low=0,
                high=20))))
+register(Capability(
+    "confusion", "Both models' confusion matrices on a labelled dataset, side by side, split by length, a marker "
+    "(negation, contrast, ...) or whether the models agree, each part with the paired test of the two accuracies.",
+    runner=Later(lambda: _confusion().run_confusion), result=results.ConfusionResult, inputs="dataset",
+    lit_counterpart="LIT's Confusion Matrix (one model at a time, faceted by a feature)", options=(
+        Option("facet", str, "none", "what the examples are split by: nothing, length (the quartiles of word "
+               "counts), a marker group present or not, or whether the two models agree", choices=FACETS),)))
+register(Capability(
+    "curves", "Both models' ROC and precision-recall curves for one class on a labelled dataset, on one plot, with "
+    "each area's interval and the paired test of the two (DeLong's for the ROC AUC).",
+    runner=Later(lambda: _confusion().run_curves), result=results.CurvesResult, inputs="dataset",
+    lit_counterpart="LIT's PR and ROC curves (one model at a time, no interval)", options=(
+        Option("positive", str, "", "the class the curves are for, against the rest (not given: a two-class "
+               "task's second label, else the first)"),)))

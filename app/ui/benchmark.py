@@ -5,7 +5,7 @@ import gradio as gr
 
 from app.core import api
 from app.core.present import views
-from app.core.present.plots import benchmark_figure, slices_figure
+from app.core.present.plots import benchmark_figure, confusion_figure, curves_figure, slices_figure
 
 from . import common
 from .common import (
@@ -37,6 +37,17 @@ slices = common.handler(
                                         views.slices_frame(res)),
     rest=True, params=("dataset", "uploaded", "limit", "metric", "min_size", "clusters"),
     extras={"uploaded": None},
+    where="dataset", desc="predicting", read=common.uploaded_or_named)
+
+
+confusion = common.handler(
+    "confusion", lambda ctx, res, values: (res.to_dict(), f"```\n{views.confusion_text(res)}\n```",
+                                           confusion_figure(res)),
+    rest=True, params=("dataset", "uploaded", "limit", "facet"), extras={"uploaded": None},
+    where="dataset", desc="predicting", read=common.uploaded_or_named)
+curves = common.handler(
+    "curves", lambda ctx, res, values: (res.to_dict(), f"```\n{views.curves_text(res)}\n```", curves_figure(res)),
+    rest=True, params=("dataset", "uploaded", "limit", "positive"), extras={"uploaded": None},
     where="dataset", desc="predicting", read=common.uploaded_or_named)
 
 
@@ -125,3 +136,34 @@ def tab(ctx: Ctx) -> None:
         common.wire(find, slices, ctx, named,
                    [slice_raw, slice_summary, slice_plot, slice_table], api_name="slices", **DATASET)
         stop_button(slice_summary)
+
+        gr.Markdown("### How each errs")
+        describe("Both models' confusion matrices on the dataset above (gold labels down, predicted across), split by "
+                 "length, a marker or whether the two models agree, each part with McNemar's paired test; and both "
+                 "models' ROC and precision-recall curves for one class, each area with its interval and the paired "
+                 "test of the two (DeLong's for the ROC AUC).")
+        with gr.Row():
+            declared = common.option("confusion", "facet")
+            facet = gr.Radio(list(declared.choices), value=declared.default, label="split by")
+            labels = [] if ctx.pair.task.is_regression else list(ctx.pair.heads[0].labels)
+            positive = gr.Dropdown([("a two-class task's second label, else the first", ""), *labels], value="",
+                                   label="ROC and PR curves for the class (against the rest)",
+                                   allow_custom_value=True)  # the core checks it, with the field's name
+        with gr.Row():
+            go_confusion = gr.Button("Confusion matrices")
+            go_curves = gr.Button("ROC and PR curves")
+        confusion_summary = gr.Markdown(label="confusion matrices")
+        confusion_plot = gr.Plot(elem_classes=["figure"], label="confusion matrices")
+        confusion_raw = json_out()
+        common.wire(go_confusion, confusion, ctx,
+                    common.controls("confusion", {"dataset": ds, "uploaded": upload, "limit": limit, "facet": facet}),
+                    [confusion_raw, confusion_summary, confusion_plot], api_name="confusion", **DATASET)
+        stop_button(confusion_summary)
+        curves_summary = gr.Markdown(label="curves")
+        curves_plot = gr.Plot(elem_classes=["figure"], label="ROC and PR curves")
+        curves_raw = json_out()
+        common.wire(go_curves, curves, ctx,
+                    common.controls("curves", {"dataset": ds, "uploaded": upload, "limit": limit,
+                                               "positive": positive}),
+                    [curves_raw, curves_summary, curves_plot], api_name="curves", **DATASET)
+        stop_button(curves_summary)

@@ -388,4 +388,7 @@ PROJECTIONS = ("umap", "pca")
 POOLINGS = ("cls", "mean")
 LAYER_POOLINGS = (*POOLINGS, "words")
 SLICE_METRICS = ("accuracy", "agreement")
+# what a dataset's confusion matrices are split by: nothing, length bins, a marker group present or not (the slices'
+# `MARKERS`), whether the two models agree
+FACETS = ("none", "length", "negation", "contrast", "intensifier", "comparison", "agreement")
 

@@ -202,6 +202,25 @@ class Slice(TypedDict, total=False):
     q: float
 
 
+class ConfusionFacet(TypedDict, total=False):
+    """One facet of a dataset (all of it, a length bin, the examples with a marker ...) and both models'
+    confusion matrices on it (`confusion.confusion`)."""
+    name: str
+    n: int
+    matrices: list[list[list[int]]]  # per model: rows the gold label, columns the predicted one (`labels` order)
+    cells: list[list[list[list[int]]]]  # per model, per gold and predicted label: the dataset's rows, from 1
+    accuracy: list[float]
+    comparison: dict  # the paired test of the two accuracies on the facet (`significance.compare_accuracy`)
+
+
+class Curve(TypedDict, total=False):
+    """One model's ROC or precision-recall curve for one class (`confusion.curves`)."""
+    model: str
+    x: list[float]  # ROC: false-positive rate; PR: recall
+    y: list[float]  # ROC: true-positive rate; PR: precision
+    thresholds: list[float]  # per point: the class's probability at or above which an input counts as it
+
+
 class AttackedExample(TypedDict, total=False):
     """One example attacked on every model (`attacks.attack_pair`)."""
     index: int
@@ -494,6 +513,32 @@ class SlicesResult(Result):
     findings: int  # slices with q < alpha
     overall: dict  # both accuracies and the agreement on the whole dataset
     slices: list[Slice]  # findings first, by the gap they explain; each with its examples' indices and texts
+
+
+@dataclass(frozen=True)
+class ConfusionResult(Result):
+    """Both models' confusion matrices on a labelled dataset, side by side, per facet (`confusion.run_confusion`)."""
+    dataset: str
+    n: int
+    models: list[str]
+    labels: list[str]  # the order of every matrix's rows (gold) and columns (predicted)
+    facet: str  # what the dataset is split by: none, length, a marker (negation, ...), agreement
+    facets: list[ConfusionFacet]
+
+
+@dataclass(frozen=True)
+class CurvesResult(Result):
+    """Both models' ROC and precision-recall curves for one class on a labelled dataset, with the areas compared
+    (`confusion.run_curves`)."""
+    dataset: str
+    n: int
+    models: list[str]
+    positive: str  # the class the curves are for (one against the rest)
+    positives: int  # examples of that class
+    roc: list[Curve]
+    pr: list[Curve]
+    auc: dict  # DeLong's paired comparison of the ROC AUCs (`significance.compare_auc`)
+    average_precision: dict  # the paired bootstrap of the average precisions
 
 
 @dataclass(frozen=True)

@@ -294,6 +294,117 @@ def mean_interval(values: Sequence[float], *, resamples: int = RESAMPLES, confid
     return {"mean": float(v.mean()), "interval": _interval(draws, confidence), "n": int(len(v))}
 
 
+def _midranks(x: np.ndarray) -> np.ndarray:
+    """Ranks from 1 with ties given their mean rank (what DeLong's components count a tie as: one half)."""
+    from scipy.stats import rankdata  # deferred: scipy: loaded on first use
+
+    return rankdata(x, method="average")
+
+
+def delong(positive: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(each scorer's ROC AUC, their covariance matrix): DeLong, DeLong & Clarke-Pearson (1988), in Sun & Xu's
+    (2014) midrank form. `scores` is (scorers, items), `positive` one bool per item. An AUC is the share of
+    (positive, negative) pairs the scorer orders right, ties counting one half; its variance comes from each
+    item's own share (its "structural component") and, for two scorers of the same items, so does their
+    covariance, which is what makes their comparison paired."""
+    pos = np.asarray(positive, dtype=bool)
+    s = np.atleast_2d(np.asarray(scores, dtype=float))
+    m, n = int(pos.sum()), int((~pos).sum())
+    if m < 2 or n < 2:
+        raise InputError(f"dataset: {m} positive and {n} negative examples; a ROC AUC's interval needs at least "
+                         "2 of each")
+    x, y = s[:, pos], s[:, ~pos]
+    tx, ty = (np.stack([_midranks(r) for r in a]) for a in (x, y))
+    tz = np.stack([_midranks(r) for r in np.concatenate([x, y], axis=1)])
+    auc = (tz[:, :m].sum(1) - m * (m + 1) / 2) / (m * n)
+    v10 = (tz[:, :m] - tx) / n  # each positive's share of negatives ranked below it
+    v01 = 1.0 - (tz[:, m:] - ty) / m  # each negative's share of positives ranked above it
+    cov = np.atleast_2d(np.cov(v10)) / m + np.atleast_2d(np.cov(v01)) / n
+    return auc, cov
+
+
+def compare_auc(positive: Sequence[bool], first: Sequence[float], second: Sequence[float], *,
+                confidence: float = CONFIDENCE) -> dict:
+    """Two models' ROC AUCs on the same items (their scores for one class), each with DeLong's interval, and
+    DeLong's paired test of the difference (second minus first) with the interval of the same normal statistic:
+    it excludes 0 exactly when p < 1 - confidence. Where a variance is 0 (a model that ranks every positive
+    above every negative) no normal interval exists: its ends are None, and the text says so."""
+    from scipy.stats import norm  # deferred: scipy: loaded on first use
+
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    n = len(a)
+    if len(b) != n or len(positive) != n:
+        raise InputError(f"items: {n} and {len(b)} scores for {len(positive)} labels")
+    auc, cov = delong(np.asarray(positive, dtype=bool), np.stack([a, b]))
+    z = float(norm.ppf(1 - (1 - confidence) / 2))
+
+    def around(centre: float, var: float, low: float, high: float) -> list[float | None]:
+        if not var > 1e-15:
+            return [None, None]
+        se = float(np.sqrt(var))
+        return [max(low, centre - z * se), min(high, centre + z * se)]
+
+    diff, var = float(auc[1] - auc[0]), float(cov[0, 0] + cov[1, 1] - 2 * cov[0, 1])
+    if var > 1e-15:
+        p = float(2 * norm.sf(abs(diff) / np.sqrt(var)))
+    else:
+        p = 1.0 if abs(diff) < 1e-12 else 0.0
+    out = {"metric": "ROC AUC", "n": n, "confidence": confidence, "resamples": 0,
+           "values": [float(auc[0]), float(auc[1])],
+           "intervals": [around(float(auc[k]), float(cov[k, k]), 0.0, 1.0) for k in (0, 1)],
+           "difference": diff, "difference_interval": around(diff, var, -1.0, 1.0),
+           "test": "DeLong, paired", "p_value": p}
+    if None in out["difference_interval"] or None in out["intervals"][0] + out["intervals"][1]:
+        out["no_interval"] = "DeLong's variance is 0 (every positive is ranked above every negative, or none is)"
+    return out
+
+
+def average_precision(positive: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Average precision (the area under the precision-recall steps, scikit-learn's definition) of one scorer,
+    under one or many weightings of the items at once (`weights`: (draws, items) counts, a bootstrap's
+    resamples); one value per weighting. Tied scores form one threshold."""
+    y = np.asarray(positive, dtype=float)
+    s = np.asarray(scores, dtype=float)
+    w = np.ones((1, len(s))) if weights is None else np.atleast_2d(np.asarray(weights, dtype=float))
+    order = np.argsort(-s, kind="mergesort")
+    s, y, w = s[order], y[order], w[:, order]
+    ends = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # the last item of each distinct score
+    tp = np.cumsum(w * y, axis=1)[:, ends]
+    fp = np.cumsum(w * (1 - y), axis=1)[:, ends]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        precision = tp / (tp + fp)
+        recall = tp / tp[:, -1:]
+    steps = np.diff(np.concatenate([np.zeros((len(w), 1)), recall], axis=1), axis=1)
+    return np.nansum(steps * np.nan_to_num(precision), axis=1)
+
+
+def compare_average_precision(positive: Sequence[bool], first: Sequence[float], second: Sequence[float], *,
+                              resamples: int = RESAMPLES, confidence: float = CONFIDENCE, seed: int = 0) -> dict:
+    """Two models' average precisions on the same items, with a paired bootstrap (items resampled together for
+    both models) for each interval, the difference's, and its two-sided p, read from the same draws. No exact
+    test exists for it; resamples with no positive item are left out."""
+    y = np.asarray(positive, dtype=bool)
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    n = len(y)
+    if len(a) != n or len(b) != n or not y.any():
+        raise InputError(f"items: {n} labels, {len(a)} and {len(b)} scores, {int(y.sum())} positive; average "
+                         "precision needs one score per item and a positive item")
+    rng = np.random.default_rng(seed)
+    ra, rb = [], []
+    for size in _chunks(resamples):
+        w = rng.multinomial(n, np.full(n, 1 / n), size=size)
+        w = w[(w * y).sum(1) > 0]
+        ra.append(average_precision(y, a, w))
+        rb.append(average_precision(y, b, w))
+    ra, rb = np.concatenate(ra), np.concatenate(rb)
+    values = [float(average_precision(y, a)[0]), float(average_precision(y, b)[0])]
+    diff = rb - ra
+    return {"metric": "average precision", "n": n, "confidence": confidence, "resamples": len(diff),
+            "values": values, "intervals": [_interval(ra, confidence), _interval(rb, confidence)],
+            "difference": values[1] - values[0], "difference_interval": _interval(diff, confidence),
+            "test": "paired bootstrap", "p_value": 1.0 if not np.any(diff) else _bootstrap_p(diff)}
+
+
 def holm(p_values: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment: a suite of 38 tests at 0.05 each would call about two differences real by
     chance alone; adjusted p-values below 0.05 keep the chance of any false call under 0.05."""

@@ -188,6 +188,67 @@ def slices_figure(res: dict, rows: int = 10):
     return fig
 
 
+def confusion_figure(res: dict, most: int = 6):
+    """Both models' confusion matrices side by side, one row per facet part (the first `most`): counts in the
+    cells, each cell's colour its share of the gold label's row, so the parts' sizes don't decide the colours;
+    each row titled with the part, its size and each model's accuracy."""
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    parts, labels = res["facets"][:most], [str(lab) for lab in res["labels"]]
+    k = len(labels)
+    size = 1.6 + 0.5 * k
+    fig = Figure(figsize=(2 * size + 2.0, (size + 0.9) * len(parts) + 0.5), layout="constrained")
+    axes = fig.subplots(len(parts), 2, squeeze=False)
+    for row, part in zip(axes, parts):
+        for m, (ax, name) in enumerate(zip(row, res["models"])):
+            counts = part["matrices"][m]
+            totals = [max(sum(r), 1) for r in counts]
+            share = [[c / t for c in r] for r, t in zip(counts, totals)]
+            ax.imshow(share, cmap="Blues", vmin=0, vmax=1)
+            for i in range(k):
+                for j in range(k):
+                    ax.text(j, i, f"{counts[i][j]:,}", ha="center", va="center", fontsize=10,
+                            color="white" if share[i][j] > 0.6 else "black")
+            ax.set_xticks(range(k), labels, fontsize=9, rotation=30, ha="right", rotation_mode="anchor")
+            ax.set_yticks(range(k), labels, fontsize=9)
+            ax.set_xlabel("predicted", fontsize=9)
+            ax.set_ylabel("gold", fontsize=9)
+            ax.set_title(f"{name}: {part['accuracy'][m]:.1%} right", fontsize=10)
+        row[0].annotate(f"{part['name']} (n={part['n']:,}; McNemar p = {part['comparison']['p_value']:.3g})",
+                        (0, 1.2), xycoords="axes fraction", fontsize=10, fontweight="bold")
+    fig.suptitle(f"Confusion matrices, {res['dataset']}: colour = share of the gold label's row", fontsize=10)
+    return fig
+
+
+def curves_figure(res: dict):
+    """Both models' ROC curve (with the chance diagonal) and precision-recall curve (with the share of the class,
+    what a random ranking scores) on one plot each, the legend giving each area and its interval."""
+    from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
+
+    fig = Figure(figsize=(9.5, 4.2), layout="constrained")
+    roc, pr = fig.subplots(1, 2)
+    colours = ("#1f77b4", "#ff7f0e")
+
+    def area(cmp: dict, k: int) -> str:
+        lo, hi = cmp["intervals"][k]
+        return f"{cmp['values'][k]:.3f}" + ("" if lo is None else f" ({lo:.3f}-{hi:.3f})")
+
+    for k, (r, q, colour) in enumerate(zip(res["roc"], res["pr"], colours)):
+        roc.plot(r["x"], r["y"], color=colour, linewidth=1.6, label=f"{r['model']}: AUC {area(res['auc'], k)}")
+        pr.step(q["x"], q["y"], where="post", color=colour, linewidth=1.6,
+                label=f"{q['model']}: AP {area(res['average_precision'], k)}")
+    roc.plot([0, 1], [0, 1], color="#888", linestyle="--", linewidth=0.8)
+    share = res["positives"] / res["n"]
+    pr.axhline(share, color="#888", linestyle="--", linewidth=0.8)
+    roc.set(xlabel="false-positive rate", ylabel="true-positive rate", xlim=(0, 1), ylim=(0, 1.01))
+    pr.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.01))
+    roc.set_title(f"ROC, «{res['positive']}»: DeLong p = {res['auc']['p_value']:.3g}", fontsize=10)
+    pr.set_title(f"precision-recall: bootstrap p = {res['average_precision']['p_value']:.3g}", fontsize=10)
+    for ax in (roc, pr):
+        ax.legend(fontsize=8, loc="lower left" if ax is pr else "lower right")
+    return fig
+
+
 def benchmark_figure(res: dict):
     """A benchmark result: each model's accuracy (Pearson for regression) with its bootstrap interval, and for
     classifiers the 2x2 table of who is right, whose off-diagonal cells are what McNemar's test weighs."""
@@ -399,7 +460,8 @@ def figure_of(res):
         return counterfactual_figure(res, res["models"])
     drawn = {r.SaliencyResult: saliency_figure, r.SaliencyDatasetResult: saliency_dataset_figure,
              r.SimilarityResult: similarity_figure, r.AttentionResult: attention_figure,
-             r.AttentionStatsResult: attention_stats_figure, r.LocateResult: locate_figure}
+             r.AttentionStatsResult: attention_stats_figure, r.LocateResult: locate_figure,
+             r.ConfusionResult: confusion_figure, r.CurvesResult: curves_figure}
     return next((draw(res) for kind, draw in drawn.items() if isinstance(res, kind)), None)
 
 

@@ -31,6 +31,7 @@ def verdict(cmp: dict, names: Sequence[str], unit: str = "examples", alpha: floa
     lo, hi = cmp["difference_interval"]
     pct = f"{int(round(100 * cmp['confidence']))}%"
     ci = (f"{pct} CI {lo:+.3f} to {hi:+.3f}" if lo is not None and hi is not None
+          else f"no {pct} interval: {cmp['no_interval']}" if cmp.get("no_interval")
           else f"{cmp['n']:,} {unit} are too few to bound a {pct} interval")
     lead = f"{b} − {a} {metric}: {d:+.3f} ({ci}); p = {p_text(cmp['p_value'])} ({cmp['test']})"
     if cmp["p_value"] < alpha:
@@ -513,6 +514,44 @@ def slices_table(res: dict, rows: int = 20) -> str:
         lines.append(f"{name:<44}{s['size']:>6}{s['accuracy'][a]:>11.3f}{s['accuracy'][b]:>11.3f}"
                      f"{s['agreement']:>7.2f}{s['gap_examples']:>+6d}{s['p']:>10.2g}{s['q']:>10.2g}{mark}")
     lines.append(f"gap: examples only {b} gets right minus those only {a} gets right; * q < {res['alpha']:g}")
+    return "\n".join(lines)
+
+
+def confusion_text(res: dict) -> str:
+    """Both models' confusion matrices, side by side, per facet part, as the command line prints them: counts
+    with gold labels down and predicted ones across, then each model's accuracy and the paired test."""
+    a, b = res["models"]
+    labels = [str(lab)[:10] for lab in res["labels"]]
+    width = max(10, *(len(lab) + 1 for lab in labels))
+    side = width * len(labels)
+    lines = [f"Confusion matrices on {res['dataset']} (n={res['n']:,}), split by {res['facet']}: gold labels down, "
+             "predicted across"]
+    for part in res["facets"]:
+        lines += ["", f"{part['name']} (n={part['n']:,})",
+                  f"{'gold':<12}{a[:side - 2]:<{side}}   {b[:side - 2]:<{side}}",
+                  f"{'':<12}{''.join(f'{lab:>{width}}' for lab in labels)}   "
+                  f"{''.join(f'{lab:>{width}}' for lab in labels)}"]
+        for t, lab in enumerate(labels):
+            lines.append(f"{lab:<12}" + "   ".join("".join(f"{m[t][q]:>{width},}" for q in range(len(labels)))
+                                                    for m in part["matrices"]))
+        acc = part["accuracy"]
+        lines.append(f"{'accuracy':<12}{acc[0]:>{side}.1%}   {acc[1]:>{side}.1%}")
+        lines.append("  " + verdict(part["comparison"], res["models"]))
+    return "\n".join(lines)
+
+
+def curves_text(res: dict) -> str:
+    """Both models' areas under the ROC and precision-recall curves for one class, each with its interval, and
+    the paired comparison of each area."""
+    names = res["models"]
+    lines = [f"ROC and precision-recall curves on {res['dataset']} (n={res['n']:,}) for «{res['positive']}» "
+             f"against the rest ({res['positives']:,} of them)"]
+    for cmp in (res["auc"], res["average_precision"]):
+        pct = f"{int(round(100 * cmp['confidence']))}%"
+        for name, value, (lo, hi) in zip(names, cmp["values"], cmp["intervals"]):
+            bound = f"{pct} CI {lo:.3f} to {hi:.3f}" if lo is not None else f"no interval: {cmp['no_interval']}"
+            lines.append(f"  {cmp['metric']} of {name}: {value:.3f} ({bound})")
+        lines.append("  " + verdict(cmp, names))
     return "\n".join(lines)
 
 
@@ -1080,7 +1119,8 @@ def text_of(res, *, pair: str = "", show: int = 5) -> str:
     shown = {r.SaliencyMethodsResult: methods_text, r.ProjectionResult: projection_text,
              r.SimilarityResult: similarity_table, r.AttentionResult: attention_text,
              r.AttentionStatsResult: attention_stats_text, r.AttackResult: attack_text,
-             r.ChecklistResult: checklist_text, r.SlicesResult: slices_table, r.CapabilityResult: declared_text}
+             r.ChecklistResult: checklist_text, r.SlicesResult: slices_table, r.ConfusionResult: confusion_text,
+             r.CurvesResult: curves_text, r.CapabilityResult: declared_text}
     for kind, text in shown.items():
         if isinstance(res, kind):
             return text(res)

@@ -50,6 +50,22 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def length_bins(lengths: Sequence[int]) -> list[tuple[str, np.ndarray]]:
+    """The quartiles of the inputs' word counts as bins, each (its name, its members): "length: 1-8 words"."""
+    lengths = np.asarray(lengths)
+    if not len(lengths):
+        return []
+    edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1.0]).round().astype(int))
+    if len(edges) == 1:
+        return [(f"length: {edges[0]} words", lengths == edges[0])]
+    out = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        top = hi if hi == edges[-1] else hi - 1
+        if top >= lo:
+            out.append((f"length: {lo}-{top} words", (lengths >= lo) & (lengths <= top)))
+    return out
+
+
 @dataclass
 class Candidate:
     name: str  # what a researcher reads: "word: funny", "length: 1-8 words", "cluster 3 of BERT: war, iraq"
@@ -84,12 +100,8 @@ def candidates(texts: Sequence[str], gold: Sequence[int], label_names: Sequence[
 
     for label, idx in ((label_names[k], k) for k in sorted(set(int(g) for g in gold))):
         out.append(Candidate(f"gold label: {label}", "gold", np.asarray(gold) == idx))
-    lengths = np.asarray([len(w) for w in toks])
-    edges = np.unique(np.quantile(lengths, [0, 0.25, 0.5, 0.75, 1.0]).round().astype(int))
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        top = hi if hi == edges[-1] else hi - 1
-        if top >= lo:
-            out.append(Candidate(f"length: {lo}-{top} words", "length", (lengths >= lo) & (lengths <= top)))
+    for name, members in length_bins([len(w) for w in toks]):
+        out.append(Candidate(name, "length", members))
     for marker, group in MARKERS.items():
         out.append(Candidate(f"{marker} ({', '.join(sorted(group)[:4])}, ...)", "marker",
                              np.asarray([bool(s & group) for s in sets])))
