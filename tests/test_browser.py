@@ -549,6 +549,33 @@ def _every_tab(drv, app_url, offline_pair, size):
     first = _wait(lambda: _probabilities(drv))
 
     _click_a_point(drv, first)
+    _place_the_example(drv)
+
+
+# the marks a plot draws in a colour (Gradio's plots are Vega's SVG: a point is a path with its colour as stroke)
+_MARKS_IN = """const [e, colour] = arguments;
+return e.tagName.toLowerCase() !== 'svg' ? null : [...e.querySelectorAll('path')].filter(p =>
+    [p.getAttribute('stroke'), p.getAttribute('fill')].some(c => (c || '').toLowerCase() === colour)).length;"""
+
+
+def _place_the_example(drv):
+    """Where is my sentence: the example placed in the projection is marked large, in a colour no class has, on
+    both models' plots and on the overlay (which had stayed an empty box): its point and two rings of points
+    around it, with a legend entry (the mark as one point, before, was lost among 500)."""
+    from app.ui.projection import MARK_COLOUR
+
+    _tab(drv, "Projection")
+    marks = lambda: [drv.execute_script(_MARKS_IN, e, MARK_COLOUR) for e in _visible(drv, PLOTS)]  # noqa: E731
+    assert _steady(lambda: (lambda m: m if len(m) == 3 else None)(marks())) == [0, 0, 0]
+    [e for e in _visible(drv, "button, span") if e.text.strip() == "Where is my sentence?"][0].click()
+    _click(drv, _button(drv, "Place the example"))
+    _wait(lambda: _says(drv, "nearest are listed below") or _errors(drv), timeout=180)
+    assert not _errors(drv), _errors(drv)
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", _visible(drv, PLOTS)[2])
+    drawn = _steady(lambda: (lambda m: m if len(m) == 3 and min(m) > 20 else None)(marks()))
+    # each model's plot: its mark (a point and 24 around it) and the legend's; the overlay: one per model
+    assert drawn[0] == drawn[1] >= 25 and drawn[2] >= 2 * 25, drawn
+    _shot(drv, "desktop-where-is-my-sentence")
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])

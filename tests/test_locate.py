@@ -70,12 +70,28 @@ def test_an_input_from_the_dataset_finds_itself_and_its_place(tiny_pair, tmp_pat
     assert "nearest examples:" in printed and "row     7  cos 1.000" in printed
 
     out = projection.locate(Ctx.of(tiny_pair), text, None, rows, None, "pca", "cls", -1, "gold", 3, None)
-    raw, summary, figure, table, *plots, state = out
+    raw, summary, figure, table, *plots, overlay, state = out
     assert [nb["row"] for nb in raw["models"][0]["neighbours"]] == [nb["row"] for nb in res["models"][0]["neighbours"]]
     assert list(table["row"])[:3] == [nb["row"] for nb in res["models"][0]["neighbours"]]
     for plot, m in zip(plots, res["models"]):
         star = plot["value"][plot["value"]["gold"] == projection.YOURS]
-        assert len(star) == 1 and list(star[["x", "y"]].iloc[0]) == pytest.approx(m["position"])
+        # the mark: its point at the input's place, then rings around it, which make it findable among 500
+        assert len(star) > 1 and list(star[["x", "y"]].iloc[0]) == pytest.approx(m["position"])
+        assert star[["x", "y"]].mean().tolist() == pytest.approx(m["position"])
+        (xlo, xhi), (ylo, yhi) = plot["x_lim"], plot["y_lim"]
+        assert 0.01 < (star["x"].max() - star["x"].min()) / (xhi - xlo) < 0.1
+        assert 0.01 < (star["y"].max() - star["y"].min()) / (yhi - ylo) < 0.1
+        assert (star["row"] == 0).all()  # a click on the mark opens no dataset row
+        # a colour of its own, with a legend entry, every class keeping the PNG's colour
+        colours = plot["color_map"]
+        assert colours[projection.YOURS] == projection.MARK_COLOUR and set(colours) == set(plot["value"]["gold"])
+        assert list(colours.values()).count(projection.MARK_COLOUR) == 1
+    # the overlay is drawn too (it had stayed empty): both clouds and the input marked on each
+    both = overlay["value"]
+    assert len(both[~both["model"].str.startswith(projection.YOURS)]) == len(raw["projection"]["points"]) == 80
+    for m in res["models"]:
+        mine = both[both["model"] == f"{projection.YOURS} ({m['model']})"]
+        assert len(mine) > 1 and list(mine[["x", "y"]].iloc[0]) == pytest.approx(m["position"])
     assert projection.neighbour_texts(raw, 0) == [text] and "row 7" in projection.neighbour_note(raw, 0)
     assert state["dataset"] == rows and len(state["points"]) == 80
     assert figure.axes and "above" in figure.axes[0].get_title()

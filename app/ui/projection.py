@@ -36,10 +36,11 @@ def _projection_shown(ctx: Ctx, res, values: dict) -> tuple:
     plot_png(res["points"], out_dir / "projection.png", colour, title=f"{res['dataset']} ({res['projection']})")
     # sorted by the colour column so the classes get the same colours as in the PNG
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}  # the same axes in all three
-    per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour, **lims)
-                 for n in ctx.names]
+    per_model = [gr.update(value=frame[frame.model == n].sort_values(colour, kind="stable"), color=colour,
+                           color_map=None, **lims) for n in ctx.names]
     summary = {k: v for k, v in res.items() if k not in ("points", "texts")}
-    return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, **lims),
+    return (summary, views.projection_summary(res, ctx.names), *per_model, gr.update(value=frame, color_map=None,
+                                                                                    **lims),
             str(out_dir / "projection.csv"), str(out_dir / "projection.png"),
             _state(res, lims, spec))
 
@@ -52,25 +53,55 @@ def _state(projection: dict, lims: dict, spec: str) -> dict:
 
 
 YOURS = "★ your sentence"  # the input's mark on the projection, in whatever column colours the points
+# the PNG's colours (matplotlib's tab10, which is Vega's category10), in the sorted order both give the classes
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+MARK_COLOUR = "#111111"  # the sentence's mark: no class's colour
+MARK_RADIUS = 0.022  # the mark's ring, as a share of each axis's span: a point among 500 the size of a letter
+
+
+def mark(x: float, y: float, lims: dict, row: dict) -> list[dict]:
+    """The sentence's mark as the plots draw it: Gradio's scatter plot gives every point one size and shape, so
+    the mark is its point and two rings of points around it (a target the eye finds among 500 points), all in
+    the mark's own colour with its own legend entry; `row` their other columns (row 0: a click opens nothing)."""
+    import math
+
+    rx, ry = (MARK_RADIUS * (hi - lo) for lo, hi in (lims["x_lim"], lims["y_lim"]))
+    rings = [(x + f * rx * math.cos(a), y + f * ry * math.sin(a))
+             for f, k in ((1.0, 16), (0.5, 8)) for a in (2 * math.pi * i / k for i in range(k))]
+    return [row | {"x": px, "y": py} for px, py in [(x, y), *rings]]
+
+
+def colour_map(values) -> dict[str, str]:
+    """Every category a plot colours by: the classes in the PNG's colours (sorted, as the PNG orders them), the
+    sentence's marks in the mark's colour (Gradio needs a colour for every category once it is given one)."""
+    names = sorted({str(v) for v in values})
+    marks = [v for v in names if v.startswith(YOURS)]
+    classes = [v for v in names if v not in marks]
+    return {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(classes)} | {m: MARK_COLOUR for m in marks}
 
 
 def _located_shown(ctx: Ctx, res, values: dict) -> tuple:
-    """Where is my sentence: each model's plot with the input at its place (the mean of its neighbours'), its
-    nearest examples, the score distributions; the projection's state as a projection's (a brush still picks)."""
+    """Where is my sentence: each model's plot with the input at its place (the mean of its neighbours'), marked
+    large, its nearest examples, the score distributions, the overlay with the input on both clouds; the
+    projection's state as a projection's (a brush still picks)."""
     colour, spec = values["colour"], values["dataset"]
     proj = res["projection"]
     frame = shown(proj["points"])
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}
     text = " / ".join(res["input"])
-    per_model = []
+    per_model, marks = [], []
     for m in res["models"]:
         mine = frame[frame.model == m["model"]].sort_values(colour, kind="stable")
-        star = {c: "" for c in frame.columns} | {"row": 0, "model": m["model"], "x": m["position"][0],
-                                                  "y": m["position"][1], "text": text, colour: YOURS}
-        per_model.append(gr.update(value=pd.concat([mine, pd.DataFrame([star])], ignore_index=True), color=colour,
-                                   **lims))
+        blank = {c: "" for c in frame.columns} | {"row": 0, "model": m["model"], "text": text}
+        drawn = pd.concat([mine, pd.DataFrame(mark(*m["position"], lims, blank | {colour: YOURS}))],
+                          ignore_index=True)
+        per_model.append(gr.update(value=drawn, color=colour, color_map=colour_map(drawn[colour]), **lims))
+        marks += mark(*m["position"], lims, blank | {"model": f"{YOURS} ({m['model']})"})
+    both = pd.concat([frame, pd.DataFrame(marks)], ignore_index=True)
+    overlay = gr.update(value=both, color_map=colour_map(both["model"]), **lims)
     return (res.to_dict(), views.locate_summary(res), locate_figure(res), views.neighbours_frame(res), *per_model,
-            _state(proj, lims, spec))
+            overlay, _state(proj, lims, spec))
 
 
 def _neighbour(res: dict, row: int) -> dict | None:
@@ -157,7 +188,7 @@ def points_in(ctx: Ctx, state: dict | None, model: str, span) -> tuple:
     # brush's rectangle (a new value redraws a plot and dropped it), unless an earlier pick coloured it
     redrawn = [n for n in ctx.names if n != model or n in state.get("coloured", ())]
     plots = [gr.update(value=frame[frame.model == n].sort_values("picked", kind="stable"), color="picked",
-                       **state.get("lims", {})) if n in redrawn else gr.update() for n in ctx.names]
+                       color_map=None, **state.get("lims", {})) if n in redrawn else gr.update() for n in ctx.names]
     state = state | {"picked": [p["index"] for p in hits], "coloured": redrawn}
     return picked_frame(state, ctx.names), state, *plots
 
@@ -290,5 +321,5 @@ def tab(ctx: Ctx) -> None:
             lraw = json_out("where is my sentence")
             lnamed = common.controls("locate", {**named, "text": ctx.inputs[0], "text2": ctx.inputs[1], "k": k})
             common.wire(where, locate, ctx, lnamed,
-                   [lraw, placed, scores, nearest, *scatter, state], api_name="locate", **DATASET)
+                   [lraw, placed, scores, nearest, *scatter, overlay, state], api_name="locate", **DATASET)
             ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note, rows_of=views.neighbours_frame)
