@@ -237,8 +237,49 @@ def _errors(drv):
     return [e.text for e in _visible(drv, ".toast-body") if "rror" in e.text]
 
 
+# What a reader can't read, in the page as shown: a word of a table's header or cell laid out over two lines
+# ("positiv/e"), a header not over its column's cells, a figure shown smaller than drawn so that its smallest text
+# (7 pt at 100 dpi: `test_plots`) is under 9 px.
+_UNREADABLE = """const out = [];
+const shown = e => e.offsetParent && !e.closest('[aria-hidden]') && !e.closest('.visually-hidden');
+const cells = 'th[role=columnheader], [role=gridcell], .table-wrap td, .table-wrap th';
+for (const cell of document.querySelectorAll(cells)) {
+  if (!shown(cell)) continue;
+  const walk = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+  while (walk.nextNode()) {
+    const node = walk.currentNode, re = /[^\\s\\-\u2010-\u2014\\/]+/g;  // a line may end after a hyphen or a slash
+    let m;
+    while ((m = re.exec(node.textContent))) {
+      const r = document.createRange();
+      r.setStart(node, m.index); r.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top)));
+      if (tops.size > 1) out.push(`word broken in a table: ${m[0]}`);
+    }
+  }
+}
+for (const grid of document.querySelectorAll('[role=grid]')) {
+  if (!shown(grid)) continue;
+  for (const head of grid.querySelectorAll('th[role=columnheader]')) {
+    const col = Number(head.getAttribute('aria-colindex')) - 1;
+    const cell = grid.querySelector(`[role=gridcell][data-col="${col}"]`);
+    if (!cell || !shown(cell)) continue;
+    const a = head.getBoundingClientRect(), b = cell.getBoundingClientRect();
+    if (Math.abs(a.left - b.left) > 2 || Math.abs(a.width - b.width) > 2)
+      out.push(`header ${head.textContent.trim()} not over its column: ${a.left},${a.width} against ` +
+               `${b.left},${b.width}`);
+  }
+}
+for (const img of document.querySelectorAll('.figure img')) {
+  if (!shown(img) || !img.naturalWidth) continue;
+  const scale = img.getBoundingClientRect().width / img.naturalWidth;
+  if (scale * 7 * 100 / 72 < 9) out.push(`a figure shown at ${scale.toFixed(2)} of its drawn size`);
+}
+return [...new Set(out)];"""
+
+
 def _shot(drv, name):
-    """The page at its full height (so a tab's results are in the picture), then the window as it was."""
+    """The page at its full height (so a tab's results are in the picture), then the window as it was; and for a
+    tab's picture, what on it a reader could not read (`_UNREADABLE`), asserted once the picture is saved."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     w, h = drv.get_window_size()["width"], drv.get_window_size()["height"]
     full = drv.execute_script("return Math.min(3000, document.documentElement.scrollHeight)")
@@ -253,6 +294,7 @@ def _shot(drv, name):
         time.sleep(0.5)
     path = SHOTS / f"{name}.png"
     drv.save_screenshot(str(path))
+    unreadable = [] if name.endswith("failed") else drv.execute_script(_UNREADABLE)
     if phone:
         drv.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": SIZES["phone"][0],
                                                                   "height": SIZES["phone"][1],
@@ -262,6 +304,7 @@ def _shot(drv, name):
     assert path.stat().st_size > 10_000
     if DOC_IMAGES_WANTED and not phone and not name.endswith("failed") and "-chain-" not in name:
         _doc_image(path, name.split("-", 1)[1])
+    assert not unreadable, (name, unreadable)
     return path
 
 
@@ -317,6 +360,9 @@ def _every_tab(drv, app_url, offline_pair, size):
         drv.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
     drv.get(app_url)
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
+    # the page's script ran whole (one syntax error in it had stopped the clicks, the limits and the tables alike)
+    assert drv.execute_script("return [window.albertLensClicks, window.albertLensLimits, window.albertLensTables]") \
+        == [True, True, True]
     names = [m.name for m in offline_pair.models]
     # every tab's name is on the page, a phone's included (Gradio puts those that don't fit in a "..." menu there)
     tabs = _steady(lambda: [t.text.strip() for t in _visible(drv, "button[role='tab']")] + drv.execute_script(

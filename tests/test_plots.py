@@ -131,6 +131,7 @@ def test_benchmark_figure_draws_the_intervals_and_the_table_of_who_is_right():
     caps = sorted(round(y, 6) for line in bars.lines for y in line.get_ydata())  # the error bars' caps
     assert caps == [0.75, 0.85, 0.86, 0.94]
     assert bars.get_ylim() == (0.0, 1.0)  # bars from zero: a cut axis makes a small gap look large
+    assert "95% exact interval" in bars.get_title()  # McNemar's own: Clopper-Pearson, not a bootstrap
     assert sorted(t.get_text() for t in table.texts) == sorted(["150", "30", "10", "10"])
     assert table.texts[1].get_text() == "30" and "p = 0.0123" in table.get_title()  # row: BERT right, ALBERT wrong
     assert [t.get_text() for t in table.get_xticklabels()] == ["ALBERT right", "ALBERT wrong"]
@@ -275,3 +276,45 @@ def test_a_counterfactual_chart_numbers_edits_as_the_table_marks_the_uncounted_a
     canvas.draw()
     box = ax.yaxis.label.get_window_extent(canvas.get_renderer())
     assert box.y0 >= 0 and box.y1 <= fig.bbox.y1 and box.x0 >= 0, (box, fig.bbox)
+
+
+def _texts_of(fig) -> list:
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_text().strip() and t.get_visible()]
+
+
+def test_figures_are_drawn_at_100_dpi_with_no_text_under_7_points():
+    """What a phone reader's 9 px rests on: the app shows a figure at its drawn size on a narrow screen (the browser
+    test checks the scale), Gradio draws it at the figure's dpi, and 7 pt at 100 dpi is 9.7 px. Every font size
+    written in the figures' module is 7 pt or more, and the figures drawn here carry none smaller."""
+    import inspect
+    import re
+
+    import numpy as np
+
+    from app.core.ground.significance import compare_accuracy, compare_auc, compare_average_precision
+    from app.core.present import plots
+
+    sizes = [float(v) for v in re.findall(r"\b(?:fontsize|size|labelsize)=([0-9.]+)", inspect.getsource(plots))]
+    assert sizes and min(sizes) >= 7, sorted(sizes)[:3]
+    rng = np.random.default_rng(0)
+    y = rng.random(60) < 0.5
+    a, b = y + rng.normal(size=60), y + rng.normal(size=60)
+    curves = {"dataset": "d", "n": 60, "models": ["BERT", "ALBERT"], "positive": "positive", "positives": int(y.sum()),
+              "roc": [{"model": m, "x": [0, 0.5, 1], "y": [0, 0.8, 1]} for m in ("BERT", "ALBERT")],
+              "pr": [{"model": m, "x": [0.5, 1], "y": [0.9, 0.5]} for m in ("BERT", "ALBERT")],
+              "auc": compare_auc(y, a, b), "average_precision": compare_average_precision(y, a, b, resamples=50)}
+    gold = ["p" if v else "n" for v in y]
+    part = {"name": "all examples", "n": 60, "matrices": [[[20, 5], [6, 29]], [[18, 7], [9, 26]]],
+            "accuracy": [0.8, 0.7], "comparison": compare_accuracy(gold, gold[::-1], gold)}
+    confusion = {"dataset": "d", "n": 60, "models": ["BERT", "ALBERT"], "labels": ["n", "p"], "facet": "none",
+                 "facets": [part, part]}
+    cmp = {"metric": "accuracy", "confidence": 0.95, "intervals": [[0.86, 0.94], [0.75, 0.85]],
+           "test": "McNemar, exact", "p_value": 0.0123, "both_right": 150, "only_right": [30, 10], "both_wrong": 10}
+    figures = [plots.benchmark_figure(_bench("accuracy", cmp)), plots.curves_figure(curves),
+               plots.confusion_figure(confusion)]
+    for fig in figures:
+        assert fig.dpi == 100
+        small = [(t.get_text(), t.get_fontsize()) for t in _texts_of(fig) if t.get_fontsize() < 7]
+        assert not small, small

@@ -70,7 +70,10 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        # on a phone the percentage column widths squeezed tables to a letter per line: columns keep a readable
        # width and the table scrolls sideways instead
        "@media (max-width: 720px) { th, td { min-width: 6em; width: auto !important; }\n"
-       "  [role=gridcell] { min-width: 6em !important; }\n"  # Gradio 6's table cells (sized by its script)
+       # Gradio 6's tables: each column as wide as its widest word, header and cells alike (TABLES_JS); a word
+       # is never broken, in a header neither
+       "  th[role=columnheader] { min-width: 0; } th[role=columnheader] .header-content, "
+       "th[role=columnheader] span { overflow-wrap: normal !important; word-break: normal !important; }\n"
        # and its tab names wrap onto a second line instead of all but two hiding in a "..." menu (Gradio 5; Gradio
        # 6 measures the bar itself and puts the tabs that don't fit in its "..." menu)
        "  .tab-wrapper, .tab-container { height: auto !important; } .tab-container { flex-wrap: wrap !important; }\n"
@@ -80,8 +83,10 @@ CSS = (".textfield { word-break: normal !important; overflow-wrap: anywhere; }\n
        "  .figure { padding-top: 30px !important; } .toast-body.warning { display: none !important; }\n"
        # a chart of a bar per word keeps its drawn size and scrolls sideways, as a wide table does: shrunk to the
        # phone's width its word labels were a few pixels tall
-       "  .wide-figure .matplotlib { overflow-x: auto; align-items: flex-start !important; }\n"
-       "  .wide-figure .matplotlib img { max-width: none !important; width: auto !important; }\n"
+       # every figure (drawn at 100 dpi, its smallest text 7 pt: 9.7 px) keeps its drawn size on a phone and
+       # scrolls sideways, as a wide table does: shrunk to the phone's width its text was 4-5 px tall
+       "  .figure .matplotlib { overflow-x: auto; align-items: flex-start !important; }\n"
+       "  .figure .matplotlib img { max-width: none !important; width: auto !important; }\n"
        "  .table-wrap table { table-layout: auto !important; min-width: 640px; }\n"
        # a table of ten columns (the counterfactuals' edits): wide enough that a Δp such as -0.000904 fits whole
        "  .wide-table .table-wrap table { min-width: 980px !important; }\n"
@@ -150,7 +155,82 @@ LIMITS_JS = """() => {
     if (prop === "x_lim" || prop === "y_lim") e.stopImmediatePropagation();
   }, true);
 }"""
-PAGE_JS = f"() => {{ ({CLICK_JS})(); ({LIMITS_JS})(); }}"
+# Gradio 6's tables take their column widths from the percentages a tab gives (`column_widths`): on a phone, of a
+# ~330 px wide table, headers broke words letter by letter ("t/y/p/e", "capa/bili/ty") and cells mid-word
+# ("positiv/e", on a desktop too where a column was narrow), and the body's cells, held to a minimum width, no
+# longer lined up under their headers. Each column is made as wide as its widest word (header or cell, in its own
+# font and padding, up to WIDEST), at least what Gradio gave it, the header and every cell of the column alike (a
+# style rule per column, so the rows the table draws as it scrolls get it too); sentences still wrap between
+# words, and a table wider than its box scrolls sideways.
+TABLES_JS = """() => {
+  if (window.albertLensTables) return;
+  window.albertLensTables = true;
+  const sheet = document.createElement("style");
+  document.head.appendChild(sheet);
+  const canvas = document.createElement("canvas").getContext("2d");
+  const need = new Map(), laid = new Map();  // per grid and column: the width its words need, its header's
+  const WIDEST = 480;  // a longer "word" (a path, a URL) still wraps inside it
+  const widest = (el) => {
+    const text = el.querySelector("span.text") || el.querySelector("span") || el;
+    const s = getComputedStyle(text);
+    canvas.font = s.font;
+    let w = 0;
+    for (const word of (text.textContent || "").split(/\\s+/))
+      if (word) w = Math.max(w, canvas.measureText(word).width);
+    let pad = 0;
+    for (let e = text; e && e !== el.parentElement; e = e.parentElement) {
+      const c = getComputedStyle(e);
+      pad += parseFloat(c.paddingLeft) + parseFloat(c.paddingRight) + parseFloat(c.borderLeftWidth) +
+             parseFloat(c.borderRightWidth);
+      if (e === el) break;
+    }
+    const menu = el.querySelector("button");
+    return Math.ceil(w + pad + (menu ? menu.getBoundingClientRect().width : 0) + 2);
+  };
+  let grids = 0;
+  const fit = () => {
+    for (const grid of document.querySelectorAll("[role=grid]")) {
+      if (!grid.offsetParent) continue;
+      if (!grid.dataset.fit) grid.dataset.fit = String(++grids);
+      const id = grid.dataset.fit;
+      for (const head of grid.querySelectorAll("th[role=columnheader]")) {
+        const col = Number(head.getAttribute("aria-colindex")) - 1;
+        const key = id + ":" + col;
+        let w = Math.max(need.get(key) || 0, widest(head), parseFloat(head.style.width) || 0);
+        for (const cell of [head, ...grid.querySelectorAll(`[role=gridcell][data-col="${col}"]`)]) {
+          w = Math.max(w, widest(cell));
+          // what the measure missed (a gap, a margin), read from the text's overflow as laid out now
+          const text = cell.querySelector("span.text") || cell.querySelector("span");
+          if (text && text.scrollWidth > text.clientWidth + 1)
+            w = Math.max(w, (need.get(key) || cell.getBoundingClientRect().width) + text.scrollWidth -
+                         text.clientWidth + 1);
+        }
+        need.set(key, Math.min(Math.ceil(w), WIDEST));
+        laid.set(key, Math.ceil(head.getBoundingClientRect().width));
+      }
+    }
+    // a header cell at least its column's widest word; the header (a table of its own) laid out by the browser,
+    // and each column's cells exactly as wide as its header came out, so that they stand under it
+    const css = [...need].map(([key, w]) => {
+      const [id, col] = key.split(":");
+      const cells = Math.max(laid.get(key) || 0, w);
+      return `[data-fit="${id}"] th[aria-colindex="${Number(col) + 1}"] { width: ${w}px !important; ` +
+             `min-width: ${w}px !important; max-width: none !important; }\\n` +
+             `[data-fit="${id}"] [role=gridcell][data-col="${col}"] { width: ${cells}px !important; ` +
+             `min-width: ${cells}px !important; max-width: ${cells}px !important; flex: 0 0 ${cells}px !important; }`;
+    });
+    css.push(`[data-fit][role=grid][data-fit] table.header-table.header-table { width: auto !important; ` +
+             `min-width: 0 !important; table-layout: auto !important; }`);
+    const text = css.join("\\n");
+    if (sheet.textContent !== text) { sheet.textContent = text; soon(); }  // measured again as laid out now
+  };
+  let pending = null;
+  const soon = () => { if (!pending) pending = requestAnimationFrame(() => { pending = null; fit(); }); };
+  new MutationObserver(soon).observe(document.body, { childList: true, subtree: true, characterData: true });
+  addEventListener("resize", soon);
+  soon();
+}"""
+PAGE_JS = f"() => {{ ({CLICK_JS})(); ({LIMITS_JS})(); ({TABLES_JS})(); }}"
 TABS = (compare, benchmark, saliency, counterfactuals, projection, facts, inside, attacks, checklist)
 
 

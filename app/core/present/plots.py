@@ -250,7 +250,7 @@ def curves_figure(res: dict):
 
 
 def benchmark_figure(res: dict):
-    """A benchmark result: each model's accuracy (Pearson for regression) with its bootstrap interval, and for
+    """A benchmark result: each model's accuracy (Pearson for regression) with its interval, and for
     classifiers the 2x2 table of who is right, whose off-diagonal cells are what McNemar's test weighs."""
     from matplotlib.figure import Figure  # deferred: matplotlib: only when a figure is drawn
 
@@ -267,7 +267,8 @@ def benchmark_figure(res: dict):
         err = [[v - lo for v, (lo, _) in zip(values, cmp["intervals"])],
                [hi - v for v, (_, hi) in zip(values, cmp["intervals"])]]
         ax.bar(names, values, color=colours[: len(names)], yerr=err, capsize=8)
-        ax.set_title(f"{metric}, {int(round(100 * cmp['confidence']))}% bootstrap interval (n={res['n']:,})",
+        kind = "exact" if cmp.get("test", "").startswith("McNemar") else "bootstrap"  # the interval its test gives
+        ax.set_title(f"{metric}, {int(round(100 * cmp['confidence']))}% {kind} interval (n={res['n']:,})",
                      fontsize=10)
     else:
         ax.bar(names, values, color=colours[: len(names)])
