@@ -2,6 +2,7 @@
 saliency map, and saves a screenshot."""
 import functools
 import os
+import re
 import shutil
 import time
 from pathlib import Path
@@ -273,8 +274,73 @@ for (const img of document.querySelectorAll('.figure img')) {
   if (!shown(img) || !img.naturalWidth) continue;
   const scale = img.getBoundingClientRect().width / img.naturalWidth;
   if (scale * 7 * 100 / 72 < 9) out.push(`a figure shown at ${scale.toFixed(2)} of its drawn size`);
+  if (!img.alt.startsWith('figure: ') || img.alt.includes('undefined')) out.push(`a figure's alt text: ${img.alt}`);
 }
 return [...new Set(out)];"""
+
+
+# WCAG AA's contrast, as the page is drawn: text (buttons, the footer, the tabs' descriptions, blocks' labels)
+# against the first opaque background behind it, at least 4.5:1; returns what falls short
+_CONTRAST = """const rgb = c => (c.match(/[0-9.]+/g) || []).map(Number);
+const lum = ([r, g, b]) => [r, g, b].map(v => {
+  v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; })
+  .reduce((s, v, i) => s + v * [0.2126, 0.7152, 0.0722][i], 0);
+const behind = e => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
+  if (c.length === 3 || (c.length === 4 && c[3] > 0.9)) return c.slice(0, 3); } return [255, 255, 255]; };
+const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p); return (x + 0.05) / (y + 0.05); };
+const out = [];
+for (const e of document.querySelectorAll(arguments[0])) {
+  if (!e.offsetParent || !e.textContent.trim() || e.closest('.visually-hidden')) continue;
+  const r = ratio(rgb(getComputedStyle(e).color).slice(0, 3), behind(e));
+  if (r < 4.5) out.push(`${e.tagName} «${e.textContent.trim().slice(0, 24)}» ${r.toFixed(2)}:1`);
+}
+return [...new Set(out)];"""
+TEXTS = "button, footer a, footer button, .prose small, [data-testid=block-label]"
+
+
+def _ratio(a: str, b: str) -> float:
+    """WCAG's contrast ratio of two CSS rgb() colours."""
+    def lum(c: str) -> float:
+        r, g, b_ = (float(v) / 255 for v in re.findall(r"[0-9.]+", c)[:3])
+        lin = [v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4 for v in (r, g, b_)]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def _keyboard(drv):
+    """The keyboard and WCAG AA on the first screen: from the text box, Predict within 5 presses of Tab (the tab
+    bar one stop, not one per tab); the arrow keys move between tabs and open the one reached; the focused button
+    shows a ring of at least 2 px that stands out 3:1 from the page; text at least 4.5:1 against its background."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    _click(drv, _visible(drv, "textarea")[0])
+    for _ in range(5):
+        ActionChains(drv).send_keys(Keys.TAB).perform()
+        if drv.execute_script("return document.activeElement.textContent.trim()") == "Predict":
+            break
+    else:
+        raise AssertionError("Predict is more than 5 presses of Tab from the text box")
+    time.sleep(0.5)  # the ring's colour is eased in
+    ring = drv.execute_script("const c = getComputedStyle(document.activeElement); return [c.outlineStyle, "
+                              "parseFloat(c.outlineWidth), c.outlineColor];")
+    assert ring[0] == "solid" and ring[1] >= 2, ring
+    page = drv.execute_script("return getComputedStyle(document.body).backgroundColor")
+    assert _ratio(ring[2], page) >= 3, (ring, page)
+    tab = drv.execute_script("return document.querySelector('button[role=tab][aria-selected=true]')")
+    drv.execute_script("arguments[0].focus()", tab)
+    ActionChains(drv).send_keys(Keys.ARROW_RIGHT).perform()
+    assert _wait(lambda: drv.execute_script("const a = document.activeElement; return a.getAttribute('role') === "
+                                            "'tab' && a.getAttribute('aria-selected') === 'true' && a.textContent"
+                                            ".trim()")) == "Benchmark"
+    ActionChains(drv).send_keys(Keys.ARROW_LEFT).perform()
+    assert _wait(lambda: drv.execute_script("const a = document.activeElement; return a.getAttribute("
+                                            "'aria-selected') === 'true' && a.textContent.trim()")) == "Compare"
+    assert drv.execute_script("return [...document.querySelectorAll('button[role=tab]')].filter(t => t.offsetParent "
+                              "&& t.tabIndex === 0).length") == 1  # one stop for the whole bar
+    low = drv.execute_script(_CONTRAST, TEXTS)
+    assert not low, low
 
 
 def _shot(drv, name):
@@ -361,8 +427,10 @@ def _every_tab(drv, app_url, offline_pair, size):
     drv.get(app_url)
     _wait(lambda: _says(drv, "albert-lens") and _visible(drv, "textarea"))
     # the page's script ran whole (one syntax error in it had stopped the clicks, the limits and the tables alike)
-    assert drv.execute_script("return [window.albertLensClicks, window.albertLensLimits, window.albertLensTables]") \
-        == [True, True, True]
+    assert drv.execute_script("return [window.albertLensClicks, window.albertLensLimits, window.albertLensTables, "
+                              "window.albertLensKeys]") == [True, True, True, True]
+    if size == "desktop":
+        _keyboard(drv)
     names = [m.name for m in offline_pair.models]
     # every tab's name is on the page, a phone's included (Gradio puts those that don't fit in a "..." menu there)
     tabs = _steady(lambda: [t.text.strip() for t in _visible(drv, "button[role='tab']")] + drv.execute_script(
