@@ -527,6 +527,18 @@ def _every_tab(drv, app_url, offline_pair, size):
             "return l.getBoundingClientRect().bottom - b.querySelector('img').getBoundingClientRect().top;"),
             timeout=30)
         assert overlap <= 1, overlap
+    # How each errs, on the same rows (their predictions kept by the benchmark): both confusion matrices split by
+    # length, then both models' ROC and PR curves, each a figure the page shows
+    [r for r in _visible(drv, "label") if r.text.strip() == "length"][0].click()
+    _click(drv, _button(drv, "Confusion matrices"))
+    _wait(lambda: _says(drv, "Confusion matrices on") or _errors(drv))
+    _click(drv, _button(drv, "ROC and PR curves"))
+    _wait(lambda: _says(drv, "ROC AUC of") or _errors(drv))
+    assert not _errors(drv), _errors(drv)
+    assert _says(drv, "length: ") and _says(drv, "DeLong, paired")
+    alts = _wait(lambda: (lambda a: a if len(a) >= 3 else None)(drv.execute_script(
+        "return [...document.querySelectorAll('.figure img')].filter(i => i.offsetParent).map(i => i.alt)")))
+    assert any("confusion matrices" in a for a in alts) and any("ROC and PR curves" in a for a in alts), alts
     _shot(drv, f"{size}-benchmark")
     first = _wait(lambda: _cells(drv, 25)[0])  # a disagreement's input
     text = first.get_attribute("textContent").strip()

@@ -197,10 +197,9 @@ def confusion_figure(res: dict, most: int = 6):
     parts, labels = res["facets"][:most], [str(lab) for lab in res["labels"]]
     k = len(labels)
     size = 1.6 + 0.5 * k
-    fig = Figure(figsize=(2 * size + 2.0, (size + 0.9) * len(parts) + 0.5), layout="constrained")
-    axes = fig.subplots(len(parts), 2, squeeze=False)
-    for row, part in zip(axes, parts):
-        for m, (ax, name) in enumerate(zip(row, res["models"])):
+    fig = Figure(figsize=(2 * size + 1.6, (size + 1.3) * len(parts) + 0.4), layout="constrained")
+    for sub, part in zip(fig.subfigures(len(parts), 1, squeeze=False)[:, 0], parts):
+        for m, (ax, name) in enumerate(zip(sub.subplots(1, 2), res["models"])):
             counts = part["matrices"][m]
             totals = [max(sum(r), 1) for r in counts]
             share = [[c / t for c in r] for r, t in zip(counts, totals)]
@@ -214,8 +213,8 @@ def confusion_figure(res: dict, most: int = 6):
             ax.set_xlabel("predicted", fontsize=9)
             ax.set_ylabel("gold", fontsize=9)
             ax.set_title(f"{name}: {part['accuracy'][m]:.1%} right", fontsize=10)
-        row[0].annotate(f"{part['name']} (n={part['n']:,}; McNemar p = {part['comparison']['p_value']:.3g})",
-                        (0, 1.2), xycoords="axes fraction", fontsize=10, fontweight="bold")
+        sub.suptitle(f"{part['name']} (n={part['n']:,}; McNemar p = {part['comparison']['p_value']:.3g})",
+                     fontsize=10, fontweight="bold", wrap=True)
     fig.suptitle(f"Confusion matrices, {res['dataset']}: colour = share of the gold label's row", fontsize=10)
     return fig
 
