@@ -701,6 +701,11 @@ def _place_the_example(drv):
     drawn = _steady(lambda: (lambda m: m if len(m) == 3 and min(m) > 20 else None)(marks()))
     # each model's plot: its mark (a point and 24 around it) and the legend's; the overlay: one per model
     assert drawn[0] == drawn[1] >= 25 and drawn[2] >= 2 * 25, drawn
+    # its nearest examples are the picked points, listed (each model's, once), ready to be every tab's dataset
+    column = ("return [...document.querySelectorAll('[role=grid][aria-label=\"' + arguments[0] + '\"] "
+              "[role=gridcell][data-col=\"' + arguments[1] + '\"]')].map(c => c.textContent.trim())")
+    nearest = _wait(lambda: set(drv.execute_script(column, "nearest examples", 1)))
+    assert _wait(lambda: set(drv.execute_script(column, "picked points", 0)) == nearest), nearest
     _shot(drv, "desktop-where-is-my-sentence")
 
 

@@ -70,11 +70,11 @@ def test_an_input_from_the_dataset_finds_itself_and_its_place(tiny_pair, tmp_pat
     assert "nearest examples:" in printed and "row     7  cos 1.000" in printed
 
     out = projection.locate(Ctx.of(tiny_pair), text, None, rows, None, "pca", "cls", -1, "gold", 3, None)
-    raw, summary, figure, table, *plots, overlay, state = out
+    raw, summary, figure, table, *plots, overlay, picked, state = out
     assert [nb["row"] for nb in raw["models"][0]["neighbours"]] == [nb["row"] for nb in res["models"][0]["neighbours"]]
     assert list(table["row"])[:3] == [nb["row"] for nb in res["models"][0]["neighbours"]]
     for plot, m in zip(plots, res["models"]):
-        star = plot["value"][plot["value"]["gold"] == projection.YOURS]
+        star = plot["value"][plot["value"]["nearest"] == projection.YOURS]
         # the mark: its point at the input's place, then rings around it, which make it findable among 500
         assert len(star) > 1 and list(star[["x", "y"]].iloc[0]) == pytest.approx(m["position"])
         assert star[["x", "y"]].mean().tolist() == pytest.approx(m["position"])
@@ -82,10 +82,17 @@ def test_an_input_from_the_dataset_finds_itself_and_its_place(tiny_pair, tmp_pat
         assert 0.01 < (star["x"].max() - star["x"].min()) / (xhi - xlo) < 0.1
         assert 0.01 < (star["y"].max() - star["y"].min()) / (yhi - ylo) < 0.1
         assert (star["row"] == 0).all()  # a click on the mark opens no dataset row
-        # a colour of its own, with a legend entry, every class keeping the PNG's colour
+        # a colour of its own, with a legend entry; its nearest examples (either model's) picked in another
         colours = plot["color_map"]
-        assert colours[projection.YOURS] == projection.MARK_COLOUR and set(colours) == set(plot["value"]["gold"])
+        assert colours[projection.YOURS] == projection.MARK_COLOUR and set(colours) >= set(plot["value"]["nearest"])
         assert list(colours.values()).count(projection.MARK_COLOUR) == 1
+        near = plot["value"][plot["value"]["nearest"] == projection.NEAREST]
+        assert set(near["row"]) == {nb["row"] for mm in res["models"] for nb in mm["neighbours"]}
+    # the nearest examples are the picked points: listed, in the dataset's order, and a dataset every tab can read
+    near_rows = sorted({nb["row"] for m in res["models"] for nb in m["neighbours"]})
+    assert list(picked["row"]) == near_rows
+    name, spec = projection.picked_dataset(state)
+    assert spec == f"{rows} @rows:{','.join(map(str, near_rows))}" and name.startswith(f"{len(near_rows)} points")
     # the overlay is drawn too (it had stayed empty): both clouds and the input marked on each
     both = overlay["value"]
     assert len(both[~both["model"].str.startswith(projection.YOURS)]) == len(raw["projection"]["points"]) == 80

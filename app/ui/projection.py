@@ -81,27 +81,36 @@ def colour_map(values) -> dict[str, str]:
     return {c: PALETTE[i % len(PALETTE)] for i, c in enumerate(classes)} | {m: MARK_COLOUR for m in marks}
 
 
+NEAREST = "nearest to yours"  # the input's nearest examples, picked on both plots once it is placed
+NEAREST_COLOURS = {NEAREST: "#d62728", "the rest": "#c7c7c7"}
+
+
 def _located_shown(ctx: Ctx, res, values: dict) -> tuple:
     """Where is my sentence: each model's plot with the input at its place (the mean of its neighbours'), marked
-    large, its nearest examples, the score distributions, the overlay with the input on both clouds; the
-    projection's state as a projection's (a brush still picks)."""
-    colour, spec = values["colour"], values["dataset"]
+    large, and its nearest examples (either model's) picked on both plots, listed as picked points (so that they
+    can be made every tab's dataset, as a brush's can); the score distributions; the overlay with the input on
+    both clouds. A colour picked afterwards redraws the plots as a projection's."""
+    spec = values["dataset"]
     proj = res["projection"]
     frame = shown(proj["points"])
     lims = {"x_lim": views.span(frame["x"]), "y_lim": views.span(frame["y"])}
+    near = {nb["index"] for m in res["models"] for nb in m["neighbours"]}
+    frame["nearest"] = [NEAREST if i in near else "the rest" for i in frame["index"]]
     text = " / ".join(res["input"])
     per_model, marks = [], []
     for m in res["models"]:
-        mine = frame[frame.model == m["model"]].sort_values(colour, kind="stable")
+        mine = frame[frame.model == m["model"]].sort_values("nearest", ascending=False, kind="stable")
         blank = {c: "" for c in frame.columns} | {"row": 0, "model": m["model"], "text": text}
-        drawn = pd.concat([mine, pd.DataFrame(mark(*m["position"], lims, blank | {colour: YOURS}))],
+        drawn = pd.concat([mine, pd.DataFrame(mark(*m["position"], lims, blank | {"nearest": YOURS}))],
                           ignore_index=True)
-        per_model.append(gr.update(value=drawn, color=colour, color_map=colour_map(drawn[colour]), **lims))
+        per_model.append(gr.update(value=drawn, color="nearest", color_map=NEAREST_COLOURS | {YOURS: MARK_COLOUR},
+                                   **lims))
         marks += mark(*m["position"], lims, blank | {"model": f"{YOURS} ({m['model']})"})
     both = pd.concat([frame, pd.DataFrame(marks)], ignore_index=True)
     overlay = gr.update(value=both, color_map=colour_map(both["model"]), **lims)
+    state = _state(proj, lims, spec) | {"picked": sorted(near), "coloured": list(ctx.names)}  # in dataset order
     return (res.to_dict(), views.locate_summary(res), locate_figure(res), views.neighbours_frame(res), *per_model,
-            overlay, _state(proj, lims, spec))
+            overlay, picked_frame(state, ctx.names), state)
 
 
 def _neighbour(res: dict, row: int) -> dict | None:
@@ -321,5 +330,5 @@ def tab(ctx: Ctx) -> None:
             lraw = json_out("where is my sentence")
             lnamed = common.controls("locate", {**named, "text": ctx.inputs[0], "text2": ctx.inputs[1], "k": k})
             common.wire(where, locate, ctx, lnamed,
-                   [lraw, placed, scores, nearest, *scatter, overlay, state], api_name="locate", **DATASET)
+                   [lraw, placed, scores, nearest, *scatter, overlay, picked, state], api_name="locate", **DATASET)
             ctx.link(nearest, lraw, neighbour_texts, note_of=neighbour_note, rows_of=views.neighbours_frame)
