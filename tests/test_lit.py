@@ -216,6 +216,13 @@ def test_paired_metrics_on_a_regression_pair_and_a_model_from_the_page(tiny_dirs
     assert none["metrics"] == {"n": 0.0}
 
     sst = LensDataset(load_dataset(shared("glue", "sst2", "dev.tsv")).head(12), tiny_pair.task)
+    # each datapoint carries the app's row number (LIT's own index is 0-based): one name for one sentence
+    assert [e["row"] for e in sst.examples] == list(range(1, 13)) and "row" in sst.spec()
+    from app.core import api
+
+    picked = LensDataset(api.resolve_dataset(tiny_pair, f"{shared('glue', 'sst2', 'dev.tsv')} @rows:6,28,1",
+                                             visitor=False), tiny_pair.task)
+    assert [e["row"] for e in picked.examples] == [6, 28, 1]  # a slice's rows keep the dataset's numbers
     pair_models = list(models_for(tiny_pair.models).values())
     visitor = LensModel.from_classifier(tiny_pair.models[1])  # another instance, as the page would load
     (res,) = PairedComparison(pair_models).run(sst.examples, visitor, sst)
