@@ -539,6 +539,7 @@ def _every_tab(drv, app_url, offline_pair, size):
     alts = _wait(lambda: (lambda a: a if len(a) >= 3 else None)(drv.execute_script(
         "return [...document.querySelectorAll('.figure img')].filter(i => i.offsetParent).map(i => i.alt)")))
     assert any("confusion matrices" in a for a in alts) and any("ROC and PR curves" in a for a in alts), alts
+    drv.execute_script("window.scrollTo(0, 0)")  # the tab's picture from its top: the scores first
     _shot(drv, f"{size}-benchmark")
     first = _wait(lambda: _cells(drv, 25)[0])  # a disagreement's input
     text = first.get_attribute("textContent").strip()

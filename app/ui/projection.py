@@ -316,7 +316,8 @@ def tab(ctx: Ctx) -> None:
         common.use_as_dataset(ctx, use, [state], picked_dataset)
         stop_button(summary)
         with gr.Accordion("Where is my sentence?", open=False):
-            describe("The example above placed in this dataset's projection (★, among its nearest examples), "
+            describe("The example above placed in this dataset's projection (a black target, among its nearest "
+                     "examples, which are picked on both plots and listed as the picked points), "
                      "each model's nearest examples to it, and where each model's score for it falls among the "
                      "dataset's.")
             with gr.Row():
