@@ -5,7 +5,7 @@ import gradio as gr
 
 from app.core import api
 from app.core.present import views
-from app.core.present.plots import benchmark_figure, confusion_figure, curves_figure, slices_figure
+from app.core.present.plots import benchmark_figure, slices_figure
 
 from . import common
 from .common import (
@@ -21,6 +21,7 @@ from .common import (
     ticking,
     upload_path,
 )
+from .declared import shown
 
 
 def benchmark(ctx: Ctx, dataset: str | None = None, uploaded=None, limit: float | None = None,
@@ -40,15 +41,16 @@ slices = common.handler(
     where="dataset", desc="predicting", read=common.uploaded_or_named)
 
 
-confusion = common.handler(
-    "confusion", lambda ctx, res, values: (res.to_dict(), f"```\n{views.confusion_text(res)}\n```",
-                                           confusion_figure(res)),
-    rest=True, params=("dataset", "uploaded", "limit", "facet"), extras={"uploaded": None},
-    where="dataset", desc="predicting", read=common.uploaded_or_named)
-curves = common.handler(
-    "curves", lambda ctx, res, values: (res.to_dict(), f"```\n{views.curves_text(res)}\n```", curves_figure(res)),
-    rest=True, params=("dataset", "uploaded", "limit", "positive"), extras={"uploaded": None},
-    where="dataset", desc="predicting", read=common.uploaded_or_named)
+def _on_the_dataset(capability: str, option: str):
+    """The handler of a capability over Benchmark's dataset fields (the named one or a dropped file) and its own
+    option, answering as More's generated sections do (`declared.shown`)."""
+    return common.handler(capability, shown, rest=True, params=("dataset", "uploaded", "limit", option),
+                          extras={"uploaded": None}, where="dataset", desc="predicting",
+                          read=common.uploaded_or_named)
+
+
+confusion = _on_the_dataset("confusion", "facet")
+curves = _on_the_dataset("curves", "positive")
 
 
 def slice_texts(res: dict, row: int) -> list[str] | None:

@@ -23,6 +23,12 @@ def inputs_of(capability) -> tuple[str, ...]:
                                                                                           ("dataset", "limit"))
 
 
+def shown(ctx: Ctx, res, values: dict) -> tuple:
+    """A declared capability's answer as a section shows it: the result's JSON, its text (`views.text_of`: the
+    result's own where it has one) and its figure (`plots.figure_of`, None where it has none)."""
+    return res.to_dict(), f"```\n{views.text_of(res)}\n```", plots.figure_of(res)
+
+
 def handler(name: str) -> Callable:
     """`handler(ctx, <its inputs>, <its options>)` for the capability `name`, generated like every tab's
     (`common.handler`): the endpoint's parameters are the facade's names, optional where the declaration has a
@@ -30,9 +36,7 @@ def handler(name: str) -> Callable:
     its figure (`plots.figure_of`, None where it has none)."""
     capability = api.capabilities.get(name)
     single = capability.inputs == "text"
-    return common.handler(name, lambda ctx, res, values: (res.to_dict(), f"```\n{views.text_of(res)}\n```",
-                                                          plots.figure_of(res)),
-                          rest=True, params=inputs_of(capability),
+    return common.handler(name, shown, rest=True, params=inputs_of(capability),
                           where="single" if single else "dataset")
 
 

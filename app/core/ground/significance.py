@@ -359,22 +359,28 @@ def compare_auc(positive: Sequence[bool], first: Sequence[float], second: Sequen
     return out
 
 
-def average_precision(positive: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """Average precision (the area under the precision-recall steps, scikit-learn's definition) of one scorer,
-    under one or many weightings of the items at once (`weights`: (draws, items) counts, a bootstrap's
-    resamples); one value per weighting. Tied scores form one threshold."""
+def threshold_counts(positive, scores, weights=None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each distinct score from the highest down, the true and the false positives at or above it): what a
+    ROC and a precision-recall curve are made of, tied scores one threshold. Under `weights` ((draws, items)
+    counts, a bootstrap's resamples) one row of counts per weighting; without, one row of plain counts."""
     y = np.asarray(positive, dtype=float)
     s = np.asarray(scores, dtype=float)
     w = np.ones((1, len(s))) if weights is None else np.atleast_2d(np.asarray(weights, dtype=float))
     order = np.argsort(-s, kind="mergesort")
     s, y, w = s[order], y[order], w[:, order]
     ends = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]  # the last item of each distinct score
-    tp = np.cumsum(w * y, axis=1)[:, ends]
-    fp = np.cumsum(w * (1 - y), axis=1)[:, ends]
+    return s[ends], np.cumsum(w * y, axis=1)[:, ends], np.cumsum(w * (1 - y), axis=1)[:, ends]
+
+
+def average_precision(positive: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Average precision (the area under the precision-recall steps, scikit-learn's definition) of one scorer,
+    under one or many weightings of the items at once (`weights`: (draws, items) counts, a bootstrap's
+    resamples); one value per weighting. Tied scores form one threshold."""
+    _, tp, fp = threshold_counts(positive, scores, weights)
     with np.errstate(invalid="ignore", divide="ignore"):
         precision = tp / (tp + fp)
         recall = tp / tp[:, -1:]
-    steps = np.diff(np.concatenate([np.zeros((len(w), 1)), recall], axis=1), axis=1)
+    steps = np.diff(np.concatenate([np.zeros((len(tp), 1)), recall], axis=1), axis=1)
     return np.nansum(steps * np.nan_to_num(precision), axis=1)
 
 

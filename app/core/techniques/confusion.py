@@ -18,32 +18,20 @@ from ..declare.capabilities import FACETS
 from ..declare.results import ConfusionResult, CurvesResult
 from ..execution.engine import Engine
 from ..execution.inference import from_logits
-from ..execution.inputs import dataset_of
 from ..execution.pair import Pair
 from ..ground.errors import InputError
-from ..ground.significance import compare_accuracy, compare_auc, compare_average_precision
-from .benchmark import check_labels
-from .slices import MARKERS, length_bins, slices_batch, words
+from ..ground.significance import compare_accuracy, compare_auc, compare_average_precision, threshold_counts
+from .slices import MARKERS, labelled_answers, length_bins, marker_name, words
 
 CURVE_POINTS = 400  # points kept per curve: enough to draw it, however many distinct scores the dataset has
 
 
 def _answers(pair: Pair, what: str, dataset, limit, progress, engine, visitor: bool):
-    """(dataset name, labelled examples, their rows in the dataset, the labels, each model's probabilities)."""
-    if pair.task.is_regression:
-        raise InputError(f"{what}: the {pair.task.name} task is a regression; {what} compare classifiers' answers")
-    ds = dataset_of(pair, dataset, limit, default=1000 if visitor else None, visitor=visitor)
-    own = ds.row_numbers()  # the dataset's own row numbers (a slice's rows keep the whole dataset's)
-    at = [i for i, ex in enumerate(ds.examples) if ex.label is not None]
-    labelled = [ds.examples[i] for i in at]
-    if not labelled:
-        raise InputError(f"dataset: {ds.name} has no gold labels; {what} compare the models' answers with them")
-    for clf in pair.heads:
-        check_labels(clf, [ex.label for ex in labelled])
-    logits = (engine or Engine()).run(pair.spec, slices_batch, labelled, params={"embed": False},
-                                      progress=progress)
+    """(dataset name, labelled examples, their rows in the dataset, the labels, each model's predictions)."""
+    name, labelled, rows, logits = labelled_answers(pair, what, dataset, limit, progress=progress, engine=engine,
+                                                    visitor=visitor)
     preds = [from_logits(clf, lg) for clf, lg in zip(pair.heads, logits[:2])]
-    return ds.name, labelled, [own[i] for i in at], list(pair.heads[0].labels), preds
+    return name, labelled, rows, list(pair.heads[0].labels), preds
 
 
 def facets(texts: Sequence[str], agree: np.ndarray, facet: str) -> list[tuple[str, np.ndarray]]:
@@ -59,10 +47,8 @@ def facets(texts: Sequence[str], agree: np.ndarray, facet: str) -> list[tuple[st
         return [(name, m) for name, m in (("the models agree", agree), ("the models differ", ~agree)) if m.any()]
     if facet not in MARKERS:
         raise InputError(f"facet: {facet!r} is not one of {list(FACETS)}")
-    group = MARKERS[facet]
-    has = np.asarray([bool(set(words(t)) & group) for t in texts])
-    shown = ", ".join(sorted(group)[:4])
-    return [(name, m) for name, m in ((f"with {facet} ({shown}, ...)", has), (f"without {facet}", ~has)) if m.any()]
+    has = np.asarray([bool(set(words(t)) & MARKERS[facet]) for t in texts])
+    return [(name, m) for name, m in ((f"with {marker_name(facet)}", has), (f"without {facet}", ~has)) if m.any()]
 
 
 def confusion(gold: Sequence[int], predicted: Sequence[Sequence[int]], rows: Sequence[int], members: np.ndarray,
@@ -102,13 +88,9 @@ def run_confusion(pair: Pair, *, facet: str, dataset: str | None = None, limit: 
 def curve_points(positive: np.ndarray, scores: np.ndarray) -> dict[str, np.ndarray]:
     """The ROC and precision-recall points of one scorer, one per distinct score from the highest down (tied
     scores are one threshold): false- and true-positive rates from (0, 0) to (1, 1), recall and precision."""
-    y = np.asarray(positive, dtype=bool)
-    s = np.asarray(scores, dtype=float)
-    order = np.argsort(-s, kind="mergesort")
-    s, y = s[order], y[order]
-    ends = np.r_[np.flatnonzero(np.diff(s)), len(s) - 1]
-    tp, fp = np.cumsum(y)[ends].astype(float), np.cumsum(~y)[ends].astype(float)
-    return {"thresholds": s[ends], "fpr": np.r_[0.0, fp / max(fp[-1], 1)], "tpr": np.r_[0.0, tp / max(tp[-1], 1)],
+    thresholds, tp, fp = threshold_counts(positive, scores)
+    tp, fp = tp[0], fp[0]
+    return {"thresholds": thresholds, "fpr": np.r_[0.0, fp / max(fp[-1], 1)], "tpr": np.r_[0.0, tp / max(tp[-1], 1)],
             "recall": tp / max(tp[-1], 1), "precision": tp / (tp + fp)}
 
 

@@ -50,6 +50,11 @@ def words(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
+def marker_name(marker: str) -> str:
+    """A marker group as a slice (and a facet) is named: "negation (aren't, can't, cannot, didn't, ...)"."""
+    return f"{marker} ({', '.join(sorted(MARKERS[marker])[:4])}, ...)"
+
+
 def length_bins(lengths: Sequence[int]) -> list[tuple[str, np.ndarray]]:
     """The quartiles of the inputs' word counts as bins, each (its name, its members): "length: 1-8 words"."""
     lengths = np.asarray(lengths)
@@ -103,8 +108,7 @@ def candidates(texts: Sequence[str], gold: Sequence[int], label_names: Sequence[
     for name, members in length_bins([len(w) for w in toks]):
         out.append(Candidate(name, "length", members))
     for marker, group in MARKERS.items():
-        out.append(Candidate(f"{marker} ({', '.join(sorted(group)[:4])}, ...)", "marker",
-                             np.asarray([bool(s & group) for s in sets])))
+        out.append(Candidate(marker_name(marker), "marker", np.asarray([bool(s & group) for s in sets])))
     out.append(Candidate("question mark", "punctuation", np.asarray(["?" in t for t in texts])))
     out.append(Candidate("exclamation mark", "punctuation", np.asarray(["!" in t for t in texts])))
     out.append(Candidate("digits", "digits", np.asarray([any(c.isdigit() for c in t) for t in texts])))
@@ -230,6 +234,25 @@ slices_batch.reports_progress = True
 # ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
 
 
+def labelled_answers(pair: Pair, what: str, dataset: str | None, limit, *, embed: bool = False, progress=None,
+                     engine: Engine | None = None, visitor: bool = True) -> tuple[str, list, list[int], list]:
+    """(the dataset's name, its labelled examples, their rows in the dataset, each model's logits then, with
+    `embed`, its top-layer [CLS] embeddings) for the capability `what`, which compares classifiers' right
+    answers: what Find slices and the confusion matrices and curves read, through the cache by content."""
+    if pair.task.is_regression:
+        raise InputError(f"{what}: the {pair.task.name} task is a regression; {what} compare classifiers' answers")
+    ds = dataset_of(pair, dataset, limit, default=1000 if visitor else None, visitor=visitor)
+    own = ds.row_numbers()  # the dataset's own row numbers (a slice's rows keep the whole dataset's)
+    at = [i for i, ex in enumerate(ds.examples) if ex.label is not None]
+    rows, labelled = [own[i] for i in at], [ds.examples[i] for i in at]
+    if not labelled:
+        raise InputError(f"dataset: {ds.name} has no gold labels; {what} compare the models' right answers")
+    for clf in pair.heads:
+        check_labels(clf, [ex.label for ex in labelled])
+    arrays = (engine or Engine()).run(pair.spec, slices_batch, labelled, params={"embed": embed}, progress=progress)
+    return ds.name, labelled, rows, arrays
+
+
 def run_slices(pair: Pair, *, metric: str, min_size: int, clusters: int, dataset: str | None = None,
                limit: int | str | None = None, progress=None, engine: Engine | None = None,
                visitor: bool = True) -> SlicesResult:
@@ -237,19 +260,9 @@ def run_slices(pair: Pair, *, metric: str, min_size: int, clusters: int, dataset
     the gold label, clusters of either model's embeddings) tested for a paired difference in `metric`, with
     Benjamini-Hochberg's q over all of them (`find`). Predictions (and the embeddings the clusters need) run
     through the engine: in process, or on a Ray cluster's workers."""
-    if pair.task.is_regression:
-        raise InputError(f"slices: the {pair.task.name} task is a regression; slices compare classifiers' answers")
-    ds = dataset_of(pair, dataset, limit, default=1000 if visitor else None, visitor=visitor)
-    own = ds.row_numbers()  # the dataset's own row numbers (a slice's rows keep the whole dataset's)
-    at = [i for i, ex in enumerate(ds.examples) if ex.label is not None]
-    rows, labelled = [own[i] for i in at], [ds.examples[i] for i in at]
-    if not labelled:
-        raise InputError(f"dataset: {ds.name} has no gold labels; slices compare the models' right answers")
+    name, labelled, rows, arrays = labelled_answers(pair, "slices", dataset, limit, embed=clusters > 0,
+                                                    progress=progress, engine=engine, visitor=visitor)
     gold_names = [ex.label for ex in labelled]
-    for clf in pair.heads:
-        check_labels(clf, gold_names)
-    arrays = (engine or Engine()).run(pair.spec, slices_batch, labelled, params={"embed": clusters > 0},
-                                      progress=progress)
     heads = pair.heads
     answers = [from_logits(clf, lg).predicted for clf, lg in zip(heads, arrays[:2])]
     labels = list(heads[0].labels)
@@ -263,4 +276,4 @@ def run_slices(pair: Pair, *, metric: str, min_size: int, clusters: int, dataset
         s["examples"] = [list(labelled[i].texts) for i in s["indices"][:5]]
         s["gold"] = [labelled[i].label for i in s["indices"][:5]]
         s["rows"] = [rows[i] for i in s["indices"]]  # as the dataset numbers them: `slice_spec` runs other tabs on it
-    return SlicesResult(dataset=ds.name, **found)
+    return SlicesResult(dataset=name, **found)
