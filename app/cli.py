@@ -422,6 +422,8 @@ def _declared_commands(sub) -> None:
         _option_args(p, capability.name)
         if capability.writes:
             p.add_argument("--out", help=capability.writes)
+        if capability.saves:
+            p.add_argument("--save-as", metavar="NAME", help=capability.saves)
         colours = getattr(capability.result_type(), "COLOURS", None)  # a figure whose points take a colouring
         if colours:
             p.add_argument("--colour", choices=list(colours), default=next(iter(colours)),
@@ -457,6 +459,10 @@ def cmd_declared(args) -> int:
         if figure is None:
             raise InputError(f"png: {capability.name} has no figure here")
         _save_figure(lambda: figure, args.png)
+    if getattr(args, "save_as", None):
+        kept = api.save_result(pair, res, args.save_as, visitor=False)
+        print(f"saved: {kept.n} examples as {kept.spec} ({kept.name}); --dataset {kept.spec} reads them",
+              file=sys.stderr)
     if getattr(args, "out", None) and "out" not in takes:
         written = plots.export(res, Path(args.out), getattr(args, "colour", "gold"))
         print(f"written: {', '.join(str(w) for w in written)}", file=sys.stderr)

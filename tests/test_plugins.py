@@ -282,7 +282,7 @@ def test_lit_lists_the_plugin_and_every_method_scores_as_the_app_does(plugin, ti
 # what a front end takes besides a capability's options: its inputs and its own controls, each named here
 CLI_OWN = {"help", "pair", "models", "task", "device", "precision", "force_precision", "text", "text2", "dataset",
            "limit", "show", "engine", "address", "workers", "out", "colour", "png", "json", "func", "capability",
-           "command", "verbose"}
+           "command", "verbose", "save_as"}
 APP_OWN = {"text", "text2", "dataset", "limit", "uploaded", "colour"}
 
 

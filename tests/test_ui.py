@@ -379,10 +379,15 @@ def test_confusion_and_curves_answer_under_the_facades_names_in_the_benchmark_ta
         client.predict(path, None, 60, "neutral", api_name="/curves")
 
 
-def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair):
+def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair, tmp_path, monkeypatch):
     """One example for the whole app: every endpoint that reads a text reads the same two boxes, shown once; a
     pick that opens Compare (a benchmark row, a slice, a CheckList failure, a projection point) is followed, once
-    it has loaded, by Compare's own prediction into Compare's outputs, and a pick that loaded nothing runs nothing."""
+    it has loaded, by Compare's own prediction into Compare's outputs, and a pick that loaded nothing runs nothing.
+    A slice, brushed points or pinned edits saved as a set become every dataset field's value."""
+    import json
+
+    from app.core import api
+    from app.core.ground import saved
     from app.ui import build
     from app.ui.common import when_given
 
@@ -411,9 +416,18 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair)
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     slicers = [f for f in demo.fns.values() if len(f.outputs) > 1 and f.outputs[-1].elem_id == "example-note"
                and f._id not in picks]
-    assert len(slicers) == 2 and len(fields) >= 6
+    # (and Counterfactuals' pinned edits, saved as a set)
+    assert len(slicers) == 3 and len(fields) >= 6
     for f in slicers:
         assert {o._id for o in f.outputs[:-1]} == {b._id for b in fields}
+    monkeypatch.setattr(saved, "root", lambda: tmp_path / "saved")
+    edit = json.loads(json.dumps(api.counterfactual(tiny_pair, "a fine film", generator="your_edit",
+                                                    edited="a dull film").to_dict()))
+    *updates, note = next(f for f in slicers if len(f.inputs) == 3).fn(edit["changes"], "ui set", True)
+    assert all(u["value"] == "saved:ui set" and ("saved «ui set» (2 examples)", "saved:ui set") in u["choices"]
+               for u in updates) and "saved 2 examples as «ui set»" in note
+    assert [e.texts for e in api.resolve_dataset(tiny_pair, "saved:ui set").examples] == [("a fine film",),
+                                                                                        ("a dull film",)]
     brushed = {"picked": [1, 2], "dataset": "sentiment_plain @rows:4-9", "name": "sentiment_plain, 6 picked rows",
                "points": [{"index": i, "row": i + 4} for i in range(6)]}  # a brush over a slice: its own rows
     *updates, note = next(f for f in slicers if len(f.inputs) == 1).fn(brushed)

@@ -60,7 +60,7 @@ from .execution.pair import Pair
 from .execution.shares import Busy as SharesBusy  # noqa: F401 - the app's fair shares of /predict
 from .execution.shares import Shares, TooMany, client_key, over_share, retry_after, turns  # noqa: F401
 from .execution.workers import Pool
-from .ground import jobs, policy
+from .ground import jobs, policy, saved
 from .ground.data import (  # noqa: F401
     Dataset,
     Example,
@@ -89,6 +89,7 @@ from .ground.policy import (  # noqa: F401
 )
 from .ground.policy import number as bounded_number  # noqa: F401 - LIT's settings
 from .ground.runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
+from .ground.saved import visitor_key  # noqa: F401 - a hosted visitor's saved sets
 from .ground.significance import compare_accuracy, compare_correlation  # noqa: F401
 from .models.loading import Classifier, get_classifier  # noqa: F401
 from .models.registry import TASKS, ModelSpec, Task  # noqa: F401
@@ -278,6 +279,27 @@ def warm_ups() -> tuple:
     from .techniques import meaning
 
     return (projection.warm_up, cf.warm_up, meaning.warm_up)
+
+
+def save_edits(pair: Pair, name: str, changes, *, originals: bool = True, dataset: str | None = None,
+               key: str | None = None, visitor: bool = True) -> saved.SavedSet:
+    """Edits (pinned in the app, or a counterfactual's) kept as the saved set `name`, which every dataset field and
+    --dataset then read (its `spec`, `saved:<name>`); with `originals`, each original is kept before its edits.
+    `key`: a hosted visitor's own (`visitor_key`), without which hosted mode keeps nothing for a visitor."""
+    if key is None and visitor and policy.hosted():
+        raise InputError("name: saved sets here are each visitor's own; save from the app's page")
+    return saved.save(name, cf.saved_records(pair, changes, originals=originals, dataset=dataset, visitor=visitor),
+                      key=key)
+
+
+def save_result(pair: Pair, res: CounterfactualResult, name: str, **kw) -> saved.SavedSet:
+    """A counterfactual result's edits (one input's, or a dataset's) as the saved set `name` (`save_edits`)."""
+    return save_edits(pair, name, res.saved_edits(), dataset=res.dataset, **kw)
+
+
+def saved_sets(key: str | None = None) -> list[saved.SavedSet]:
+    """An owner's saved sets, newest first: the local folder's, or a hosted visitor's (`key`)."""
+    return saved.listed(key)
 
 
 def overview(pair: Pair) -> dict:

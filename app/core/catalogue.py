@@ -109,8 +109,23 @@ SALIENCY_METHODS.update({
 
 _REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (the "
                        "generators that swap the words you give)")
+
+
+def typed_text(name: str, value) -> str:
+    """A text a visitor typed as an option (an edit of the input): text, held to this server's length."""
+    if not isinstance(value, str):
+        raise InputError(f"{name}: expected text, got {type(value).__name__}")
+    check_length(name, value, limits()["max_chars"])
+    return value
+
+
+_EDITED = (Option("edited", str, "", "your edit of the text, scored beside the original (the generator "
+                  "your_edit)", validator=typed_text),
+           Option("edited2", str, "", "your edit of the second text of a pair (empty: unchanged)",
+                  validator=typed_text))
 # one input's generators: `fn(models, example, **the options it reads)` returning a `CounterfactualResult`
 COUNTERFACTUAL_GENERATORS.update({
+    "your_edit": Part(Later(lambda: _counterfactuals().your_edit), _EDITED),
     "word_replacement": Part(Later(lambda: _counterfactuals().replaced), (_REPLACEMENTS,)),
     "wordnet_synonym": Part(Later(lambda: _counterfactuals().synonym_swaps)),
     "wordnet_antonym": Part(Later(lambda: _counterfactuals().antonym_swaps)),
@@ -174,9 +189,11 @@ register(Capability(
     needs_gradients=True, lit_counterpart="LIT's generators (albert-lens's, one per generator)",
     # `generator`'s choices are the generators registered now; each generator's own options are merged in
     parts=COUNTERFACTUAL_GENERATORS, chooses="generator", options=(
-        Option("generator", str, "word_replacement", "the edit: word swaps you give, WordNet synonyms or antonyms, "
-               "words removed until the label flips, a gradient-guided swap; dataset_*: over a dataset",
-               choices=GENERATORS),)))
+        Option("generator", str, "word_replacement", "the edit: your own (your_edit), word swaps you give, WordNet "
+               "synonyms or antonyms, words removed until the label flips, a gradient-guided swap; dataset_*: over a "
+               "dataset", choices=GENERATORS),),
+    saves="keep every edited input as the saved set NAME (with its originals), which any --dataset then reads as "
+          "saved:NAME"))
 # a projection's options, as `project` and `locate` (which places an input in the same projection) both take them
 _PROJECTED = (
     Option("projection", str, "umap", "the 2-D projection: UMAP or PCA", choices=PROJECTIONS),

@@ -200,6 +200,7 @@ class Ctx:
     # every dataset field, with its own choices: a slice picked in one tab becomes every dataset-level tab's dataset
     dataset_fields: list = field(default_factory=list)
     slice_buttons: list = field(default_factory=list)
+    save_buttons: list = field(default_factory=list)  # (button, inputs, save): `save_as_dataset`
     links: list = field(default_factory=list)
     # what re-runs when a pick sets the example: (handler, inputs, outputs), Compare's prediction
     on_pick: list = field(default_factory=list)
@@ -218,7 +219,10 @@ class Ctx:
     @classmethod
     def of(cls, pair: api.Pair, heavy: Heavy | None = None) -> Ctx:
         named = list(api.shipped_datasets()) + list(api.released_datasets(pair))
-        return cls(pair, heavy or Heavy(), api.limits()["hosted"], [(n, n) for n in named])
+        hosted = api.limits()["hosted"]
+        # locally, the sets saved before (by the app or the command line) are offered from the start
+        kept = [] if hosted else [(s.label, s.spec) for s in api.saved_sets()]
+        return cls(pair, heavy or Heavy(), hosted, [(n, n) for n in named] + kept)
 
     @property
     def names(self) -> list[str]:
@@ -445,18 +449,51 @@ def use_as_dataset(ctx: Ctx, button, inputs: list, spec_of: Callable) -> None:
     ctx.slice_buttons.append((button, inputs, spec_of))
 
 
+def save_as_dataset(ctx: Ctx, button, inputs: list, save: Callable) -> None:
+    """`button` keeps examples as a saved set and makes it every dataset field's value: `save(*inputs, key=...)`
+    saves them (`api.save_edits`, `key` this visitor's where hosted) and returns the `SavedSet`. Wired after every
+    tab is built, with the slice buttons."""
+    ctx.save_buttons.append((button, inputs, save))
+
+
+def owner_key(ctx: Ctx, request=None) -> str | None:
+    """Whose saved sets a request reads and writes: hosted, this browser session's own key; locally, the one
+    folder the app and the command line share."""
+    return api.visitor_key(_session_key(request)) if ctx.hosted else None
+
+
+def saved_choices(ctx: Ctx, request=None) -> list[tuple[str, str]]:
+    return [(s.label, s.spec) for s in api.saved_sets(owner_key(ctx, request))]
+
+
+def _with(choices: list, more: list) -> list:
+    """`choices` and then `more`, each value once (the later label wins: a set saved again has its new size)."""
+    values = {v for _, v in more}
+    return [c for c in choices if c[1] not in values] + list(more)
+
+
 def wire_slice_buttons(ctx: Ctx) -> None:
     fields = ctx.dataset_fields
     for button, inputs, spec_of in ctx.slice_buttons:
-        def use(*values, spec_of=spec_of):
+        def use(*values, request: gr.Request = None, spec_of=spec_of):
             got = spec_of(*values)
             if not got:
                 return [gr.update()] * len(fields) + ["<small>nothing picked yet: pick a row first</small>"]
             name, spec = got
-            return [gr.update(choices=[*choices, (name, spec)], value=spec) for _, choices in fields] + [
+            more = [*saved_choices(ctx, request), (name, spec)]
+            return [gr.update(choices=_with(choices, more), value=spec) for _, choices in fields] + [
                 views.slice_note(name)]
 
         button.click(use, inputs, [f for f, _ in fields] + [ctx.note], api_name=False, queue=False)
+    for button, inputs, save in ctx.save_buttons:
+        @guarded
+        def kept(*values, request: gr.Request = None, save=save):
+            got = save(*values, key=owner_key(ctx, request))
+            more = saved_choices(ctx, request)
+            return [gr.update(choices=_with(choices, more), value=got.spec) for _, choices in fields] + [
+                views.saved_note(got, local=not ctx.hosted)]
+
+        button.click(kept, inputs, [f for f, _ in fields] + [ctx.note], api_name=False, queue=False)
 
 
 def upload_path(uploaded) -> str | None:

@@ -15,7 +15,8 @@ STUDY_SWAP = "cities -> townships"
 NEUTRAL_SWAPS = "film -> movie, movie -> film, food -> meal, phone -> device, hotel -> motel, pizza -> pasta"
 
 
-GENERATOR_NAMES = {"word_replacement": "replace words", "wordnet_synonym": "WordNet synonym swaps",
+GENERATOR_NAMES = {"your_edit": "your own edit (beside the original)",
+                   "word_replacement": "replace words", "wordnet_synonym": "WordNet synonym swaps",
                    "wordnet_antonym": "WordNet antonym swaps", "ablation_flip": "remove words until the label flips",
                    "hotflip": "HotFlip: the one swap that moves the label most",
                    "dataset_flip_rate": "over a dataset: replace words (flip rate)",
@@ -36,8 +37,9 @@ def _edits_shown(ctx: Ctx, res, values: dict) -> tuple:
 
 # its parameters: what the tab lays out, then every other generator's options (a plugin's), generated
 counterfactual = common.handler("counterfactual", _edits_shown,
+                                # your own edit's boxes last: a client's positional calls keep their meaning
                                 rest=True, params=("text", "text2", "generator", "replacements", "dataset",
-                                                   "limit"),
+                                                   "limit", "edited", "edited2"),
                                 desc="editing, scoring, checking")
 
 
@@ -51,6 +53,44 @@ def edited_note(res: dict, row: int) -> str:
     c = views.changes_in_order(res, res["models"])[row]
     return views.picked_note(f"{views.generator_name(c['generator'])}: {views.edits_text(c)}", None,
                              f"flips {views.flips(c, res['models'])}")
+
+
+PINS_SHOWN = 500  # edits a session pins at most (a saved set is held to the server's example cap as well)
+
+
+def pin(pinned: list | None, res: dict | None) -> tuple:
+    """The shown result's edits added to the pinned ones (each edit once), each beside its original."""
+    pinned = list(pinned or [])
+    if not res or not (res.get("changes") or res.get("examples")):
+        raise gr.Error("nothing to pin yet: generate edits first", duration=None, print_exception=False)
+    have = {(tuple(c["original"]), tuple(c["edited"])) for c in pinned}
+    for c in res.get("changes") or res.get("examples"):
+        if (tuple(c["original"]), tuple(c["edited"])) not in have and len(pinned) < PINS_SHOWN:
+            have.add((tuple(c["original"]), tuple(c["edited"])))
+            pinned.append(c | ({"dataset": res["dataset"]} if res.get("dataset") else {}))
+    return pinned, views.pinned_frame(pinned, res["models"]), pinned_summary(pinned)
+
+
+def pinned_summary(pinned: list) -> str:
+    if not pinned:
+        return "<small>no edits pinned</small>"
+    flipped = sum(any(c["flipped"]) for c in pinned)
+    return f"<small>{len(pinned):,} edits pinned; {flipped:,} flip at least one model's label</small>"
+
+
+def unpin() -> tuple:
+    return [], None, pinned_summary([])
+
+
+def save_pinned(ctx: Ctx):
+    def save(pinned: list | None, name: str, originals: bool, *, key: str | None):
+        if not pinned:
+            raise api.InputError("edits: nothing pinned yet; generate edits and pin them first")
+        where = next((c["dataset"] for c in pinned if c.get("dataset")), None)
+        return api.save_edits(ctx.pair, name, [{k: v for k, v in c.items() if k != "dataset"} for c in pinned],
+                              originals=bool(originals), dataset=where, key=key)
+
+    return save
 
 
 def _controls(generator: str) -> tuple:
@@ -72,14 +112,24 @@ def tab(ctx: Ctx) -> None:
                               label="generator")
             repl = gr.Textbox(label="replacements (old -> new, comma-separated)", value=default_swaps(ctx.pair),
                               lines=2)
+        with gr.Row():  # your own edit: the text box holds the original, this box your version of it
+            edited = gr.Textbox("", label="your edit (the text above as you'd change it)", lines=2,
+                                visible=declared.default == "your_edit")
+            edited2 = gr.Textbox("", label="your edit of the second text (empty: unchanged)", lines=2,
+                                 visible=declared.default == "your_edit" and ctx.pair.task.two_texts)
         with gr.Row():
             cds = dataset_field(ctx, "dataset for flip rate", "shipped name or path", visible=False,
                                 value=ctx.default_dataset)
             climit = common.number(value=common.capped(500), label="max examples", visible=False)
         # every control once, by name; a generator's own options (replacements, a plugin's) shown while it is chosen
-        named = common.controls("counterfactual", {"text": c1, "text2": c2, "generator": gen, "replacements": repl,
-                                                   "dataset": cds, "limit": climit})
-        common.show_parts("counterfactual", gen, named, extra=(_controls, [cds, climit]))
+        named = common.controls("counterfactual", {"text": c1, "text2": c2, "generator": gen, "edited": edited,
+                                                   "edited2": edited2, "replacements": repl, "dataset": cds,
+                                                   "limit": climit})
+        shown = {k: v for k, v in named.items() if k != "edited2" or ctx.pair.task.two_texts}
+        common.show_parts("counterfactual", gen, shown, extra=(_controls, [cds, climit]))
+        # the original copied into the edit box when it is empty, so an edit starts from the text
+        gen.change(lambda g, t, e: t if g == "your_edit" and not (e or "").strip() else gr.update(), [gen, c1, edited],
+                   edited, api_name=False, queue=False)
         go = gr.Button("Generate", variant="primary")
         csum = gr.Markdown(label="summary")
         cplot = gr.Plot(elem_classes=["figure"], label="effect per model")
@@ -97,4 +147,24 @@ def tab(ctx: Ctx) -> None:
         ctx.link(ctable, craw, edited_texts, note_of=edited_note,  # an edit picked becomes the example
                  rows_of=lambda res: views.changes_frame(res, ctx.names))
         common.stop_button(csum)
+        with gr.Group():
+            describe("Pinned edits: each edit kept beside its original with both models' answers, across "
+                     "generators and inputs; saved as a dataset, every tab's dataset field reads them.")
+            with gr.Row():
+                pin_button = gr.Button("Pin these edits")
+                unpin_button = gr.Button("Clear the pins")
+            pinned = gr.State([])
+            pinned_said = gr.Markdown(pinned_summary([]))
+            ptable = gr.Dataframe(
+                headers=["#", "from", "original", "edited", "edits", "flips",
+                         *[f"{n} {c}" for n in names for c in ("before", "after", "Δp")]],
+                label="pinned edits", wrap=True, elem_classes=["wide-table"])
+            with gr.Row():
+                set_name = gr.Textbox(label="name of the saved set", value="my edits", max_lines=1)
+                with_originals = gr.Checkbox(value=True, label="keep each original before its edits")
+                save_button = gr.Button("Save the pinned edits as a dataset", variant="primary")
+        pin_button.click(common.guarded(pin), [pinned, craw], [pinned, ptable, pinned_said], api_name=False,
+                         queue=False)
+        unpin_button.click(unpin, None, [pinned, ptable, pinned_said], api_name=False, queue=False)
+        common.save_as_dataset(ctx, save_button, [pinned, set_name, with_originals], save_pinned(ctx))
         gr.Examples(examples(ctx.pair), [c1, c2] if ctx.pair.task.two_texts else [c1])

@@ -133,6 +133,7 @@ class Capability:
     # (text, text2, dataset, limit) and progress, engine and visitor, those its signature names.
     runner: str | Callable | Later | None = None
     writes: str = ""  # what the command line's --out writes (a runner's `out`, else the result's export)
+    saves: str = ""  # what the command line's --save-as keeps as a saved set (the result's `saved_edits()`)
     # the declared answer (`results.py`, frozen dataclasses whose to_dict() is the JSON), or "module:Class"
     result: str | type = results.CapabilityResult
     # the named variants it offers (`SALIENCY_METHODS`, `COUNTERFACTUAL_GENERATORS`): each variant's options are

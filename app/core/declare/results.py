@@ -392,6 +392,10 @@ class CounterfactualResult(Result):
     examples: list[Change] | None = None
     comparison: dict | None = None  # paired test of the flip rates, edits of one example together
 
+    def saved_edits(self) -> list:
+        """The edits a saved set keeps: one input's, or every edited example of a dataset."""
+        return list(self.changes if self.changes is not None else self.examples or [])
+
 
 @dataclass(frozen=True)
 class ProjectionResult(Result):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from ..ground import saved
 from ..ground.data import DataError, Dataset, Example, load_dataset, read_table
 from ..ground.errors import InputError
 from ..ground.policy import OPERATOR_CAP, check_length, count, limits, readable
@@ -182,6 +183,11 @@ def resolve_dataset(pair: Pair, spec: str | Dataset | None, limit: int | str | N
         own = whole.row_numbers()
         return Dataset(f"{whole.name}, {len(rows):,} picked rows", [whole.examples[r - 1] for r in rows][:n],
                        whole.task, whole.source, [own[r - 1] for r in rows][:n])
+    if saved.is_saved(spec):  # a set the researcher saved (pinned edits, a generator's): read as any file is
+        path = saved.path_of(spec, visitor=visitor)
+        ds = read_table(path, labels=pair.task.labels or (), n_fields=len(pair.task.fields), limit=n)
+        ds.name, ds.source = f"saved «{path.stem}»", spec
+        return _checked(pair, ds.head(n), visitor, caps)
     shipped = shipped_datasets()
     spec = released_datasets(pair).get(spec, spec)
     if spec not in shipped and visitor:

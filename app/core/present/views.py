@@ -381,7 +381,7 @@ def around_edit(original: str, edited: str, before: int = 120, after: int = 240)
     return ("…" if start else "") + edited[start:end] + ("…" if end < len(edited) else "")
 
 
-GENERATOR_NAMES = {"word_replacement": "word swap", "wordnet_synonym": "WordNet synonym",
+GENERATOR_NAMES = {"your_edit": "your edit", "word_replacement": "word swap", "wordnet_synonym": "WordNet synonym",
                    "wordnet_antonym": "WordNet antonym", "hotflip": "HotFlip", "ablation_flip": "word removal"}
 
 
@@ -458,6 +458,32 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
             row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def pinned_frame(pinned: list[dict], names: list[str]) -> pd.DataFrame:
+    """The pinned edits, each beside its original (LIT's pinned datapoint, for every edit kept): where it came from
+    (the dataset's row, or typed), the original, the edit with its changed words marked, and per model its answer
+    before and after and Δp of the label it gave the original."""
+    rows = []
+    for i, c in enumerate(pinned, 1):
+        row = {"#": i, "from": f"row {c['row']}" if c.get("row") else "typed",
+               "original": " / ".join(around_edit(e, o) for o, e in zip(c["original"], c["edited"])),
+               "edited": " / ".join(around_edit(o, mark_edits(o, e)) for o, e in zip(c["original"], c["edited"])),
+               "edits": edits_text(c), "flips": flips(c, names)}
+        for k, n in enumerate(names):
+            b, a = c["before"][k], c["after"][k]
+            row[f"{n} before"] = b.get("label", b.get("score"))
+            row[f"{n} after"] = a.get("label", a.get("score"))
+            row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def saved_note(kept, local: bool) -> str:
+    """Under the example once a saved set is every tab's dataset (locally, the command line's name for it too)."""
+    cli = f" and the command line's <code>--dataset {html.escape(kept.spec, quote=False)}</code>" if local else ""
+    return (f"<small>saved {kept.n:,} examples as «{html.escape(kept.name, quote=False)}»; every dataset "
+            f"field{cli} now reads it</small>")
 
 
 def changes_in_order(res: dict, names: list[str]) -> list[dict]:

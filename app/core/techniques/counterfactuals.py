@@ -7,6 +7,7 @@ but not the other.
 """
 from __future__ import annotations
 
+import difflib
 import itertools
 import re
 from collections.abc import Sequence
@@ -18,13 +19,13 @@ import torch
 from ..declare.capabilities import COUNTERFACTUAL_GENERATORS
 from ..declare.results import CounterfactualResult
 from ..execution.inference import predict, windowed
-from ..execution.inputs import dataset_of, example_from
+from ..execution.inputs import check_readable, dataset_of, example_from
 from ..execution.pair import Pair
 from ..ground import jobs
 from ..ground.alignment import edit_texts, split_words
-from ..ground.data import Example, surrogate_reason
+from ..ground.data import Example, blank_reason, surrogate_reason
 from ..ground.errors import InputError, WordNetMissing
-from ..ground.policy import limits
+from ..ground.policy import check_length, limits
 from ..ground.significance import compare_events
 from ..models.loading import Classifier
 from . import meaning
@@ -140,6 +141,93 @@ def replace_words(example: Example, pairs: dict[str, str]) -> tuple[Example, lis
 def word_replacement(models, example: Example, pairs: dict[str, str]) -> Change:
     edited, edits = replace_words(example, pairs)
     return compare(models, example, edited, edits, "word_replacement")
+
+
+# ------------------------------------------------------------------ your own edit (the datapoint editor's)
+
+
+def word_edits(original: Sequence[str], edited: Sequence[str]) -> list[tuple[str, str]]:
+    """What changed between two versions of an input, as (old words, new words) runs, field by field ("" on one
+    side: words removed or added), from the longest matching word sequence (difflib's), so "a good film" -> "a
+    really bad film" is one run, ("good", "really bad")."""
+    out = []
+    for a, b in zip(original, edited):
+        wa, wb = [w.text for w in split_words(a)], [w.text for w in split_words(b)]
+        for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=wa, b=wb, autojunk=False).get_opcodes():
+            if tag != "equal":
+                out.append((" ".join(wa[i1:i2]), " ".join(wb[j1:j2])))
+    return out
+
+
+def your_edit(models, ex: Example, edited: str = "", edited2: str = "") -> CounterfactualResult:
+    """The input as the researcher rewrote it, scored beside the original on both models (LIT's datapoint editor,
+    with both answers and the change in each): `edited` replaces the text, `edited2` the second text of a pair
+    (empty: that text unchanged)."""
+    given = [edited, edited2][:len(ex.texts)]
+    texts = tuple(g if g and g.strip() else t for g, t in zip(given, ex.texts))
+    if not (edited or "").strip() and not (edited2 or "").strip():
+        raise InputError("edited: write your edit of the text (the text box holds the original)")
+    cap = int(limits()["max_chars"])
+    for name, t in zip(("edited", "edited2"), texts):
+        check_length(name, t, cap)
+        if (why := surrogate_reason(t) or blank_reason(t)) is not None:
+            raise InputError(f"{name}: {why}")
+    check_readable(models, zip(("edited", "edited2"), texts))
+    edits = word_edits(ex.texts, texts)
+    if texts == tuple(ex.texts):
+        raise InputError("edited: it is the same as the original; change a word to compare the models")
+    if not edits:  # only spacing or punctuation moved: still an edit the models read
+        edits = [(a, b) for a, b in zip(ex.texts, texts) if a != b]
+    change = compare(models, ex, Example(texts, ex.label), edits, "your_edit")
+    return CounterfactualResult("your_edit", [m.name for m in models], [change.to_dict()])
+
+
+def _texts(value, i: int, what: str, n: int) -> list[str]:
+    if not isinstance(value, list | tuple) or len(value) != n or not all(isinstance(t, str) for t in value):
+        raise InputError(f"its {what} is not {n} text(s)")
+    return list(value)
+
+
+def saved_records(pair: Pair, changes, *, originals: bool = True, dataset: str | None = None,
+                  visitor: bool = True) -> list[dict]:
+    """Pinned or generated edits (`Change` dicts, as a result or the app's pinned table holds them) as a saved
+    set's rows: each edit, and with `originals` each original once, before its first edit; every text checked as a
+    typed input is; where each came from (`origin`: the dataset's row), what was edited (`edits`) and, for an edit,
+    its original's row in the set (`original_row`)."""
+    if not isinstance(changes, list | tuple):
+        raise InputError("edits: expected a list of edits")
+    cap = limits()["max_examples"] if visitor else 2**62
+    n = len(pair.task.fields)
+    columns = ("text",) if n == 1 else ("text_a", "text_b")
+    where = None if dataset is None else str(dataset)[:200]
+    rows: list[dict] = []
+    seen: dict[tuple[str, ...], int] = {}
+    for i, c in enumerate(changes, 1):
+        if not isinstance(c, dict):
+            raise InputError(f"edits: edit {i} is not an edit")
+        try:
+            original = example_from(pair, *_texts(c.get("original"), i, "original", n))
+            edited = example_from(pair, *_texts(c.get("edited"), i, "edited text", n))
+        except InputError as exc:
+            raise InputError(f"edits: edit {i}: {str(exc).removeprefix('edits: ')}") from None
+        row = c.get("row")
+        if row is not None and (isinstance(row, bool) or not isinstance(row, int) or row < 1):
+            raise InputError(f"edits: edit {i}'s row is not a row number")
+        origin = (f"{where}, row {row}" if where else f"row {row}") if row else "typed or generated"
+        if originals and original.texts not in seen:
+            seen[original.texts] = len(rows) + 1
+            rows.append({**dict(zip(columns, original.texts)), "kind": "original", "origin": origin})
+        pairs = c.get("edits") or []
+        if not isinstance(pairs, list) or not all(isinstance(e, list | tuple) and len(e) == 2 and
+                                                 all(isinstance(w, str) for w in e) for e in pairs):
+            raise InputError(f"edits: edit {i}'s word changes are not (old, new) pairs")
+        rows.append({**dict(zip(columns, edited.texts)), "kind": "edit", "origin": origin,
+                     "original": " / ".join(original.texts), "original_row": seen.get(original.texts),
+                     "edits": "; ".join(f"{a or '(none)'} -> {b or '(removed)'}" for a, b in pairs)[:1000],
+                     "generator": str(c.get("generator", ""))[:60]})
+        if len(rows) > cap:
+            raise InputError(f"edits: more than {cap:,} rows to save; the limit here is {cap:,}")
+    return rows
 
 
 # ------------------------------------------------------------------ WordNet
