@@ -343,9 +343,10 @@ def _keyboard(drv):
     assert not low, low
 
 
-def _shot(drv, name):
+def _shot(drv, name, top: int = 0):
     """The page at its full height (so a tab's results are in the picture), then the window as it was; and for a
-    tab's picture, what on it a reader could not read (`_UNREADABLE`), asserted once the picture is saved."""
+    tab's picture, what on it a reader could not read (`_UNREADABLE`), asserted once the picture is saved. `top`:
+    where the README's picture starts on the page (a section far down a tab)."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     w, h = drv.get_window_size()["width"], drv.get_window_size()["height"]
     full = drv.execute_script("return Math.min(3000, document.documentElement.scrollHeight)")
@@ -369,7 +370,7 @@ def _shot(drv, name):
         drv.set_window_size(w, h)
     assert path.stat().st_size > 10_000
     if DOC_IMAGES_WANTED and not phone and not name.endswith("failed") and "-chain-" not in name:
-        _doc_image(path, name.split("-", 1)[1])
+        _doc_image(path, name.split("-", 1)[1], top=top)
     assert not unreadable, (name, unreadable)
     return path
 
@@ -380,14 +381,14 @@ DOC_IMAGES = ROOT / "docs" / "images"
 DOC_IMAGES_WANTED = os.environ.get("ALBERT_LENS_DOC_IMAGES", "").lower() in {"1", "true", "yes"}
 
 
-def _doc_image(shot: Path, tab: str, width: int = 760, height: int = 1700) -> None:
-    """The README's picture of a tab, written by this test so it follows the UI: the page's top `height`
-    pixels, scaled to `width` and cut to 64 colours (~60-120 kB each; docs/images stays under 2 MB)."""
+def _doc_image(shot: Path, tab: str, width: int = 760, height: int = 1700, top: int = 0) -> None:
+    """The README's picture of a tab, written by this test so it follows the UI: `height` pixels of the page
+    from `top`, scaled to `width` and cut to 64 colours (~60-120 kB each; docs/images stays under 2 MB)."""
     from PIL import Image
 
     DOC_IMAGES.mkdir(parents=True, exist_ok=True)
     with Image.open(shot) as im:
-        im = im.convert("RGB").crop((0, 0, im.width, min(im.height, height)))
+        im = im.convert("RGB").crop((0, top, im.width, min(im.height, top + height)))
         im = im.resize((width, round(im.height * width / im.width)), Image.LANCZOS)
         im.quantize(colors=64, method=Image.Quantize.MEDIANCUT).save(DOC_IMAGES / f"{tab}.png", optimize=True)
 
@@ -677,6 +678,58 @@ def _every_tab(drv, app_url, offline_pair, size):
 
     _click_a_point(drv, first)
     _place_the_example(drv)
+    _pin_and_save(drv)
+
+
+def _pin_and_save(drv):
+    """Counterfactuals' datapoint editor: the word swap shown earlier pinned, your own edit of the example
+    generated and pinned beside its original, both saved as a set, which every dataset field then reads: Saliency
+    over a dataset explains exactly the saved rows, originals and edits."""
+    _tab(drv, "Counterfactuals")
+    _click(drv, _button(drv, "Pin these edits"))
+    _wait(lambda: _says(drv, "1 edit pinned"))
+    menu = [e for e in _visible(drv, DROPDOWNS) if e.get_attribute("value") == "replace words"][0]
+    menu.click()
+    _wait(lambda: [o for o in _visible(drv, "ul[role='listbox'] li") if "your own edit" in o.text])[0].click()
+    original = _visible(drv, "textarea")[0].get_attribute("value")
+    box = _wait(lambda: [e for e in _visible(drv, "textarea[data-testid='textbox']")
+                         if e.get_attribute("value") == original][-1])  # the edit box starts as the original
+    edited = original + " Not at all."
+    box.send_keys(" Not at all.")
+    _button(drv, "Generate").click()
+    _wait(lambda: _table_says(drv, "your edit") or _errors(drv), timeout=120)
+    assert not _errors(drv), _errors(drv)
+    _click(drv, _button(drv, "Pin these edits"))
+    _wait(lambda: _says(drv, "2 edits pinned"))
+    pinned = drv.execute_script("return [...document.querySelectorAll('[role=grid], table')].find(t => "
+                                "t.offsetParent && t.textContent.includes('original') && t.textContent.includes("
+                                "'from'))")
+    # each edit beside its original: the second row holds your edit's original and your edit, marked
+    assert original[:30] in pinned.text and "«Not at all.»" in pinned.text and "∅→Not at all" in pinned.text, \
+        pinned.text
+    _click(drv, _button(drv, "Save the pinned edits as a dataset"))
+    note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note'); return e && "
+                                            "e.textContent.includes('saved') ? e.textContent : null;"))
+    assert "saved 4 examples as «my edits»" in note, note  # two originals, two edits
+    top = drv.execute_script("return arguments[0].getBoundingClientRect().top + scrollY - 120", pinned)
+    _shot(drv, "desktop-pinned", top=max(0, int(top)))
+    _tab(drv, "Saliency")
+    shown = [e.get_attribute("value") for e in _visible(drv, DROPDOWNS)]
+    [e for e in _visible(drv, "button, span") if e.text.strip().startswith("Over a dataset")][0].click()
+    assert _wait(lambda: "saved «my edits» (4 examples)" in [e.get_attribute("value")
+                                                          for e in _visible(drv, DROPDOWNS)], timeout=10), shown
+    _button(drv, "Explain the dataset with this method").click()
+    _wait(lambda: _says(drv, "comprehensiveness well above") or _errors(drv), timeout=240)
+    assert not _errors(drv), _errors(drv)
+    # the saved rows, numbered 1-4 as the set's file numbers them: your edit is row 4, after its original (3)
+    assert _says(drv, "saved «my edits», 4 examples")
+    assert _wait(lambda: _table_says(drv, edited[-40:]), timeout=20), edited
+
+
+def _table_says(drv, text):
+    """Whether a table on the page holds `text` (a cell's, or a row's across its cells)."""
+    return drv.execute_script("return [...document.querySelectorAll('[role=grid], table')].some(t => "
+                              "t.offsetParent && t.textContent.includes(arguments[0]))", text)
 
 
 # the marks a plot draws in a colour (Gradio's plots are Vega's SVG: a point is a path with its colour as stroke)

@@ -75,7 +75,8 @@ def pinned_summary(pinned: list) -> str:
     if not pinned:
         return "<small>no edits pinned</small>"
     flipped = sum(any(c["flipped"]) for c in pinned)
-    return f"<small>{len(pinned):,} edits pinned; {flipped:,} flip at least one model's label</small>"
+    return (f"<small>{len(pinned):,} edit{'s' * (len(pinned) != 1)} pinned; {flipped:,} flip at least one "
+            "model's label</small>")
 
 
 def unpin() -> tuple:
@@ -147,7 +148,7 @@ def tab(ctx: Ctx) -> None:
         ctx.link(ctable, craw, edited_texts, note_of=edited_note,  # an edit picked becomes the example
                  rows_of=lambda res: views.changes_frame(res, ctx.names))
         common.stop_button(csum)
-        with gr.Group():
+        with gr.Column():
             describe("Pinned edits: each edit kept beside its original with both models' answers, across "
                      "generators and inputs; saved as a dataset, every tab's dataset field reads them.")
             with gr.Row():

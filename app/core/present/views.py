@@ -68,7 +68,7 @@ def own_delta(change: dict, k: int) -> tuple[str, float]:
 
 
 def edits_text(change: dict) -> str:
-    return ", ".join(f"{a}→{b or '∅'}" for a, b in change["edits"])
+    return ", ".join(f"{a or '∅'}→{b or '∅'}" for a, b in change["edits"])  # ∅→word: a word added
 
 
 def percent(x: float | None, digits: int = 0) -> str:
@@ -481,7 +481,8 @@ def pinned_frame(pinned: list[dict], names: list[str]) -> pd.DataFrame:
 
 def saved_note(kept, local: bool) -> str:
     """Under the example once a saved set is every tab's dataset (locally, the command line's name for it too)."""
-    cli = f" and the command line's <code>--dataset {html.escape(kept.spec, quote=False)}</code>" if local else ""
+    spec = f'"{kept.spec}"' if " " in kept.spec else kept.spec
+    cli = f" and the command line's <code>--dataset {html.escape(spec, quote=False)}</code>" if local else ""
     return (f"<small>saved {kept.n:,} examples as «{html.escape(kept.name, quote=False)}»; every dataset "
             f"field{cli} now reads it</small>")
 
