@@ -476,3 +476,46 @@ def test_fuzz_a_suite_loads_and_runs_or_is_refused_naming_its_place(tiny_pair, t
         return
     assert [r.name for r in results] == [t.name for t in suite.tests]
     assert all(len(r.results) == len(tiny_pair.models) for r in results)
+
+
+def test_perturbations_are_checklists_edits():
+    rng = np.random.default_rng(0)
+    text = "the movie is not a triumph ."
+    one = cl._typos(text, rng, 1)
+    diff = [i for i, (a, b) in enumerate(zip(text, one)) if a != b]  # two neighbours swapped, inside a word
+    assert len(one) == len(text) and len(diff) == 2 and diff[1] == diff[0] + 1
+    assert one[diff[0]] == text[diff[1]] and one[diff[1]] == text[diff[0]] and text[diff[0]].isalpha()
+    assert sum(a != b for a, b in zip(text, cl._typos(text, rng, 2))) in (3, 4)  # two swaps, maybe adjacent
+    assert cl._contractions("It is not good, and I am sure it isn't.") == "It's not good, and I'm sure it is not."
+    assert cl._contractions("a fine film") is None
+    assert cl._punctuation("a fine film .") == "a fine film" and cl._punctuation("a fine film") == "a fine film."
+    assert re.fullmatch(r"a fine film (@[a-z0-9]{8}|https://t\.co/[a-z0-9]{8})", cl._url_or_handle("a fine film", rng))
+
+
+def test_checklist_over_a_dataset_fails_exactly_the_rows_whose_prediction_a_perturbation_changes(offline_pair):
+    """Each failure names its dataset row, whose text is the case's original, and is a case where the model's
+    three-way sentiment (CheckList's reading of a binary model) differs between the original and the perturbed
+    text, predicted here independently; every case that differs is listed."""
+    from app.core import api
+
+    dev = str(shared("glue", "sst2", "dev.tsv"))
+    spec = f"{dev} @rows:" + ",".join(str(r) for r in range(40, 100))
+    res = api.checklist(offline_pair, suite="", over="dataset", dataset=spec, sample=60).to_dict()
+    ds = api.resolve_dataset(offline_pair, spec)
+    text_of = dict(zip(ds.row_numbers(), (e.texts[0] for e in ds.examples)))
+    assert [t["name"] for t in res["tests"]] == list(cl.PERTURBATIONS) and res["over"] == "dataset"
+    suite = cl.perturbed_suite(ds, "sentiment")
+    for test, t in zip(suite.tests, res["tests"]):
+        assert set(test.rows) <= set(text_of) and all(text_of[r] == c[0] for r, c in zip(test.rows, test.data))
+        for k, clf in enumerate(offline_pair.models):
+            probs = [predict(clf, [Example((x,)) for x in xs]).probs for xs in zip(*test.data)]
+            three = [cl.sentiment_space(clf, p).preds for p in probs]
+            failing = {r for r, a, b in zip(test.rows, *three) if a != b}
+            listed = {e["row"] for e in t["results"][k]["examples"]}
+            assert listed == failing, (test.name, clf.name)
+            assert t["results"][k]["failed"] == len(failing) and t["results"][k]["n"] == len(test.rows)
+            assert all(text_of[e["row"]] == e["inputs"][0][0] for e in t["results"][k]["examples"])
+    _, fails, _ = api.views.checklist_views(res)
+    assert list(fails.columns)[0] == "row" and set(fails["row"]) <= set(text_of)
+    with pytest.raises(api.InputError, match="dataset: .* has 3 rows; perturbing a dataset takes at least 5"):
+        api.checklist(offline_pair, suite="", over="dataset", dataset=f"{dev} @rows:1-3")

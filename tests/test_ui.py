@@ -190,9 +190,10 @@ def test_projection_and_checklist_defaults_fit_the_task(request, fixture, expect
     demo = build(pair)
     (dev,) = api.released_datasets(pair)  # offered by name: "sst2 dev (released GLUE)"
     fields = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
-    assert len(fields) == 6 and all(dev in [v for _, v in f.choices] for f in fields)
+    # (Behavioural's is the dataset its perturbations are made from)
+    assert len(fields) == 7 and all(dev in [v for _, v in f.choices] for f in fields)
     # one first value for all but the attack's (an attack runs on the input unless a dataset is picked)
-    assert {f.value for f in fields} == {dev, ""} and sum(f.value == dev for f in fields) == 5
+    assert {f.value for f in fields} == {dev, ""} and sum(f.value == dev for f in fields) == 6
     for f in fields:
         if f.value:
             assert all(len(e.texts) == len(pair.task.fields) for e in api.resolve_dataset(pair, f.value, 5).examples)

@@ -248,6 +248,9 @@ register(Capability(
     "and `albert-lens checklist` run it)",
     result=results.ChecklistResult, inputs="dataset", options=(
         Option("suite", str, "", "a CheckList suite export (*_suite.json.gz) or a released suite's name"),
+        Option("over", str, "suite", "suite: the suite's own cases; dataset: CheckList's robustness perturbations "
+               "(typos, contractions, punctuation, URLs and handles) of the dataset's rows, each failure with its row",
+               choices=("suite", "dataset")),
         Option("sample", int, 20, "cases per test, the release's run_idxs first (at most this server's cap)",
                cap="max_checklist_sample"))))
 register(Capability(

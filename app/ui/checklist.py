@@ -12,11 +12,13 @@ from app.core.present import views
 from app.core.present.plots import grouped_bars
 
 from . import common
-from .common import DATASET, Ctx, describe, json_out, option, stop_button
+from .common import DATASET, Ctx, dataset_field, describe, json_out, option, stop_button
 
 
 def _suite_read(values: dict) -> dict:
-    """A suite dropped on the page is read instead of the named one."""
+    """A suite dropped on the page is read instead of the named one; over a dataset, no suite is read."""
+    if values.get("over") == "dataset":
+        return {"suite": ""}
     uploaded = values["uploaded"]
     spec = str(Path(uploaded if isinstance(uploaded, str) else uploaded.name)) if uploaded else values["suite"]
     if not spec:
@@ -30,7 +32,8 @@ def _suite_shown(ctx: Ctx, res, values: dict) -> tuple:
             grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
 
 
-checklist = common.handler("checklist", _suite_shown, rest=True, params=("suite", "uploaded", "sample"),
+checklist = common.handler("checklist", _suite_shown, rest=True,
+                           params=("suite", "uploaded", "sample", "over", "dataset", "limit"),
                            extras={"uploaded": None}, where="dataset", desc="predicting suite inputs",
                            read=_suite_read)
 
@@ -63,7 +66,17 @@ def tab(ctx: Ctx) -> None:
                                 label="CheckList suite" + ("" if ctx.hosted else " (or a path to *_suite.json.gz)"))
             upload = gr.File(label="or upload a suite export", file_types=[".gz", ".json"])
             sample = common.number(value=option("checklist", "sample").default, label="cases per test")
-        named = common.controls("checklist", {"suite": suite, "uploaded": upload, "sample": sample})
+        with gr.Row():  # or CheckList's robustness perturbations of a dataset's rows (every tab's dataset)
+            over = gr.Radio([("a CheckList suite's cases", "suite"),
+                             ("CheckList's perturbations of a dataset's rows", "dataset")],
+                            value="suite", label="test")
+            cds = dataset_field(ctx, "dataset to perturb", "shipped name or path", value=ctx.default_dataset,
+                                visible=False)
+            climit = common.number(value=common.capped(200), label="max rows", visible=False)
+        over.change(lambda o: [gr.update(visible=o == "dataset")] * 2, over, [cds, climit], api_name=False,
+                    queue=False)
+        named = common.controls("checklist", {"suite": suite, "uploaded": upload, "sample": sample, "over": over,
+                                              "dataset": cds, "limit": climit})
         go = gr.Button("Run suite on both models", variant="primary")
         verdict = gr.Markdown(label="differences beyond chance")
         bars = gr.Plot(elem_classes=["figure"], label="mean fail rate per capability")
@@ -71,9 +84,9 @@ def tab(ctx: Ctx) -> None:
                                       "p (McNemar)", "p (Holm)", "expectation", "left out"], wrap=True,
                              column_widths=["8%", "16%", "5%", "4%", *["8%"] * len(names), "9%", "7%", "22%", "13%"],
                              label="fail rate per test")
+        # over a dataset's perturbations, a row column first: the dataset's own row
         fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], wrap=True,
-                             label="failing examples", show_search="search",
-                             column_widths=["10%", "22%", "42%", "26%"])
+                             label="failing examples", show_search="search")
         raw = json_out()
         ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])
         common.wire(go, checklist, ctx, named, [raw, verdict, bars, table, fails],

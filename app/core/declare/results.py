@@ -593,6 +593,7 @@ class ChecklistResult(Result):
     markdown: str
     differing: list[str]  # tests whose fail rates differ beyond chance (Holm-corrected)
     summary: str
+    over: str = "suite"  # "dataset": CheckList's perturbations of a dataset's rows; each failure names its `row`
 
 
 @dataclass(frozen=True)

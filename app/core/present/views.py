@@ -668,13 +668,15 @@ def checklist_types_legend() -> str:
 
 
 def checklist_failures(res: dict, per_test: int = 2) -> list[dict]:
-    """Up to `per_test` failing cases per test and model, in the table's order; `texts`: the case's first input
-    (its fields), which a picked row loads into the other tabs."""
+    """Up to `per_test` failing cases per test and model (over a dataset's perturbations, every one: each is a
+    row of the dataset), in the table's order; `texts`: the case's first input (its fields), which a picked row
+    loads into the other tabs."""
     rows = []
+    shown = None if res.get("over") == "dataset" else per_test
     for t in res["tests"]:
         for r in t["results"]:
-            for e in r["examples"][:per_test]:
-                rows.append({"model": r["model"], "test": t["name"],
+            for e in r["examples"][:shown]:
+                rows.append({**({"row": e["row"]} if "row" in e else {}), "model": r["model"], "test": t["name"],
                              "inputs": " | ".join(" / ".join(x) for x in e["inputs"])[:300], "why": e["detail"],
                              "texts": list(e["inputs"][0]) if e["inputs"] else None})
     return rows
@@ -694,8 +696,10 @@ def checklist_views(res: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
         row["expectation"] = t["expectation"]
         row["left out"] = t.get("left_out") or ""  # cases expecting a label a model does not predict
         rows.append(row)
-    fails = pd.DataFrame([{k: v for k, v in f.items() if k != "texts"} for f in checklist_failures(res)],
-                         columns=["model", "test", "inputs", "why"])
+    failing = checklist_failures(res)
+    rowed = ["row"] if any("row" in f for f in failing) else []  # a dataset's perturbations: the dataset's row
+    fails = pd.DataFrame([{k: v for k, v in f.items() if k != "texts"} for f in failing],
+                         columns=[*rowed, "model", "test", "inputs", "why"])
     bars = [{"capability": cap, "model": m, "fail rate": v or 0.0}
             for cap, per in res["capabilities"].items() for m, v in per.items()]
     return pd.DataFrame(rows), fails, bars

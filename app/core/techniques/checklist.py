@@ -23,6 +23,7 @@ import numpy as np
 from ..declare.results import ChecklistResult
 from ..execution.engine import Engine
 from ..execution.inference import from_logits, logits_batch, predict
+from ..execution.inputs import dataset_of
 from ..execution.pair import Pair
 from ..ground.data import DataError, Example, TooManyDigits, blank_reason, check_file, short_int
 from ..ground.errors import InputError
@@ -46,6 +47,7 @@ class Test:
     labels: int | list | None
     run_idxs: list[int] | None = None
     expectation: str = ""  # how the expectation was obtained, shown in reports
+    rows: list[int] | None = None  # a dataset's perturbations: case i's row in the dataset (its own numbers)
 
 
 @dataclass
@@ -539,7 +541,8 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             for pos in failing[:n_examples]:  # the failures a result shows, with their details in words
                 i, keys, rows = cases[pos]
                 examples.append({"inputs": [list(k) for k in keys],
-                                 "detail": detail_text(_case_outcome(test, fn, i, rows, sp, names)[1])})
+                                 "detail": detail_text(_case_outcome(test, fn, i, rows, sp, names)[1]),
+                                 **({"row": test.rows[i]} if test.rows is not None else {})})
             n, failed = len(at), len(failing)
             tr.results.append({"model": clf.name, "n": n, "failed": failed,
                                "fail_rate": failed / n if n else None, "examples": examples})
@@ -622,6 +625,91 @@ def to_dict(results: list[TestResult]) -> list[dict]:
     return [r.__dict__ for r in results]
 
 
+# ------------------------------------------------------------------ CheckList's perturbations of a dataset
+
+# CheckList's robustness tests (the released sentiment suite's INV tests: typos, contractions, punctuation, URLs and
+# handles), made from a dataset's own rows instead of the suite's tweets, each case keeping its row
+CONTRACTIONS = {"is not": "isn't", "are not": "aren't", "was not": "wasn't", "were not": "weren't",
+                "do not": "don't", "does not": "doesn't", "did not": "didn't", "can not": "can't",
+                "cannot": "can't", "will not": "won't", "would not": "wouldn't", "should not": "shouldn't",
+                "could not": "couldn't", "have not": "haven't", "has not": "hasn't", "it is": "it's",
+                "that is": "that's", "i am": "i'm", "you are": "you're", "they are": "they're", "we are": "we're",
+                "there is": "there's", "what is": "what's", "i have": "i've", "i will": "i'll", "let us": "let's"}
+PERTURBATIONS = ("typos", "2 typos", "contractions", "punctuation", "add random urls and handles")
+MIN_ROWS = 5  # a dataset's perturbation suite needs a few rows to be a test
+
+
+def _typos(text: str, rng: np.random.Generator, n: int) -> str | None:
+    """`n` swaps of two neighbouring characters inside words of 3+ letters (CheckList's `Perturb.add_typos`)."""
+    chars = list(text)
+    spots = [i for i in range(len(chars) - 1) if chars[i].isalpha() and chars[i + 1].isalpha()
+             and chars[i] != chars[i + 1]]
+    if len(spots) < n:
+        return None
+    for i in sorted(rng.choice(spots, size=n, replace=False).tolist()):
+        chars[i], chars[i + 1] = chars[i + 1], chars[i]
+    out = "".join(chars)
+    return out if out != text else None
+
+
+def _contractions(text: str) -> str | None:
+    """Expansions contracted and contractions expanded, keeping the first letter's case (CheckList's
+    `Perturb.contractions`)."""
+    import re
+
+    both = {**CONTRACTIONS, **{v: k for k, v in CONTRACTIONS.items() if k != "cannot"}}
+    pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(both, key=len, reverse=True)) + r")\b",
+                         re.I)
+
+    def swap(m):
+        new = both[m.group(0).lower()]
+        return new[:1].upper() + new[1:] if m.group(0)[:1].isupper() else new
+
+    out = pattern.sub(swap, text)
+    return out if out != text else None
+
+
+def _punctuation(text: str) -> str | None:
+    """The final punctuation taken away, or a full stop added where there is none (CheckList's
+    `Perturb.punctuation`)."""
+    stripped = text.rstrip()
+    bare = stripped.rstrip(".!?;:, ")
+    return bare if bare and bare != stripped else (stripped + "." if stripped else None)
+
+
+def _url_or_handle(text: str, rng: np.random.Generator) -> str:
+    """A random URL or @handle added at the end (CheckList's `add random urls and handles`)."""
+    token = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz0123456789"), size=8).tolist())
+    return f"{text.rstrip()} {'@' + token if rng.random() < 0.5 else 'https://t.co/' + token}"
+
+
+def perturbed_suite(ds, kind: str, seed: int = 0) -> Suite:
+    """CheckList's robustness INV tests on a dataset's rows: per test, each row it can perturb as one case
+    (original, perturbed), the case's `rows` the dataset's own numbers, so a failure names its row."""
+    if kind != "sentiment":
+        raise InputError("over: CheckList's perturbations of a dataset are run here on sentiment models; QQP's "
+                         "and other tasks' pairs take a suite")
+    if len(ds) < MIN_ROWS:
+        raise InputError(f"dataset: {ds.name} has {len(ds)} rows; perturbing a dataset takes at least {MIN_ROWS}")
+    numbers = ds.row_numbers()
+    tests = []
+    for name in PERTURBATIONS:
+        rng = np.random.default_rng([seed, PERTURBATIONS.index(name)])
+        data, rows = [], []
+        for e, r in zip(ds.examples, numbers):
+            t = e.texts[0]
+            new = (_typos(t, rng, 1) if name == "typos" else _typos(t, rng, 2) if name == "2 typos"
+                   else _contractions(t) if name == "contractions" else _punctuation(t) if name == "punctuation"
+                   else _url_or_handle(t, rng))
+            if new and new != t and not blank_reason(new):
+                data.append([t, new])
+                rows.append(r)
+        if data:
+            tests.append(Test(name, "INV", "Robustness", f"{name}, on the rows of {ds.name}", data, None,
+                              rows=rows))
+    return Suite(f"{ds.name}, perturbed", kind, tests, source=ds.source)
+
+
 # ------------------------------------------------------------------ the capability's runner (`api.run` calls it)
 
 
@@ -630,15 +718,22 @@ def released_suites(pair) -> dict[str, str]:
     return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
 
 
-def run_checklist(pair: Pair, *, suite: str, sample: int, progress=None, engine: Engine | None = None,
+def run_checklist(pair: Pair, *, suite: str, sample: int, over: str = "suite", dataset: str | None = None,
+                  limit: int | str | None = None, progress=None, engine: Engine | None = None,
                   visitor: bool = True) -> ChecklistResult:
-    """A released CheckList suite (a path to its JSON export, or a released suite's name) on both models; with a
-    Ray `engine` the suite's inputs are predicted on its workers. `visitor=False`: the operator's suite (the CLI,
-    the report): read wherever it is, its cases and sample not held to a visitor's caps."""
-    if not suite:
+    """A released CheckList suite (a path to its JSON export, or a released suite's name) on both models, or
+    (`over="dataset"`) CheckList's robustness perturbations of `dataset`'s first `limit` rows, each failure with
+    its row; with a Ray `engine` the inputs are predicted on its workers. `visitor=False`: the operator's suite
+    (the CLI, the report): read wherever it is, its cases and sample not held to a visitor's caps."""
+    if over == "dataset":
+        ds = dataset_of(pair, dataset, limit, default=200 if visitor else None, visitor=visitor)
+        s = perturbed_suite(ds, "sentiment" if not pair.task.two_texts else "qqp")
+    elif not suite:
         raise InputError("suite: give the path of a CheckList suite export (*_suite.json.gz)")
-    suite = released_suites(pair).get(suite, suite)
-    s = load_suite(readable(suite, "suite") if visitor else suite, max_chars=limits()["max_chars"] if visitor else None)
+    else:
+        suite = released_suites(pair).get(suite, suite)
+        s = load_suite(readable(suite, "suite") if visitor else suite,
+                       max_chars=limits()["max_chars"] if visitor else None)
     heads = pair.heads  # a Ray driver needs labels, not weights
 
     def probabilities(inputs):  # each distinct input once per model, in process or on the engine's workers
@@ -646,7 +741,9 @@ def run_checklist(pair: Pair, *, suite: str, sample: int, progress=None, engine:
                                           progress=progress)
         return [from_logits(clf, lg).probs for clf, lg in zip(heads, logits)]
 
-    results = run_suite(s, heads, sample=sample, progress=progress, probabilities=probabilities)
+    # over a dataset, every failing row is listed (a row is what the other tabs show of it); a suite's, three
+    results = run_suite(s, heads, sample=sample, progress=progress, probabilities=probabilities,
+                        n_examples=3 if over == "suite" else max(len(t.data) for t in s.tests))
     names = [m.name for m in heads]
     rates_by = {}
     for cap_name, tests in by_capability(results).items():
@@ -656,7 +753,8 @@ def run_checklist(pair: Pair, *, suite: str, sample: int, progress=None, engine:
             rates_by[cap_name][n] = float(sum(rates) / len(rates)) if rates else None
     tests = to_dict(results)
     # the table and the verdict in words, as the front ends show them (`views`), kept in the JSON for scripts
-    return ChecklistResult(suite=s.name, kind=s.kind, sample=sample, models=names, tests=tests, capabilities=rates_by,
+    return ChecklistResult(suite=s.name, kind=s.kind, sample=sample, models=names, over=over, tests=tests,
+                           capabilities=rates_by,
                            markdown=checklist_table_markdown(tests, names),
                            differing=[t.name for t in differing_tests(results)],
                            summary=checklist_summary(tests, names))
