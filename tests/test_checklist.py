@@ -513,9 +513,16 @@ def test_checklist_over_a_dataset_fails_exactly_the_rows_whose_prediction_a_pert
             failing = {r for r, a, b in zip(test.rows, *three) if a != b}
             listed = {e["row"] for e in t["results"][k]["examples"]}
             assert listed == failing, (test.name, clf.name)
+            # every case run is kept with its row, passed or not: a sentence is found here whether or not it failed
+            assert [c["row"] for c in t["cases"]] == test.rows
+            assert {c["row"] for c in t["cases"] if c["passed"][k] is False} == failing
             assert t["results"][k]["failed"] == len(failing) and t["results"][k]["n"] == len(test.rows)
             assert all(text_of[e["row"]] == e["inputs"][0][0] for e in t["results"][k]["examples"])
     _, fails, _ = api.views.checklist_views(res)
     assert list(fails.columns)[0] == "row" and set(fails["row"]) <= set(text_of)
+    every = api.views.checklist_cases(res)
+    assert len(every) == sum(len(t.rows) for t in suite.tests) and list(every["row"]) == sorted(every["row"])
+    assert (every[offline_pair.models[0].name] == "FAILS").sum() == res["tests"][0]["results"][0]["failed"] + sum(
+        t["results"][0]["failed"] for t in res["tests"][1:])
     with pytest.raises(api.InputError, match="dataset: .* has 3 rows; perturbing a dataset takes at least 5"):
         api.checklist(offline_pair, suite="", over="dataset", dataset=f"{dev} @rows:1-3")

@@ -123,8 +123,9 @@ def test_benchmark_api_names_a_dataset_without_labels(client, tmp_path):
 def test_checklist_api_gives_each_test_its_paired_p_value(client):
     from .conftest import shared
 
-    res, verdict, plot, table, fails = client.predict(str(shared("checklist", "sentiment_suite.json.gz")), None, 5,
-                                                      api_name="/checklist")
+    res, verdict, plot, table, fails, every = client.predict(str(shared("checklist", "sentiment_suite.json.gz")),
+                                                             None, 5, api_name="/checklist")
+    assert every["data"] == [] and not any(t.get("cases") for t in res["tests"])  # over a dataset's rows only
     cols = table["headers"]
     assert cols[-4:] == ["p (McNemar)", "p (Holm)", "expectation", "left out"]
     for row, t in zip(table["data"], res["tests"]):
@@ -135,6 +136,13 @@ def test_checklist_api_gives_each_test_its_paired_p_value(client):
         assert row[cols.index("p (McNemar)")] == pytest.approx(t["paired"]["p_value"], abs=5e-5)
         assert t["paired"]["p_holm"] >= t["paired"]["p_value"]
     assert html.unescape(verdict) == res["summary"] and "differ beyond chance" in verdict
+    # over a dataset's rows (by keyword, as a script names the options): every case with its row, as the core says
+    dev = str(shared("glue", "sst2", "dev.tsv"))
+    res, _, _, _, fails, every = client.predict(suite="", sample=20, over="dataset", dataset=f"{dev} @rows:11-40",
+                                                api_name="/checklist")
+    cases = sorted(((c["row"], t["name"]) for t in res["tests"] for c in t["cases"]), key=lambda r: r[0])
+    assert [(r[0], r[1]) for r in every["data"]] == cases and all(11 <= r <= 40 for r, _ in cases)
+    assert every["headers"][0] == fails["headers"][0] == "row"
 
 
 def test_saliency_dataset_api(client):

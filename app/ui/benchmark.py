@@ -81,8 +81,9 @@ def slice_dataset(dataset: str | None, uploaded, res: dict | None, row: int | No
 
 def slice_note(res: dict, row: int) -> str:
     s = res["slices"][row]
+    first = f", row {s['rows'][0]}" if s.get("rows") else ""  # the dataset's own row, as every tab numbers it
     return views.picked_note(f"the slice «{s['name']}» of {res['dataset']}", (s.get("gold") or [None])[0],
-                             "its first example")
+                             f"its first example{first}")
 
 
 def tab(ctx: Ctx) -> None:

@@ -28,8 +28,10 @@ def _suite_read(values: dict) -> dict:
 
 def _suite_shown(ctx: Ctx, res, values: dict) -> tuple:
     table, fails, bars = views.checklist_views(res)
+    cases = views.checklist_cases(res)
     return (res.to_dict(), html.escape(res["summary"], quote=False),
-            grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails)
+            grouped_bars(bars, "capability", "fail rate", "model", "fail rate", ylim=(0, 1)), table, fails,
+            cases)
 
 
 checklist = common.handler("checklist", _suite_shown, rest=True,
@@ -73,8 +75,6 @@ def tab(ctx: Ctx) -> None:
             cds = dataset_field(ctx, "dataset to perturb", "shipped name or path", value=ctx.default_dataset,
                                 visible=False)
             climit = common.number(value=common.capped(200), label="max rows", visible=False)
-        over.change(lambda o: [gr.update(visible=o == "dataset")] * 2, over, [cds, climit], api_name=False,
-                    queue=False)
         named = common.controls("checklist", {"suite": suite, "uploaded": upload, "sample": sample, "over": over,
                                               "dataset": cds, "limit": climit})
         go = gr.Button("Run suite on both models", variant="primary")
@@ -87,8 +87,12 @@ def tab(ctx: Ctx) -> None:
         # over a dataset's perturbations, a row column first: the dataset's own row
         fails = gr.Dataframe(headers=["model", "test", "inputs", "why"], wrap=True,
                              label="failing examples", show_search="search")
+        every = gr.Dataframe(headers=["row", "test", "perturbed", *names], wrap=True, visible=False,
+                             label="every perturbed row", show_search="search")
+        over.change(lambda o: [gr.update(visible=o == "dataset")] * 3, over, [cds, climit, every], api_name=False,
+                    queue=False)
         raw = json_out()
         ctx.link(fails, raw, failure_texts, note_of=failure_note, rows_of=lambda res: views.checklist_views(res)[1])
-        common.wire(go, checklist, ctx, named, [raw, verdict, bars, table, fails],
+        common.wire(go, checklist, ctx, named, [raw, verdict, bars, table, fails, every],
                  api_name="checklist", **DATASET)
         stop_button(verdict)

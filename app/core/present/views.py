@@ -682,6 +682,20 @@ def checklist_failures(res: dict, per_test: int = 2) -> list[dict]:
     return rows
 
 
+def checklist_cases(res: dict) -> pd.DataFrame:
+    """Over a dataset's perturbations, every case run: its dataset row, the test, the perturbed text and whether
+    each model kept its answer, in row order (a row's sentence is found here whether or not a model failed it)."""
+    names = res["models"]
+    rows = []
+    for t in res["tests"]:
+        for c in t.get("cases") or []:
+            rows.append({"row": c["row"], "test": t["name"], "perturbed": " / ".join(c["inputs"][-1])[:300],
+                         **{n: "n/a" if ok is None else "passes" if ok else "FAILS"
+                            for n, ok in zip(names, c["passed"])}})
+    rows.sort(key=lambda r: r["row"])  # stable: a row's tests in the suite's order
+    return pd.DataFrame(rows, columns=["row", "test", "perturbed", *names])
+
+
 def checklist_views(res: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
     """A CheckList run as the fail rate per test (with its paired p-values), up to two failing cases per test
     and model, and the mean fail rate per capability (bar rows)."""
@@ -697,7 +711,7 @@ def checklist_views(res: dict) -> tuple[pd.DataFrame, pd.DataFrame, list[dict]]:
         row["left out"] = t.get("left_out") or ""  # cases expecting a label a model does not predict
         rows.append(row)
     failing = checklist_failures(res)
-    rowed = ["row"] if any("row" in f for f in failing) else []  # a dataset's perturbations: the dataset's row
+    rowed = ["row"] if res.get("over") == "dataset" else []  # a dataset's perturbations: the dataset's row
     fails = pd.DataFrame([{k: v for k, v in f.items() if k != "texts"} for f in failing],
                          columns=[*rowed, "model", "test", "inputs", "why"])
     bars = [{"capability": cap, "model": m, "fail rate": v or 0.0}

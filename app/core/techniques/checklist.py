@@ -452,6 +452,8 @@ class TestResult:
     paired: dict = field(default_factory=dict)  # two models: cases both were tested on, McNemar's exact test
     # why cases (or the whole test) were left out: they expect a label a model does not predict
     left_out: str | None = None
+    # a dataset's perturbations: every case run, its row, inputs and whether each model passed
+    cases: list[dict] | None = None
 
 
 def _expected(test: Test, i: int) -> set[int]:
@@ -549,6 +551,9 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
             outcomes.append({cases[pos][0]: bool(ok[pos]) for pos in at})
         if len(outcomes) == 2 and cases:
             tr.paired = paired_failures(*outcomes)
+        if test.rows is not None:
+            tr.cases = [{"row": test.rows[i], "inputs": [list(k) for k in keys],
+                         "passed": [o.get(i) for o in outcomes]} for i, keys, _ in cases]
         out.append(tr)
     scored = [r for r in out if r.paired]  # Holm over the tests that were run: one left out whole is no test
     if scored:
