@@ -765,11 +765,15 @@ def _place_the_example(drv):
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactuals(browser, app_url, size):
-    """The chain a researcher follows (it broke at Inside: `'872 @rows:211' in @rows is not a row number`):
-    Find slices on SST-2 dev, a slice made every tab's dataset, its projection, a range brushed on it, the picked
-    points made every tab's dataset, then Inside's CKA, Saliency over the dataset and a counterfactual flip rate
-    each answer on those rows, every row number the dataset's own. On the phone, an emulated touch screen 390 px
-    wide, the range is a finger's drag (a touch screen gave every drag to scrolling and cancelled the brush)."""
+    """One sentence followed through every view (issue 71), by its row in SST-2 dev: Find slices, a slice picked
+    (its first example, row R, becomes the example) and made every tab's dataset, its projection, a range brushed
+    across every point (row R among the picked points), the picked points every tab's dataset, Inside's CKA on
+    them, then "Where is my sentence?" picking R and its nearest neighbours as every tab's dataset, and Saliency
+    over the dataset, a counterfactual flip rate (a swap of R's longest word) and CheckList's perturbations each
+    listing row R, every row among the neighbours' (the whole dataset's numbers, never a slice's 1, 2, ...). It
+    broke once at Inside: `'872 @rows:211' in @rows is not a row number`. On the phone, an emulated touch screen
+    390 px wide, the range is a finger's drag (a touch screen gave every drag to scrolling and cancelled the
+    brush)."""
     drv = browser
     try:
         _chain(drv, app_url, size)
@@ -783,11 +787,16 @@ def test_a_slice_projected_brushed_and_read_by_inside_saliency_and_counterfactua
 
 
 def _brush(drv, plot, touch: bool) -> None:
-    """Drag across a projection's plot from 30% to 90% of its width, inside its axes (a drag that starts on the
-    y axis's labels draws no range), in steps as a hand moves: a mouse, or one finger (`touch`)."""
+    """Drag across a projection's plot from just left of its leftmost point to just right of its rightmost, so
+    every point is in the range (a drag that starts on the y axis's labels draws no range), in steps as a hand
+    moves: a mouse, or one finger (`touch`)."""
     r = drv.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.left, r.top, r.width, "
                            "r.height];", plot)
-    y, xs = r[1] + r[3] / 2, [r[0] + r[2] * (0.3 + 0.1 * k) for k in range(7)]
+    axis = drv.execute_script(  # the points' extent (Vega's SVG: its point marks), a little wider on each side
+        "const e = arguments[0].querySelector('.plot_marks'); if (!e) return null; "
+        "const b = e.getBoundingClientRect(); return b.width > 0 ? [b.left, b.right] : null;", plot)
+    left, right = (axis[0] - 2, axis[1] + 2) if axis else (r[0] + r[2] * 0.3, r[0] + r[2] * 0.9)
+    y, xs = r[1] + r[3] / 2, [left + (right - left) * k / 6 for k in range(7)]
     if touch:  # and the page doesn't take the finger for a scroll: that cancels the brush at its first move, which
         # then spans a few pixels (points in them, if any, still listed)
         drv.execute_script("window.albertLensCancels = 0; arguments[0].addEventListener('pointercancel', "
@@ -823,6 +832,12 @@ def _chain(drv, app_url, size):
     name = _wait(lambda: [c for c in _cells(drv, 3) if ":" in c.get_attribute("textContent")][0])
     sliced = name.get_attribute("textContent").strip()
     _click(drv, name)  # the slice's first example opens in Compare; the slice stays picked
+    # the sentence followed from here on: the slice's first example, by its row in SST-2 dev
+    picked = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                              "return e && e.textContent.includes('its first example, row') ? "
+                                              "e.textContent : null;"))
+    row = re.search(r"its first example, row (\d+)", picked)[1]
+    sentence = _visible(drv, "textarea")[0].get_attribute("value")
     _tab(drv, "Benchmark")
     _click(drv, _button(drv, "Make the picked slice every tab's dataset"))
     note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
@@ -858,8 +873,9 @@ def _chain(drv, app_url, size):
         ".filter(t => /^[0-9]+$/.test(t))")
     assert cells and picked_rows, picked_rows
     # the whole dataset's row numbers, not the slice's 1, 2, ... (Benchmark and the projection numbered the
-    # same sentence 205 and 102)
+    # same sentence 205 and 102); the range spans the axis, so the sentence followed is among them
     assert max(map(int, picked_rows)) > len(picked_rows), picked_rows
+    assert _wait(lambda: row in _column(drv, "picked points", 0)), (row, picked_rows)
     # the button where it stays: the picked table above it is still laying out (a click at its old place landed
     # on a row of the table, which made that row the example)
     make = _button(drv, "Make the picked points every tab's dataset")
@@ -878,23 +894,62 @@ def _chain(drv, app_url, size):
     _wait(lambda: _says(drv, "the ALBERT layer most like it") or _errors(drv), timeout=180)
     assert not _errors(drv), _errors(drv)
 
+    # the sentence placed among the brushed points: itself and its nearest neighbours picked, every tab's dataset
+    _tab(drv, "Projection")
+    assert _visible(drv, "textarea")[0].get_attribute("value") == sentence
+    [e for e in _visible(drv, "button, span") if e.text.strip() == "Where is my sentence?"][0].click()
+    _click(drv, _button(drv, "Place the example"))
+    _wait(lambda: _says(drv, "nearest are listed below") or _errors(drv), timeout=180)
+    assert not _errors(drv), _errors(drv)
+    near = _wait(lambda: _column(drv, "picked points", 0))
+    assert row in _column(drv, "nearest examples", 1) and row in near, (row, near)
+    make = _button(drv, "Make the picked points every tab's dataset")
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", make)
+    _steady(lambda: make.rect)
+    _click(drv, make)
+    _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
+                                     f"return e && e.textContent.includes('{len(near)} points picked');"))
+
     _tab(drv, "Saliency")
     [e for e in _visible(drv, "button, span") if e.text.strip().startswith("Over a dataset")][0].click()
     _button(drv, "Explain the dataset with this method").click()
     _wait(lambda: _says(drv, "comprehensiveness well above") or _errors(drv), timeout=240)
     assert not _errors(drv), _errors(drv)
+    # every example explained is listed (at most 10 are, and the neighbours are fewer): the sentence's row among
+    assert set(_wait(lambda: _column(drv, "lowest agreement", 0))) <= set(near)
+    assert row in _column(drv, "lowest agreement", 0), (row, _column(drv, "lowest agreement", 0))
 
     _tab(drv, "Counterfactuals")
     menu = [e for e in _visible(drv, DROPDOWNS) if e.get_attribute("value") == "replace words"][0]
     menu.click()
     _wait(lambda: [o for o in _visible(drv, "ul[role='listbox'] li") if "(flip rate)" in o.text])[0].click()
-    _type(drv, "textarea[data-testid='textbox']", "the -> a, a -> the",
+    word = max(re.findall(r"[a-z]+", sentence.lower()), key=len)  # a swap of the followed sentence's longest word
+    _type(drv, "textarea[data-testid='textbox']", f"{word} -> thing",
           index=[i for i, e in enumerate(_visible(drv, "textarea[data-testid='textbox']"))
                  if "->" in (e.get_attribute("value") or "")][0])
     _button(drv, "Generate").click()
     _wait(lambda: _says(drv, "flip rate") and _cells(drv, 3) or _errors(drv), timeout=240)
     assert not _errors(drv), _errors(drv)
+    edited = set(_wait(lambda: _column(drv, "changes", 0)))
+    assert edited <= set(near) and row in edited, (row, edited)
     _shot(drv, f"{size}-chain-counterfactuals")
+
+    _tab(drv, "Behavioural")
+    [r for r in _visible(drv, "label") if r.text.strip() == "CheckList's perturbations of a dataset's rows"][0].click()
+    _button(drv, "Run suite on both models").click()
+    _wait(lambda: _says(drv, "differ beyond chance") or _errors(drv), timeout=180)
+    assert not _errors(drv), _errors(drv)
+    perturbed = set(_wait(lambda: _column(drv, "every perturbed row", 0)))
+    assert perturbed <= set(near) and row in perturbed, (row, perturbed)
+    _shot(drv, f"{size}-chain-behavioural")
+
+
+def _column(drv, table: str, col: int) -> list[str]:
+    """A table's column as drawn (Gradio's grid, by its label), each cell's text."""
+    return drv.execute_script(
+        "return [...document.querySelectorAll('[role=grid][aria-label=\"' + arguments[0] + '\"] "
+        "[role=gridcell][data-col=\"' + arguments[1] + '\"]')].filter(c => c.offsetParent)"
+        ".map(c => c.textContent.trim())", table, col)
 
 
 def test_an_upload_error_names_the_file_and_leaves_no_badge_after_a_good_run(browser, app_url, tmp_path):
