@@ -170,7 +170,7 @@ def test_front_ends_enter_the_core_through_the_facade_only():
 # drawn, a file dropped on the page (read instead of `dataset`); `ctx` and `progress` are the app's plumbing
 FRONT_END_ONLY = {"ctx", "progress", "uploaded", "colour", "pair", "models", "task", "device", "precision",
                   "force_precision", "json", "png", "show", "out", "file", "list", "engine", "address", "workers",
-                  "batch"}
+                  "batch", "save_as"}  # save_as: the command line keeps a result as a saved set (`api.save_result`)
 # an endpoint named otherwise than the facade call that answers it
 SERVED_BY = {"saliency_dataset": "saliency"}
 

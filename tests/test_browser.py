@@ -137,7 +137,7 @@ def test_prediction_and_saliency_in_a_real_browser(browser, app_url, offline_pai
     cut = drv.execute_script("return arguments[0].map(h => h.querySelector('span')).filter(s => s.scrollWidth > "
                              "s.clientWidth + 1 || s.scrollHeight > s.clientHeight + 1).map(s => s.textContent)",
                              _visible(drv, "th"))
-    assert len(heads) == 2 and cut == [], cut
+    assert len(heads) == 4 and cut == [], cut  # the changes' and the pinned edits' tables, two models each
 
 
 PLOTS = ".vega-embed canvas, .vega-embed svg"  # a projection's plots as vega draws them

@@ -251,9 +251,13 @@ def test_hosted_app_reads_uploads_but_not_typed_paths(client, monkeypatch, tmp_p
 
 
 @pytest.mark.parametrize("is_hosted", [False, True])
-def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
+def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted, tmp_path):
     """Hosted, the dataset dropdowns take shipped names only and the suite path is read-only (uploads remain)."""
     import gradio as gr
+
+    from app.core.ground import saved
+
+    monkeypatch.setattr(saved, "root", lambda: tmp_path / "saved")  # no set saved by another test offered
 
     from app.ui import build
 
@@ -262,7 +266,8 @@ def test_hosted_app_offers_no_path_fields(monkeypatch, tiny_pair, is_hosted):
     demo = build(tiny_pair)
     dropdowns = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "dataset" in (b.label or "")]
     suite = [b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and "CheckList suite" in (b.label or "")]
-    assert len(dropdowns) == 6 and len(suite) == 1  # benchmark, projection, saliency, flip rate, inside, attacks
+    # benchmark, projection, saliency, flip rate, inside, attacks, CheckList's perturbations
+    assert len(dropdowns) == 7 and len(suite) == 1
     assert {b.allow_custom_value for b in dropdowns + suite} == {not is_hosted}
     assert any("path" in b.label for b in dropdowns + suite) is (not is_hosted)
     # released data and suites are offered by name, label and value alike: no server path reaches the page

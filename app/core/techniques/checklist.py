@@ -522,7 +522,9 @@ def run_suite(suite: Suite, models: Sequence[ModelHead], *, sample: int | None =
         why = _left_out_reason(names, absent, missing, len(dropped), len(test.data)) if missing else None
         plan.append((test, fn, cases, why))
     inputs = [Example(k) for k in uniq]
-    if probabilities is not None:
+    if not inputs:  # every case left out (each expects a label no model here predicts): nothing to predict
+        all_probs = [np.empty((0, len(clf.labels))) for clf in models]
+    elif probabilities is not None:
         all_probs = probabilities(inputs)
     else:
         all_probs = []
@@ -723,7 +725,7 @@ def released_suites(pair) -> dict[str, str]:
     return {f"{Path(p).name.split('_suite')[0]} (released CheckList)": p for p in default_suites(pair)}
 
 
-def run_checklist(pair: Pair, *, suite: str, sample: int, over: str = "suite", dataset: str | None = None,
+def run_checklist(pair: Pair, *, suite: str, sample: int, over: str, dataset: str | None = None,
                   limit: int | str | None = None, progress=None, engine: Engine | None = None,
                   visitor: bool = True) -> ChecklistResult:
     """A released CheckList suite (a path to its JSON export, or a released suite's name) on both models, or
