@@ -343,10 +343,10 @@ def _keyboard(drv):
     assert not low, low
 
 
-def _shot(drv, name, top: int = 0):
+def _shot(drv, name, top: int = 0, doc: bool = True):
     """The page at its full height (so a tab's results are in the picture), then the window as it was; and for a
     tab's picture, what on it a reader could not read (`_UNREADABLE`), asserted once the picture is saved. `top`:
-    where the README's picture starts on the page (a section far down a tab)."""
+    where the README's picture starts on the page (a section far down a tab); `doc=False`: no README picture."""
     SHOTS.mkdir(parents=True, exist_ok=True)
     w, h = drv.get_window_size()["width"], drv.get_window_size()["height"]
     full = drv.execute_script("return Math.min(3000, document.documentElement.scrollHeight)")
@@ -369,7 +369,7 @@ def _shot(drv, name, top: int = 0):
     else:
         drv.set_window_size(w, h)
     assert path.stat().st_size > 10_000
-    if DOC_IMAGES_WANTED and not phone and not name.endswith("failed") and "-chain-" not in name:
+    if DOC_IMAGES_WANTED and doc and not phone and not name.endswith("failed") and "-chain-" not in name:
         _doc_image(path, name.split("-", 1)[1], top=top)
     assert not unreadable, (name, unreadable)
     return path
@@ -711,7 +711,9 @@ def _pin_and_save(drv):
     note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note'); return e && "
                                             "e.textContent.includes('saved') ? e.textContent : null;"))
     assert "saved 4 examples as «my edits»" in note, note  # two originals, two edits
-    top = drv.execute_script("return arguments[0].getBoundingClientRect().top + scrollY - 120", pinned)
+    # the README's picture from the changes table (your edit, generated) down to the pinned edits and the save
+    changes = drv.execute_script("return document.querySelector('[role=grid][aria-label=\"changes\"]')")
+    top = drv.execute_script("return arguments[0].getBoundingClientRect().top + scrollY - 80", changes)
     _shot(drv, "desktop-pinned", top=max(0, int(top)))
     _tab(drv, "Saliency")
     shown = [e.get_attribute("value") for e in _visible(drv, DROPDOWNS)]
@@ -760,7 +762,7 @@ def _place_the_example(drv):
               "[role=gridcell][data-col=\"' + arguments[1] + '\"]')].map(c => c.textContent.trim())")
     nearest = _wait(lambda: set(drv.execute_script(column, "nearest examples", 1)))
     assert _wait(lambda: set(drv.execute_script(column, "picked points", 0)) == nearest), nearest
-    _shot(drv, "desktop-where-is-my-sentence")
+    _shot(drv, "desktop-where-is-my-sentence", doc=False)  # the README's Projection picture is the brush's
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
