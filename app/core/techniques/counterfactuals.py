@@ -25,7 +25,7 @@ from ..ground import jobs
 from ..ground.alignment import edit_texts, split_words
 from ..ground.data import Example, blank_reason, surrogate_reason
 from ..ground.errors import InputError, WordNetMissing
-from ..ground.policy import check_length, limits
+from ..ground.policy import OPERATOR_CAP, check_length, limits
 from ..ground.significance import compare_events
 from ..models.loading import Classifier
 from . import meaning
@@ -196,7 +196,7 @@ def saved_records(pair: Pair, changes, *, originals: bool = True, dataset: str |
     its original's row in the set (`original_row`)."""
     if not isinstance(changes, list | tuple):
         raise InputError("edits: expected a list of edits")
-    cap = limits()["max_examples"] if visitor else 2**62
+    cap = limits()["max_examples"] if visitor else OPERATOR_CAP
     n = len(pair.task.fields)
     columns = ("text",) if n == 1 else ("text_a", "text_b")
     where = None if dataset is None else str(dataset)[:200]
