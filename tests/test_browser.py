@@ -758,10 +758,8 @@ def _place_the_example(drv):
     # each model's plot: its mark (a point and 24 around it) and the legend's; the overlay: one per model
     assert drawn[0] == drawn[1] >= 25 and drawn[2] >= 2 * 25, drawn
     # its nearest examples are the picked points, listed (each model's, once), ready to be every tab's dataset
-    column = ("return [...document.querySelectorAll('[role=grid][aria-label=\"' + arguments[0] + '\"] "
-              "[role=gridcell][data-col=\"' + arguments[1] + '\"]')].map(c => c.textContent.trim())")
-    nearest = _wait(lambda: set(drv.execute_script(column, "nearest examples", 1)))
-    assert _wait(lambda: set(drv.execute_script(column, "picked points", 0)) == nearest), nearest
+    nearest = _wait(lambda: set(_column(drv, "nearest examples", 1)))
+    assert _wait(lambda: set(_column(drv, "picked points", 0)) == nearest), nearest
     _shot(drv, "desktop-where-is-my-sentence", doc=False)  # the README's Projection picture is the brush's
 
 
@@ -878,12 +876,7 @@ def _chain(drv, app_url, size):
     # same sentence 205 and 102); the range spans the axis, so the sentence followed is among them
     assert max(map(int, picked_rows)) > len(picked_rows), picked_rows
     assert _wait(lambda: row in _column(drv, "picked points", 0)), (row, picked_rows)
-    # the button where it stays: the picked table above it is still laying out (a click at its old place landed
-    # on a row of the table, which made that row the example)
-    make = _button(drv, "Make the picked points every tab's dataset")
-    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", make)
-    _steady(lambda: make.rect)
-    _click(drv, make)
+    _click_where_it_stays(drv, _button(drv, "Make the picked points every tab's dataset"))
     note = _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
                                             "return e && e.textContent.includes('points picked') ? e.textContent "
                                             ": null;"))
@@ -905,10 +898,7 @@ def _chain(drv, app_url, size):
     assert not _errors(drv), _errors(drv)
     near = _wait(lambda: _column(drv, "picked points", 0))
     assert row in _column(drv, "nearest examples", 1) and row in near, (row, near)
-    make = _button(drv, "Make the picked points every tab's dataset")
-    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", make)
-    _steady(lambda: make.rect)
-    _click(drv, make)
+    _click_where_it_stays(drv, _button(drv, "Make the picked points every tab's dataset"))
     _wait(lambda: drv.execute_script("const e = document.querySelector('#example-note');"
                                      f"return e && e.textContent.includes('{len(near)} points picked');"))
 
@@ -944,6 +934,14 @@ def _chain(drv, app_url, size):
     perturbed = set(_wait(lambda: _column(drv, "every perturbed row", 0)))
     assert perturbed <= set(near) and row in perturbed, (row, perturbed)
     _shot(drv, f"{size}-chain-behavioural")
+
+
+def _click_where_it_stays(drv, button) -> None:
+    """Click `button` once it stays put, scrolled to the middle: the picked table above it is still laying out (a
+    click at its old place landed on a row of the table, which made that row the example)."""
+    drv.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+    _steady(lambda: button.rect)
+    _click(drv, button)
 
 
 def _column(drv, table: str, col: int) -> list[str]:

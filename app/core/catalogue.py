@@ -109,20 +109,10 @@ SALIENCY_METHODS.update({
 
 _REPLACEMENTS = Option("replacements", str, "cities -> townships", "old -> new pairs, comma-separated (the "
                        "generators that swap the words you give)")
-
-
-def typed_text(name: str, value) -> str:
-    """A text a visitor typed as an option (an edit of the input): text, held to this server's length."""
-    if not isinstance(value, str):
-        raise InputError(f"{name}: expected text, got {type(value).__name__}")
-    check_length(name, value, limits()["max_chars"])
-    return value
-
-
+# texts, checked as every text option is (`Option.check`: text, within this server's length)
 _EDITED = (Option("edited", str, "", "your edit of the text, scored beside the original (the generator "
-                  "your_edit)", validator=typed_text),
-           Option("edited2", str, "", "your edit of the second text of a pair (empty: unchanged)",
-                  validator=typed_text))
+                  "your_edit)"),
+           Option("edited2", str, "", "your edit of the second text of a pair (empty: unchanged)"))
 # one input's generators: `fn(models, example, **the options it reads)` returning a `CounterfactualResult`
 COUNTERFACTUAL_GENERATORS.update({
     "your_edit": Part(Later(lambda: _counterfactuals().your_edit), _EDITED),

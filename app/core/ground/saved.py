@@ -103,15 +103,16 @@ def path_of(spec: str, *, visitor: bool = True) -> Path:
     return path
 
 
+def _files(key: str | None) -> list[Path]:
+    """An owner's set files (a name a set can have; not the files being written)."""
+    folder = _folder(key)
+    return [p for p in folder.glob("*.jsonl") if NAME.match(p.stem)] if folder.is_dir() else []
+
+
 def listed(key: str | None = None) -> list[SavedSet]:
     """An owner's sets, the newest first."""
-    folder = _folder(key)
-    if not folder.is_dir():
-        return []
     out = []
-    for p in folder.glob("*.jsonl"):
-        if not NAME.match(p.stem):
-            continue
+    for p in _files(key):
         try:
             st = p.stat()
             with p.open("rb") as f:
@@ -153,9 +154,8 @@ def save(name: str, records: Sequence[dict], *, key: str | None = None) -> Saved
         raise InputError("edits: nothing to save; pin an edit first")
     folder = _folder(key)
     path = folder / f"{name}.jsonl"
-    replacing = path.is_file()
-    if not replacing:
-        mine = len(listed(key))
+    if not path.is_file():  # a new set, not one replaced
+        mine = len(_files(key))
         cap = MAX_SETS["visitor" if key else "local"]
         if mine >= cap:
             raise InputError(f"name: {mine} saved sets already (the limit here is {cap}); reuse a name to replace "
@@ -171,4 +171,4 @@ def save(name: str, records: Sequence[dict], *, key: str | None = None) -> Saved
         os.replace(tmp, path)  # a reader never sees half a set
     finally:
         tmp.unlink(missing_ok=True)
-    return next(s for s in listed(key) if s.name == name)
+    return SavedSet(name, spec_of(name, key), len(records), path.stat().st_mtime)

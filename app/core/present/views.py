@@ -448,16 +448,22 @@ def changes_frame(res: dict, names: list[str]) -> pd.DataFrame:
         shown = [around_edit(o, mark_edits(o, e)) for o, e in zip(c.get("original") or c["edited"], c["edited"])]
         row = {**({"row": c["row"]} if "row" in c else {}), "flips": flips(c, names),
                **({"counted": counted(c)} if checked else {}), "edited": " / ".join(shown),
-               "edits": edits_text(c), "generator": generator_name(c["generator"])}
-        for k, n in enumerate(names):
-            b, a = c["before"][k], c["after"][k]
-            row[f"{n} before"] = b.get("label", b.get("score"))
-            row[f"{n} after"] = a.get("label", a.get("score"))
-            # one column per model whatever the label: Δp of the label the model gave the original (its score
-            # for regression); a column per label would leave every other row empty
-            row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")  # small effects keep their digits
+               "edits": edits_text(c), "generator": generator_name(c["generator"]), **_answers(c, names)}
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _answers(change: dict, names: list[str]) -> dict:
+    """An edit's columns per model: its answer before and after, and Δp of the label it gave the original (its
+    score for regression): one column per model whatever the label, where a column per label would leave every
+    other row empty."""
+    row = {}
+    for k, n in enumerate(names):
+        b, a = change["before"][k], change["after"][k]
+        row[f"{n} before"] = b.get("label", b.get("score"))
+        row[f"{n} after"] = a.get("label", a.get("score"))
+        row[f"{n} Δp"] = float(f"{own_delta(change, k)[1]:.3g}")  # small effects keep their digits
+    return row
 
 
 def pinned_frame(pinned: list[dict], names: list[str]) -> pd.DataFrame:
@@ -469,12 +475,7 @@ def pinned_frame(pinned: list[dict], names: list[str]) -> pd.DataFrame:
         row = {"#": i, "from": f"row {c['row']}" if c.get("row") else "typed",
                "original": " / ".join(around_edit(e, o) for o, e in zip(c["original"], c["edited"])),
                "edited": " / ".join(around_edit(o, mark_edits(o, e)) for o, e in zip(c["original"], c["edited"])),
-               "edits": edits_text(c), "flips": flips(c, names)}
-        for k, n in enumerate(names):
-            b, a = c["before"][k], c["after"][k]
-            row[f"{n} before"] = b.get("label", b.get("score"))
-            row[f"{n} after"] = a.get("label", a.get("score"))
-            row[f"{n} Δp"] = float(f"{own_delta(c, k)[1]:.3g}")
+               "edits": edits_text(c), "flips": flips(c, names), **_answers(c, names)}
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -642,7 +643,10 @@ CONTRACTIONS = {"is not": "isn't", "are not": "aren't", "was not": "wasn't", "we
                 "could not": "couldn't", "have not": "haven't", "has not": "hasn't", "it is": "it's",
                 "that is": "that's", "i am": "i'm", "you are": "you're", "they are": "they're", "we are": "we're",
                 "there is": "there's", "what is": "what's", "i have": "i've", "i will": "i'll", "let us": "let's"}
-PERTURBATIONS = ("typos", "2 typos", "contractions", "punctuation", "add random urls and handles")
+# each contraction and its expansion, either way ("cannot" is not what "can't" expands to), longest first
+_CONTRACTED = {**CONTRACTIONS, **{v: k for k, v in CONTRACTIONS.items() if k != "cannot"}}
+_CONTRACTABLE = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(_CONTRACTED, key=len, reverse=True))
+                           + r")\b", re.I)
 MIN_ROWS = 5  # a dataset's perturbation suite needs a few rows to be a test
 
 
@@ -662,17 +666,11 @@ def _typos(text: str, rng: np.random.Generator, n: int) -> str | None:
 def _contractions(text: str) -> str | None:
     """Expansions contracted and contractions expanded, keeping the first letter's case (CheckList's
     `Perturb.contractions`)."""
-    import re
-
-    both = {**CONTRACTIONS, **{v: k for k, v in CONTRACTIONS.items() if k != "cannot"}}
-    pattern = re.compile(r"\b(" + "|".join(re.escape(k) for k in sorted(both, key=len, reverse=True)) + r")\b",
-                         re.I)
-
     def swap(m):
-        new = both[m.group(0).lower()]
+        new = _CONTRACTED[m.group(0).lower()]
         return new[:1].upper() + new[1:] if m.group(0)[:1].isupper() else new
 
-    out = pattern.sub(swap, text)
+    out = _CONTRACTABLE.sub(swap, text)
     return out if out != text else None
 
 
@@ -690,6 +688,16 @@ def _url_or_handle(text: str, rng: np.random.Generator) -> str:
     return f"{text.rstrip()} {'@' + token if rng.random() < 0.5 else 'https://t.co/' + token}"
 
 
+# each test's edit of one text, by the test's name as CheckList's suite has it (None: the text has nothing to edit)
+PERTURBATIONS: dict[str, Callable[[str, np.random.Generator], str | None]] = {
+    "typos": lambda t, rng: _typos(t, rng, 1),
+    "2 typos": lambda t, rng: _typos(t, rng, 2),
+    "contractions": lambda t, rng: _contractions(t),
+    "punctuation": lambda t, rng: _punctuation(t),
+    "add random urls and handles": _url_or_handle,
+}
+
+
 def perturbed_suite(ds, kind: str, seed: int = 0) -> Suite:
     """CheckList's robustness INV tests on a dataset's rows: per test, each row it can perturb as one case
     (original, perturbed), the case's `rows` the dataset's own numbers, so a failure names its row."""
@@ -700,14 +708,12 @@ def perturbed_suite(ds, kind: str, seed: int = 0) -> Suite:
         raise InputError(f"dataset: {ds.name} has {len(ds)} rows; perturbing a dataset takes at least {MIN_ROWS}")
     numbers = ds.row_numbers()
     tests = []
-    for name in PERTURBATIONS:
-        rng = np.random.default_rng([seed, PERTURBATIONS.index(name)])
+    for k, (name, perturb) in enumerate(PERTURBATIONS.items()):
+        rng = np.random.default_rng([seed, k])
         data, rows = [], []
         for e, r in zip(ds.examples, numbers):
             t = e.texts[0]
-            new = (_typos(t, rng, 1) if name == "typos" else _typos(t, rng, 2) if name == "2 typos"
-                   else _contractions(t) if name == "contractions" else _punctuation(t) if name == "punctuation"
-                   else _url_or_handle(t, rng))
+            new = perturb(t, rng)
             if new and new != t and not blank_reason(new):
                 data.append([t, new])
                 rows.append(r)
@@ -750,7 +756,7 @@ def run_checklist(pair: Pair, *, suite: str, sample: int, over: str, dataset: st
 
     # over a dataset, every failing row is listed (a row is what the other tabs show of it); a suite's, three
     results = run_suite(s, heads, sample=sample, progress=progress, probabilities=probabilities,
-                        n_examples=3 if over == "suite" else max(len(t.data) for t in s.tests))
+                        n_examples=3 if over == "suite" else max((len(t.data) for t in s.tests), default=0))
     names = [m.name for m in heads]
     rates_by = {}
     for cap_name, tests in by_capability(results).items():

@@ -25,7 +25,7 @@ from ..ground import jobs
 from ..ground.alignment import edit_texts, split_words
 from ..ground.data import Example, blank_reason, surrogate_reason
 from ..ground.errors import InputError, WordNetMissing
-from ..ground.policy import OPERATOR_CAP, check_length, limits
+from ..ground.policy import OPERATOR_CAP, limits
 from ..ground.significance import compare_events
 from ..models.loading import Classifier
 from . import meaning
@@ -162,27 +162,25 @@ def word_edits(original: Sequence[str], edited: Sequence[str]) -> list[tuple[str
 def your_edit(models, ex: Example, edited: str = "", edited2: str = "") -> CounterfactualResult:
     """The input as the researcher rewrote it, scored beside the original on both models (LIT's datapoint editor,
     with both answers and the change in each): `edited` replaces the text, `edited2` the second text of a pair
-    (empty: that text unchanged)."""
+    (empty: that text unchanged). Their length is checked as every declared text option's is (`api.run`)."""
     given = [edited, edited2][:len(ex.texts)]
     texts = tuple(g if g and g.strip() else t for g, t in zip(given, ex.texts))
     if not (edited or "").strip() and not (edited2 or "").strip():
         raise InputError("edited: write your edit of the text (the text box holds the original)")
-    cap = int(limits()["max_chars"])
     for name, t in zip(("edited", "edited2"), texts):
-        check_length(name, t, cap)
         if (why := surrogate_reason(t) or blank_reason(t)) is not None:
             raise InputError(f"{name}: {why}")
     check_readable(models, zip(("edited", "edited2"), texts))
-    edits = word_edits(ex.texts, texts)
     if texts == tuple(ex.texts):
         raise InputError("edited: it is the same as the original; change a word to compare the models")
+    edits = word_edits(ex.texts, texts)
     if not edits:  # only spacing or punctuation moved: still an edit the models read
         edits = [(a, b) for a, b in zip(ex.texts, texts) if a != b]
     change = compare(models, ex, Example(texts, ex.label), edits, "your_edit")
     return CounterfactualResult("your_edit", [m.name for m in models], [change.to_dict()])
 
 
-def _texts(value, i: int, what: str, n: int) -> list[str]:
+def _texts(value, what: str, n: int) -> list[str]:
     if not isinstance(value, list | tuple) or len(value) != n or not all(isinstance(t, str) for t in value):
         raise InputError(f"its {what} is not {n} text(s)")
     return list(value)
@@ -206,8 +204,8 @@ def saved_records(pair: Pair, changes, *, originals: bool = True, dataset: str |
         if not isinstance(c, dict):
             raise InputError(f"edits: edit {i} is not an edit")
         try:
-            original = example_from(pair, *_texts(c.get("original"), i, "original", n))
-            edited = example_from(pair, *_texts(c.get("edited"), i, "edited text", n))
+            original = example_from(pair, *_texts(c.get("original"), "original", n))
+            edited = example_from(pair, *_texts(c.get("edited"), "edited text", n))
         except InputError as exc:
             raise InputError(f"edits: edit {i}: {str(exc).removeprefix('edits: ')}") from None
         row = c.get("row")
