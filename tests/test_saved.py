@@ -211,8 +211,12 @@ def test_the_apps_pins_keep_each_edit_once_and_save_them_for_every_tab(tiny_pair
                                                     dataset="sentiment_plain @rows:3,4,7",
                                                     replacements="the -> a").to_dict()))
     pinned, table, said = ui.pin(pinned, more)
-    assert len(pinned) == 1 + len(more["examples"]) and f"{len(pinned)} edits pinned" in said
-    assert list(table["from"]) == ["typed", *[f"row {c['row']}" for c in more["examples"]]]
+    other = json.loads(json.dumps(api.counterfactual(tiny_pair, generator="dataset_flip_rate",
+                                                     dataset="sentiment_plain @rows:1,6",
+                                                     replacements="the -> a").to_dict()))
+    pinned, table, said = ui.pin(pinned, other)  # pins from a second dataset
+    assert len(pinned) == 1 + len(more["examples"]) + len(other["examples"]) and f"{len(pinned)} edits pinned" in said
+    assert list(table["from"]) == ["typed", *[f"row {c['row']}" for c in more["examples"] + other["examples"]]]
     assert list(table["original"])[0] == SENTENCES[0]
     first = tiny_pair.models[0].name
     assert list(table[f"{first} before"])[0] == res["changes"][0]["before"][0]["label"]
@@ -220,5 +224,8 @@ def test_the_apps_pins_keep_each_edit_once_and_save_them_for_every_tab(tiny_pair
     ds = api.resolve_dataset(tiny_pair, kept.spec)
     assert [list(e.texts) for e in ds.examples][:2] == [res["changes"][0]["original"], res["changes"][0]["edited"]]
     rows = [json.loads(line) for line in (store / "pins.jsonl").read_text().splitlines()]
-    assert rows[-1]["origin"] == f"{more['dataset']}, row {more['examples'][-1]['row']}"
+    # each edit names the dataset it was pinned from, the typed one none
+    edits = [r["origin"] for r in rows if r["kind"] == "edit"]
+    assert more["dataset"] != other["dataset"] and edits == ["typed or generated", *[
+        f"{res_['dataset']}, row {c['row']}" for res_ in (more, other) for c in res_["examples"]]]
     assert ui.unpin()[0] == []

@@ -87,9 +87,8 @@ def save_pinned(ctx: Ctx):
     def save(pinned: list | None, name: str, originals: bool, *, key: str | None):
         if not pinned:
             raise api.InputError("edits: nothing pinned yet; generate edits and pin them first")
-        where = next((c["dataset"] for c in pinned if c.get("dataset")), None)
-        return api.save_edits(ctx.pair, name, [{k: v for k, v in c.items() if k != "dataset"} for c in pinned],
-                              originals=bool(originals), dataset=where, key=key)
+        # each pin keeps the dataset it was pinned from (`pin`); a typed edit has none
+        return api.save_edits(ctx.pair, name, pinned, originals=bool(originals), key=key)
 
     return save
 

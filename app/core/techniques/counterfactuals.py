@@ -190,14 +190,14 @@ def saved_records(pair: Pair, changes, *, originals: bool = True, dataset: str |
                   visitor: bool = True) -> list[dict]:
     """Pinned or generated edits (`Change` dicts, as a result or the app's pinned table holds them) as a saved
     set's rows: each edit, and with `originals` each original once, before its first edit; every text checked as a
-    typed input is; where each came from (`origin`: the dataset's row), what was edited (`edits`) and, for an edit,
-    its original's row in the set (`original_row`)."""
+    typed input is; where each came from (`origin`: the dataset's row, the dataset an edit names as its own
+    `dataset`, else `dataset`), what was edited (`edits`) and, for an edit, its original's row in the set
+    (`original_row`)."""
     if not isinstance(changes, list | tuple):
         raise InputError("edits: expected a list of edits")
     cap = limits()["max_examples"] if visitor else OPERATOR_CAP
     n = len(pair.task.fields)
     columns = ("text",) if n == 1 else ("text_a", "text_b")
-    where = None if dataset is None else str(dataset)[:200]
     rows: list[dict] = []
     seen: dict[tuple[str, ...], int] = {}
     for i, c in enumerate(changes, 1):
@@ -211,6 +211,10 @@ def saved_records(pair: Pair, changes, *, originals: bool = True, dataset: str |
         row = c.get("row")
         if row is not None and (isinstance(row, bool) or not isinstance(row, int) or row < 1):
             raise InputError(f"edits: edit {i}'s row is not a row number")
+        where = c.get("dataset", dataset)  # pins from several datasets each keep their own
+        if where is not None and not isinstance(where, str):
+            raise InputError(f"edits: edit {i}'s dataset is not a name")
+        where = None if where is None else where[:200]
         origin = (f"{where}, row {row}" if where else f"row {row}") if row else "typed or generated"
         if originals and original.texts not in seen:
             seen[original.texts] = len(rows) + 1
