@@ -29,6 +29,10 @@ def _scratch(prefix: str) -> str:
 # one's cache: pytest-xdist's workers and the processes tests start inherit it, and its owner removes it.)
 if "ALBERT_LENS_CACHE" not in os.environ:
     os.environ["ALBERT_LENS_CACHE"] = _scratch("albert-lens-test-")
+# The timing decisions (tuning.py) hold for this machine, not for a cache: a test that gives itself a cache (every
+# documented command, the reports, the trainings) still reads the run's, instead of timing the same models again
+# (~100 CPU s a run). The tests of the timing itself set their own (test_tuning.py, test_kernels.py).
+os.environ.setdefault("ALBERT_LENS_TIMING", os.environ["ALBERT_LENS_CACHE"])
 # The hub pinned off, whatever machine runs the suite: an online laptop or CI runner must neither download
 # base-size models nor find them in its own Hugging Face cache (the default pair would change). Tests of online
 # behaviour simulate it explicitly (tests/test_runtime.py).

@@ -104,6 +104,7 @@ def fresh_choice(monkeypatch, tmp_path):
     """A process that has chosen nothing yet, on a machine that has cached no choice."""
     monkeypatch.setattr(kernels, "_CHOSEN", {})
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ALBERT_LENS_TIMING", raising=False)  # the suite's shared timing folder (conftest.py)
     monkeypatch.delenv(kernels.ENV, raising=False)
     return monkeypatch
 

@@ -175,7 +175,14 @@ def _lengths_reference(pair, dataset: str, limit: int, short: int = 10, long: in
     return out
 
 
-def test_lengths_on_sst2_dev_from_the_command_line_against_a_reference(plugin_site, offline_pair):
+def test_lengths_on_sst2_dev_from_the_command_line_against_a_reference(plugin_site, plugin, offline_pair, capsys,
+                                                                     monkeypatch):
+    """A fresh process with the plugin installed answers `lengths` (its JSON against a reference computed here);
+    its text output and a refusal are read from the CLI in this process, the plugin installed here too."""
+    import logging
+
+    from app.cli import main
+
     dev = str(shared("glue", "sst2", "dev.tsv"))
     out = _cli(["lengths", "--pair", "offline", "--dataset", dev, "--limit", "100", "--json"],
                env=_with_plugin(plugin_site))
@@ -187,15 +194,17 @@ def test_lengths_on_sst2_dev_from_the_command_line_against_a_reference(plugin_si
         assert b["n"] == want[b["bucket"]]["n"] and b["n"] > 0
         assert b["accuracy"] == pytest.approx(want[b["bucket"]]["accuracy"])
         assert b["comparison"]["p_value"] == pytest.approx(want[b["bucket"]]["p"])
-    text = _cli(["lengths", "--pair", "offline", "--dataset", dev, "--limit", "100"], env=_with_plugin(plugin_site))
-    assert text.returncode == 0, text.stderr[-2000:]
+    monkeypatch.setattr(logging.root, "handlers", [])  # the CLI's logging.basicConfig: this call's stderr
+    capsys.readouterr()
+    assert main(["lengths", "--pair", "offline", "--dataset", dev, "--limit", "100"]) == 0
+    text = capsys.readouterr()
     long = next(b for b in record["buckets"] if b["bucket"] == "long")
-    row = next(ln for ln in text.stdout.splitlines() if ln.startswith("long "))
+    row = next(ln for ln in text.out.splitlines() if ln.startswith("long "))
     assert f"{long['accuracy'][0]:.1%}" in row and f"{long['accuracy'][1]:.1%}" in row and str(long["n"]) in row
-    refused = _cli(["lengths", "--pair", "offline", "--dataset", dev, "--short", "30", "--long", "20"],
-                   env=_with_plugin(plugin_site))
-    assert refused.returncode == 2 and "long: 20 words must be above short (30)" in refused.stderr
-    assert "Traceback" not in refused.stderr
+    refused = main(["lengths", "--pair", "offline", "--dataset", dev, "--short", "30", "--long", "20"])
+    err = capsys.readouterr().err
+    assert refused == 2 and "long: 20 words must be above short (30)" in err
+    assert "Traceback" not in err
 
 
 def test_the_command_line_lists_the_plugin_only_when_it_is_installed(plugin_site):

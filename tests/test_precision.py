@@ -1,8 +1,6 @@
 """int8 for forward-only batch work: what is quantised, how close its answers stay to fp32 on real data (the
 bounds measured in benchmarks/README.md, int8), and that gradients never run on int8 weights."""
 import json
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -262,7 +260,7 @@ def test_the_real_timing_is_taken_once_and_decides_by_its_margin(offline_pair, c
     t = pair.precision_asked["timing"]
     assert t["fp32_s"] > 0 and t["int8_s"] > 0
     assert (pair.precision == "int8") == tuning.wins(t["int8_s"], t["fp32_s"], precision.MARGIN)
-    kept = json.loads((Path(os.environ["ALBERT_LENS_CACHE"]) / "precision-int8.json").read_text())
+    kept = json.loads((tuning._cache() / "precision-int8.json").read_text())
     assert len([k for k in kept if k.startswith(tuning.machine_key())]) == 2  # one entry a model
     chooses.setattr(precision, "forward_run", lambda *a, **k: (_ for _ in ()).throw(AssertionError("timed again")))
     assert offline_pair.with_precision("int8").precision_asked == pair.precision_asked

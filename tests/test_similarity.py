@@ -56,6 +56,28 @@ def test_hsic1_is_the_formula():
         hsic1(k[:3, :3], lm[:3, :3])
 
 
+def test_the_hsic_table_is_the_formula_cell_by_cell():
+    """Every pair of layers' HSIC at once (matrix products over the stacks) against the trace formula, pair by pair."""
+    from app.core.techniques.similarity import hsic_table
+
+    rng = np.random.default_rng(2)
+    n = 12
+    gx = np.stack([x @ x.T for x in rng.normal(size=(3, n, 5))])
+    gy = np.stack([y @ y.T for y in rng.normal(size=(4, n, 7))])
+    kept = gx.copy()
+    ones = np.ones(n)
+
+    def ref(k, lm):
+        kt, lt = k - np.diag(np.diag(k)), lm - np.diag(np.diag(lm))
+        return (np.trace(kt @ lt) + (ones @ kt @ ones) * (ones @ lt @ ones) / ((n - 1) * (n - 2))
+                - 2 / (n - 2) * ones @ kt @ lt @ ones) / (n * (n - 3))
+
+    table = hsic_table(gx, gy)
+    assert table.shape == (3, 4)
+    np.testing.assert_allclose(table, [[ref(k, lm) for lm in gy] for k in gx], rtol=1e-10)
+    np.testing.assert_array_equal(gx, kept)  # the diagonals it zeroes are its own copy's
+
+
 def test_minibatch_estimate_agrees_with_the_full_batch_formula_within_its_interval(offline_pair):
     """On 384 SST-2 dev sentences, both offline models' top and middle layers: the minibatch CKA lies close to
     the full-batch unbiased value, which lies inside the minibatch bootstrap interval."""

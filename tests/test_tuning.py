@@ -14,6 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 AVX2 = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
+@pytest.fixture(autouse=True)
+def _timing_in_the_cache(monkeypatch):
+    """These tests give each machine its own cache (ALBERT_LENS_CACHE) and read its timing there: the suite's
+    shared folder of timing decisions (ALBERT_LENS_TIMING, tests/conftest.py) left out."""
+    monkeypatch.delenv("ALBERT_LENS_TIMING", raising=False)
+
+
 def _python(code: str, env: dict, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, **kw)
@@ -154,3 +161,20 @@ def test_a_lock_held_by_a_live_process_is_waited_for_a_bounded_time_and_said(tmp
     assert "waiting up to 0 s for another process's timing of held" in said[0], said
     assert "still holds" in said[1] and "timing here instead" in said[1], said
     assert json.loads((tmp_path / "held.json").read_text())  # still kept for the next process
+
+
+def test_caches_that_share_a_timing_folder_time_once(tmp_path, monkeypatch):
+    """ALBERT_LENS_TIMING names where the decisions are kept: two caches on one machine take one timing; a timing
+    folder that can't be made (a file there) times each time and keeps nothing, as a read-only cache does."""
+    monkeypatch.setenv("ALBERT_LENS_TIMING", str(tmp_path / "timing"))
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "one"))
+    assert tuning.decided("shared", "k", lambda: {"v": 1}, lambda h: "v" in h) == ({"v": 1}, False)
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "two"))
+    assert tuning.decided("shared", "k", lambda: {"v": 2}, lambda h: "v" in h) == ({"v": 1}, True)
+    assert (tmp_path / "timing" / "shared.json").is_file() and not (tmp_path / "two" / "shared.json").exists()
+    monkeypatch.delenv("ALBERT_LENS_TIMING")
+    assert tuning.decided("shared", "k", lambda: {"v": 3}, lambda h: "v" in h) == ({"v": 3}, False)  # its own
+    (tmp_path / "a file").write_text("")
+    monkeypatch.setenv("ALBERT_LENS_TIMING", str(tmp_path / "a file" / "timing"))
+    for v in (4, 5):
+        assert tuning.decided("shared", "k", lambda v=v: {"v": v}, lambda h: "v" in h) == ({"v": v}, False)

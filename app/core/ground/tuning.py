@@ -4,8 +4,8 @@ A speed option (a precision, a kernel) helps on one CPU and hurts on the next: b
 fp32 where the CPU has AMX and about 6x slower where it has only AVX2 (benchmarks/README.md, CPUs). So an option
 is taken only after the model's own forward pass has been timed both ways here, alternated, and only with a margin
 (`MARGIN`); the answer is kept per machine key (`machine`: the CPU's model, the instruction sets PyTorch, oneDNN and
-MKL are allowed, PyTorch's version and thread count) and per model architecture, in the cache folder, under a file
-lock: two processes started together measure once and choose the same.
+MKL are allowed, PyTorch's version and thread count) and per model architecture, in the cache folder (or the one
+ALBERT_LENS_TIMING names), under a file lock: two processes started together measure once and choose the same.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import torch
 
@@ -45,9 +46,18 @@ def machine_key() -> str:
 
 
 def _cache():
+    """Where the decisions are kept: the folder ALBERT_LENS_TIMING names, else the cache folder. They hold for a
+    machine (`machine_key`), not for a cache: several caches on one machine (a project's own, each of a test
+    suite's) can share one folder of them and time once."""
     from ..ground.runtime import cache_dir
 
-    return cache_dir()
+    named = os.environ.get("ALBERT_LENS_TIMING", "").strip()
+    if not named:
+        return cache_dir()
+    path = Path(named)
+    with contextlib.suppress(OSError):  # not made: `decided` finds nothing kept and times, as a read-only cache does
+        path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 LOCK_WAIT_S = 120.0  # how long a process waits for another's timing before it times for itself
