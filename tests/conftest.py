@@ -76,6 +76,9 @@ os.environ.setdefault("RAY_worker_niceness", "0")
 # The app's worker processes likewise (nice 10 by default): beside the other busy test worker the app-with-workers
 # test took 65 s against 17 s alone. The priority itself is tested with a pool that asks for it (test_workers.py).
 os.environ.setdefault("ALBERT_LENS_WORKER_NICE", "0")
+# The servers tests start live seconds: their warm-ups (UMAP's kernels, WordNet, ~6 CPU s a process) are left to
+# a first use that mostly never comes. The warm-ups themselves are tested (test_ui.py, test_projection.py).
+os.environ.setdefault("ALBERT_LENS_WARM_UP", "0")
 
 SENTENCES = [
     "it 's a charming and often affecting journey .",

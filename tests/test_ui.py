@@ -274,8 +274,14 @@ def test_app_launch_warms_umap_wordnet_and_the_meaning_encoder_even_if_one_fails
     monkeypatch.setattr(projection, "warm_up", broken)
     monkeypatch.setattr(counterfactuals, "warm_up", lambda: called.append("wordnet"))
     monkeypatch.setattr(meaning, "embed", lambda texts: called.append("encoder"))
+    monkeypatch.delenv("ALBERT_LENS_WARM_UP", raising=False)  # the suite's servers skip them (conftest.py)
     _warm_up().join(timeout=10)
     assert called == ["umap", "wordnet", "encoder"]
+    # the operator's switch: none of them, in the app's thread and in each worker's set-up (`api.warm_ups`)
+    called.clear()
+    monkeypatch.setenv("ALBERT_LENS_WARM_UP", "0")
+    _warm_up().join(timeout=10)
+    assert called == []
 
 
 def test_attack_api_takes_named_arguments(client):

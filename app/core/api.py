@@ -275,7 +275,10 @@ def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
 def warm_ups() -> tuple:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
     WordNet, then the sentence encoder that checks a swap's meaning), which a server pays while it starts
-    instead of its first visitor."""
+    instead of its first visitor: ~6 CPU s a process. ALBERT_LENS_WARM_UP=0 leaves them to the first use, for
+    servers that live a short while (a smoke test, a test suite's)."""
+    if os.environ.get("ALBERT_LENS_WARM_UP", "").strip() == "0":
+        return ()
     from .techniques import meaning
 
     return (projection.warm_up, cf.warm_up, meaning.warm_up)
