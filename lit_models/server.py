@@ -515,9 +515,16 @@ class ThreadedServer:
     def stop(self) -> None:
         if self._server is None:
             return
-        self._close()
-        if self._thread is not None:
-            self._thread.join(timeout=30)
+        thread = self._thread
+        if thread is not None and thread.is_alive():
+            # closed inside the event loop (its trigger runs the call there): closed from this thread while the
+            # loop sat in select(), its sockets failed it with EBADF, a traceback from the server's thread
+            self._server.trigger.pull_trigger(self._close)
+            thread.join(timeout=30)
+        if thread is None or thread.is_alive():  # no loop running, or one that did not answer: closed from here
+            self._close()
+            if thread is not None:
+                thread.join(timeout=30)
         self._server = self._thread = None
 
 
