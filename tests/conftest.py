@@ -137,6 +137,23 @@ def stop_lit(server) -> None:
         stopping.join(0.2)
 
 
+@pytest.fixture
+def checkout(tmp_path, monkeypatch):
+    """A working directory laid out like a checkout: `../shared/data` beside it, outputs written inside it."""
+    (tmp_path / "shared").symlink_to(shared().parent)
+    work = tmp_path / "albert-lens"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
+    yield work
+    # a command with `--engine ray` started a local Ray instance, which a user's process ends on exit: here it
+    # would stay for the rest of this worker's tests, its daemons taking CPU, and answer test_engine's ray.init
+    import sys
+
+    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
+        sys.modules["ray"].shutdown()
+
+
 def shared(*parts: str) -> Path:
     path = SHARED.joinpath(*parts)
     if not path.exists():

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import shared
-
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SERVERS = ("app", "lit")
@@ -47,24 +45,17 @@ def test_the_pages_have_commands_and_every_page_starts_with_an_example():
         assert len(text[:text.index("```")].splitlines()) <= 8, f"{page.name}: its example should come first"
 
 
-@pytest.fixture
-def checkout(tmp_path, monkeypatch):
-    """A working directory laid out like a checkout: `../shared/data` beside it, outputs written inside it."""
-    (tmp_path / "shared").symlink_to(shared().parent)
-    work = tmp_path / "albert-lens"
-    work.mkdir()
-    monkeypatch.chdir(work)
-    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
-    yield work
-    # a command with `--engine ray` started a local Ray instance, which a user's process ends on exit: here it
-    # would stay for the rest of this worker's tests, its daemons taking CPU, and answer test_engine's ray.init
-    import sys
-
-    if "ray" in sys.modules and sys.modules["ray"].is_initialized():
-        sys.modules["ray"].shutdown()
+# a command another test runs as written and reads every output of, instead of running it twice
+RUN_ELSEWHERE = {"report": "tests/test_report.py::test_report_has_every_table_and_figure_and_reuses_its_cache"}
 
 
-@pytest.mark.parametrize("args", [c for c in ALL if c[0] not in SERVERS], ids=lambda c: " ".join(c)[:80])
+def test_the_commands_run_elsewhere_are_on_the_pages_once():
+    for name in RUN_ELSEWHERE:
+        assert len([c for c in ALL if c[0] == name]) == 1, name
+
+
+@pytest.mark.parametrize("args", [c for c in ALL if c[0] not in SERVERS and c[0] not in RUN_ELSEWHERE],
+                         ids=lambda c: " ".join(c)[:80])
 def test_every_command_runs_as_written(args, checkout, capsys, monkeypatch):
     import logging
 

@@ -3,14 +3,27 @@ import json
 from .conftest import shared
 
 
-def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tmp_path):
+def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, checkout, capsys, monkeypatch):
+    """The README's and docs/cli.md's `report` command, as written (test_docs.py leaves it to this test): every
+    section, table and figure; then a second run with one more dataset reuses every section of the first."""
+    import logging
+    import re
+
+    from app.cli import build_parser, main
     from app.report import generate
 
-    ds = str(shared("glue", "sst2", "dev.tsv"))
-    suite = str(shared("checklist", "sentiment_suite.json.gz"))
-    res = generate(offline_pair, tmp_path, datasets=[ds], suites=[suite], limit=60, sample=4, attack_n=2,
-                   umap_n=40, saliency_n=4, progress_bar=False)
-    md = (tmp_path / "report.md").read_text()
+    from .test_docs import ALL, RUN_ELSEWHERE
+
+    assert "test_report.py::test_report_has_every_table" in RUN_ELSEWHERE["report"]
+    (args,) = [c for c in ALL if c[0] == "report"]
+    said = build_parser().parse_args(list(args))
+    assert said.suites is None  # the pair's own suite: sentiment's, for the offline pair
+    monkeypatch.setattr(logging.root, "handlers", [])  # the CLI's logging.basicConfig: this command's stderr
+    assert main(list(args)) == 0, capsys.readouterr().err[-2000:]
+    first = re.search(r"\((\d+) of (\d+) sections reused from the cache\)", capsys.readouterr().out)
+    assert first and first.group(1) == "0"
+    out, n, umap_n = checkout / said.out, said.limit, said.umap_n
+    md = (out / "report.md").read_text()
     for heading in ("Benchmark: dev.tsv", "Where they differ: dev.tsv", "CheckList: sentiment_suite.json.gz",
                     "Attack: deepwordbug", "Attack: textfooler-offline", "UMAP",
                     "Inside: layer similarity and attention", "Saliency: integrated gradients", "Parameters and speed"):
@@ -18,33 +31,36 @@ def test_report_has_every_table_and_figure_and_reuses_its_cache(offline_pair, tm
     inside = md.split("## Inside: layer similarity and attention")[1].split("## ")[0]
     # seven layers each (embeddings + 6): every layer of the first model gets its best match but the constant
     # [CLS] input embedding, and every layer of both models its attention row
-    assert inside.count("→") == 6 and "[CLS] vectors of 40 examples" in inside
+    assert inside.count("→") == 6 and f"[CLS] vectors of {umap_n} examples" in inside
     assert sum(line.startswith("| ") for line in inside.splitlines()) == 1 + 12  # its header and 6 + 6 layers
     sal = md.split("## Saliency: integrated gradients")[1].split("## ")[0]
     assert "| BERT | " in sal and "(paired permutation" in sal and "Rank agreement" in sal
     for fig in ("umap.png", "checklist_sentiment.png", "layer_transitions.png", "benchmark.png", "saliency.png",
                 "similarity.png", "attention_stats.png"):
-        assert (tmp_path / fig).stat().st_size > 5000
+        assert (out / fig).stat().st_size > 5000
         assert f"]({fig})" in md
-    # the benchmark says whether the gap between the models is more than chance (60 sentences: the paired test)
+    # the benchmark says whether the gap between the models is more than chance (the paired test)
     bench = md.split("## Benchmark: dev.tsv")[1].split("## ")[0]
-    assert "accuracy: " in bench and "(McNemar, exact)" in bench and "on these 60 examples." in bench
+    assert "accuracy: " in bench and "(McNemar, exact)" in bench and f"on these {n} examples." in bench
     assert "Right: both " in bench
-    # where they differ: the slice table of the same 60 sentences, and its figure
+    # where they differ: the slice table of the same sentences, and its figure
     diff = md.split("## Where they differ: dev.tsv")[1].split("## ")[0]
-    assert "60 labelled examples" in diff and "candidate slices" in diff and "| gold label: " in diff
-    assert any(f.name.startswith("slices_") and f.stat().st_size > 5000 for f in tmp_path.glob("*.png"))
-    html = (tmp_path / "report.html").read_text()
+    assert f"{n} labelled examples" in diff and "candidate slices" in diff and "| gold label: " in diff
+    assert any(f.name.startswith("slices_") and f.stat().st_size > 5000 for f in out.glob("*.png"))
+    html = (out / "report.html").read_text()
     assert "<table>" in html and "<img" in html
-    assert res["reused"] == []
-    # a second run with one more dataset reuses every earlier section
-    res2 = generate(offline_pair, tmp_path, datasets=[ds, str(shared("imdb", "test_1000.tsv"))], suites=[suite],
-                    limit=60, sample=4, attack_n=2, umap_n=40, saliency_n=4, progress_bar=False)
-    assert set(res["sections"]) <= set(res2["reused"])
-    assert len(res2["sections"]) == len(res["sections"]) + 2  # its benchmark and its slices
-    assert "## Benchmark: test_1000.tsv" in (tmp_path / "report.md").read_text()
-    cached = list((tmp_path / "cache").glob("*.json"))
-    assert all(json.loads(p.read_text()) for p in cached)
+    cached = {p.stem for p in (out / "cache").glob("*.json")}
+    assert len(cached) == int(first.group(2))  # every section computed and kept
+    # a second run with one more dataset (60 rows of SST-2 train, enough for its slices) reuses every earlier section
+    more = checkout / "more.tsv"
+    more.write_text("".join(shared("glue", "sst2", "train.tsv").read_text().splitlines(keepends=True)[:61]))
+    res2 = generate(offline_pair, out, datasets=[*said.datasets, str(more)], suites=None, limit=n, sample=said.sample,
+                    attack_n=said.attack_n, umap_n=umap_n, saliency_n=said.saliency_n, progress_bar=False)
+    assert cached <= set(res2["reused"])
+    assert len(res2["sections"]) == len(cached) + 2  # its benchmark and its slices
+    assert "## Benchmark: more.tsv" in (out / "report.md").read_text()
+    assert "60 labelled examples" in (out / "report.md").read_text().split("## Where they differ: more.tsv")[1]
+    assert all(json.loads(p.read_text()) for p in (out / "cache").glob("*.json"))
 
 
 def test_a_section_failing_on_its_input_is_written_not_fatal_and_retried(tiny_dirs, tmp_path, capsys):
