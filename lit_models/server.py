@@ -519,7 +519,8 @@ class ThreadedServer:
         if thread is not None and thread.is_alive():
             # closed inside the event loop (its trigger runs the call there): closed from this thread while the
             # loop sat in select(), its sockets failed it with EBADF, a traceback from the server's thread
-            self._server.trigger.pull_trigger(self._close)
+            with contextlib.suppress(OSError):  # its trigger closed already: the loop is closing, waited for below
+                self._server.trigger.pull_trigger(self._close)
             thread.join(timeout=30)
         if thread is None or thread.is_alive():  # no loop running, or one that did not answer: closed from here
             self._close()
