@@ -277,11 +277,13 @@ def test_app_launch_warms_umap_wordnet_and_the_meaning_encoder_even_if_one_fails
     monkeypatch.delenv("ALBERT_LENS_WARM_UP", raising=False)  # the suite's servers skip them (conftest.py)
     _warm_up().join(timeout=10)
     assert called == ["umap", "wordnet", "encoder"]
-    # the operator's switch: none of them, in the app's thread and in each worker's set-up (`api.warm_ups`)
-    called.clear()
-    monkeypatch.setenv("ALBERT_LENS_WARM_UP", "0")
-    _warm_up().join(timeout=10)
-    assert called == []
+    # the operator's switch, read as every on/off setting is: off, none of them, in the app's thread and in each
+    # worker's set-up (`api.warm_ups`)
+    for value, want in (("0", []), ("off", []), ("1", ["umap", "wordnet", "encoder"])):
+        called.clear()
+        monkeypatch.setenv("ALBERT_LENS_WARM_UP", value)
+        _warm_up().join(timeout=10)
+        assert called == want, value
 
 
 def test_attack_api_takes_named_arguments(client):

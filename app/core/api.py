@@ -88,7 +88,7 @@ from .ground.policy import (  # noqa: F401
     readable,
 )
 from .ground.policy import number as bounded_number  # noqa: F401 - LIT's settings
-from .ground.runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir  # noqa: F401
+from .ground.runtime import ASSETS_DIR, SHARED_DATA, bounded_log_lines, cache_dir, env_flag  # noqa: F401
 from .ground.saved import visitor_key  # noqa: F401 - a hosted visitor's saved sets
 from .ground.significance import compare_accuracy, compare_correlation  # noqa: F401
 from .models.loading import Classifier, get_classifier  # noqa: F401
@@ -275,9 +275,9 @@ def _worker_setup(pair: Pair, readable_roots: list[str]) -> None:
 def warm_ups() -> tuple:
     """One-off costs of a process's first projection (UMAP's compilation) and first WordNet swap (loading
     WordNet, then the sentence encoder that checks a swap's meaning), which a server pays while it starts
-    instead of its first visitor: ~6 CPU s a process. ALBERT_LENS_WARM_UP=0 leaves them to the first use, for
-    servers that live a short while (a smoke test, a test suite's)."""
-    if os.environ.get("ALBERT_LENS_WARM_UP", "").strip() == "0":
+    instead of its first visitor: ~6 CPU s a process. ALBERT_LENS_WARM_UP=0 (or another off word) leaves them to
+    the first use, for servers that live a short while (a smoke test, a test suite's); unset, they run."""
+    if os.environ.get("ALBERT_LENS_WARM_UP", "").strip() and not env_flag("ALBERT_LENS_WARM_UP"):
         return ()
     from .techniques import meaning
 

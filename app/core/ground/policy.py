@@ -15,11 +15,7 @@ import re
 from pathlib import Path
 
 from .errors import InputError
-from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir
-
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
+from .runtime import ASSETS_DIR, SHARED_DATA, cache_dir, env_flag
 
 
 def _env_number(name: str, default: float, kind=int):
@@ -40,7 +36,7 @@ OPERATOR_CAP = 2**62  # what the operator asks for on the command line is valida
 
 def limits() -> dict:
     """This server's caps; hosted mode (ALBERT_LENS_HOSTED=1) caps what one request may cost."""
-    hosted = _flag("ALBERT_LENS_HOSTED")
+    hosted = env_flag("ALBERT_LENS_HOSTED")
     return {
         "hosted": hosted,
         "max_chars": _env_number("ALBERT_LENS_MAX_CHARS", 2000 if hosted else 100_000),
@@ -73,7 +69,7 @@ def limits() -> dict:
         "lit_connections": _env_number("ALBERT_LENS_LIT_CONNECTIONS", 512 if hosted else 1024),
         "lit_idle_seconds": _env_number("ALBERT_LENS_LIT_IDLE_SECONDS", 30 if hosted else 120),
         # explanations and batch jobs in child processes at a lower CPU priority (app/core/execution/workers.py)
-        "worker_processes": _flag("ALBERT_LENS_WORKERS") if os.environ.get("ALBERT_LENS_WORKERS", "").strip()
+        "worker_processes": env_flag("ALBERT_LENS_WORKERS") if os.environ.get("ALBERT_LENS_WORKERS", "").strip()
         else hosted,
         # the app's /predict: slots one client (address) may hold, and requests it may keep waiting beside them
         # (app/core/execution/shares.py); locally the one user may use them all
@@ -115,7 +111,7 @@ def _proxies() -> int | tuple:
 
 
 def hosted() -> bool:
-    return _flag("ALBERT_LENS_HOSTED")
+    return env_flag("ALBERT_LENS_HOSTED")
 
 
 def _as_number(field: str, value, what: str) -> float:

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from .errors import InputError
-from .runtime import _env_flag
+from .runtime import env_flag
 
 PRECISIONS = ("fp32", "int8", "bf16", "fp16")
 HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -165,7 +165,7 @@ def forced(flag: bool | None = None) -> bool:
     ALBERT_LENS_FORCE_PRECISION=1 (or the older ALBERT_LENS_INT8=always)."""
     if flag is not None:
         return bool(flag)
-    return _env_flag(FORCE_ENV) or os.environ.get("ALBERT_LENS_INT8", "").strip().lower() == "always"
+    return env_flag(FORCE_ENV) or os.environ.get("ALBERT_LENS_INT8", "").strip().lower() == "always"
 
 
 # The product-heavy operators that CPU autocast runs in bf16 (PyTorch's lower-precision list, those a transformer

@@ -40,7 +40,8 @@ def cache_dir() -> Path:
     return path
 
 
-def _env_flag(name: str) -> bool:
+def env_flag(name: str) -> bool:
+    """An on/off setting: on for 1, true, yes or on (any case); off for anything else, or unset."""
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
 
 
@@ -51,9 +52,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     DNS lookups ignore socket timeouts, so the probe runs in a daemon thread that we stop waiting for.
     HF_HUB_OFFLINE=1 short-circuits to False; ALBERT_LENS_ASSUME_ONLINE=1 skips the probe.
     """
-    if _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE"):
+    if env_flag("HF_HUB_OFFLINE") or env_flag("TRANSFORMERS_OFFLINE"):
         return False
-    if _env_flag("ALBERT_LENS_ASSUME_ONLINE"):
+    if env_flag("ALBERT_LENS_ASSUME_ONLINE"):
         return True
     result: list[bool] = []
 

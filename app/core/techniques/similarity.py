@@ -62,7 +62,9 @@ def hsic_table(gx: np.ndarray, gy: np.ndarray) -> np.ndarray:
     """`hsic1` of every pair of Gram matrices, (layers X, n, n) × (layers Y, n, n) -> (layers X, layers Y), as
     matrix products over the stacks: a run of few minibatches takes hundreds of half-samples, each a table of
     layers², and one call per cell (`hsic1`) spent most of a CKA's time in Python."""
-    return _hsic_table(_off_diagonal(gx), _off_diagonal(gy))
+    # copies: the caller's matrices keep their diagonals
+    k, lm = (_zero_diagonal(np.array(g, dtype=np.float64)) for g in (gx, gy))
+    return _hsic_table(k, lm)
 
 
 def _hsic_table(k: np.ndarray, lm: np.ndarray) -> np.ndarray:
@@ -76,11 +78,11 @@ def _hsic_table(k: np.ndarray, lm: np.ndarray) -> np.ndarray:
     return term / (n * (n - 3))
 
 
-def _off_diagonal(g: np.ndarray) -> np.ndarray:
-    out = np.array(g, dtype=np.float64)  # a copy: the caller's matrices keep their diagonal
-    idx = np.arange(out.shape[-1])
-    out[:, idx, idx] = 0.0
-    return out
+def _zero_diagonal(g: np.ndarray) -> np.ndarray:
+    """`g`, a stack of square matrices, with each diagonal set to zero in place."""
+    idx = np.arange(g.shape[-1])
+    g[:, idx, idx] = 0.0
+    return g
 
 
 class MinibatchCKA:
@@ -183,8 +185,8 @@ def minibatch_stats(a: np.ndarray, b: np.ndarray, halves: int = 0, seed: int = 0
         raise InputError("minibatch: both models must see the same examples")
     # each Gram matrix once, its diagonal zeroed once (a half-sample's matrices are principal submatrices: theirs
     # stay zero)
-    ga = _off_diagonal(np.stack([gram(layer) for layer in a]))
-    gb = _off_diagonal(np.stack([gram(layer) for layer in b]))
+    ga = _zero_diagonal(np.stack([gram(layer) for layer in a]))
+    gb = _zero_diagonal(np.stack([gram(layer) for layer in b]))
 
     def table(gx, gy):
         return _hsic_table(gx, gy).tolist()
