@@ -135,11 +135,25 @@ def test_the_lit_wrappers_validate_at_base_size(base_pair):
 def test_the_core_layers_give_the_stock_models_gradients(base_pair):
     """An IG round on the core's path (oneDNN products where chosen, fused `gelu_new`, [CLS]-only last layer)
     against the model's own forward on transformers' stock layers: the same probabilities and gradients."""
-    from app.core.execution import cls_path
     from app.core.ground import kernels
 
     albert = base_pair.models[1]
-    assert albert.model.config.hidden_act == "gelu_new" and len(kernels.fused(albert.model)) == 1
+    assert albert.model.config.hidden_act == "gelu_new"
+    # the kernels are timed at load (`kernels.tune`): on a CPU where transformers' own GELU won, the fused one,
+    # which this test checks, is put in for it and taken out after
+    swapped = kernels.fuse_activations(albert.model)
+    try:
+        assert len(kernels.fused(albert.model)) == 1
+        _same_probabilities_and_gradients(base_pair)
+    finally:
+        for m in kernels.fused(albert.model) if swapped else ():  # as the timing left it
+            m.__class__ = kernels._new_gelu_class()
+
+
+def _same_probabilities_and_gradients(base_pair) -> None:
+    from app.core.execution import cls_path
+    from app.core.ground import kernels
+
     for clf in base_pair.models:
         enc = clf.tokenizer([SENTENCE], return_tensors="pt")
         states = cls_path._embedding_output(clf, enc).detach()

@@ -150,6 +150,40 @@ def test_head_from_the_config_alone_answers_as_the_loaded_model(tiny_dirs, tmp_p
         read_head(spec(tiny_dirs["bert"], "snli"))
 
 
+def test_kept_heads_and_models_follow_where_the_source_sits_now(tiny_dirs, tmp_path, monkeypatch):
+    """A process keeps heads and models by where their source sits now: a local model retrained in place is read
+    and loaded again, and an offline model is read where the cache folder now builds it. A head kept from before
+    answered with the old place while the model loaded from the new one, so a report's second run in one process
+    keyed its sections otherwise and reused none of them."""
+    from safetensors.torch import load_file, save_file
+
+    from app.core.models.loading import get_head
+    from app.core.models.registry import get_pair
+
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["bert"], d)
+    user = spec(d)
+    before = get_head(user)
+    clf = get_classifier(user)
+    assert clf.identity == before.identity and get_head(user) is clf
+    enc = clf.tokenizer(["a fine film"], return_tensors="pt")
+    old = clf.model(**enc).logits
+    state = load_file(str(d / "model.safetensors"))
+    state["classifier.bias"] = state["classifier.bias"] + torch.tensor([5.0, -5.0])
+    save_file(state, str(d / "model.safetensors"), metadata={"format": "pt"})  # retrained in place
+    after = get_head(user)
+    assert after.identity != before.identity
+    again = get_classifier(user)
+    assert again is not clf and again.identity == after.identity
+    torch.testing.assert_close(again.model(**enc).logits, old + torch.tensor([5.0, -5.0]))
+
+    offline = get_pair("offline").models[0]
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "a"))
+    assert Path(get_head(offline).path).is_relative_to(tmp_path / "a")
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "b"))
+    assert Path(get_head(offline).path).is_relative_to(tmp_path / "b")
+
+
 def test_a_tokenizer_from_another_family_drops_inputs_the_model_has_no_argument_for(tiny_dirs, tmp_path):
     """A DistilBERT saved with BERT's tokenizer: segment ids would be a TypeError in every forward pass."""
     d = _tiny_family("distilbert", tmp_path / "distil", tiny_dirs["bert"], own_inputs=False)

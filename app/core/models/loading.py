@@ -25,7 +25,7 @@ from ..ground import kernels
 from ..ground.compat import quiet_weight_loading
 from ..ground.errors import ModelLoadError
 from ..ground.precision import architecture_key, check_on, quantize_int8, to_half, work_batches
-from ..ground.runtime import hub_reachable
+from ..ground.runtime import cache_dir, hub_reachable
 from . import offline
 from .registry import TASKS, ModelSpec, Task, with_task
 
@@ -471,9 +471,23 @@ def max_cached_models() -> int:
 
 
 def _cache_key(spec: ModelSpec) -> tuple:
-    """What makes two specs the same loaded model (the family is a guess until the config is read, so not it)."""
-    return spec.source, spec.task, spec.labels, spec.name, spec.untrained_head_ok, spec.precision, spec.device, \
-        spec.emulated
+    """What makes two specs the same loaded model (the family is a guess until the config is read, so not it),
+    with where its source sits now (`_where`)."""
+    return spec.source, _where(spec), spec.task, spec.labels, spec.name, spec.untrained_head_ok, spec.precision, \
+        spec.device, spec.emulated
+
+
+def _where(spec: ModelSpec) -> tuple:
+    """Where the source resolves now, by a few stats: the cache folder an offline model is built in, a local
+    folder's weight files (`read_weights_stamp`). A process whose cache folder changed, or whose local model was
+    retrained in place, loads it again: a head kept from before answered with the old place while the model
+    loaded from the new one, and a report's second run in one process keyed its sections otherwise (reused none)."""
+    if spec.source.startswith("offline:"):
+        return (str(cache_dir()),)
+    path = Path(spec.source).expanduser()
+    if path.is_dir():
+        return str(path.resolve()), *(tuple(s) for s in read_weights_stamp(str(path)))
+    return ()
 
 
 def get_classifier(spec: ModelSpec) -> Classifier:
