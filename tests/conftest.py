@@ -33,6 +33,7 @@ if "ALBERT_LENS_CACHE" not in os.environ:
 # documented command, the reports, the trainings) still reads the run's, instead of timing the same models again
 # (~100 CPU s a run). The tests of the timing itself set their own (test_tuning.py, test_kernels.py).
 os.environ.setdefault("ALBERT_LENS_TIMING", os.environ["ALBERT_LENS_CACHE"])
+RUN_CACHE = os.environ["ALBERT_LENS_CACHE"]
 # The hub pinned off, whatever machine runs the suite: an online laptop or CI runner must neither download
 # base-size models nor find them in its own Hugging Face cache (the default pair would change). Tests of online
 # behaviour simulate it explicitly (tests/test_runtime.py).
@@ -144,6 +145,12 @@ def checkout(tmp_path, monkeypatch):
     work = tmp_path / "albert-lens"
     work.mkdir()
     monkeypatch.chdir(work)
+    # a cache of its own (embeddings, reports), but the offline pair built in the run's: one build and one load of
+    # it for every command (`loading._where`: a model is kept by the folder it is built in, links followed)
+    built = Path(RUN_CACHE) / "offline"
+    built.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "offline").symlink_to(built)
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "cache"))
     yield work
     # a command with `--engine ray` started a local Ray instance, which a user's process ends on exit: here it

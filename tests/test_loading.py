@@ -152,9 +152,9 @@ def test_head_from_the_config_alone_answers_as_the_loaded_model(tiny_dirs, tmp_p
 
 def test_kept_heads_and_models_follow_where_the_source_sits_now(tiny_dirs, tmp_path, monkeypatch):
     """A process keeps heads and models by where their source sits now: a local model retrained in place is read
-    and loaded again, and an offline model is read where the cache folder now builds it. A head kept from before
-    answered with the old place while the model loaded from the new one, so a report's second run in one process
-    keyed its sections otherwise and reused none of them."""
+    and loaded again, and an offline model is read where the cache folder now builds it (one model where a cache's
+    built folder links to another's). A head kept from before answered with the old place while the model loaded
+    from the new one, so a report's second run in one process keyed its sections otherwise and reused none."""
     from safetensors.torch import load_file, save_file
 
     from app.core.models.loading import get_head
@@ -181,7 +181,12 @@ def test_kept_heads_and_models_follow_where_the_source_sits_now(tiny_dirs, tmp_p
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "a"))
     assert Path(get_head(offline).path).is_relative_to(tmp_path / "a")
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "b"))
-    assert Path(get_head(offline).path).is_relative_to(tmp_path / "b")
+    in_b = get_head(offline)
+    assert Path(in_b.path).is_relative_to(tmp_path / "b")
+    (tmp_path / "c").mkdir()  # a cache whose built models are another's (the suite's `checkout` fixture)
+    (tmp_path / "c" / "offline").symlink_to(tmp_path / "b" / "offline")
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "c"))
+    assert get_head(offline) is in_b
 
 
 def test_a_tokenizer_from_another_family_drops_inputs_the_model_has_no_argument_for(tiny_dirs, tmp_path):

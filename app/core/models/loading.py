@@ -337,7 +337,8 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
     source = spec.source
     if source.startswith("offline:"):
         try:
-            return offline.materialise(source.split(":", 1)[1]), "offline assets (assets/offline)"
+            # the folder by its real name: a cache whose `offline` folder links to another's holds one model
+            return offline.materialise(source.split(":", 1)[1]).resolve(), "offline assets (assets/offline)"
         except offline.OfflineAssetsMissing as exc:
             raise ModelLoadError(f"model {source!r}: {exc}") from exc
     if Path(source).expanduser().exists():
@@ -478,12 +479,12 @@ def _cache_key(spec: ModelSpec) -> tuple:
 
 
 def _where(spec: ModelSpec) -> tuple:
-    """Where the source resolves now, by a few stats: the cache folder an offline model is built in, a local
+    """Where the source resolves now, by a few stats: the folder an offline model is built in, a local
     folder's weight files (`read_weights_stamp`). A process whose cache folder changed, or whose local model was
     retrained in place, loads it again: a head kept from before answered with the old place while the model
     loaded from the new one, and a report's second run in one process keyed its sections otherwise (reused none)."""
     if spec.source.startswith("offline:"):
-        return (str(cache_dir()),)
+        return (str((cache_dir() / "offline").resolve()),)  # as `_locate` names it: followed through links
     path = Path(spec.source).expanduser()
     if path.is_dir():
         return str(path.resolve()), *(tuple(s) for s in read_weights_stamp(str(path)))
