@@ -456,3 +456,55 @@ def test_every_tab_reads_one_example_and_a_pick_has_compare_answer_it(tiny_pair,
     out = run("a fine film", "")
     assert out[0]["models"][0]["model"] == tiny_pair.models[0].name  # Compare's JSON, for the picked text
     assert run("", "") == [{"__type__": "update"}] * 4 == when_given(lambda *a: 1 / 0, 4)("  ")
+
+
+def test_the_app_waits_for_its_own_server_where_gradio_gives_up_after_one_slow_answer(monkeypatch):
+    """Gradio checks that its server answers on localhost before `launch()` returns and gives up after one HEAD
+    of over 3 s: on a busy CPU the app failed to start ("When localhost is not accessible, a shareable link must
+    be created", seen in a test run). The app's launch asks `answers`, which tries again until `READY_S`."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from gradio import networking
+
+    import app.ui as ui
+
+    from .conftest import free_port
+
+    heads = []
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_HEAD(self):  # noqa: N802 - the stdlib's name
+            heads.append(time.monotonic())
+            time.sleep(4 if len(heads) == 1 else 0)  # the first answer takes longer than Gradio waits
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Slow)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/"
+    try:
+        assert not networking.url_ok(url)  # Gradio's own check
+        heads.clear()  # the same slow first answer again
+        assert ui.answers(url, wait_s=20) and heads
+        heads.clear()
+        assert not ui.answers(f"http://127.0.0.1:{free_port()}/", wait_s=1)  # nothing there: no answer
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    asked = []
+    monkeypatch.setattr(ui, "answers", lambda u, wait_s=ui.READY_S: asked.append(u) or True)
+    with gr.Blocks() as demo:
+        gr.Markdown("hello")
+    ui._page_at_launch(demo)
+    _, local, _ = demo.launch(server_name="127.0.0.1", server_port=free_port(), prevent_thread_lock=True,
+                              quiet=True)
+    try:
+        assert asked == [local] and networking.url_ok is not ui.answers  # asked for this launch, then put back
+    finally:
+        demo.close()

@@ -7,6 +7,7 @@ shape its result with `app.core.present.views` (tested without a server, tests/t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import html
 import json
 import logging
@@ -325,9 +326,49 @@ def _page_at_launch(demo: gr.Blocks) -> None:
     def launch_with_page(*args, **kwargs):
         kwargs.setdefault("css", CSS)
         kwargs.setdefault("js", PAGE_JS)
-        return launch(*args, **kwargs)
+        with _patient_readiness():
+            return launch(*args, **kwargs)
 
     demo.launch = launch_with_page
+
+
+READY_S = 30.0  # how long `launch()` waits for its own server to answer on localhost
+
+
+def answers(url: str, wait_s: float = READY_S) -> bool:
+    """Whether the server at `url` answers (as Gradio's own check: a HEAD, any success or redirect), trying until
+    `wait_s` seconds have passed. Gradio's check before `launch()` returns gives up after one HEAD that takes over
+    3 s: on a busy CPU (a shared Space's, a test run's) the app failed to start with "When localhost is not
+    accessible, a shareable link must be created"."""
+    import httpx
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            if httpx.head(url, timeout=max(1.0, left), verify=False).status_code in (200, 301, 302, 303, 307, 308,
+                                                                                      401):
+                return True
+        except (httpx.TransportError, OSError):
+            pass
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.5)
+
+
+@contextlib.contextmanager
+def _patient_readiness():
+    """Gradio's readiness check replaced by `answers` for a launch (Gradio reads it from its `networking` module at
+    the call; a launch that blocks, as the `app` command's, keeps it until it returns)."""
+    from gradio import networking
+
+    theirs = networking.url_ok
+    networking.url_ok = answers
+    try:
+        yield
+    finally:
+        if networking.url_ok is answers and theirs is not answers:
+            networking.url_ok = theirs
 
 
 def banner(pair: api.Pair) -> str:
