@@ -40,7 +40,10 @@ RUN_CACHE = os.environ["ALBERT_LENS_CACHE"]
 os.environ.pop("ALBERT_LENS_ASSUME_ONLINE", None)
 for _flag in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ[_flag] = "1"
-os.environ["HF_HOME"] = _scratch("albert-lens-test-hf-")
+# one per run, as the cache: pytest-xdist's workers end without running atexit hooks, and each one's own folder
+# was left in /tmp (four a run)
+if not Path(os.environ.get("HF_HOME", "")).name.startswith("albert-lens-test-hf-"):
+    os.environ["HF_HOME"] = _scratch("albert-lens-test-hf-")
 # The CPU unless a run asks for another device: the suite's references are CPU figures, and tests of the device
 # plumbing name their device (tests/test_device.py).
 os.environ.setdefault("ALBERT_LENS_DEVICE", "cpu")
