@@ -158,6 +158,7 @@ def test_kept_heads_and_models_follow_where_the_source_sits_now(tiny_dirs, tmp_p
     from safetensors.torch import load_file, save_file
 
     from app.core.models.loading import get_head
+    from app.core.models.offline import OFFLINE_ASSETS
     from app.core.models.registry import get_pair
 
     d = tmp_path / "m"
@@ -187,6 +188,11 @@ def test_kept_heads_and_models_follow_where_the_source_sits_now(tiny_dirs, tmp_p
     (tmp_path / "c" / "offline").symlink_to(tmp_path / "b" / "offline")
     monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "c"))
     assert get_head(offline) is in_b
+    export = spec(OFFLINE_ASSETS / "bert-sst2")  # a folder `train-offline --export` wrote: built in the cache too
+    in_c = get_head(export)
+    assert Path(in_c.path).is_relative_to(tmp_path / "b")  # built through c's link
+    monkeypatch.setenv("ALBERT_LENS_CACHE", str(tmp_path / "a"))
+    assert Path(get_head(export).path).is_relative_to(tmp_path / "a")
 
 
 def test_a_tokenizer_from_another_family_drops_inputs_the_model_has_no_argument_for(tiny_dirs, tmp_path):

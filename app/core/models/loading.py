@@ -351,7 +351,8 @@ def _locate(spec: ModelSpec, config_only: bool = False) -> tuple[Path, str]:
         if offline.is_export(path):
             try:
                 reads = "tokenizer and word embeddings" if offline.frozen_tables(path) else "tokenizer"
-                return offline.materialise_export(path), f"an offline export ({path}, {reads} from the MiniLM)"
+                return (offline.materialise_export(path).resolve(),
+                        f"an offline export ({path}, {reads} from the MiniLM)")
             except Exception as exc:  # noqa: BLE001 - re-raised naming the folder
                 raise ModelLoadError(
                     f"model {source!r}: an offline export that can't be completed ({_short(exc)})"
@@ -483,11 +484,15 @@ def _where(spec: ModelSpec) -> tuple:
     folder's weight files (`read_weights_stamp`). A process whose cache folder changed, or whose local model was
     retrained in place, loads it again: a head kept from before answered with the old place while the model
     loaded from the new one, and a report's second run in one process keyed its sections otherwise (reused none)."""
-    if spec.source.startswith("offline:"):
+    def built() -> tuple[str]:
         return (str((cache_dir() / "offline").resolve()),)  # as `_locate` names it: followed through links
+
+    if spec.source.startswith("offline:"):
+        return built()
     path = Path(spec.source).expanduser()
     if path.is_dir():
-        return str(path.resolve()), *(tuple(s) for s in read_weights_stamp(str(path)))
+        return (str(path.resolve()), *(tuple(s) for s in read_weights_stamp(str(path))),
+                *(built() if offline.is_export(path) else ()))  # an export is built in the cache too
     return ()
 
 
