@@ -195,6 +195,37 @@ def test_kept_heads_and_models_follow_where_the_source_sits_now(tiny_dirs, tmp_p
     assert Path(get_head(export).path).is_relative_to(tmp_path / "a")
 
 
+def test_a_load_draws_no_bar_and_waits_on_no_console_lock(tiny_dirs, tmp_path, capfd):
+    """transformers 5 draws a "Loading weights" bar for every model; the core leaves it out by making none at all:
+    even a disabled tqdm bar takes tqdm's console lock, and a load in a server's thread waited forever where
+    another thread had left that lock held (seen once in a test run, a model loading for /slices)."""
+    import threading
+
+    from tqdm.auto import tqdm
+
+    d = tmp_path / "m"
+    shutil.copytree(tiny_dirs["bert"], d)
+    held, done = threading.Event(), threading.Event()
+
+    def holder():
+        with tqdm.get_lock():
+            held.set()
+            done.wait(300)
+
+    threading.Thread(target=holder, daemon=True).start()
+    assert held.wait(60)
+    loaded = []
+    loader = threading.Thread(target=lambda: loaded.append(load(spec(d))), daemon=True)
+    try:
+        loader.start()
+        loader.join(120)  # a hang guard, not a speed bound: the load takes well under a second
+        assert loaded, "the load waited on tqdm's console lock"
+    finally:
+        done.set()
+        loader.join(120)
+    assert "Loading weights" not in capfd.readouterr().err
+
+
 def test_a_tokenizer_from_another_family_drops_inputs_the_model_has_no_argument_for(tiny_dirs, tmp_path):
     """A DistilBERT saved with BERT's tokenizer: segment ids would be a TypeError in every forward pass."""
     d = _tiny_family("distilbert", tmp_path / "distil", tiny_dirs["bert"], own_inputs=False)

@@ -53,8 +53,11 @@ def quiet_weight_loading() -> None:
         previous = None
 
         def hook(factory, args, kwargs):
-            if kwargs.get("desc") == "Loading weights":
-                kwargs = {**kwargs, "disable": True}
+            if kwargs.get("desc") == "Loading weights" and (args or "iterable" in kwargs):
+                # the bare iterable, no bar at all: even a disabled bar takes tqdm's console lock, and a load in
+                # a server's thread waited forever where another thread had left that lock held (seen in a test
+                # run: a model loading for /slices while the test's thread held it)
+                return args[0] if args else kwargs["iterable"]
             return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
 
         previous = hf_logging.set_tqdm_hook(hook)
