@@ -242,10 +242,13 @@ def test_the_wrapper_finds_what_textattacks_own_wrapper_finds(offline_pair, reci
 
 
 LOGGING_PROBE = """
-import logging, sys, tempfile
+import logging, os, sys, tempfile
 sys.path.insert(0, {root!r})
 from app.core.ground import runtime
+os.environ.pop("ALBERT_LENS_CACHE", None)  # the default cache folder, under XDG's
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp()
 runtime.prepare()
+before = (os.environ.get("HF_HOME"), os.environ["XDG_CACHE_HOME"], runtime.cache_dir())
 path = tempfile.mktemp()
 log_file = logging.FileHandler(path)  # an operator's log file (it closes its stream when closed, as absl's does)
 logging.getLogger().addHandler(log_file)
@@ -253,18 +256,21 @@ if {through_core}:
     from app.core.techniques import attacks
     attacks._textattack()
 else:  # the bare import (through the one shim transformers 5 needs, which leaves logging alone)
-    from app.core.ground.compat import import_textattack
-    import_textattack()
+    from app.core.ground import compat
+    compat._flair_on_transformers_5()
+    import textattack
 closed = log_file.stream is None or log_file.stream.closed
 print(closed, log_file in logging.getLogger().handlers,
       logging.getLogger("textattack.shared.utils.install").level,
-      bool(logging.getLogger("flair").handlers))
+      bool(logging.getLogger("flair").handlers),
+      before == (os.environ.get("HF_HOME"), os.environ["XDG_CACHE_HOME"], runtime.cache_dir()))
 """
 
 def test_importing_textattack_leaves_the_processs_logging_alone():
     """TextAttack's and flair's imports configure logging with dictConfig, which closes every handler the process
-    had (under pytest-xdist: the worker's capture file, failing every later test). Through the core their loggers
-    are set and the process's handlers are left as they were; the bare import, the control, closes them."""
+    had (under pytest-xdist: the worker's capture file, failing every later test), and TextAttack's sets the
+    process's cache folders to its own. Through the core their loggers are set and the process's handlers and
+    cache settings are left as they were; the bare import, the control, closes them and moves the caches."""
     import subprocess
     import sys
 
@@ -278,8 +284,10 @@ def test_importing_textattack_leaves_the_processs_logging_alone():
 
     # the operator's file is still open; TextAttack's logger set, at WARNING through the core (its INFO lines,
     # one per attack built, broke the progress bar), at its own INFO by the bare import
-    assert probe(True) == "False True 30 True"
-    assert probe(False) == "True True 20 True"
+    # ...and the process's cache settings: the bare import points the Hugging Face cache and XDG's (so this
+    # project's own cache folder) at TextAttack's for the rest of the process
+    assert probe(True) == "False True 30 True True"
+    assert probe(False) == "True True 20 True False"
 
 
 def test_textattacks_info_lines_stay_out_of_the_progress_bar_unless_verbose():

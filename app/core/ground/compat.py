@@ -11,6 +11,7 @@ that breaks one fails there first, by name.
 """
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -28,12 +29,27 @@ def _flair_on_transformers_5() -> None:
             transformers.LayoutLMv2FeatureExtractor = _RemovedInTransformers5
 
 
-def import_textattack():
-    """`import textattack`, with flair's one removed name answered first; raises what the import raises."""
-    if "textattack" not in sys.modules:
-        _flair_on_transformers_5()
-    import textattack  # noqa: PLC0415 - heavy (flair, NLTK): only attacks need it
+# what TextAttack's import sets for the whole process (`set_cache_dir`, where TA_CACHE_DIR is set, as
+# `runtime.prepare_textattack` does): the Hugging Face cache and XDG's, which moved this project's own cache folder
+# (`runtime.cache_dir`: saved sets, embeddings) and every later process's Hugging Face cache into TextAttack's
+ENVIRONMENT_KEPT = ("HF_HOME", "XDG_CACHE_HOME", "PYTORCH_TRANSFORMERS_CACHE")
 
+
+def import_textattack():
+    """`import textattack`, with flair's one removed name answered first and the process's cache settings kept
+    (`ENVIRONMENT_KEPT`); raises what the import raises."""
+    if sys.modules.get("textattack") is not None:  # (None there: the import is barred, and raises below)
+        return sys.modules["textattack"]
+    _flair_on_transformers_5()
+    kept = {k: os.environ.get(k) for k in ENVIRONMENT_KEPT}
+    try:
+        import textattack  # noqa: PLC0415 - heavy (flair, NLTK): only attacks need it
+    finally:
+        for k, v in kept.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     return textattack
 
 
