@@ -201,16 +201,21 @@ def test_a_load_draws_no_bar_and_waits_on_no_console_lock(tiny_dirs, tmp_path, c
     another thread had left that lock held (seen once in a test run, a model loading for /slices)."""
     import threading
 
-    from tqdm.auto import tqdm
+    from tqdm.std import TqdmDefaultWriteLock
 
     d = tmp_path / "m"
     shutil.copytree(tiny_dirs["bert"], d)
     held, done = threading.Event(), threading.Event()
+    console = TqdmDefaultWriteLock.th_lock  # every bar's lock is held while this thread's one is
 
     def holder():
-        with tqdm.get_lock():
-            held.set()
-            done.wait(300)
+        # not taken within 10 s: another thread holds it already (seen in a whole run: a worker's main thread
+        # had left it held), which is what this test needs too
+        got = console.acquire(timeout=10)
+        held.set()
+        done.wait(300)
+        if got:
+            console.release()
 
     threading.Thread(target=holder, daemon=True).start()
     assert held.wait(60)
