@@ -30,6 +30,7 @@ from typing import Any
 
 from ..ground import jobs
 from ..ground.errors import LensError, WorkerGone
+from ..ground.runtime import restore_environment
 
 log = logging.getLogger("albert_lens")
 
@@ -156,11 +157,7 @@ def _child_environment(env: dict[str, str]) -> Iterator[None]:
         try:
             yield
         finally:
-            for k, v in old.items():
-                if v is None:
-                    os.environ.pop(k, None)
-                else:
-                    os.environ[k] = v
+            restore_environment(old)
 
 
 class NeverStarted(WorkerGone):

@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from .runtime import restore_environment
+
 
 class _RemovedInTransformers5:
     """Stands in for a class transformers 5 removed, where a library only tests `isinstance` against it."""
@@ -45,11 +47,7 @@ def import_textattack():
     try:
         import textattack  # noqa: PLC0415 - heavy (flair, NLTK): only attacks need it
     finally:
-        for k, v in kept.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_environment(kept)
     return textattack
 
 

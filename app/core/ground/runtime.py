@@ -40,6 +40,15 @@ def cache_dir() -> Path:
     return path
 
 
+def restore_environment(saved: dict[str, str | None]) -> None:
+    """Puts back settings as `saved` ({name: value, None where unset}) recorded them."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 def env_flag(name: str) -> bool:
     """An on/off setting: on for 1, true, yes or on (any case); off for anything else, or unset."""
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
