@@ -1,6 +1,12 @@
-"""The README and docs/ as a newcomer runs them: every `albert-lens` command in a bash block runs as written on the
-offline pair (exit 0), every gradio_client call in a python block runs against a live app, every image the README
-shows exists, and the front page stays short.
+"""The README and docs/ as a newcomer runs them: every `albert-lens` command in a bash block runs with its flags as
+written (exit 0), every gradio_client call in a python block runs against a live app, every image the README shows
+exists, and the front page stays short.
+
+What this checks is plumbing (the flags parse, the command's whole path runs, it says something), so a command
+over a dataset or a suite runs on the suite's tiny pair in place of `--pair offline` (a tenth of the CPU or less);
+the commands on a sentence, and the documented `report` (test_report.py, which reads every section of it: the
+techniques over SST-2 on the offline pair), run on the offline pair exactly as written. The offline pair's numbers
+on those datasets are other tests' subject (test_checklist, test_precision, test_device, test_attacks, ...).
 
 Not run here: `./run app` and `./run test` (CI itself runs the second, the first is the app's launch, tested in
 test_ui.py), and `albert-lens app` / `albert-lens lit`, which start servers: their lines are parsed with the CLI's
@@ -54,16 +60,41 @@ def test_the_commands_run_elsewhere_are_on_the_pages_once():
         assert len([c for c in ALL if c[0] == name]) == 1, name
 
 
+def on_the_tiny_pair(args: list[str], tiny_dirs: dict) -> list[str]:
+    """`args` with `--pair offline` swapped for the tiny pair where the command reads a dataset or a suite."""
+    if not {"--dataset", "--suite"} & set(args) or "--pair" not in args:
+        return args
+    at = args.index("--pair")
+    assert args[at + 1] == "offline", args  # a documented dataset command on another pair: decide its pair here
+    tiny = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"])]
+    return args[:at] + tiny + ([] if "--task" in args else ["--task", "sst2"]) + args[at + 2:]
+
+
+def test_dataset_commands_swap_only_their_pair():
+    dirs = {"bert": "B", "albert": "A"}
+    sentence = ["predict", "--pair", "offline", "Fine."]
+    assert on_the_tiny_pair(sentence, dirs) == sentence
+    assert on_the_tiny_pair(["slices", "--pair", "offline", "--dataset", "d.tsv", "--limit", "9"], dirs) == [
+        "slices", "--models", "B", "A", "--task", "sst2", "--dataset", "d.tsv", "--limit", "9"]
+    run_here = [list(c) for c in ALL if c[0] not in SERVERS]
+    assert sum(1 for c in run_here if on_the_tiny_pair(c, dirs) != c) >= 15
+    # the command-line parser takes the swapped form of every documented dataset command
+    from app.cli import build_parser
+
+    for c in run_here:
+        build_parser().parse_args(on_the_tiny_pair(c, dirs))
+
+
 @pytest.mark.parametrize("args", [c for c in ALL if c[0] not in SERVERS and c[0] not in RUN_ELSEWHERE],
                          ids=lambda c: " ".join(c)[:80])
-def test_every_command_runs_as_written(args, checkout, capsys, monkeypatch):
+def test_every_command_runs_as_written(args, checkout, tiny_dirs, capsys, monkeypatch):
     import logging
 
     from app.cli import main
 
     # the CLI's logging.basicConfig binds the stderr of its first call: here each command's own
     monkeypatch.setattr(logging.root, "handlers", [])
-    assert main(list(args)) == 0, capsys.readouterr().err[-2000:]
+    assert main(on_the_tiny_pair(list(args), tiny_dirs)) == 0, capsys.readouterr().err[-2000:]
     out = capsys.readouterr()
     assert out.out.strip() or out.err.strip()  # it said something
 
