@@ -3,10 +3,11 @@ written (exit 0), every gradio_client call in a python block runs against a live
 exists, and the front page stays short.
 
 What this checks is plumbing (the flags parse, the command's whole path runs, it says something), so a command
-over a dataset or a suite runs on the suite's tiny pair in place of `--pair offline` (a tenth of the CPU or less);
-the commands on a sentence, and the documented `report` (test_report.py, which reads every section of it: the
-techniques over SST-2 on the offline pair), run on the offline pair exactly as written. The offline pair's numbers
-on those datasets are other tests' subject (test_checklist, test_precision, test_device, test_attacks, ...).
+over a dataset or a suite, or that times the pair (`facts`), runs on the suite's tiny pair in place of `--pair
+offline` (a tenth of the CPU or less); the commands on a sentence, and the documented `report` (test_report.py,
+which reads every section of it: the techniques over SST-2 on the offline pair), run on the offline pair exactly
+as written. The offline pair's numbers on those datasets are other tests' subject (test_checklist,
+test_precision, test_device, test_attacks, ...).
 
 Not run here: `./run app` and `./run test` (CI itself runs the second, the first is the app's launch, tested in
 test_ui.py), and `albert-lens app` / `albert-lens lit`, which start servers: their lines are parsed with the CLI's
@@ -61,8 +62,9 @@ def test_the_commands_run_elsewhere_are_on_the_pages_once():
 
 
 def on_the_tiny_pair(args: list[str], tiny_dirs: dict) -> list[str]:
-    """`args` with `--pair offline` swapped for the tiny pair where the command reads a dataset or a suite."""
-    if not {"--dataset", "--suite"} & set(args) or "--pair" not in args:
+    """`args` with `--pair offline` swapped for the tiny pair where the command reads a dataset or a suite, or
+    times the pair (`facts`: its latency and throughput, repeated runs over shipped examples)."""
+    if not ({"--dataset", "--suite"} & set(args) or args[0] == "facts") or "--pair" not in args:
         return args
     at = args.index("--pair")
     assert args[at + 1] == "offline", args  # a documented dataset command on another pair: decide its pair here
@@ -74,6 +76,7 @@ def test_dataset_commands_swap_only_their_pair():
     dirs = {"bert": "B", "albert": "A"}
     sentence = ["predict", "--pair", "offline", "Fine."]
     assert on_the_tiny_pair(sentence, dirs) == sentence
+    assert on_the_tiny_pair(["facts", "--pair", "offline"], dirs) == ["facts", "--models", "B", "A", "--task", "sst2"]
     assert on_the_tiny_pair(["slices", "--pair", "offline", "--dataset", "d.tsv", "--limit", "9"], dirs) == [
         "slices", "--models", "B", "A", "--task", "sst2", "--dataset", "d.tsv", "--limit", "9"]
     run_here = [list(c) for c in ALL if c[0] not in SERVERS]
