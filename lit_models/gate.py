@@ -15,6 +15,7 @@ traceback on a bad path (`QuietStatic`).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -326,11 +327,46 @@ class _Deadline:
         checkpoint()
 
 
+def _held(lock) -> int:
+    """How many times this thread holds `lock`, a threading or a multiprocessing RLock (tqdm's console lock is
+    one of each)."""
+    if hasattr(lock, "_recursion_count"):
+        return lock._recursion_count()  # 0 where another thread holds it
+    semlock = getattr(lock, "_semlock", None)
+    return semlock._count() if semlock is not None and semlock._is_mine() else 0
+
+
+@contextlib.contextmanager
+def _console_lock_given_back():
+    """tqdm's `refresh()` takes its console lock, draws, and releases it without try/finally: a deadline raised
+    from the bar's file (`_Deadline`) left the lock held by the request's thread, and every later progress bar in
+    the process, in any thread (another fit, a model's loading), waited for it forever. What the fit took and
+    kept, it gives back."""
+    from tqdm import tqdm
+
+    locks = tqdm.get_lock().locks
+    before = [_held(lock) for lock in locks]
+    try:
+        yield
+    finally:
+        for lock, n in reversed(list(zip(locks, before))):  # in the reverse order of tqdm's acquire
+            for _ in range(_held(lock) - n):
+                lock.release()
+
+
 class UmapWithDeadline(lit_umap.UmapModel):
     """LIT's UMAP model, its epochs checked against the running request's deadline."""
 
     def __init__(self, **umap_kw):
         super().__init__(**umap_kw, tqdm_kwds={"disable": False, "file": _Deadline(), "mininterval": 0.1})
+
+    def fit_transform(self, inputs):
+        with _console_lock_given_back():  # UMAP fits here, before the points are handed out
+            return super().fit_transform(inputs)
+
+    def predict_minibatch(self, inputs, **kw):
+        with _console_lock_given_back():  # a transform runs epochs too
+            return super().predict_minibatch(inputs, **kw)
 
 
 class Projections(lit_projection.ProjectionManager):

@@ -297,6 +297,18 @@ def test_a_umap_fit_stops_at_the_requests_deadline():
     job = jobs.Job(seconds=1.0, name="umap")
     with jobs.running(job, record=False), pytest.raises(jobs.Stopped, match="time budget"):
         list(model.fit_transform(inputs))
+    # the stop came from inside tqdm's drawing, which holds its console lock: it is given back, so a bar in
+    # another thread draws (it waited forever: a suite run hung on a model's loading in a server thread)
+    import io
+    import threading
+
+    from tqdm import tqdm
+
+    drawn = threading.Event()
+    other = threading.Thread(target=lambda: (tqdm(range(3), file=io.StringIO(), mininterval=0).close(), drawn.set()),
+                             daemon=True)
+    other.start()
+    assert drawn.wait(60), "tqdm's console lock is still held by the stopped fit's thread"
     assert len(list(gate.UmapWithDeadline(n_components=2, n_neighbors=5, n_epochs=20,
                                           random_state=0).fit_transform(inputs))) == 60  # no job: runs
 
