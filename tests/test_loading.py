@@ -209,8 +209,8 @@ def test_a_load_draws_no_bar_and_waits_on_no_console_lock(tiny_dirs, tmp_path, c
     console = TqdmDefaultWriteLock.th_lock  # every bar's lock is held while this thread's one is
 
     def holder():
-        # not taken within 10 s: another thread holds it already (seen in a whole run: a worker's main thread
-        # had left it held), which is what this test needs too
+        # not taken within 10 s: another thread holds it already, which is what this test needs too (seen in
+        # whole runs before LIT's UMAP gave back the lock a deadline left held: tests/test_gate.py)
         got = console.acquire(timeout=10)
         held.set()
         done.wait(300)
