@@ -2,11 +2,11 @@
 written (exit 0), every gradio_client call in a python block runs against a live app, every image the README shows
 exists, and the front page stays short.
 
-What this checks is plumbing (the flags parse, the command's whole path runs, it says something), so a command
-over a dataset or a suite, or that times the pair (`facts`), runs on the suite's tiny pair in place of `--pair
-offline` (a tenth of the CPU or less); the commands on a sentence, and the documented `report` (test_report.py,
-which reads every section of it: the techniques over SST-2 on the offline pair), run on the offline pair exactly
-as written. The offline pair's numbers on those datasets are other tests' subject (test_checklist,
+What this checks is plumbing (the flags parse, the command's whole path runs, it says something), so a command over
+a dataset or a suite, or that times the pair (`facts`), runs on the suite's tiny pair in place of `--pair offline`
+(most of their CPU was the offline pair's forward passes); the commands on a sentence, and the documented `report`
+(test_report.py, which reads every section of it: the techniques over SST-2 on the offline pair), run on the offline
+pair exactly as written. The offline pair's numbers on those datasets are other tests' subject (test_checklist,
 test_precision, test_device, test_attacks, ...).
 
 Not run here: `./run app` and `./run test` (CI itself runs the second, the first is the app's launch, tested in

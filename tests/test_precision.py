@@ -254,7 +254,7 @@ def test_one_input_at_a_time_answers_in_the_precision_that_is_faster_for_it(offl
 def test_the_real_timing_is_taken_once_and_decides_by_its_margin(tiny_pair, chooses):
     """Unpatched: both models' forward passes timed in both precisions; the choice follows the timing, whichever
     way this CPU goes, and a later choice reads it back instead of timing again. On the tiny pair: what is checked
-    is the path from the timing to the choice and back from the kept file (the offline pair's ~10x the CPU)."""
+    is the path from the timing to the choice and back from the kept file, not the offline pair's speeds."""
     from app.core.ground import precision, tuning
 
     pair = tiny_pair.with_precision("int8")
