@@ -295,6 +295,11 @@ def tiny_dirs(tmp_path_factory) -> dict[str, Path]:
     }
 
 
+def tiny_models(tiny_dirs: dict[str, Path]) -> list[str]:
+    """The command line's flags for the tiny pair (`tiny_dirs`), an SST-2 pair."""
+    return ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+
+
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_dirs):
     from app.core.execution.pair import Pair

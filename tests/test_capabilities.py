@@ -10,6 +10,8 @@ from app.core.declare.capabilities import Capability, Option
 from app.core.ground import policy
 from app.core.ground.errors import InputError
 
+from .conftest import tiny_models
+
 
 def shout_batch(pair, batch, times=2, mark="!"):
     """Toy job: each model's predicted label of the one input, repeated."""
@@ -58,7 +60,7 @@ def test_a_toy_capability_appears_in_the_facade_the_cli_and_the_app(toy, tiny_pa
     helped = capsys.readouterr().out
     assert "Toy: each model's label, shouted." in helped and "how many times (default: 2)" in helped
     assert "--mark {!,?}" in helped
-    models = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+    models = tiny_models(tiny_dirs)
     assert cli.main(["toy-shout", *models, "--times", "3", "--mark", "?", "--json", "a fine film"]) == 0
     assert json.loads(capsys.readouterr().out)["result"] == res["result"]
     assert cli.main(["toy-shout", *models, "--times", "0", "a fine film"]) == 2
@@ -278,7 +280,7 @@ def test_a_toy_saliency_method_reaches_every_front_end_from_its_class_alone(tiny
     try:
         res = api.saliency(tiny_pair, "a fine film", method="word_length")
         assert [m["scores"] for m in res["maps"]] == [[1.0, 4.0, 4.0]] * 2 and res["signed"] is False
-        models = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+        models = tiny_models(tiny_dirs)
         assert cli.main(["saliency", *models, "--method", "word_length", "--json", "a fine film"]) == 0
         assert [m["scores"] for m in json.loads(capsys.readouterr().out)["maps"]] == [[1.0, 4.0, 4.0]] * 2
 
@@ -349,7 +351,7 @@ def test_a_toy_capability_over_a_dataset_appears_in_the_facade_the_cli_the_app_a
         want = [[list(Counter(predict(m, [Example((t,)) for t in texts[:4]]).predicted).most_common(1)[0])]
                 for m in tiny_pair.models]
         assert [r["top"] for r in res["result"]] == want and res["n"] == 4 and res["options"] == {"top": 1}
-        models = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
+        models = tiny_models(tiny_dirs)
         assert cli.main(["toy-votes", *models, "--dataset", str(rows), "--limit", "4", "--top", "1", "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["result"] == res["result"]
         assert cli.main(["toy-votes", *models, "--dataset", str(rows), "--top", "6"]) == 2

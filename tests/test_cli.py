@@ -7,12 +7,13 @@ import pytest
 
 from app.cli import main
 
+from .conftest import tiny_models
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_predict_json_for_both_models(tiny_dirs, capsys):
-    rc = main(["predict", "--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2", "--json",
-               "a fine film"])
+    rc = main(["predict", *tiny_models(tiny_dirs), "--json", "a fine film"])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["task"] == "sst2" and out["input"] == ["a fine film"]
@@ -40,27 +41,23 @@ def test_unreachable_hub_pair_fails_fast_via_module_entry():
     assert "textattack/bert-base-uncased-RTE" in out.stderr and "can't be reached" in out.stderr
 
 
-def _tiny(tiny_dirs) -> list[str]:
-    return ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"]), "--task", "sst2"]
-
-
 def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tmp_path):
     """The CLI is a view of `api.saliency`: the same words and scores, a row per word, and the figure saved."""
     from app.core import api
 
     text = "the cities were lovely but the hotel was dreadful"
-    assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--json", text]) == 0
+    assert main(["saliency", *tiny_models(tiny_dirs), "--method", "gradient_x_input", "--json", text]) == 0
     got = json.loads(capsys.readouterr().out)
     ref = api.saliency(tiny_pair, text, None, method="gradient_x_input")
     for g, r in zip(got["maps"], ref["maps"]):
         assert g["words"] == r["words"] and abs(max(g["scores"]) - max(r["scores"])) < 1e-6
     png = tmp_path / "s.png"
-    assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--json", "--png", str(png),
+    assert main(["saliency", *tiny_models(tiny_dirs), "--method", "gradient_x_input", "--json", "--png", str(png),
                  text]) == 0
     assert json.loads(capsys.readouterr().out)["maps"][0]["words"] == text.split()  # still JSON with --png
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     png.unlink()
-    assert main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--png", str(png), text]) == 0
+    assert main(["saliency", *tiny_models(tiny_dirs), "--method", "gradient_x_input", "--png", str(png), text]) == 0
     lines = capsys.readouterr().out.splitlines()
     rows = [ln for ln in lines if ln[:3].strip().isdigit()]
     assert [ln.split()[1] for ln in rows] == text.split()
@@ -68,14 +65,14 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
     long = " ".join(["the hotel was dreadful"] * 400)  # past every model's cut: its rest is one line, not 1,600
     ref = api.saliency(tiny_pair, long, None, method="gradient_norm")
     unread = set.intersection(*(set(m["unread"]) for m in ref["maps"]))
-    assert unread and main(["saliency", *_tiny(tiny_dirs), "--method", "gradient_norm", long]) == 0
+    assert unread and main(["saliency", *tiny_models(tiny_dirs), "--method", "gradient_norm", long]) == 0
     out = capsys.readouterr().out
     assert len([ln for ln in out.splitlines() if ln[:3].strip().isdigit()]) == 1600 - len(unread)
     assert f"... and {len(unread)} words past the cut, which neither model read" in out
-    assert main(["saliency", *_tiny(tiny_dirs), "--tolerance", "abc", text]) == 2
+    assert main(["saliency", *tiny_models(tiny_dirs), "--tolerance", "abc", text]) == 2
     assert "tolerance: 'abc' is not a number" in capsys.readouterr().err
-    assert main(["saliency", *_tiny(tiny_dirs), "--method", "occlusion", "--output", "logit", "--target", "positive",
-                 text]) == 0
+    assert main(["saliency", *tiny_models(tiny_dirs), "--method", "occlusion", "--output", "logit", "--target",
+                 "positive", text]) == 0
     out = capsys.readouterr().out
     ref = api.saliency(tiny_pair, text, None, method="occlusion", target="positive", output="logit")
     head = [ln for ln in out.splitlines() if ln.startswith("word")][0]
@@ -86,14 +83,14 @@ def test_saliency_command_prints_the_cores_maps(tiny_dirs, tiny_pair, capsys, tm
 
 def test_counterfactual_command_shows_flips_and_names_missing_dataset(tiny_dirs, capsys):
     text = "the cities were lovely"
-    assert main(["counterfactual", *_tiny(tiny_dirs), "--json", text]) == 0
+    assert main(["counterfactual", *tiny_models(tiny_dirs), "--json", text]) == 0
     res = json.loads(capsys.readouterr().out)
     (change,) = res["changes"]
     assert change["edited"] == ["the townships were lovely"]
-    assert main(["counterfactual", *_tiny(tiny_dirs), text]) == 0
+    assert main(["counterfactual", *tiny_models(tiny_dirs), text]) == 0
     out = capsys.readouterr().out
     assert "cities→townships" in out and out.count("FLIPPED") == sum(change["flipped"])
-    assert main(["counterfactual", *_tiny(tiny_dirs), "--generator", "dataset_flip_rate"]) == 2
+    assert main(["counterfactual", *tiny_models(tiny_dirs), "--generator", "dataset_flip_rate"]) == 2
     assert "dataset: dataset_flip_rate needs a dataset" in capsys.readouterr().err
 
 
@@ -101,7 +98,7 @@ def test_project_command_writes_csv_png_and_summary(tiny_dirs, capsys, tmp_path)
     import csv
 
     out = tmp_path / "proj"
-    assert main(["project", *_tiny(tiny_dirs), "--projection", "pca", "--limit", "12", "--out", str(out)]) == 0
+    assert main(["project", *tiny_models(tiny_dirs), "--projection", "pca", "--limit", "12", "--out", str(out)]) == 0
     summary = json.loads((out / "projection.json").read_text())
     rows = list(csv.DictReader((out / "projection.csv").open()))
     models = [r["model"] for r in rows]
@@ -113,20 +110,20 @@ def test_project_command_writes_csv_png_and_summary(tiny_dirs, capsys, tmp_path)
 def test_facts_command_counts_parameters_and_names_a_bad_line(tiny_dirs, tiny_pair, capsys, tmp_path):
     from app.core.techniques.facts import count_parameters
 
-    assert main(["facts", *_tiny(tiny_dirs), "--json", "a fine film", "a dull film"]) == 0
+    assert main(["facts", *tiny_models(tiny_dirs), "--json", "a fine film", "a dull film"]) == 0
     res = json.loads(capsys.readouterr().out)
     assert [m["parameters"] for m in res["models"]] == [count_parameters(c.model) for c in tiny_pair.models]
     assert res["n_inputs"] == 2
     f = tmp_path / "inputs.txt"
     f.write_text("a fine film\n\u200b\n")
-    assert main(["facts", *_tiny(tiny_dirs), "--file", str(f)]) == 2
+    assert main(["facts", *tiny_models(tiny_dirs), "--file", str(f)]) == 2
     assert "texts, line 2: field 'sentence' has only invisible characters" in capsys.readouterr().err
 
 
 def test_saliency_command_over_a_dataset(tiny_dirs, tiny_pair, capsys, tmp_path):
     from app.core import api
 
-    args = ["saliency", *_tiny(tiny_dirs), "--method", "gradient_x_input", "--dataset", "sentiment_plain",
+    args = ["saliency", *tiny_models(tiny_dirs), "--method", "gradient_x_input", "--dataset", "sentiment_plain",
             "--limit", "5"]
     assert main([*args, "--json"]) == 0
     got = json.loads(capsys.readouterr().out)
@@ -140,9 +137,9 @@ def test_saliency_command_over_a_dataset(tiny_dirs, tiny_pair, capsys, tmp_path)
     assert f"p = {cmp['p_value']:.3g} ({cmp['test']})" in out
     assert len([ln for ln in out.splitlines() if ln.startswith("  ") and "(" in ln]) == 2
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert main(["saliency", *_tiny(tiny_dirs), "--dataset", "sentiment_plain", "a text"]) == 2
+    assert main(["saliency", *tiny_models(tiny_dirs), "--dataset", "sentiment_plain", "a text"]) == 2
     assert "text: give either an input or a dataset, not both" in capsys.readouterr().err
-    assert main(["saliency", *_tiny(tiny_dirs)]) == 2
+    assert main(["saliency", *tiny_models(tiny_dirs)]) == 2
     assert "field 'sentence' is empty" in capsys.readouterr().err
 
 
@@ -174,7 +171,7 @@ def test_a_cache_folder_that_is_a_file_is_one_line_naming_the_variable(tmp_path)
 def test_a_png_into_a_missing_folder_is_refused_before_any_work(tiny_dirs, capsys, tmp_path):
     """One line naming the folder, before the models run (nothing printed first), not matplotlib's traceback."""
     missing = tmp_path / "nope" / "att.png"
-    assert main(["attention", *_tiny(tiny_dirs), "--png", str(missing), "a fine film"]) == 2
+    assert main(["attention", *tiny_models(tiny_dirs), "--png", str(missing), "a fine film"]) == 2
     out = capsys.readouterr()
     assert out.out == "" and f"png: the folder {str(missing.parent)!r} does not exist" in out.err
     assert not missing.parent.exists()

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import tiny_models
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SERVERS = ("app", "lit")
@@ -68,8 +70,7 @@ def on_the_tiny_pair(args: list[str], tiny_dirs: dict) -> list[str]:
         return args
     at = args.index("--pair")
     assert args[at + 1] == "offline", args  # a documented dataset command on another pair: decide its pair here
-    tiny = ["--models", str(tiny_dirs["bert"]), str(tiny_dirs["albert"])]
-    return args[:at] + tiny + ([] if "--task" in args else ["--task", "sst2"]) + args[at + 2:]
+    return args[:at] + tiny_models(tiny_dirs) + args[at + 2:]  # offline is an SST-2 pair, as the tiny one is
 
 
 def test_dataset_commands_swap_only_their_pair():
