@@ -333,6 +333,49 @@ def offline_pair():
     return Pair.resolve("offline")
 
 
+def run_shared(name: str, compute):
+    """`compute()`, once per run whichever process asks first: kept in the run's cache under a lock that another
+    pytest-xdist worker waits on, then reads (a reference several tests hold their answers to, computed once)."""
+    import fcntl
+    import pickle
+
+    folder = Path(RUN_CACHE) / "test-answers"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.pkl"
+    with open(folder / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if path.is_file():
+            return pickle.loads(path.read_bytes())  # written by this run, a few lines below
+        value = compute()
+        part = path.with_suffix(".part")
+        part.write_bytes(pickle.dumps(value))
+        part.replace(path)
+        return value
+
+
+@pytest.fixture(scope="session")
+def offline_sst2_dev(offline_pair):
+    """(SST-2 dev's 872 examples, each offline model's fp32 `predict` of them): the fp32 reference of the
+    accuracy bars and of the int8 and bf16 fidelity tests, computed once a run."""
+    from app.core.execution.inference import predict
+    from app.core.ground.data import load_dataset
+
+    dev = load_dataset(shared("glue", "sst2", "dev.tsv")).examples
+    assert all(m.precision == "fp32" for m in offline_pair.models)
+    return dev, run_shared("offline-sst2-dev-fp32", lambda: [predict(m, dev) for m in offline_pair.models])
+
+
+@pytest.fixture(scope="session")
+def offline_news_cls(offline_pair):
+    """(AG News test's first 300 texts, each offline model's fp32 [CLS] embeddings of them): the int8 and bf16
+    fidelity tests' reference, computed once a run."""
+    from app.core.ground.data import load_dataset
+    from app.core.techniques.embeddings import embed
+
+    news = load_dataset(shared("ag_news", "test.csv")).head(300).examples
+    return news, run_shared("offline-news-cls-fp32", lambda: [embed(m, news) for m in offline_pair.models])
+
+
 @pytest.fixture(scope="module")
 def client(tiny_pair):
     """The Gradio app on the tiny pair, launched on a free loopback port and driven by gradio_client."""

@@ -66,28 +66,28 @@ def test_an_explicit_cpu_device_answers_as_the_model_itself(tiny_dirs):
         np.testing.assert_allclose(got, want, atol=2e-5)
 
 
-def test_bf16_autocast_on_the_cpu_stays_close_to_fp32_and_says_how_close(offline_pair):
+def test_bf16_autocast_on_the_cpu_stays_close_to_fp32_and_says_how_close(offline_pair, offline_sst2_dev,
+                                                                        offline_news_cls):
     """bf16 on the CPU (fp32 weights, products under autocast) held to int8's bounds on real data, with the
-    embed and benchmark results carrying the same check: agreement of predictions, minimum cosine of embeddings."""
+    embed and benchmark results carrying the same check: agreement of predictions, minimum cosine of embeddings
+    (the fp32 answers: the run's shared reference, the fp32 models' own)."""
     from app.core import api
     from app.core.execution.inference import predict
-    from app.core.ground.data import load_dataset
-    from app.core.techniques.embeddings import embed
 
     bf16 = offline_pair.with_precision("bf16")
     assert bf16.precision == "bf16" and bf16.fp32.precision == "fp32"
-    sst2 = load_dataset(shared("glue", "sst2", "dev.tsv")).head(200).examples
-    news = load_dataset(shared("ag_news", "test.csv")).head(64).examples
+    (dev, fp32_predictions), (_, fp32_cls) = offline_sst2_dev, offline_news_cls
+    sst2 = dev[:200]
     # the bf16 embeddings of the 64 news texts through the facade, held to each model's fp32 ones computed here
     res = api.embed(bf16, str(shared("ag_news", "test.csv")), 64, visitor=False)
     fid = res.fidelity
     assert fid["against"] == "fp32" and fid["precision"] == "bf16" and fid["n"] == 64
-    for fp, half in zip(offline_pair.models, bf16.models):
+    for fp, half, fp_pred, fp_cls in zip(offline_pair.models, bf16.models, fp32_predictions, fp32_cls):
         assert half.model is not fp.model and next(half.model.parameters()).dtype == torch.float32
         assert ", bf16" in half.describe()
-        a, b = (predict(c, sst2).probs.argmax(1) for c in (fp, half))
+        a, b = fp_pred.probs[:200].argmax(1), predict(half, sst2).probs.argmax(1)
         assert (a == b).mean() >= 0.99
-        e, f = embed(fp, news), res.embeddings[half.name][:64]
+        e, f = fp_cls[:64], res.embeddings[half.name][:64]
         cos = (e * f).sum(1) / np.linalg.norm(e, axis=1) / np.linalg.norm(f, axis=1)
         assert cos.min() >= 0.99
         assert not np.allclose(e, f, atol=1e-4)  # bf16 products, not the fp32 ones under a new name
