@@ -116,19 +116,32 @@ def test_benchmark_cli_reports_both_models(capsys):
     assert res["ratios"]["parameters_b_over_a"] < 0.4
 
 
-def test_train_offline_is_seeded_and_resumable(tmp_path):
+def _train_offline(args: list[str], capsys, monkeypatch):
+    """`albert-lens train-offline ARGS` through the CLI's own entry point, in this process (a process of its own
+    paid ~5 CPU s of imports a run; what the command writes and reads back is its work dir either way): its exit
+    code, stdout and stderr, its logging set up as `python -m app` sets it."""
+    from app.cli import main
+
+    monkeypatch.setattr(logging.root, "handlers", [])  # the CLI's logging.basicConfig binds this test's stderr
+    capsys.readouterr()
+    code = main(["train-offline", *args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, code, out, err)
+
+
+def test_train_offline_is_seeded_and_resumable(tmp_path, capsys, monkeypatch):
     dev = tmp_path / "dev.tsv"  # the first 128 rows of SST-2 dev: what is checked is the stages, not the accuracy
     dev.write_text("".join(shared("glue", "sst2", "dev.tsv").read_text().splitlines(keepends=True)[:129]))
-    cmd = [sys.executable, "-m", "app", "train-offline", "--train", str(shared("glue", "sst2", "train.tsv")),
+    cmd = ["--train", str(shared("glue", "sst2", "train.tsv")),
            "--dev", str(dev), "--out", str(tmp_path / "run"), "--limit", "96",
            "--bert-epochs", "1", "--albert-epochs", "1"]
-    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    first = _train_offline(cmd, capsys, monkeypatch)
     assert first.returncode == 0, first.stderr[-2000:]
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert {"bert", "albert", "albert_init", "final"} <= set(results)
     settings = json.loads((tmp_path / "run" / "settings.json").read_text())
     assert settings["seed"] == 13 and settings["train_limit"] == 96 and settings["max_len"] == 64  # one sentence's
-    second = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    second = _train_offline(cmd, capsys, monkeypatch)
     assert second.returncode == 0
     assert json.loads(second.stdout[second.stdout.index("{"):]) == results["final"]  # nothing retrained
     import re
@@ -150,10 +163,10 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     # what is checked (the card names dev and its size, the export's accuracy is training's) is the same
     dev_path = tmp_path / "dev.tsv"
     dev_path.write_text("".join(shared("glue", "rte", "dev.tsv").read_text().splitlines(keepends=True)[:97]))
-    cmd = [sys.executable, "-m", "app", "train-offline", "--task", "rte", "--train",
+    cmd = ["--task", "rte", "--train",
            str(shared("glue", "rte", "train.tsv")), "--dev", str(dev_path), "--out", str(run), "--limit", "64",
            "--bert-epochs", "1", "--albert-epochs", "1", "--export", str(export), "--max-len", "48"]
-    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = _train_offline(cmd, capsys, monkeypatch)
     assert done.returncode == 0, done.stderr[-2000:]
     final = json.loads(done.stdout[done.stdout.index("{"):])
     log = (run / "log.txt").read_text()
@@ -191,10 +204,9 @@ def test_train_offline_for_a_pair_task_gives_a_pair_that_loads_by_path_and_by_na
     # messages on stderr as `python -m app` prints
     from app.cli import main
 
-    monkeypatch.setattr(logging.root, "handlers", [])  # the CLI's logging.basicConfig binds this test's stderr
-    capsys.readouterr()
-    assert main(cmd[3:5] + ["sst2"] + cmd[6:]) != 0
-    assert f"out: {run} holds a rte run; give another --out for sst2" in capsys.readouterr().err
+    refused = _train_offline(cmd[:1] + ["sst2"] + cmd[2:], capsys, monkeypatch)
+    assert refused.returncode != 0
+    assert f"out: {run} holds a rte run; give another --out for sst2" in refused.stderr
     assert main(["predict", "--pair", "offline-mrpc", "a", "b"]) != 0
     assert "train-offline --task mrpc" in capsys.readouterr().err
 
