@@ -76,6 +76,23 @@ def test_alternated_takes_turns_and_stops_early_on_a_clear_loser():
     assert order == ["a", "b"] * 2  # the untimed calls took 0.1 s, the first round passed the budget
 
 
+def test_alternated_stops_after_the_round_that_settles_the_callers_choice():
+    """Given `settled`, asked from the second round on (one round's times alone decide nothing), the timing stops
+    at the first round it accepts instead of running all `reps`."""
+    order, seen = [], []
+
+    def settled(times):
+        seen.append({k: len(v) for k, v in times.items()})
+        return len(times["a"]) == 3
+
+    got = tuning.alternated({"a": lambda: order.append("a"), "b": lambda: order.append("b")}, reps=9, clear=1e9,
+                            settled=settled)
+    assert order == ["a", "b"] * 4 and seen == [{"a": 2, "b": 2}, {"a": 3, "b": 3}] and set(got) == {"a", "b"}
+    # apart: every time of one at least `margin` times every time of the other
+    assert tuning.apart([2.0, 3.0], [1.0, 1.5], 1.25) and not tuning.apart([2.0, 3.0], [1.0, 1.7], 1.25)
+    assert tuning.apart([1.0, 1.1], [0.9, 1.0]) and not tuning.apart([1.0, 1.1], [0.9, 1.05])
+
+
 def test_under_another_cpus_instruction_sets_the_choice_follows_that_cpus_timing(tmp_path, tiny_dirs):
     """The product run as on an AVX2-only CPU (AMD Zen 3: no AVX-512, no bf16 or VNNI instructions), from whatever
     CPU runs the suite: PyTorch dispatches to AVX2, the choice is kept under that key, and bf16 and int8 are refused

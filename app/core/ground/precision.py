@@ -245,12 +245,20 @@ def timed(fp, low, asked: str) -> dict:
     def ctx():
         return torch.autocast("cpu", dtype=HALF[asked]) if asked in HALF else contextlib.nullcontext()
 
+    def decided(t: dict[str, list[float]]) -> bool:
+        """Whether the rounds so far settle what `choose` reads of them: `asked` against fp32 by `MARGIN` (won or
+        lost), and bf16's own products against their emulation."""
+        apart = tuning.apart
+        if not (apart(t["fp32_s"], t["asked_s"], MARGIN) or apart(t["asked_s"], t["fp32_s"], 1 / MARGIN)):
+            return False
+        return "emulated_s" not in t or apart(t["emulated_s"], t["asked_s"]) or apart(t["asked_s"], t["emulated_s"])
+
     def measure() -> dict:
         batches = work_batches(fp.base_tokenizer, fp.max_length)
         runs = {"fp32_s": forward_run(fp.model, batches), "asked_s": forward_run(low.model, batches, ctx)}
         if asked == "bf16":
             runs["emulated_s"] = forward_run(fp.model, batches, EmulatedBF16)
-        out = tuning.alternated(runs, budget_s=BUDGET_S)
+        out = tuning.alternated(runs, budget_s=BUDGET_S, settled=decided)
         one = [{k: v[:1] for k, v in batches[0].items()}]  # one short input, as Compare sends it
         single = tuning.alternated({"fp32_one_s": forward_run(fp.model, one),
                                     "asked_one_s": forward_run(low.model, one, ctx)}, reps=15, budget_s=BUDGET_S)

@@ -169,13 +169,15 @@ def _usable(hit, valid: Callable[[dict], bool]) -> bool:
 
 
 def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: float = 2.0,
-               budget_s: float | None = None) -> dict[str, float]:
+               budget_s: float | None = None,
+               settled: Callable[[dict[str, list[float]]], bool] | None = None) -> dict[str, float]:
     """Median seconds of each run, the runs taken in turn (a, b, a, b...) so that a machine that slows or speeds up
     meanwhile affects all alike, after one call each that counts only where one run lost by twice `clear` and
     `WARM_UP_S` seconds (else it is one-off set-up: a new shape's kernel, a cache). Stops
     early where one run takes over `clear` times another's (1.5x that after one round): an option 6x slower needs no
-    more proof; and, given `budget_s`, after the round in which the timing has taken that long (a base-size model's
-    forward on one thread takes seconds)."""
+    more proof; given `budget_s`, after the round in which the timing has taken that long (a base-size model's
+    forward on one thread takes seconds); and given `settled` (each run's seconds so far -> whether they decide
+    what the caller chooses from them, `apart`), after the second round or any later one it accepts."""
     start = time.perf_counter()
     first = {}
     for k, fn in runs.items():
@@ -197,7 +199,16 @@ def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: floa
             break  # after one round at 1.5x `clear`, after two at `clear`
         if budget_s is not None and time.perf_counter() - start > budget_s:
             break
+        if settled is not None and rnd >= 1 and settled(times):
+            break
     return {k: statistics.median(v) for k, v in times.items()}
+
+
+def apart(slow: list[float], fast: list[float], margin: float = 1.0) -> bool:
+    """Whether every time in `slow` is at least `margin` times every time in `fast`: the same winner in every round
+    so far, by `margin` even between the slowest of one and the fastest of the other (more rounds of `alternated`
+    would move the medians only if the machine's speed changed meanwhile)."""
+    return min(slow) >= margin * max(fast)
 
 
 def wins(option_s: float, default_s: float, margin: float = MARGIN) -> bool:
