@@ -217,12 +217,19 @@ def test_the_wrapper_finds_what_textattacks_own_wrapper_finds(offline_pair, reci
     tokenizer's maximum) and through the project's wrapper (dynamic padding, the [CLS]-only last layer): the same
     outcome and the same adversarial input (as the model reads it) for every example, and the same number of
     queries."""
+    import copy
+
     attacks._textattack()
     from textattack.models.wrappers import HuggingFaceModelWrapper
 
     clf = offline_pair.models[0]
     examples = _sample(offline_pair, 4, seed=2)
-    stock = attacks.build_attack(recipe, HuggingFaceModelWrapper(clf.model, clf.tokenizer), query_budget=200)
+    # the stock wrapper's tokenizer with a maximum of 128, not the MiniLM's 512: still every query padded to one
+    # fixed length, far past any of these sentences' (6-18 words), at a quarter of the work per query (the stock
+    # side was most of this test's 20 CPU s); a query it cut short would differ from ours and fail the test
+    fixed = copy.deepcopy(clf.tokenizer)
+    fixed.model_max_length = 128
+    stock = attacks.build_attack(recipe, HuggingFaceModelWrapper(clf.model, fixed), query_budget=200)
     ours = attacks.build_attack(recipe, attacks.make_wrapper(clf), query_budget=200)
     outcomes = []
     for ex in examples:
