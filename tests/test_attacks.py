@@ -241,7 +241,7 @@ def test_the_wrapper_finds_what_textattacks_own_wrapper_finds(offline_pair, reci
         assert type(a).__name__ == type(b).__name__
         texts = [r.perturbed_result.attacked_text.text for r in (a, b)]
         # the same input as the model reads it: WordNet offers "land" and "Land", which an uncased model can't
-        # tell apart, so the tie between them falls to float rounding (padding to 512 or not)
+        # tell apart, so the tie between them falls to float rounding (padding to 128 or not)
         assert clf.tokenizer(texts[0])["input_ids"] == clf.tokenizer(texts[1])["input_ids"], texts
         assert a.perturbed_result.num_queries == b.perturbed_result.num_queries
         outcomes.append(type(a).__name__)
@@ -273,6 +273,23 @@ print(closed, log_file in logging.getLogger().handlers,
       before == (os.environ.get("HF_HOME"), os.environ["XDG_CACHE_HOME"], runtime.cache_dir()))
 """
 
+def through_the_core():
+    """A fresh process that imports TextAttack through the core after an operator's log handler is set
+    (`LOGGING_PROBE`), then the rest of today's stack beside it (gradio, LIT): its exit code, and its output, the
+    probe's line then numpy's, transformers' and gradio's versions. Run once a run, whichever test asks first (this
+    module's logging test, test_stack's imports test): each started a process of its own (~7 CPU s)."""
+    import subprocess
+    import sys
+
+    from .conftest import ROOT, run_shared
+
+    code = LOGGING_PROBE.format(root=str(ROOT), through_core=True) + (
+        "import gradio, lit_nlp.app, numpy, textattack, transformers\n"
+        "print(numpy.__version__, transformers.__version__, gradio.__version__)\n")
+    return run_shared("stack-through-the-core", lambda: subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300))
+
+
 def test_importing_textattack_leaves_the_processs_logging_alone():
     """TextAttack's and flair's imports configure logging with dictConfig, which closes every handler the process
     had (under pytest-xdist: the worker's capture file, failing every later test), and TextAttack's sets the
@@ -284,6 +301,10 @@ def test_importing_textattack_leaves_the_processs_logging_alone():
     from .conftest import ROOT
 
     def probe(through_core: bool) -> str:
+        if through_core:  # the process that imports the whole stack through the core, shared with test_stack
+            out = through_the_core()
+            assert out.returncode == 0, out.stderr[-2000:]
+            return out.stdout.strip().splitlines()[-2]
         code = LOGGING_PROBE.format(root=str(ROOT), through_core=through_core)
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
         assert out.returncode == 0, out.stderr[-2000:]

@@ -9,27 +9,18 @@ from app.core.techniques import attacks
 
 from .conftest import ROOT, shared
 
-IMPORTS = """
-import sys
-sys.path.insert(0, {root!r})
-import gradio, numpy, transformers
-from app.core.ground import runtime
-runtime.prepare()
-from app.core.ground.compat import import_textattack
-import_textattack()
-import lit_nlp.app, textattack
-print(numpy.__version__, transformers.__version__, gradio.__version__)
-"""
-
 
 def _python(code: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
 
 
 def test_todays_stack_imports_together():
-    """numpy 2, transformers 5 and gradio 6 in one process with LIT and TextAttack imported: an upgrade that
-    breaks either import fails here first, with the import's own error."""
-    out = _python(IMPORTS.format(root=str(ROOT)))
+    """numpy 2, transformers 5 and gradio 6 in one process with LIT and TextAttack imported (through the core's
+    shim: the process test_attacks' logging test reads too): an upgrade that breaks either import fails here
+    first, with the import's own error."""
+    from .test_attacks import through_the_core
+
+    out = through_the_core()
     assert out.returncode == 0, out.stderr[-3000:]
     numpy, transformers, gradio = (int(v.split(".")[0]) for v in out.stdout.split()[-3:])
     assert (numpy, transformers, gradio) == (2, 5, 6)
