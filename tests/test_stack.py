@@ -71,3 +71,38 @@ def test_recipes_say_a_recipe_runs_where_it_does():
     rows = {r["name"]: r for r in attacks.list_recipes()}
     assert rows["deepwordbug"]["available"] and rows["deepwordbug"]["why"] == ""
     assert attacks.textattack_problem() == ""
+
+
+def test_wordnet_loads_without_mapping_itself_onto_itself(tmp_path, monkeypatch):
+    """NLTK's WordNet reader mapped the multilingual WordNet's ids from the corpus named "wordnet" onto the loaded
+    WordNet at every load, the same corpus here: ~4 of a load's ~7 CPU s for the identity. `quick_wordnet` gives
+    that map NLTK's own word for the identity (None) and no other: a WordNet read from elsewhere is mapped as
+    NLTK maps it, and the map's one reader in NLTK is still the multilingual tab files' (an upgrade that reads it
+    elsewhere fails here)."""
+    import inspect
+    from types import SimpleNamespace
+
+    from nltk.corpus.reader import wordnet as reader
+    from nltk.data import FileSystemPathPointer
+
+    from app.core.ground import compat, runtime
+
+    runtime.prepare_nltk()
+    cls = reader.WordNetCorpusReader
+    mapped = []
+    monkeypatch.setattr(cls, "map_wn", lambda self, version="wordnet": mapped.append(version) or {"mapped": 1})
+    compat.quick_wordnet()
+    loaded = compat._corpus_root("wordnet")
+    assert cls.map_wn(SimpleNamespace(root=loaded)) is None and mapped == []
+    assert cls.map_wn(SimpleNamespace(root=FileSystemPathPointer(str(tmp_path)))) == {"mapped": 1}
+    assert mapped == ["wordnet"]
+    users = sorted(name for name, f in vars(cls).items() if inspect.isfunction(f) and "map30" in inspect.getsource(f))
+    assert users == ["__init__", "custom_lemmas"]
+    mapped.clear()
+    with pytest.warns(UserWarning, match="multilingual functions are not available"):  # no multilingual reader
+        fresh = cls(loaded, None)  # a reader of the loaded WordNet, as NLTK's loader makes it: English as ever
+    assert fresh.map30 is None and mapped == []
+    from nltk.corpus import wordnet
+
+    for word in ("film", "good", "run"):
+        assert [s.name() for s in fresh.synsets(word)] == [s.name() for s in wordnet.synsets(word)]

@@ -8,6 +8,7 @@ that breaks one fails there first, by name.
   model here has: a class nothing is an instance of stands in for it.
 - LIT 1.3.1 declares numpy < 2 and shap < 0.46; it runs on numpy 2 with shap >= 0.46 (the install's overrides,
   requirements-overrides.txt), with no shim.
+- NLTK's WordNet reader maps the loaded WordNet onto itself at every load (`quick_wordnet`).
 """
 from __future__ import annotations
 
@@ -48,7 +49,45 @@ def import_textattack():
         import textattack  # noqa: PLC0415 - heavy (flair, NLTK): only attacks need it
     finally:
         restore_environment(kept)
+    quick_wordnet()  # its WordNet swaps load WordNet on first use
     return textattack
+
+
+def _corpus_root(name: str):
+    """Where NLTK's loader of corpus `name` reads it from (a zip first, as `LazyCorpusLoader` looks), or None."""
+    import nltk
+
+    for where in (f"corpora/{name}.zip/{name}/", f"corpora/{name}"):
+        try:
+            return nltk.data.find(where)
+        except LookupError:
+            continue
+    return None
+
+
+def quick_wordnet() -> None:
+    """NLTK's WordNet reader maps the Open Multilingual WordNet's synset ids (WordNet 3.0's, from the corpus named
+    "wordnet") onto the WordNet it loads, at every load (`map_wn`: it compares the loaded version, "3.0", with that
+    corpus's name, which never match), reading index.sense twice: ~4 of the load's ~7 CPU s, which a process's
+    first WordNet swap or attack waited for. Where the corpus it maps from is the one loaded, that map is the
+    identity, which NLTK writes `map30 = None`; its one reader, the multilingual tab files (`custom_lemmas`), then
+    takes ids as they are, and English lookups never read it. Any other WordNet is mapped as before. Idempotent;
+    for loads after it."""
+    from nltk.corpus.reader import wordnet as reader
+
+    cls = reader.WordNetCorpusReader
+    if getattr(cls.map_wn, "onto_itself_skipped", False):
+        return
+    mapped = cls.map_wn
+
+    def map_wn(self, version="wordnet"):
+        source = _corpus_root(version)
+        if source is not None and getattr(source, "path", source) == getattr(self.root, "path", self.root):
+            return None  # the identity: the loaded WordNet is the one it maps from
+        return mapped(self, version)
+
+    map_wn.onto_itself_skipped = True
+    cls.map_wn = map_wn
 
 
 _quiet = False

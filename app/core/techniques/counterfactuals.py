@@ -23,6 +23,7 @@ from ..execution.inputs import check_readable, dataset_of, example_from
 from ..execution.pair import Pair
 from ..ground import jobs
 from ..ground.alignment import edit_texts, split_words
+from ..ground.compat import quick_wordnet
 from ..ground.data import Example, blank_reason, surrogate_reason
 from ..ground.errors import InputError, WordNetMissing
 from ..ground.policy import OPERATOR_CAP, limits
@@ -238,6 +239,7 @@ def saved_records(pair: Pair, changes, *, originals: bool = True, dataset: str |
 def _wordnet():
     from nltk.corpus import wordnet as wn  # deferred: NLTK and its data: only WordNet and tagging paths
 
+    quick_wordnet()
     try:
         wn.ensure_loaded()
     except LookupError as exc:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ground.alignment import split_words
+from ..ground.compat import quick_wordnet
 
 MIN_COSINE = 0.8  # a low bar: on the hand-judged sample the cosine separates little (benchmarks/README.md)
 _LOCK = threading.Lock()
@@ -118,6 +119,7 @@ def usual_sense(word: str, replacement: str, pos: str | None) -> bool | None:
     try:
         from nltk.corpus import wordnet as wn  # deferred: NLTK and its data
 
+        quick_wordnet()
         senses = wn.synsets(word.lower(), pos=pos)
     except LookupError:
         return None
