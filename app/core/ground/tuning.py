@@ -207,8 +207,8 @@ def alternated(runs: dict[str, Callable[[], object]], reps: int = 5, clear: floa
 def apart(slow: list[float], fast: list[float], margin: float = 1.0) -> bool:
     """Whether every time in `slow` is at least `margin` times every time in `fast`: the same winner in every round
     so far, by `margin` even between the slowest of one and the fastest of the other (more rounds of `alternated`
-    would move the medians only if the machine's speed changed meanwhile)."""
-    return min(slow) >= margin * max(fast)
+    would move the medians only if the machine's speed changed meanwhile): `wins` between the ranges' extremes."""
+    return wins(max(fast), min(slow), margin)
 
 
 def wins(option_s: float, default_s: float, margin: float = MARGIN) -> bool:
